@@ -1,0 +1,108 @@
+# attnd — build, run, test.  `make V=1` shows the full commands.
+#
+#   make            the fat binary build/attnd (sm_80 sm_86 sm_89 sm_90 + PTX)
+#   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
+#   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
+#   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)
+#   make bench      attnd vs PyTorch on the same GPU (bench/run.sh)
+
+CUDA     ?= /usr/local/cuda
+NVCC     ?= $(CUDA)/bin/nvcc
+CC       ?= gcc
+CXX      ?= g++
+BUILD    ?= build
+PYTHON   ?= python3
+
+GENCODE_FAT  = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
+               -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_90,code=compute_90
+GENCODE_TEST = -gencode arch=compute_90,code=sm_90
+GENCODE     ?= $(GENCODE_FAT)
+
+CPPFLAGS  = -D_GNU_SOURCE -I$(CUDA)/include -I. -MMD -MP
+CFLAGS    = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread
+NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) -Xcompiler -Wall,-Wno-unused-parameter \
+            --expt-relaxed-constexpr -Xptxas -warn-spills
+LDFLAGS   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
+LDLIBS    = -lcudart_static -lcublas -lcupti -lmicrohttpd -lcjson -lsqlite3 -ldl -lrt -lm
+
+KERNEL_C  = kernels/attn.c kernels/variants.c kernels/inputs_cpu.c kernels/fingerprint.c \
+            kernels/reference.c kernels/exec_context.c
+KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu
+SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
+            server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
+            server/worker.c server/measure.c server/measure_stats.c server/profile.c \
+            server/clocks.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c
+SERVER_CU = server/output_stats.cu
+MAIN_C    = server/main.c
+
+LIB_OBJS  = $(patsubst %.c,$(BUILD)/%.o,$(KERNEL_C) $(SERVER_C)) \
+            $(patsubst %.cu,$(BUILD)/%.o,$(KERNEL_CU) $(SERVER_CU))
+MAIN_OBJ  = $(BUILD)/server/main.o
+UNIT_SRCS = $(wildcard tests/unit/test_*.c)
+UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+ifeq ($(V),1)
+Q =
+else
+Q = @
+endif
+
+.PHONY: all run test test-unit test-api test-gpu bench deps bundle clean
+
+all: $(BUILD)/attnd
+
+$(BUILD)/attnd: $(LIB_OBJS) $(MAIN_OBJ)
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/%.o: %.cu
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $<"
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
+
+$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	$(Q)$(CXX) -x c -std=c11 $(CPPFLAGS) -O1 -g -Wall -Wextra -Wno-unused-parameter -pthread -c $< -o $@.o
+	$(Q)$(CXX) -o $@ $@.o $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+
+# Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
+deps:
+	$(Q)sh scripts/install-deps.sh
+
+run: deps
+	$(Q)$(MAKE) --no-print-directory all
+	$(BUILD)/attnd --config config/attnd.json
+
+# Tests compile one architecture into build/test: everything they run is on the cpu device.
+test: deps
+	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd test-unit test-api
+
+test-unit: $(UNIT_BINS)
+	$(Q)sh tests/unit/run.sh $(UNIT_BINS)
+
+test-api: $(BUILD)/attnd
+	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api
+
+# On a GPU machine: builds nothing when build/attnd is already there (the lent GPU machine
+# has no libmicrohttpd headers; bundle here, carry build/).
+test-gpu:
+	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) bash tests/gpu/run.sh
+
+bench:
+	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) bash bench/run.sh
+
+# Copy the shared libraries a GPU machine lacks beside the binary (rpath $ORIGIN/lib).
+bundle: $(BUILD)/attnd
+	$(Q)sh scripts/bundle-libs.sh $(BUILD)
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,48 @@
+/* decomposed.h — entry points of the decomposed (multi-kernel) variants and the cpu
+ * reference, for the variants table and for verification. */
+#ifndef DECOMPOSED_H
+#define DECOMPOSED_H
+
+#include "attn.h"
+#include "exec_context.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* naive.cu — PyTorch eager naive attention, kernel for kernel:
+ *   scores = q @ kᵀ (cuBLAS), scores = scores * scale (out of place),
+ *   masked = scores.masked_fill(mask, -inf) (out of place: a DtoD Memcpy, then the fill),
+ *   p = softmax(masked, -1), out = p @ v (cuBLAS).
+ * naive_inplace does masked_fill_ in place: the same without the Memcpy. */
+size_t naive_workspace_bytes(const attn_problem *p);
+int naive_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+
+/* math.cu — PyTorch SDPA's math backend (_scaled_dot_product_attention_math): upcast q,k,v
+ * to fp32; for a causal mask build ones → tril → where(¬mask, −inf, 0) every call; scale q
+ * and k by √scale; fp32 GEMMs on CUDA cores (no TF32); add the bias; safe softmax
+ * (softmax, eq(−inf), all, where: fully masked rows give 0); fp32 GEMM with v; downcast. */
+size_t math_workspace_bytes(const attn_problem *p);
+int math_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+
+/* The math path stopped before its downcast: writes the fp32 output [B,H,Sq,D] to d_out_f32.
+ * The GPU reference for `verify` when a problem is too large for the cpu device.
+ * Needs math_workspace_bytes(p) of workspace. */
+int math_forward_f32(exec_context *ctx, const attn_problem *p, const attn_tensors *t, float *d_out_f32,
+                     void *workspace);
+
+/* reference.c — plain C, fp64 accumulation: the oracle.
+ * reference_attention_f64 reads q, k, v stored in p->dtype and writes the fp64 output
+ * [B,H,Sq,D]; fully masked rows are zeros (SDPA's safe softmax). `threads` ≤ 0: one per
+ * core. Returns 0, or -1 when out of memory. */
+int reference_attention_f64(const attn_problem *p, const void *q, const void *k, const void *v, double *out,
+                            int threads);
+/* The `reference` variant: the same, rounded to p->dtype into t->out. */
+int reference_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+size_t reference_workspace_bytes(const attn_problem *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

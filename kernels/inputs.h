@@ -1,0 +1,66 @@
+/* inputs.h — the counter-based generator behind `seed`: documented in docs/inputs.md.
+ *
+ * Element i of tensor t (0 = q, 1 = k, 2 = v) for a given seed is a pure function of
+ * (seed, t, i), so any element can be made by any thread in any order, and a client can
+ * regenerate the inputs bit for bit (clients/python has a numpy version).
+ *
+ *   key  = mix64(seed ^ ((t + 1) · 0xD1B54A32D192ED03))
+ *   h    = mix64(key + (i + 1) · 0x9E3779B97F4A7C15)            (all arithmetic mod 2^64)
+ *   s    = Σ of the four 16-bit lanes of h − 131070               (Irwin–Hall, 4 terms)
+ *   x    = float32(s) · 0x1.bb67aep-16f                           (≈ 1/37837.23: unit variance)
+ *   elem = x rounded to the tensor's dtype, nearest even
+ *
+ * mix64 is SplitMix64's finaliser. Every step is exact integer arithmetic or one correctly
+ * rounded float32 multiply, so CUDA, C and numpy agree exactly. Values lie in ±3.47 with
+ * mean 0 and variance 1: close enough to a standard normal for attention to behave as it
+ * does on real activations, and never zeros.
+ */
+#ifndef INPUTS_H
+#define INPUTS_H
+
+#include <stdint.h>
+
+#include "attn.h"
+
+#define INPUTS_TENSOR_Q 0
+#define INPUTS_TENSOR_K 1
+#define INPUTS_TENSOR_V 2
+
+ATTN_HD uint64_t inputs_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+ATTN_HD uint64_t inputs_tensor_key(uint64_t seed, int tensor)
+{
+    return inputs_mix64(seed ^ ((uint64_t)(tensor + 1) * 0xD1B54A32D192ED03ull));
+}
+
+ATTN_HD float inputs_value(uint64_t key, uint64_t index)
+{
+    uint64_t h = inputs_mix64(key + (index + 1) * 0x9E3779B97F4A7C15ull);
+    int32_t s = (int32_t)(h & 0xffff) + (int32_t)((h >> 16) & 0xffff) + (int32_t)((h >> 32) & 0xffff) +
+                (int32_t)(h >> 48) - 131070;
+    return (float)s * 0x1.bb67aep-16f;
+}
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct exec_context;
+
+/* Fill n elements of tensor `tensor` into d_buf (device memory) on ctx's stream.
+ * Returns 0, or -1 with ctx->error set. */
+int inputs_generate_gpu(struct exec_context *ctx, void *d_buf, attn_dtype dtype, int64_t n, uint64_t seed,
+                        int tensor);
+
+/* The same on the host, into buf (n elements of dtype). */
+void inputs_generate_cpu(void *buf, attn_dtype dtype, int64_t n, uint64_t seed, int tensor);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

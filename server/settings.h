@@ -1,0 +1,32 @@
+/* settings.h — every setting of attnd, from one table (settings.c) that drives the config
+ * file, the ATTND_* environment, the command-line flags and `attnd --help` alike.
+ * Precedence: defaults < config file < environment < flags. */
+#ifndef SETTINGS_H
+#define SETTINGS_H
+
+#include <stdio.h>
+
+typedef struct settings {
+    char listen[128];             /* host:port; 127.0.0.1:8080 */
+    char data_dir[512];           /* SQLite file (attnd.db) and other state; ./data */
+    char config[512];             /* the config file read; "" for none */
+    char devices[128];            /* GPUs to serve: "all", "none" or "0,2"; cpu always */
+    int queue_depth;              /* jobs waiting per device before 429 */
+    int job_timeout_s;            /* a job running longer is killed with its worker */
+    long long max_body_bytes;     /* request bodies larger get 413 */
+    long long memory_budget_bytes;/* per device; 0: the device's free memory */
+    char token_file[512];         /* bearer tokens, one a line; "": no auth */
+    char log_level[16];           /* error|warn|info|debug */
+    long long verify_cpu_max_macs;/* verify on the cpu device up to this many B·H·Sq·Skv·D */
+    int cpu_threads;              /* threads of the cpu reference; 0: one per core */
+    int enable_fault_injection;   /* accept the `fault` run parameter (tests only) */
+} settings;
+
+/* Fill s: defaults, then the config file (--config / ATTND_CONFIG, or config/attnd.json when
+ * present), then ATTND_* variables, then flags. Returns 0; 1 when --help was printed (exit
+ * 0); -1 with err filled for an unknown flag, a bad value or an unreadable config file. */
+int settings_load(settings *s, int argc, char **argv, char *err, size_t err_len);
+
+void settings_print_help(FILE *out);
+
+#endif

@@ -1,0 +1,31 @@
+/* store.h — every run, in an embedded SQLite database (data_dir/attnd.db), WAL mode.
+ *
+ * One table, runs(id INTEGER PRIMARY KEY AUTOINCREMENT, created, backend, device, status,
+ * record): `record` is the whole run object as answered. ids only grow, so `after=ID`
+ * paging sees each run once. Thread-safe (one connection, serialized mode).
+ */
+#ifndef STORE_H
+#define STORE_H
+
+/* Open or create; rows left queued/running by an earlier process are marked failed with
+ * "server restarted before the job finished". Returns 0, or -1 with err filled. */
+int store_open(const char *data_dir, char *err, size_t err_len);
+void store_close(void);
+
+/* A new run in state `status` with its record so far; returns its id (> 0), or -1. */
+long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
+                           const char *record_json);
+
+/* Replace status and record of run id. 0, or -1. */
+int store_update_run(long long id, const char *status, const char *record_json);
+
+/* Remove a run that was refused before it ran (so a failed request changes nothing). */
+int store_delete_run(long long id);
+
+/* The record of run id, malloc'd (caller frees); NULL when there is none. */
+char *store_get_run(long long id);
+
+/* Number of runs stored (for tests and /metrics). */
+long long store_count_runs(void);
+
+#endif
