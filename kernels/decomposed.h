@@ -41,6 +41,9 @@ int reference_attention_f64(const attn_problem *p, const void *q, const void *k,
 /* The `reference` variant: the same, rounded to p->dtype into t->out. */
 int reference_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 size_t reference_workspace_bytes(const attn_problem *p);
+/* Threads reference_forward uses (settings.cpu_threads; ≤ 0, the default: one per core).
+ * Set once by the cpu worker before its first job. */
+void reference_set_threads(int n);
 
 #ifdef __cplusplus
 }

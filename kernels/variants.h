@@ -35,6 +35,12 @@ typedef struct variant {
      * ctx->stream, no allocation, no synchronisation (graph-capturable). On the cpu device:
      * runs to completion, ctx->device is -1. Returns 0, or -1 with ctx->error set. */
     int (*forward)(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+    /* What the library chose for p after a forward (cuDNN's engine and knobs), reported as
+     * the result's "engine"; NULL for variants whose kernels are their own. */
+    const char *(*engine_desc)(const attn_problem *p);
+    /* 0 when a library the variant needs can be loaded here, else -1 and why (cuDNN is
+     * opened at run time); NULL: nothing to load. */
+    int (*library_ready)(char *why, size_t why_len);
 } variant;
 
 extern const variant variants[];

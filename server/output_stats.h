@@ -13,6 +13,11 @@
 #include "../kernels/attn.h"
 #include "../kernels/exec_context.h"
 
+/* C linkage also when included from output_stats.cu (compiled as C++). */
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct output_summary {
     double sum, abs_sum;       /* fp64 accumulation over the elements as stored */
     int64_t nan, inf;
@@ -46,4 +51,7 @@ int verify_compare_gpu(exec_context *ctx, const void *d_out, attn_dtype dtype, c
 cJSON *output_to_json(const output_summary *s, const attn_problem *p);
 cJSON *verify_to_json(const verify_result *v);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

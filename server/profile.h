@@ -15,7 +15,13 @@
 #include "../kernels/exec_context.h"
 #include "measure.h"
 
-typedef enum profile_kind { PROFILE_KERNEL = 0, PROFILE_MEMCPY = 1, PROFILE_MEMSET = 2 } profile_kind;
+typedef enum profile_kind {
+    PROFILE_NVTX = -2,   /* profile_event only: an NVTX range */
+    PROFILE_API = -1,    /* profile_event only: a runtime/driver API call */
+    PROFILE_KERNEL = 0,
+    PROFILE_MEMCPY = 1,
+    PROFILE_MEMSET = 2
+} profile_kind;
 
 typedef struct kernel_row {
     profile_kind kind;
@@ -31,7 +37,7 @@ typedef struct kernel_row {
 } kernel_row;
 
 typedef struct profile_event {
-    profile_kind kind;       /* or -1 for an API call, -2 for an NVTX range */
+    profile_kind kind;       /* or PROFILE_API (-1) for an API call, PROFILE_NVTX (-2) for an NVTX range */
     char name[384];
     uint64_t start_ns, end_ns;
     uint32_t correlation, stream;
@@ -61,5 +67,11 @@ void profile_free(profile_result *p);
 
 /* The "kernels" object: per_forward, memops_per_forward, gpu_us, table. */
 cJSON *profile_to_json(const profile_result *p);
+
+/* The raw events as a Chrome/Perfetto trace: {"traceEvents":[…],"displayTimeUnit":"ms"}.
+ * CPU lanes (pid 0, tid = thread) hold API calls and NVTX ranges, GPU lanes (pid 1, tid =
+ * stream) kernels and memops, with a flow arrow from each launch to its GPU activity; ts in
+ * µs from the first event. device_name labels the GPU process. Caller deletes. */
+cJSON *profile_trace_json(const profile_result *p, const char *device_name);
 
 #endif

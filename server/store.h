@@ -7,6 +7,8 @@
 #ifndef STORE_H
 #define STORE_H
 
+#include <stddef.h>
+
 /* Open or create; rows left queued/running by an earlier process are marked failed with
  * "server restarted before the job finished". Returns 0, or -1 with err filled. */
 int store_open(const char *data_dir, char *err, size_t err_len);
@@ -24,6 +26,12 @@ int store_delete_run(long long id);
 
 /* The record of run id, malloc'd (caller frees); NULL when there is none. */
 char *store_get_run(long long id);
+
+/* History for pollers (GET /v1/runs?after=ID&limit=N): the records of runs with id > after_id,
+ * oldest first, at most limit (clamped to 1..1000), only those of `backend` and `status`
+ * when given (NULL or "": any). Returns a JSON array text "[{…},{…}]", malloc'd (caller
+ * frees); NULL on failure. */
+char *store_list_runs(long long after_id, int limit, const char *backend, const char *status);
 
 /* Number of runs stored (for tests and /metrics). */
 long long store_count_runs(void);

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""The PyTorch peer: the study's six attention variants in PyTorch eager, timed the way
+peers-h200.md was measured, on the shapes of bench/shapes.json. One JSON line per (shape,
+variant) on stdout or --out.
+
+    naive          q@kᵀ, *scale, masked_fill (out of place), softmax, @v
+    naive_inplace  the same with masked_fill_ (in place)
+    math, efficient, flash, cudnn
+                   F.scaled_dot_product_attention under sdpa_kernel(SDPBackend.…)
+
+gpu_us: median of CUDA-event times of single forwards (after warm-ups, inputs hot).
+host_us: median CPU time of the Python call that enqueues one forward (the GPU is idle when
+it starts: a synchronize precedes each timed call, outside the timing).
+ops: kernels + memcpy + memset of one forward, from torch.profiler.
+"""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+
+def flops(b, h, s, d, mask):
+    f = 4.0 * b * h * s * s * d
+    return f / 2 if mask == "causal" else f
+
+
+def make_variants(torch, F):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    def naive(q, k, v, mask, scale):
+        s = q @ k.transpose(-2, -1)
+        s = s * scale
+        if mask is not None:
+            s = s.masked_fill(mask, float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        return p @ v
+
+    def naive_inplace(q, k, v, mask, scale):
+        s = q @ k.transpose(-2, -1)
+        s = s * scale
+        if mask is not None:
+            s.masked_fill_(mask, float("-inf"))
+        p = torch.softmax(s, dim=-1)
+        return p @ v
+
+    def sdpa(backend):
+        def fn(q, k, v, mask, scale):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=mask is not None, scale=scale)
+        fn.context = lambda: sdpa_kernel(backend)
+        return fn
+
+    table = {
+        "naive": naive,
+        "naive_inplace": naive_inplace,
+        "math": sdpa(SDPBackend.MATH),
+        "efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
+        "flash": sdpa(SDPBackend.FLASH_ATTENTION),
+        "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+    }
+    return table
+
+
+def count_ops(torch, call):
+    """Kernels, memcpys and memsets one call launched, by torch.profiler."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    names = []
+    try:
+        from torch.autograd import DeviceType
+        names = [e.name for e in prof.events() if e.device_type == DeviceType.CUDA]
+    except Exception:  # older/newer profiler APIs: fall back to the raw kineto events
+        names = []
+    if not names:
+        try:
+            names = [e.name() for e in prof.profiler.kineto_results.events()
+                     if str(e.device_type()).endswith("CUDA")]
+        except Exception:
+            names = []
+    memcpy = [n for n in names if n.lower().startswith("memcpy")]
+    memset = [n for n in names if n.lower().startswith("memset")]
+    kernels = [n for n in names if n not in memcpy and n not in memset]
+    return kernels, memcpy, memset
+
+
+def measure(torch, fn, q, k, v, mask, scale, warmup, iters):
+    def call():
+        return fn(q, k, v, mask, scale)
+
+    for _ in range(warmup):
+        call()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    gpu = []
+    for _ in range(iters):
+        start.record()
+        call()
+        end.record()
+        end.synchronize()
+        gpu.append(start.elapsed_time(end) * 1e3)
+    host = []
+    for _ in range(iters):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        call()
+        host.append((time.perf_counter() - t0) * 1e6)
+    torch.cuda.synchronize()
+    kernels, memcpy, memset = count_ops(torch, call)
+    return gpu, host, kernels, memcpy, memset
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--shapes", default="bench/shapes.json")
+    ap.add_argument("--variants", default="", help="comma-separated; default: all of shapes.json")
+    ap.add_argument("--warmup", type=int, default=None)
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--out", default="-")
+    args = ap.parse_args()
+
+    with open(args.shapes) as f:
+        cfg = json.load(f)
+    variants = [x for x in args.variants.split(",") if x] or cfg["variants"]
+    warmup = args.warmup if args.warmup is not None else cfg["peer"]["warmup"]
+    iters = max(30, args.iters if args.iters is not None else cfg["peer"]["iters"])
+    out = sys.stdout if args.out == "-" else open(args.out, "w")
+
+    import torch
+    import torch.nn.functional as F
+
+    torch.backends.cuda.matmul.allow_tf32 = False   # PyTorch's default; stated, not assumed
+    dev = torch.device(args.device)
+    torch.cuda.set_device(dev)
+    gpu_name = torch.cuda.get_device_name(dev)
+    meta = {"impl": "torch", "torch": torch.__version__, "cuda": torch.version.cuda,
+            "cudnn": torch.backends.cudnn.version(), "gpu": gpu_name}
+    table = make_variants(torch, F)
+
+    for shape in cfg["shapes"]:
+        b, h, s, d, mask_name = shape["batch"], shape["heads"], shape["seq"], shape["head_dim"], shape["mask"]
+        gen = torch.Generator(device=dev).manual_seed(1234)
+        q, k, v = (torch.randn(b, h, s, d, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(3))
+        mask = torch.ones(s, s, dtype=torch.bool, device=dev).triu(1) if mask_name == "causal" else None
+        scale = 1.0 / math.sqrt(d)
+        for name in variants:
+            row = dict(meta, variant=name, **shape)
+            fn = table.get(name)
+            try:
+                if fn is None:
+                    raise ValueError("unknown variant %s" % name)
+                ctx = getattr(fn, "context", None)
+                if ctx is not None:
+                    with ctx():
+                        gpu, host, kern, mcpy, mset = measure(torch, fn, q, k, v, mask, scale, warmup, iters)
+                else:
+                    gpu, host, kern, mcpy, mset = measure(torch, fn, q, k, v, mask, scale, warmup, iters)
+                med = statistics.median(gpu)
+                row.update(gpu_us=med, gpu_us_min=min(gpu), host_us=statistics.median(host), iters=iters,
+                           warmup=warmup, kernels=len(kern), memops=len(mcpy) + len(mset),
+                           ops=len(kern) + len(mcpy) + len(mset), op_names=kern + mcpy + mset,
+                           tflops=flops(b, h, s, d, mask_name) / med / 1e6, error=None)
+            except Exception as exc:  # one variant that cannot run this shape does not stop the rest
+                row.update(error="%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
+                torch.cuda.synchronize()
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+        del q, k, v, mask
+        torch.cuda.empty_cache()
+    if out is not sys.stdout:
+        out.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1006 @@
+/* cudnn_sdpa.c — the `cudnn` variant: cuDNN's fused attention forward through the graph
+ * (backend) C API, with every function from cudnn_loader.h's dlsym table.
+ *
+ * What PyTorch's SDPA cuDNN backend does, and so what this file does: describe attention as
+ * an operation graph, let cuDNN's heuristics pick an engine, finalize an execution plan once
+ * per shape (runtime compilation: 0.2–1 s), then every forward is one cudnnBackendExecute
+ * (a 4-byte memset and one generated flash-attention kernel on the H200).
+ *
+ * The graph (cudnn-frontend's composite SDPA node, written out by hand; docs/cudnn.md):
+ *
+ *   S  = MATMUL(Q [b,h,sq,d], Kᵀ view [b,h,d,skv])         FLOAT, virtual
+ *   S1 = MUL(S, scale)                                     scale: FLOAT by-value
+ *   causal:      row = GEN_INDEX(S1, axis 2), col = GEN_INDEX(S1, axis 3)      INT32
+ *   bottom-right:row = SUB(ADD(row, skv), sq)                                  INT32 by-value
+ *                keep = CMP_GE(row, col)                                       BOOLEAN
+ *                S1 = BINARY_SELECT(S1, -inf, keep)                            -inf: by-value
+ *   M  = REDUCTION MAX(S1) [b,h,sq,1];  E = EXP(SUB(S1, M));  Z = REDUCTION ADD(E)
+ *   stats = ADD(M, LOG(Z))    virtual (cudnn-frontend's inference graph); a real buffer
+ *                             in the workspace only if cuDNN refuses the virtual one
+ *   P  = DIV(E, Z)            virtual in the I/O dtype (cuDNN wants bmm2's A in bf16/fp16)
+ *   O  = MATMUL(P, V)
+ *
+ * Ownership: a plan entry owns every descriptor it was built from (tensors, operations,
+ * graph, engine config, plan) plus its variant pack, and destroys them when evicted. A
+ * failed build destroys everything it created before returning.
+ */
+#include "cudnn_sdpa.h"
+
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+#include <cudnn_graph.h>
+
+#include "cudnn_loader.h"
+
+#define SDPA_MAX_DEVICES 64
+#define SDPA_MAX_DESCS 96 /* tensors + ops + pointwise/matmul/reduction descs of one graph */
+#define SDPA_MAX_OPS 24
+#define SDPA_MAX_ENGINE_CFGS 64
+#define SDPA_ALIGN 256 /* offsets inside the workspace */
+
+/* Unique ids of the real tensors (the variant pack names them); virtual ones from 100. */
+enum {
+    SDPA_UID_Q = 1,
+    SDPA_UID_K = 2,
+    SDPA_UID_V = 3,
+    SDPA_UID_O = 4,
+    SDPA_UID_SCALE = 5,
+    SDPA_UID_NEG_INF = 6,
+    SDPA_UID_SEQ_KV = 7,
+    SDPA_UID_SEQ_Q = 8,
+    SDPA_UID_STATS = 9,
+    SDPA_UID_VIRTUAL = 100,
+};
+
+/* ---- the plan cache's key and LRU (pure logic, tested without cuDNN) ------------------ */
+
+void cudnn_sdpa_key_make(const attn_problem *p, int device, cudnn_sdpa_key *out)
+{
+    memset(out, 0, sizeof *out); /* no padding garbage: keys compare field by field anyway */
+    out->device = device;
+    out->dtype = (int)p->dtype;
+    out->mask = (int)p->mask;
+    out->batch = p->batch;
+    out->heads = p->heads;
+    out->seq_q = p->seq_q;
+    out->seq_kv = p->seq_kv;
+    out->head_dim = p->head_dim;
+}
+
+int cudnn_sdpa_key_equal(const cudnn_sdpa_key *a, const cudnn_sdpa_key *b)
+{
+    return a->device == b->device && a->dtype == b->dtype && a->mask == b->mask && a->batch == b->batch &&
+           a->heads == b->heads && a->seq_q == b->seq_q && a->seq_kv == b->seq_kv && a->head_dim == b->head_dim;
+}
+
+int cudnn_sdpa_lru_find(cudnn_sdpa_lru *c, const cudnn_sdpa_key *key)
+{
+    int i;
+    for (i = 0; i < CUDNN_SDPA_CACHE_ENTRIES; i++) {
+        if (c->used[i] && cudnn_sdpa_key_equal(&c->keys[i], key)) {
+            c->last_used[i] = ++c->clock;
+            return i;
+        }
+    }
+    return -1;
+}
+
+int cudnn_sdpa_lru_slot(const cudnn_sdpa_lru *c, int *evicted)
+{
+    int i, oldest = 0;
+    *evicted = 0;
+    for (i = 0; i < CUDNN_SDPA_CACHE_ENTRIES; i++)
+        if (!c->used[i]) return i;
+    for (i = 1; i < CUDNN_SDPA_CACHE_ENTRIES; i++)
+        if (c->last_used[i] < c->last_used[oldest]) oldest = i;
+    *evicted = 1;
+    return oldest;
+}
+
+void cudnn_sdpa_lru_put(cudnn_sdpa_lru *c, int i, const cudnn_sdpa_key *key)
+{
+    c->keys[i] = *key;
+    c->used[i] = 1;
+    c->last_used[i] = ++c->clock;
+}
+
+/* ---- descriptor bookkeeping ------------------------------------------------------------ */
+
+/* Every descriptor created for one graph, destroyed together (in reverse order). */
+typedef struct sdpa_descs {
+    cudnnBackendDescriptor_t d[SDPA_MAX_DESCS];
+    int n;
+} sdpa_descs;
+
+/* Destroy statuses are not actionable (the descriptor is gone either way). */
+static void sdpa_descs_destroy(const cudnn_api *api, sdpa_descs *l)
+{
+    while (l->n > 0) {
+        cudnnBackendDescriptor_t d = l->d[--l->n];
+        if (d) (void)api->BackendDestroyDescriptor(d);
+    }
+}
+
+/* One graph being built: where errors go, the cuDNN table, what was created. */
+typedef struct sdpa_graph {
+    exec_context *ctx;
+    const cudnn_api *api;
+    sdpa_descs *descs;
+    cudnnBackendDescriptor_t ops[SDPA_MAX_OPS];
+    int n_ops;
+    int64_t next_uid;
+} sdpa_graph;
+
+static int sdpa_create_(sdpa_graph *g, cudnnBackendDescriptorType_t type, const char *what,
+                        cudnnBackendDescriptor_t *out, const char *file, int line)
+{
+    char call[160];
+    cudnnStatus_t st;
+    *out = NULL;
+    if (g->descs->n >= SDPA_MAX_DESCS) return exec_fail(g->ctx, file, line, what, "SDPA_MAX_DESCS too small");
+    st = g->api->BackendCreateDescriptor(type, out);
+    if (st != CUDNN_STATUS_SUCCESS) {
+        *out = NULL;
+        snprintf(call, sizeof call, "cudnnBackendCreateDescriptor(%s)", what);
+        return cudnn_fail(g->ctx, file, line, call, st);
+    }
+    g->descs->d[g->descs->n++] = *out;
+    return 0;
+}
+
+static int sdpa_set_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what, cudnnBackendAttributeName_t attr,
+                     const char *attr_name, cudnnBackendAttributeType_t type, int64_t count, const void *values,
+                     const char *file, int line)
+{
+    char call[192];
+    cudnnStatus_t st = g->api->BackendSetAttribute(d, attr, type, count, values);
+    if (st == CUDNN_STATUS_SUCCESS) return 0;
+    snprintf(call, sizeof call, "cudnnBackendSetAttribute(%s, %s)", what, attr_name);
+    return cudnn_fail(g->ctx, file, line, call, st);
+}
+
+static int sdpa_finalize_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what, const char *file, int line)
+{
+    char call[160];
+    cudnnStatus_t st = g->api->BackendFinalize(d);
+    if (st == CUDNN_STATUS_SUCCESS) return 0;
+    snprintf(call, sizeof call, "cudnnBackendFinalize(%s)", what);
+    return cudnn_fail(g->ctx, file, line, call, st);
+}
+
+/* The call text in an error names the descriptor and the attribute, not the C expression:
+ * "cudnnBackendSetAttribute(scores tensor, CUDNN_ATTR_TENSOR_STRIDES) failed at …". */
+#define SDPA_CREATE(g, type, what, out) TRY(sdpa_create_((g), (type), (what), (out), __FILE__, __LINE__))
+#define SDPA_SET(g, d, what, attr, type, count, values)                                        \
+    TRY(sdpa_set_((g), (d), (what), (attr), #attr, (type), (count), (values), __FILE__, __LINE__))
+#define SDPA_FINALIZE(g, d, what) TRY(sdpa_finalize_((g), (d), (what), __FILE__, __LINE__))
+
+/* ---- graph pieces ---------------------------------------------------------------------- */
+
+static cudnnDataType_t sdpa_io_type(attn_dtype t) { return t == ATTN_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+
+/* A tensor descriptor. uid 0 takes the next virtual id. */
+static int sdpa_tensor(sdpa_graph *g, const char *what, int64_t uid, cudnnDataType_t type, const int64_t dims[4],
+                       const int64_t strides[4], int is_virtual, int by_value, cudnnBackendDescriptor_t *out)
+{
+    bool virt = is_virtual != 0, byval = by_value != 0;
+    int64_t align = 16;
+    if (uid == 0) uid = g->next_uid++;
+    SDPA_CREATE(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what, out);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
+    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
+    if (byval) SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval);
+    SDPA_FINALIZE(g, *out, what);
+    return 0;
+}
+
+/* A by-value scalar (host pointer in the variant pack): all dims and strides 1. */
+static int sdpa_scalar(sdpa_graph *g, const char *what, int64_t uid, cudnnDataType_t type,
+                       cudnnBackendDescriptor_t *out)
+{
+    static const int64_t ones[4] = {1, 1, 1, 1};
+    return sdpa_tensor(g, what, uid, type, ones, ones, 0, 1, out);
+}
+
+static int sdpa_add_op(sdpa_graph *g, cudnnBackendDescriptor_t op, const char *what)
+{
+    if (g->n_ops >= SDPA_MAX_OPS) return exec_fail(g->ctx, __FILE__, __LINE__, what, "SDPA_MAX_OPS too small");
+    g->ops[g->n_ops++] = op;
+    return 0;
+}
+
+/* y = mode(x [, b [, t]]) computed in `prec`; axis ≥ 0 only for GEN_INDEX. alpha1 = alpha2
+ * = 1 as cudnn-frontend sets them. */
+static int sdpa_pointwise(sdpa_graph *g, const char *what, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
+                          int64_t axis, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
+                          cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y)
+{
+    cudnnBackendDescriptor_t pw, op;
+    float alpha = 1.0f;
+    SDPA_CREATE(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what, &pw);
+    SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
+    SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
+    if (axis >= 0) SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
+    SDPA_FINALIZE(g, pw, what);
+
+    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what, &op);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    if (b) SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    if (t) SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
+    SDPA_FINALIZE(g, op, what);
+    return sdpa_add_op(g, op, what);
+}
+
+/* c = a · b, accumulated in FLOAT. */
+static int sdpa_matmul(sdpa_graph *g, const char *what, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
+                       cudnnBackendDescriptor_t c)
+{
+    cudnnBackendDescriptor_t mm, op;
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    SDPA_CREATE(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what, &mm);
+    SDPA_SET(g, mm, what, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    SDPA_FINALIZE(g, mm, what);
+
+    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what, &op);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
+    SDPA_FINALIZE(g, op, what);
+    return sdpa_add_op(g, op, what);
+}
+
+/* y [b,h,sq,1] = reduce(x [b,h,sq,skv]) over the last dimension, in FLOAT. */
+static int sdpa_reduction(sdpa_graph *g, const char *what, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
+                          cudnnBackendDescriptor_t y)
+{
+    cudnnBackendDescriptor_t red, op;
+    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
+    SDPA_CREATE(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what, &red);
+    SDPA_SET(g, red, what, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
+    SDPA_SET(g, red, what, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
+    SDPA_FINALIZE(g, red, what);
+
+    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what, &op);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
+    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red);
+    SDPA_FINALIZE(g, op, what);
+    return sdpa_add_op(g, op, what);
+}
+
+/* Every tensor and operation of p's graph into g (no handle needed). stats_real: the stats
+ * output is a real FLOAT [b,h,sq,1] tensor (uid SDPA_UID_STATS) instead of a virtual one. */
+static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
+{
+    const int64_t b = p->batch, h = p->heads, sq = p->seq_q, skv = p->seq_kv, d = p->head_dim;
+    const cudnnDataType_t io = sdpa_io_type(p->dtype);
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
+    const int64_t q_dims[4] = {b, h, sq, d}, q_strides[4] = {h * sq * d, sq * d, d, 1};
+    const int64_t kt_dims[4] = {b, h, d, skv}, kt_strides[4] = {h * skv * d, skv * d, 1, d}; /* Kᵀ view of K */
+    const int64_t v_dims[4] = {b, h, skv, d}, v_strides[4] = {h * skv * d, skv * d, d, 1};
+    const int64_t s_dims[4] = {b, h, sq, skv}, s_strides[4] = {h * sq * skv, sq * skv, skv, 1};
+    const int64_t r_dims[4] = {b, h, sq, 1}, r_strides[4] = {h * sq, sq, 1, 1};
+    cudnnBackendDescriptor_t q, kt, v, o, s, scale, s1, m, sub, e, z, lg, stats, pr;
+
+    g->next_uid = SDPA_UID_VIRTUAL;
+    TRY(sdpa_tensor(g, "Q tensor", SDPA_UID_Q, io, q_dims, q_strides, 0, 0, &q));
+    TRY(sdpa_tensor(g, "K^T tensor", SDPA_UID_K, io, kt_dims, kt_strides, 0, 0, &kt));
+    TRY(sdpa_tensor(g, "V tensor", SDPA_UID_V, io, v_dims, v_strides, 0, 0, &v));
+    TRY(sdpa_tensor(g, "O tensor", SDPA_UID_O, io, q_dims, q_strides, 0, 0, &o));
+
+    TRY(sdpa_tensor(g, "scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s));
+    TRY(sdpa_matmul(g, "bmm1 Q*K^T", q, kt, s));
+
+    TRY(sdpa_scalar(g, "scale scalar", SDPA_UID_SCALE, f32, &scale));
+    TRY(sdpa_tensor(g, "scaled scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s1));
+    TRY(sdpa_pointwise(g, "attn_scale MUL", CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, s1));
+
+    if (p->mask != ATTN_MASK_NONE) {
+        /* Keep (row, col) when row ≥ col, with row shifted by skv − sq for bottom-right: the
+         * shape of cudnn-frontend's diagonal band mask with right bound 0, which cuDNN's SDPA
+         * fusion recognises. */
+        cudnnBackendDescriptor_t row, col, keep, neg_inf, masked;
+        TRY(sdpa_tensor(g, "row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
+        TRY(sdpa_pointwise(g, "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
+        TRY(sdpa_tensor(g, "col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
+        TRY(sdpa_pointwise(g, "gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
+        if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
+            cudnnBackendDescriptor_t skv_t, sq_t, row_skv, row_shift;
+            TRY(sdpa_scalar(g, "seq_kv scalar", SDPA_UID_SEQ_KV, i32, &skv_t));
+            TRY(sdpa_tensor(g, "row+skv tensor", 0, i32, s_dims, s_strides, 1, 0, &row_skv));
+            TRY(sdpa_pointwise(g, "row+skv ADD", CUDNN_POINTWISE_ADD, i32, -1, row, skv_t, NULL, row_skv));
+            TRY(sdpa_scalar(g, "seq_q scalar", SDPA_UID_SEQ_Q, i32, &sq_t));
+            TRY(sdpa_tensor(g, "row+skv-sq tensor", 0, i32, s_dims, s_strides, 1, 0, &row_shift));
+            TRY(sdpa_pointwise(g, "row+skv-sq SUB", CUDNN_POINTWISE_SUB, i32, -1, row_skv, sq_t, NULL, row_shift));
+            row = row_shift;
+        }
+        TRY(sdpa_tensor(g, "causal keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
+        TRY(sdpa_pointwise(g, "row>=col CMP_GE", CUDNN_POINTWISE_CMP_GE, boolean, -1, row, col, NULL, keep));
+        TRY(sdpa_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
+        TRY(sdpa_tensor(g, "masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
+        TRY(sdpa_pointwise(g, "causal BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
+                           masked));
+        s1 = masked;
+    }
+
+    TRY(sdpa_tensor(g, "row max tensor", 0, f32, r_dims, r_strides, 1, 0, &m));
+    TRY(sdpa_reduction(g, "softmax MAX", CUDNN_REDUCE_TENSOR_MAX, s1, m));
+    TRY(sdpa_tensor(g, "scores-max tensor", 0, f32, s_dims, s_strides, 1, 0, &sub));
+    TRY(sdpa_pointwise(g, "softmax SUB", CUDNN_POINTWISE_SUB, f32, -1, s1, m, NULL, sub));
+    TRY(sdpa_tensor(g, "exp tensor", 0, f32, s_dims, s_strides, 1, 0, &e));
+    TRY(sdpa_pointwise(g, "softmax EXP", CUDNN_POINTWISE_EXP, f32, -1, sub, NULL, NULL, e));
+    TRY(sdpa_tensor(g, "row sum tensor", 0, f32, r_dims, r_strides, 1, 0, &z));
+    TRY(sdpa_reduction(g, "softmax ADD reduction", CUDNN_REDUCE_TENSOR_ADD, e, z));
+    TRY(sdpa_tensor(g, "log sum tensor", 0, f32, r_dims, r_strides, 1, 0, &lg));
+    TRY(sdpa_pointwise(g, "stats LOG", CUDNN_POINTWISE_LOG, f32, -1, z, NULL, NULL, lg));
+    TRY(sdpa_tensor(g, "stats tensor", stats_real ? SDPA_UID_STATS : 0, f32, r_dims, r_strides, !stats_real, 0,
+                    &stats));
+    TRY(sdpa_pointwise(g, "stats ADD", CUDNN_POINTWISE_ADD, f32, -1, m, lg, NULL, stats));
+    TRY(sdpa_tensor(g, "P tensor", 0, io, s_dims, s_strides, 1, 0, &pr));
+    TRY(sdpa_pointwise(g, "softmax DIV", CUDNN_POINTWISE_DIV, f32, -1, e, z, NULL, pr));
+
+    TRY(sdpa_matmul(g, "bmm2 P*V", pr, v, o));
+    return 0;
+}
+
+/* ---- plans ----------------------------------------------------------------------------- */
+
+typedef struct sdpa_plan {
+    cudnn_sdpa_key key;
+    sdpa_descs descs;               /* everything the plan was built from, plan included */
+    cudnnBackendDescriptor_t plan;  /* in descs */
+    cudnnBackendDescriptor_t pack;  /* variant pack, NOT in descs: rebuilt when inputs change */
+    cudnnHandle_t handle;           /* the device's handle the plan was built with */
+    int stats_real;
+    size_t plan_ws_bytes;           /* CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE */
+    size_t stats_offset;            /* where the real stats go in the workspace */
+    size_t ws_total;                /* what the forward needs: plan ws (+ stats) */
+    size_t ws_granted;              /* what cudnn_sdpa_workspace_bytes reported; 0: unknown */
+    /* By-value inputs: the variant pack points here, so these addresses must stay put (the
+     * entry is heap-allocated and never moves). */
+    float scale_value, neg_inf_value;
+    int32_t seq_kv_value, seq_q_value;
+    /* What the current pack was built for. */
+    const void *pack_q, *pack_k, *pack_v;
+    void *pack_o, *pack_ws;
+    double pack_scale;
+    char engine_desc[256];
+} sdpa_plan;
+
+static pthread_mutex_t sdpa_lock = PTHREAD_MUTEX_INITIALIZER;
+static cudnn_sdpa_lru sdpa_lru;
+static sdpa_plan *sdpa_plans[CUDNN_SDPA_CACHE_ENTRIES];
+static cudnnHandle_t sdpa_handles[SDPA_MAX_DEVICES];
+static cudaStream_t sdpa_handle_stream[SDPA_MAX_DEVICES]; /* the stream last bound */
+static int sdpa_handle_stream_set[SDPA_MAX_DEVICES];
+
+static void sdpa_plan_free(const cudnn_api *api, sdpa_plan *pl)
+{
+    if (!pl) return;
+    if (pl->pack) (void)api->BackendDestroyDescriptor(pl->pack);
+    sdpa_descs_destroy(api, &pl->descs);
+    free(pl);
+}
+
+static size_t sdpa_align_up(size_t n) { return (n + SDPA_ALIGN - 1) / SDPA_ALIGN * SDPA_ALIGN; }
+
+static size_t sdpa_stats_bytes(const attn_problem *p)
+{
+    return (size_t)p->batch * (size_t)p->heads * (size_t)p->seq_q * sizeof(float);
+}
+
+/* What workspace_bytes answers when no plan could be built: the stats buffer plus 16 MiB,
+ * far more than cuDNN's fused SDPA engines ask for (0 or 256 B on the H200, cuDNN 9.14). */
+static size_t sdpa_workspace_bound(const attn_problem *p)
+{
+    return sdpa_align_up(sdpa_stats_bytes(p)) + ((size_t)16 << 20);
+}
+
+/* The cuDNN handle of `device` (the current CUDA device), created on first use. */
+static int sdpa_handle(exec_context *ctx, const cudnn_api *api, int device, cudnnHandle_t *out)
+{
+    if (device < 0 || device >= SDPA_MAX_DEVICES)
+        return exec_fail(ctx, __FILE__, __LINE__, "sdpa_handle", "CUDA device ordinal out of range");
+    if (!sdpa_handles[device]) {
+        CUDNN_TRY(ctx, api->Create(&sdpa_handles[device]));
+        sdpa_handle_stream_set[device] = 0;
+    }
+    *out = sdpa_handles[device];
+    return 0;
+}
+
+static const char *sdpa_knob_name(int type)
+{
+    switch (type) {
+    case CUDNN_KNOB_TYPE_SWIZZLE: return "SWIZZLE";
+    case CUDNN_KNOB_TYPE_TILE_SIZE: return "TILE_SIZE";
+    case CUDNN_KNOB_TYPE_EDGE: return "EDGE";
+    case CUDNN_KNOB_TYPE_MULTIPLY: return "MULTIPLY";
+    case CUDNN_KNOB_TYPE_SPLIT_K_BUF: return "SPLIT_K_BUF";
+    case CUDNN_KNOB_TYPE_TILEK: return "TILEK";
+    case CUDNN_KNOB_TYPE_STAGES: return "STAGES";
+    case CUDNN_KNOB_TYPE_REDUCTION_MODE: return "REDUCTION_MODE";
+    case CUDNN_KNOB_TYPE_SPLIT_K_SLC: return "SPLIT_K_SLC";
+    case CUDNN_KNOB_TYPE_IDX_MODE: return "IDX_MODE";
+    case CUDNN_KNOB_TYPE_SPECFILT: return "SPECFILT";
+    case CUDNN_KNOB_TYPE_KERNEL_CFG: return "KERNEL_CFG";
+    case CUDNN_KNOB_TYPE_WORKSPACE: return "WORKSPACE";
+    case CUDNN_KNOB_TYPE_TILE_CGA_M: return "TILE_CGA_M";
+    case CUDNN_KNOB_TYPE_TILE_CGA_N: return "TILE_CGA_N";
+    case CUDNN_KNOB_TYPE_BLOCK_SIZE: return "BLOCK_SIZE";
+    case CUDNN_KNOB_TYPE_OCCUPANCY: return "OCCUPANCY";
+    case CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD: return "ARRAY_SIZE_PER_THREAD";
+    case CUDNN_KNOB_TYPE_SPLIT_COLS: return "SPLIT_COLS";
+    case CUDNN_KNOB_TYPE_TILE_ROWS: return "TILE_ROWS";
+    case CUDNN_KNOB_TYPE_TILE_COLS: return "TILE_COLS";
+    case CUDNN_KNOB_TYPE_LOAD_SIZE: return "LOAD_SIZE";
+    case CUDNN_KNOB_TYPE_CTA_COUNT: return "CTA_COUNT";
+    case CUDNN_KNOB_TYPE_STREAM_K: return "STREAM_K";
+    case CUDNN_KNOB_TYPE_SPLIT_P_SLC: return "SPLIT_P_SLC";
+    case CUDNN_KNOB_TYPE_TILE_M: return "TILE_M";
+    case CUDNN_KNOB_TYPE_TILE_N: return "TILE_N";
+    case CUDNN_KNOB_TYPE_WARP_SPEC_CFG: return "WARP_SPEC_CFG";
+    case CUDNN_KNOB_TYPE_SWAP_AB: return "SWAP_AB";
+    default: return NULL;
+    }
+}
+
+/* "engine 8 (knobs KERNEL_CFG=7)" from an engine config. Best effort: a query cuDNN refuses
+ * shows as "?" and never fails the plan, since the plan itself is good. Temporary
+ * descriptors are destroyed here. */
+static void sdpa_describe_engine(const cudnn_api *api, cudnnBackendDescriptor_t cfg, char *buf, size_t len)
+{
+    cudnnBackendDescriptor_t engine = NULL, knobs[CUDNN_KNOB_TYPE_COUNTS];
+    int64_t n = 0, id = -1, n_knobs = 0, i;
+    size_t used;
+    int made = 0;
+
+    snprintf(buf, len, "engine ?");
+    if (api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINE_DESCRIPTOR, &engine) == CUDNN_STATUS_SUCCESS) {
+        if (api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                     &engine) == CUDNN_STATUS_SUCCESS &&
+            api->BackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &id) ==
+                CUDNN_STATUS_SUCCESS)
+            snprintf(buf, len, "engine %lld", (long long)id);
+        (void)api->BackendDestroyDescriptor(engine);
+    }
+    used = strlen(buf);
+
+    for (made = 0; made < CUDNN_KNOB_TYPE_COUNTS; made++)
+        if (api->BackendCreateDescriptor(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, &knobs[made]) != CUDNN_STATUS_SUCCESS)
+            break;
+    if (made == CUDNN_KNOB_TYPE_COUNTS &&
+        api->BackendGetAttribute(cfg, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                                 CUDNN_KNOB_TYPE_COUNTS, &n_knobs, knobs) == CUDNN_STATUS_SUCCESS) {
+        if (n_knobs > CUDNN_KNOB_TYPE_COUNTS) n_knobs = CUDNN_KNOB_TYPE_COUNTS;
+        for (i = 0; i < n_knobs && used + 1 < len; i++) {
+            cudnnBackendKnobType_t type = CUDNN_KNOB_TYPE_COUNTS;
+            int64_t value = 0;
+            const char *name;
+            int w;
+            if (api->BackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &n,
+                                         &type) != CUDNN_STATUS_SUCCESS ||
+                api->BackendGetAttribute(knobs[i], CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &n,
+                                         &value) != CUDNN_STATUS_SUCCESS)
+                continue;
+            name = sdpa_knob_name((int)type);
+            if (name)
+                w = snprintf(buf + used, len - used, "%s%s=%lld", i == 0 ? " (knobs " : " ", name, (long long)value);
+            else
+                w = snprintf(buf + used, len - used, "%sknob%d=%lld", i == 0 ? " (knobs " : " ", (int)type,
+                             (long long)value);
+            if (w < 0 || (size_t)w >= len - used) {
+                used = len - 1;
+                break;
+            }
+            used += (size_t)w;
+        }
+        if (n_knobs > 0 && used + 2 < len) {
+            buf[used++] = ')';
+            buf[used] = '\0';
+        }
+    }
+    while (made > 0) (void)api->BackendDestroyDescriptor(knobs[--made]);
+}
+
+/* Build p's graph (stats virtual or real) into pl, choose an engine and finalize the plan.
+ * On failure everything created is destroyed and ctx->error says why. */
+static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t handle, const attn_problem *p,
+                         int stats_real, sdpa_plan *pl)
+{
+    static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
+    static const char *const mode_names[2] = {"A", "FALLBACK"};
+    sdpa_graph g;
+    cudnnBackendDescriptor_t graph, cfgs[SDPA_MAX_ENGINE_CFGS];
+    int64_t n_cfgs = 0, ws = 0, n = 0;
+    char refusal[384] = "";
+    int mi, i, chosen = -1, tried = 0;
+
+    memset(&g, 0, sizeof g);
+    g.ctx = ctx;
+    g.api = api;
+    g.descs = &pl->descs;
+    pl->stats_real = stats_real;
+
+    if (sdpa_build_ops(&g, p, stats_real) != 0) goto fail;
+
+    /* Without the handle, cuDNN 9.19.0 finalizes the graph but heuristics return no engine
+     * configs at all (measured on the H200; the attribute is marked deprecated). */
+    if (sdpa_create_(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph", &graph, __FILE__, __LINE__) ||
+        sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
+                  CUDNN_TYPE_BACKEND_DESCRIPTOR, g.n_ops, g.ops, __FILE__, __LINE__) ||
+        sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, "CUDNN_ATTR_OPERATIONGRAPH_HANDLE",
+                  CUDNN_TYPE_HANDLE, 1, &handle, __FILE__, __LINE__) ||
+        sdpa_finalize_(&g, graph, "operation graph", __FILE__, __LINE__))
+        goto fail;
+
+    for (mi = 0; mi < 2 && chosen < 0; mi++) {
+        cudnnBackendDescriptor_t heur;
+        cudnnBackendHeurMode_t mode = modes[mi];
+        int made = 0;
+        cudnnStatus_t st;
+
+        if (sdpa_create_(&g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics", &heur, __FILE__, __LINE__) ||
+            sdpa_set_(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                      "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH", CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, __FILE__,
+                      __LINE__) ||
+            sdpa_set_(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_MODE, "CUDNN_ATTR_ENGINEHEUR_MODE",
+                      CUDNN_TYPE_HEUR_MODE, 1, &mode, __FILE__, __LINE__) ||
+            sdpa_finalize_(&g, heur, "engine heuristics", __FILE__, __LINE__))
+            goto fail;
+
+        n_cfgs = 0;
+        st = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &n_cfgs,
+                                      NULL);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendGetAttribute(engine heuristics, RESULTS count)", st);
+            goto fail;
+        }
+        if (n_cfgs <= 0) {
+            snprintf(refusal, sizeof refusal, "heuristics mode %s returned no engine config", mode_names[mi]);
+            continue;
+        }
+        if (n_cfgs > SDPA_MAX_ENGINE_CFGS) n_cfgs = SDPA_MAX_ENGINE_CFGS;
+
+        /* Engine configs live outside g.descs until one is chosen: the rest are destroyed. */
+        for (made = 0; made < n_cfgs; made++) {
+            st = api->BackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &cfgs[made]);
+            if (st != CUDNN_STATUS_SUCCESS) {
+                cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendCreateDescriptor(engine config)", st);
+                while (made > 0) (void)api->BackendDestroyDescriptor(cfgs[--made]);
+                goto fail;
+            }
+        }
+        st = api->BackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, n_cfgs,
+                                      &n, cfgs);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendGetAttribute(engine heuristics, RESULTS)", st);
+            while (made > 0) (void)api->BackendDestroyDescriptor(cfgs[--made]);
+            goto fail;
+        }
+        if (n < n_cfgs) n_cfgs = n;
+
+        /* The first config whose plan finalizes: heuristics order them best first. */
+        for (i = 0; i < n_cfgs && chosen < 0; i++) {
+            cudnnBackendDescriptor_t plan = NULL;
+            tried++;
+            st = api->BackendCreateDescriptor(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, &plan);
+            if (st == CUDNN_STATUS_SUCCESS)
+                st = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle);
+            if (st == CUDNN_STATUS_SUCCESS)
+                st = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
+                                              CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
+            if (st == CUDNN_STATUS_SUCCESS) st = api->BackendFinalize(plan);
+            if (st == CUDNN_STATUS_SUCCESS && pl->descs.n + 2 <= SDPA_MAX_DESCS) {
+                char engine[192];
+                sdpa_describe_engine(api, cfgs[i], engine, sizeof engine);
+                pl->descs.d[pl->descs.n++] = cfgs[i];
+                pl->descs.d[pl->descs.n++] = plan;
+                cfgs[i] = NULL;
+                pl->plan = plan;
+                chosen = i;
+                snprintf(pl->engine_desc, sizeof pl->engine_desc, "%s, heuristics mode %s choice %d of %lld", engine,
+                         mode_names[mi], i + 1, (long long)n_cfgs);
+            } else {
+                cudnn_format_error(refusal, sizeof refusal, "cudnnBackendFinalize(execution plan)", st);
+                if (plan) (void)api->BackendDestroyDescriptor(plan);
+            }
+        }
+        for (i = 0; i < n_cfgs; i++)
+            if (cfgs[i]) (void)api->BackendDestroyDescriptor(cfgs[i]);
+    }
+    if (chosen < 0) {
+        char why[480];
+        snprintf(why, sizeof why, "no cuDNN engine runs this graph (%d configs tried); last: %s", tried,
+                 refusal[0] ? refusal : "none");
+        exec_fail(ctx, __FILE__, __LINE__, "cuDNN SDPA engine selection", why);
+        goto fail;
+    }
+
+    {
+        cudnnStatus_t st = api->BackendGetAttribute(pl->plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                                    CUDNN_TYPE_INT64, 1, &n, &ws);
+        if (st != CUDNN_STATUS_SUCCESS) {
+            cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendGetAttribute(execution plan, WORKSPACE_SIZE)", st);
+            goto fail;
+        }
+        if (ws < 0) {
+            exec_fail(ctx, __FILE__, __LINE__, "cuDNN SDPA workspace", "cuDNN reported a negative workspace size");
+            goto fail;
+        }
+    }
+    pl->plan_ws_bytes = (size_t)ws;
+    pl->stats_offset = sdpa_align_up(pl->plan_ws_bytes);
+    pl->ws_total = stats_real ? pl->stats_offset + sdpa_stats_bytes(p) : pl->plan_ws_bytes;
+    pl->handle = handle;
+    {
+        size_t used = strlen(pl->engine_desc);
+        char ver[32];
+        cudnn_version_string(ver, sizeof ver);
+        snprintf(pl->engine_desc + used, sizeof pl->engine_desc - used, ", workspace %zu B%s, cuDNN %s",
+                 pl->plan_ws_bytes, stats_real ? " + stats buffer" : "", ver);
+    }
+    return 0;
+
+fail:
+    sdpa_descs_destroy(api, &pl->descs);
+    pl->plan = NULL;
+    return -1;
+}
+
+/* Append src to the string in dst (capacity cap), truncating. */
+static void sdpa_append(char *dst, size_t cap, const char *src)
+{
+    size_t used = strlen(dst);
+    while (*src && used + 1 < cap) dst[used++] = *src++;
+    dst[used] = '\0';
+}
+
+/* A new plan entry for p: the frontend-shaped graph (virtual stats) first; if cuDNN refuses
+ * it, once more with a real stats output, which is the training graph cuDNN always knows.
+ * NULL with ctx->error set when both fail. */
+static sdpa_plan *sdpa_plan_build(exec_context *ctx, const cudnn_api *api, cudnnHandle_t handle,
+                                  const attn_problem *p, const cudnn_sdpa_key *key)
+{
+    exec_context first, second;
+    sdpa_plan *pl = calloc(1, sizeof *pl);
+    if (!pl) {
+        exec_fail(ctx, __FILE__, __LINE__, "calloc(sdpa_plan)", "out of host memory");
+        return NULL;
+    }
+    pl->key = *key;
+    memset(&first, 0, sizeof first);
+    memset(&second, 0, sizeof second);
+    if (sdpa_plan_try(&first, api, handle, p, 0, pl) == 0) return pl;
+    if (sdpa_plan_try(&second, api, handle, p, 1, pl) == 0) return pl;
+    /* first.error already reads "call failed at file:line: reason"; keep it whole (the
+     * frontend-shaped graph is the one expected to work) and append the second attempt. */
+    if (ctx->error[0] == '\0') {
+        sdpa_append(ctx->error, sizeof ctx->error, first.error);
+        sdpa_append(ctx->error, sizeof ctx->error, " [with a real stats tensor too: ");
+        sdpa_append(ctx->error, sizeof ctx->error, second.error);
+        sdpa_append(ctx->error, sizeof ctx->error, "]");
+    }
+    free(pl);
+    return NULL;
+}
+
+/* The cached plan for p on `device`, built when absent. Caller holds sdpa_lock. */
+static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const attn_problem *p, int device)
+{
+    cudnn_sdpa_key key;
+    cudnnHandle_t handle;
+    sdpa_plan *pl;
+    int i, evicted;
+
+    cudnn_sdpa_key_make(p, device, &key);
+    i = cudnn_sdpa_lru_find(&sdpa_lru, &key);
+    if (i >= 0 && sdpa_plans[i]) return sdpa_plans[i];
+    if (sdpa_handle(ctx, api, device, &handle) != 0) return NULL;
+    pl = sdpa_plan_build(ctx, api, handle, p, &key);
+    if (!pl) return NULL;
+    pl->scale_value = (float)p->scale;
+    /* Older cuDNN prefers the lowest finite float to -inf in the mask (cudnn-frontend). */
+    pl->neg_inf_value = cudnn_version() >= 91000 ? -INFINITY : -FLT_MAX;
+    pl->seq_kv_value = (int32_t)p->seq_kv;
+    pl->seq_q_value = (int32_t)p->seq_q;
+
+    i = cudnn_sdpa_lru_slot(&sdpa_lru, &evicted);
+    if (evicted || sdpa_plans[i]) sdpa_plan_free(api, sdpa_plans[i]);
+    sdpa_plans[i] = pl;
+    cudnn_sdpa_lru_put(&sdpa_lru, i, &key);
+    return pl;
+}
+
+/* ---- the variant ----------------------------------------------------------------------- */
+
+int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
+{
+    char reason[256];
+    if (cudnn_load(reason, sizeof reason) != 0) {
+        snprintf(why, why_len, "cuDNN is not available: %s", reason);
+        return -1;
+    }
+    if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
+        snprintf(why, why_len, "backend cudnn supports dtype bf16 and fp16; got %s", attn_dtype_name(p->dtype));
+        return -1;
+    }
+    if (p->head_dim <= 0 || p->head_dim % CUDNN_SDPA_HEAD_DIM_MULTIPLE != 0 ||
+        p->head_dim > CUDNN_SDPA_MAX_HEAD_DIM) {
+        snprintf(why, why_len, "backend cudnn needs head_dim a multiple of %d up to %d (cuDNN %s support surface); "
+                 "got %lld", CUDNN_SDPA_HEAD_DIM_MULTIPLE, CUDNN_SDPA_MAX_HEAD_DIM, "9.x fp16/bf16",
+                 (long long)p->head_dim);
+        return -1;
+    }
+    if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0) {
+        snprintf(why, why_len, "backend cudnn needs batch, heads, seq_q and seq_kv ≥ 1");
+        return -1;
+    }
+    /* The mask's row shift and GEN_INDEX are INT32 in the graph. */
+    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX) {
+        snprintf(why, why_len, "backend cudnn needs seq_q and seq_kv below 2^31");
+        return -1;
+    }
+    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && p->seq_q > p->seq_kv) {
+        snprintf(why, why_len,
+                 "backend cudnn supports causal_bottom_right only with seq_q <= seq_kv (got seq_q %lld > seq_kv "
+                 "%lld): cuDNN's fused SDPA does not support fully masked rows",
+                 (long long)p->seq_q, (long long)p->seq_kv);
+        return -1;
+    }
+    if ((unsigned)p->mask >= ATTN_MASK_COUNT) {
+        snprintf(why, why_len, "backend cudnn: unknown mask %d", (int)p->mask);
+        return -1;
+    }
+    return 0;
+}
+
+size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)
+{
+    exec_context scratch;
+    const cudnn_api *api;
+    sdpa_plan *pl;
+    int device = -1;
+    size_t bytes;
+    char why[256];
+
+    if (cudnn_sdpa_check(p, why, sizeof why) != 0) return 0; /* forward refuses it anyway */
+    api = cudnn_api_get();
+    if (!api || cudaGetDevice(&device) != cudaSuccess) return sdpa_workspace_bound(p);
+
+    memset(&scratch, 0, sizeof scratch);
+    pthread_mutex_lock(&sdpa_lock);
+    pl = sdpa_plan_get(&scratch, api, p, device);
+    if (pl) {
+        pl->ws_granted = pl->ws_total;
+        bytes = pl->ws_total;
+    } else {
+        bytes = sdpa_workspace_bound(p); /* forward rebuilds and reports the real error */
+    }
+    pthread_mutex_unlock(&sdpa_lock);
+    return bytes;
+}
+
+/* A variant pack for t, the workspace and the current scale; the old one is destroyed.
+ * Caller holds sdpa_lock. */
+static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, const attn_problem *p,
+                     const attn_tensors *t, void *workspace)
+{
+    int64_t uids[8];
+    void *ptrs[8];
+    int64_t n = 0;
+    cudnnBackendDescriptor_t pack = NULL;
+    cudnnStatus_t st;
+    const char *call = NULL;
+
+    if (pl->pack) {
+        (void)api->BackendDestroyDescriptor(pl->pack);
+        pl->pack = NULL;
+    }
+    pl->scale_value = (float)p->scale;
+    uids[n] = SDPA_UID_Q, ptrs[n++] = (void *)t->q;
+    uids[n] = SDPA_UID_K, ptrs[n++] = (void *)t->k;
+    uids[n] = SDPA_UID_V, ptrs[n++] = (void *)t->v;
+    uids[n] = SDPA_UID_O, ptrs[n++] = t->out;
+    uids[n] = SDPA_UID_SCALE, ptrs[n++] = &pl->scale_value;
+    if (p->mask != ATTN_MASK_NONE) uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
+    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
+        uids[n] = SDPA_UID_SEQ_KV, ptrs[n++] = &pl->seq_kv_value;
+        uids[n] = SDPA_UID_SEQ_Q, ptrs[n++] = &pl->seq_q_value;
+    }
+    if (pl->stats_real) uids[n] = SDPA_UID_STATS, ptrs[n++] = (char *)workspace + pl->stats_offset;
+
+    st = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
+    if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendCreateDescriptor(variant pack)", st);
+    call = "cudnnBackendSetAttribute(variant pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)";
+    st = api->BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
+    if (st == CUDNN_STATUS_SUCCESS) {
+        call = "cudnnBackendSetAttribute(variant pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS)";
+        st = api->BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, ptrs);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        call = "cudnnBackendSetAttribute(variant pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE)";
+        st = api->BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace);
+    }
+    if (st == CUDNN_STATUS_SUCCESS) {
+        call = "cudnnBackendFinalize(variant pack)";
+        st = api->BackendFinalize(pack);
+    }
+    if (st != CUDNN_STATUS_SUCCESS) {
+        int rc = cudnn_fail(ctx, __FILE__, __LINE__, call, st);
+        (void)api->BackendDestroyDescriptor(pack);
+        return rc;
+    }
+    pl->pack = pack;
+    pl->pack_q = t->q;
+    pl->pack_k = t->k;
+    pl->pack_v = t->v;
+    pl->pack_o = t->out;
+    pl->pack_ws = workspace;
+    pl->pack_scale = p->scale;
+    return 0;
+}
+
+static int sdpa_forward_locked(exec_context *ctx, const cudnn_api *api, const attn_problem *p,
+                               const attn_tensors *t, void *workspace)
+{
+    sdpa_plan *pl = sdpa_plan_get(ctx, api, p, ctx->device);
+    size_t allowed;
+    int dev = ctx->device;
+
+    if (!pl) return -1;
+    /* The caller allocated what workspace_bytes answered for this plan; if the plan was
+     * built here instead (evicted meanwhile, or workspace_bytes failed), only the bound is
+     * known to be there. */
+    allowed = pl->ws_granted ? pl->ws_granted : sdpa_workspace_bound(p);
+    if (pl->ws_total > allowed) {
+        char why[200];
+        snprintf(why, sizeof why, "the plan needs %zu B of workspace but at most %zu B were reserved", pl->ws_total,
+                 allowed);
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", why);
+    }
+    if (pl->ws_total > 0 && !workspace) {
+        char why[200];
+        snprintf(why, sizeof why, "the plan needs %zu B of workspace and none was given (call "
+                 "cudnn_sdpa_workspace_bytes before allocating)", pl->ws_total);
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", why);
+    }
+
+    if (!sdpa_handle_stream_set[dev] || sdpa_handle_stream[dev] != ctx->stream) {
+        CUDNN_TRY(ctx, api->SetStream(pl->handle, ctx->stream));
+        sdpa_handle_stream[dev] = ctx->stream;
+        sdpa_handle_stream_set[dev] = 1;
+    }
+    if (!pl->pack || pl->pack_q != t->q || pl->pack_k != t->k || pl->pack_v != t->v || pl->pack_o != t->out ||
+        pl->pack_ws != workspace || pl->pack_scale != p->scale)
+        TRY(sdpa_pack(ctx, api, pl, p, t, workspace));
+    CUDNN_TRY(ctx, api->BackendExecute(pl->handle, pl->plan, pl->pack));
+    return 0;
+}
+
+int cudnn_sdpa_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    const cudnn_api *api;
+    char why[256];
+    int rc;
+
+    if (cudnn_sdpa_check(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_check", why);
+    api = cudnn_api_get();
+    if (!api) return exec_fail(ctx, __FILE__, __LINE__, "cudnn_load", "cuDNN is not available");
+    if (ctx->device < 0 || ctx->device >= SDPA_MAX_DEVICES)
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "needs a CUDA device (ctx->device)");
+    /* The tensors were declared with 16-byte alignment: a misaligned pointer would make
+     * cuDNN's vector loads fault instead of failing cleanly. */
+    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) % 16 != 0)
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "q, k, v and out must be 16-byte aligned");
+
+    pthread_mutex_lock(&sdpa_lock);
+    rc = sdpa_forward_locked(ctx, api, p, t, workspace);
+    pthread_mutex_unlock(&sdpa_lock);
+    return rc;
+}
+
+const char *cudnn_sdpa_engine_desc(const attn_problem *p)
+{
+    static _Thread_local char buf[sizeof ((sdpa_plan *)0)->engine_desc];
+    cudnn_sdpa_key key;
+    int device = -1, i;
+    const char *out = NULL;
+
+    if (!cudnn_api_get() || cudaGetDevice(&device) != cudaSuccess) return NULL;
+    cudnn_sdpa_key_make(p, device, &key);
+    pthread_mutex_lock(&sdpa_lock);
+    i = cudnn_sdpa_lru_find(&sdpa_lru, &key);
+    if (i >= 0 && sdpa_plans[i]) {
+        snprintf(buf, sizeof buf, "%s", sdpa_plans[i]->engine_desc);
+        out = buf;
+    }
+    pthread_mutex_unlock(&sdpa_lock);
+    return out;
+}
+
+void cudnn_sdpa_release(void)
+{
+    const cudnn_api *api = cudnn_api_get();
+    int i;
+    if (!api) return;
+    pthread_mutex_lock(&sdpa_lock);
+    for (i = 0; i < CUDNN_SDPA_CACHE_ENTRIES; i++) {
+        sdpa_plan_free(api, sdpa_plans[i]);
+        sdpa_plans[i] = NULL;
+    }
+    memset(&sdpa_lru, 0, sizeof sdpa_lru);
+    for (i = 0; i < SDPA_MAX_DEVICES; i++) {
+        if (sdpa_handles[i]) (void)api->Destroy(sdpa_handles[i]); /* nothing to do on failure at shutdown */
+        sdpa_handles[i] = NULL;
+        sdpa_handle_stream_set[i] = 0;
+    }
+    pthread_mutex_unlock(&sdpa_lock);
+}
+
+/* ---- self-test ------------------------------------------------------------------------- */
+
+int cudnn_sdpa_graph_selftest(const attn_problem *p, int stats_real, int with_graph, int *n_ops, char *err,
+                              size_t err_len)
+{
+    exec_context scratch;
+    const cudnn_api *api;
+    sdpa_descs descs;
+    sdpa_graph g;
+    char why[256];
+    int rc = 0;
+
+    if (n_ops) *n_ops = 0;
+    if (cudnn_sdpa_check(p, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s", why);
+        return -1;
+    }
+    api = cudnn_api_get();
+    memset(&scratch, 0, sizeof scratch);
+    memset(&descs, 0, sizeof descs);
+    memset(&g, 0, sizeof g);
+    g.ctx = &scratch;
+    g.api = api;
+    g.descs = &descs;
+    if (sdpa_build_ops(&g, p, stats_real) != 0) rc = -1;
+    if (rc == 0 && with_graph) {
+        cudnnHandle_t handle = NULL;
+        cudnnBackendDescriptor_t graph;
+        int device = -1;
+        pthread_mutex_lock(&sdpa_lock);
+        if (cudaGetDevice(&device) != cudaSuccess)
+            rc = exec_fail(&scratch, __FILE__, __LINE__, "cudaGetDevice", "no CUDA device");
+        else
+            rc = sdpa_handle(&scratch, api, device, &handle);
+        pthread_mutex_unlock(&sdpa_lock);
+        if (rc == 0 &&
+            (sdpa_create_(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph", &graph, __FILE__, __LINE__) ||
+             sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
+                       CUDNN_TYPE_BACKEND_DESCRIPTOR, g.n_ops, g.ops, __FILE__, __LINE__) ||
+             sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
+                       "CUDNN_ATTR_OPERATIONGRAPH_HANDLE", CUDNN_TYPE_HANDLE, 1, &handle, __FILE__, __LINE__) ||
+             sdpa_finalize_(&g, graph, "operation graph", __FILE__, __LINE__)))
+            rc = -1;
+    }
+    if (n_ops) *n_ops = g.n_ops;
+    if (rc != 0) snprintf(err, err_len, "%s", scratch.error);
+    sdpa_descs_destroy(api, &descs);
+    return rc;
+}

@@ -1,0 +1,358 @@
+/* flash_kernel.cuh — the tensor-core fused attention kernel body shared by `flash` (2-stage
+ * cp.async pipeline, 128-row tiles) and the 16-bit path of `efficient` (1 stage, 64-row tiles).
+ *
+ * One CTA = one (query tile of BM rows, b·h). Each warp owns 16 query rows. Per key block of
+ * BN keys: S = Q·Kᵀ (mma.sync, fp32), scale into log2 space, mask, online softmax (running
+ * max m and sum l per row, fp32), P packed to 16 bits in registers, O += P·V (mma.sync).
+ * Scores never leave registers. At the end O /= l; a row with l = 0 (no visible key: only
+ * possible with causal_bottom_right and Sq > Skv) is written as zeros (SDPA's safe softmax).
+ *
+ * Masks: key j is visible to row i iff j < attn_visible_keys(mask, Sq, Skv, i). The number
+ * is nondecreasing in i, so a tile needs key blocks 0..ceil(vis(last row)/BN)-1 (blocks
+ * above the causal diagonal are never loaded) and only blocks reaching past vis(first row)
+ * pay for per-element masking. Tails (S not a multiple of the tile) are the same rule.
+ *
+ * Head dims: D is the compiled bucket; head_dim ≤ D, a multiple of 8. Columns ≥ head_dim
+ * are zero-filled by cp.async (src size 0), so Q·Kᵀ and P·V stay exact; k-steps wholly past
+ * head_dim are skipped at run time.
+ *
+ * Shared memory: rows of D 16-bit values, addressed in 16-byte chunks. When D is a multiple
+ * of 64 the chunk index is XOR-swizzled with (row & 7): the 8 rows one ldmatrix phase reads
+ * land in 8 distinct 128-byte bank groups. Other D (32, 96, 160, 224) pad each row by one
+ * chunk instead (pitch D/8+1 chunks, odd since D%16 == 0): also conflict-free.
+ *
+ * Pipeline (STAGES 2): K,V of block j+1 are in flight (cp.async) while block j computes;
+ * one __syncthreads after the wait (data visible) and one after the compute (the buffer
+ * may be overwritten). STAGES 1 loads, waits, computes: no overlap (the `efficient` shape).
+ *
+ * Contract: q,k,v,out 16-byte aligned, contiguous [B,H,S,head_dim]; gridDim.x = B·H,
+ * gridDim.y = ceil(Sq/BM) ≤ 65535; tiles are taken in reverse order of blockIdx.y so the
+ * heaviest causal tiles (last rows) start first and the short ones fill the tail.
+ */
+#ifndef FLASH_KERNEL_CUH
+#define FLASH_KERNEL_CUH
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kernels/attn.h"
+#include "kernels/flash_mma.cuh"
+
+/* What crosses from host to kernel. Element offsets are int64 (B·H·S·D may pass 2^31). */
+typedef struct flash_params {
+    const void *q, *k, *v;
+    void *out;
+    int seq_q, seq_kv, head_dim;
+    int mask;         /* attn_mask */
+    float scale_log2; /* scale · log2(e): exp(scale·s − m) = 2^(scale_log2·s − m') */
+} flash_params;
+
+template <int D_, int BM_, int BN_, int WARPS_, int STAGES_, bool Q_IN_REGS_, int MI_ = 1> struct flash_traits {
+    static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_, STAGES = STAGES_, MI = MI_;
+    static constexpr int THREADS = WARPS * 32;
+    static constexpr int MIN_BLOCKS = MI > 1 ? 2 : 1; /* 2 CTAs of 4 warps at ≤ 255 registers */
+    static constexpr bool Q_IN_REGS = Q_IN_REGS_;
+    static constexpr bool SWIZZLE = (D % 64) == 0;
+    static constexpr int CHUNKS = D / 8;                 /* 16-byte chunks of one row */
+    static constexpr int PITCH = SWIZZLE ? D : D + 8;   /* elements per smem row */
+    static constexpr int Q_ELEMS = BM * PITCH;
+    static constexpr int KV_ELEMS = BN * PITCH;
+    static constexpr size_t SMEM_BYTES = (size_t)(Q_ELEMS + 2 * STAGES * KV_ELEMS) * 2;
+    /* MI m16 tiles per warp: each K/V fragment read from smem feeds MI mma instead of 1 */
+    static_assert(BM == WARPS * 16 * MI, "each warp owns MI x 16 query rows");
+    static_assert(D % 32 == 0 && BN % 16 == 0, "D multiple of 32, BN multiple of 16");
+    static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
+};
+
+/* Element offset of 16-byte chunk c of row r. */
+template <class TR> __device__ __forceinline__ int flash_smem_off(int r, int c)
+{
+    if constexpr (TR::SWIZZLE) return r * TR::PITCH + ((c ^ (r & 7)) << 3);
+    else return r * TR::PITCH + (c << 3);
+}
+
+/* ROWS x D tile from global rows row0.. (row stride head_dim) into smem; rows ≥ rows_total
+ * and columns ≥ head_dim become zeros. Issues cp.async only (caller commits). */
+template <class TR, int ROWS, class T>
+__device__ __forceinline__ void flash_load_tile(T *smem, const T *gbase, int row0, int rows_total, int head_dim)
+{
+    constexpr int TOTAL = ROWS * TR::CHUNKS;
+    constexpr int ITERS = (TOTAL + TR::THREADS - 1) / TR::THREADS;
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+        int i = it * TR::THREADS + (int)threadIdx.x;
+        if (TOTAL % TR::THREADS == 0 || i < TOTAL) {
+            int r = i / TR::CHUNKS, c = i % TR::CHUNKS;
+            int grow = row0 + r;
+            bool ok = grow < rows_total && c * 8 < head_dim;
+            const T *src = ok ? gbase + (int64_t)grow * head_dim + c * 8 : gbase;
+            flash_cp_async16(smem + flash_smem_off<TR>(r, c), src, ok ? 16 : 0);
+        }
+    }
+}
+
+__device__ __forceinline__ int flash_visible(int mask, int seq_q, int seq_kv, int row)
+{
+    return (int)attn_visible_keys((attn_mask)mask, seq_q, seq_kv, row);
+}
+
+template <class TR, class T, bool BF16>
+__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(const flash_params p)
+{
+    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN;
+    extern __shared__ uint4 flash_smem[];
+    T *s_q = reinterpret_cast<T *>(flash_smem);
+    T *s_k = s_q + TR::Q_ELEMS;
+    T *s_v = s_k + TR::STAGES * TR::KV_ELEMS;
+
+    const int64_t bh = blockIdx.x;
+    const int m_block = (int)(gridDim.y - 1 - blockIdx.y);
+    const int m0 = m_block * BM;
+    const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = p.head_dim;
+    const T *g_q = static_cast<const T *>(p.q) + bh * seq_q * head_dim;
+    const T *g_k = static_cast<const T *>(p.k) + bh * seq_kv * head_dim;
+    const T *g_v = static_cast<const T *>(p.v) + bh * seq_kv * head_dim;
+    T *g_o = static_cast<T *>(p.out) + bh * seq_q * head_dim;
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+
+    const int row_last = min(m0 + BM, seq_q) - 1;
+    const int vis_max = flash_visible(p.mask, seq_q, seq_kv, row_last);
+    const int vis_min = flash_visible(p.mask, seq_q, seq_kv, m0);
+    const int n_blocks = (vis_max + BN - 1) / BN;
+
+    if (n_blocks == 0) { /* every row of the tile is fully masked: zeros */
+        const int chunks = head_dim / 8;
+        for (int i = tid; i < BM * chunks; i += TR::THREADS) {
+            int r = i / chunks, c = i % chunks;
+            if (m0 + r < seq_q)
+                *reinterpret_cast<uint4 *>(g_o + (int64_t)(m0 + r) * head_dim + c * 8) = make_uint4(0, 0, 0, 0);
+        }
+        return;
+    }
+
+    constexpr int MI = TR::MI;
+    const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
+
+    flash_load_tile<TR, BM>(s_q, g_q, m0, seq_q, head_dim);
+    flash_load_tile<TR, BN>(s_k, g_k, 0, seq_kv, head_dim);
+    flash_load_tile<TR, BN>(s_v, g_v, 0, seq_kv, head_dim);
+    flash_cp_async_commit();
+
+    float o[MI][D / 8][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
+    float row_max[MI][2], row_sum[MI][2];
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+        row_max[mi][0] = row_max[mi][1] = -INFINITY;
+        row_sum[mi][0] = row_sum[mi][1] = 0.f;
+    }
+    uint32_t q_frag[TR::Q_IN_REGS ? MI : 1][TR::Q_IN_REGS ? D / 16 : 1][4];
+
+    /* ldmatrix row/chunk of this lane, see flash_mma.cuh for the fragment layouts */
+    const int a_row = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4; /* Q (A), + mi*16 */
+    const int k_row = (lane & 7) + (lane >> 4) * 8, k_chunk = (lane >> 3) & 1;            /* K (B) */
+    const int v_row = (lane & 7) + ((lane >> 3) & 1) * 8, v_chunk = lane >> 4;            /* V (B, trans) */
+
+    for (int j = 0; j < n_blocks; ++j) {
+        const int stage = TR::STAGES == 2 ? (j & 1) : 0;
+        const T *s_kj = s_k + stage * TR::KV_ELEMS;
+        const T *s_vj = s_v + stage * TR::KV_ELEMS;
+        if constexpr (TR::STAGES == 2) {
+            if (j + 1 < n_blocks) {
+                const int nxt = (j + 1) & 1;
+                flash_load_tile<TR, BN>(s_k + nxt * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv, head_dim);
+                flash_cp_async_commit();
+                flash_cp_async_wait<1>();
+            } else {
+                flash_cp_async_wait<0>();
+            }
+        } else {
+            if (j > 0) {
+                flash_load_tile<TR, BN>(s_k, g_k, j * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v, g_v, j * BN, seq_kv, head_dim);
+                flash_cp_async_commit();
+            }
+            flash_cp_async_wait<0>();
+        }
+        __syncthreads();
+
+        if constexpr (TR::Q_IN_REGS) {
+            if (j == 0) {
+#pragma unroll
+                for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+                    for (int ks = 0; ks < D / 16; ++ks)
+                        flash_ldmatrix_x4(q_frag[mi][ks], s_q + flash_smem_off<TR>(a_row + mi * 16, ks * 2 + a_chunk));
+            }
+        }
+
+        /* S = Q·Kᵀ for this warp's MI x 16 rows x BN keys */
+        float s[MI][BN / 8][4];
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.f;
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks) {
+            if (ks * 16 < head_dim) { /* a padded bucket skips its all-zero k-steps */
+                uint32_t a_loc[TR::Q_IN_REGS ? 1 : MI][4];
+                if constexpr (!TR::Q_IN_REGS) {
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi)
+                        flash_ldmatrix_x4(a_loc[mi], s_q + flash_smem_off<TR>(a_row + mi * 16, ks * 2 + a_chunk));
+                }
+#pragma unroll
+                for (int np = 0; np < BN / 16; ++np) {
+                    uint32_t b[4];
+                    flash_ldmatrix_x4(b, s_kj + flash_smem_off<TR>(np * 16 + k_row, ks * 2 + k_chunk));
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        const uint32_t *a;
+                        if constexpr (TR::Q_IN_REGS) a = q_frag[mi][ks];
+                        else a = a_loc[mi];
+                        flash_mma<BF16>(s[mi][2 * np], a, b[0], b[1]);
+                        flash_mma<BF16>(s[mi][2 * np + 1], a, b[2], b[3]);
+                    }
+                }
+            }
+        }
+
+        /* scale into log2 space, mask, online softmax */
+        const int n0 = j * BN;
+        const bool need_mask = n0 + BN > vis_min;
+#pragma unroll
+        for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) s[mi][i][e] *= p.scale_log2;
+            if (need_mask) { /* visible-key counts recomputed here: registers are scarce */
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    const int vis = flash_visible(p.mask, seq_q, seq_kv, m0 + warp_row0 + mi * 16 + g + 8 * r);
+#pragma unroll
+                    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                        for (int e = 0; e < 2; ++e)
+                            if (n0 + i * 8 + 2 * t + e >= vis) s[mi][i][2 * r + e] = -INFINITY;
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = -INFINITY;
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[mi][i][2 * r], s[mi][i][2 * r + 1]));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float m_new = fmaxf(row_max[mi][r], mx);
+                const float m_use = m_new == -INFINITY ? 0.f : m_new; /* no −inf − −inf */
+                const float alpha = flash_exp2(row_max[mi][r] - m_use);
+                row_max[mi][r] = m_new;
+                float sum = 0.f;
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i) {
+                    s[mi][i][2 * r] = flash_exp2(s[mi][i][2 * r] - m_use);
+                    s[mi][i][2 * r + 1] = flash_exp2(s[mi][i][2 * r + 1] - m_use);
+                    sum += s[mi][i][2 * r] + s[mi][i][2 * r + 1];
+                }
+                row_sum[mi][r] = row_sum[mi][r] * alpha + sum; /* partial over this lane's columns */
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i) {
+                    o[mi][i][2 * r] *= alpha;
+                    o[mi][i][2 * r + 1] *= alpha;
+                }
+            }
+        }
+
+        /* O += P·V */
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) {
+            uint32_t a[MI][4];
+#pragma unroll
+            for (int mi = 0; mi < MI; ++mi) {
+                a[mi][0] = flash_pack2<BF16>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
+                a[mi][1] = flash_pack2<BF16>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
+                a[mi][2] = flash_pack2<BF16>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
+                a[mi][3] = flash_pack2<BF16>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
+            }
+#pragma unroll
+            for (int dp = 0; dp < D / 16; ++dp) {
+                if (dp * 16 < head_dim) {
+                    uint32_t b[4];
+                    flash_ldmatrix_x4_trans(b, s_vj + flash_smem_off<TR>(kk * 16 + v_row, dp * 2 + v_chunk));
+#pragma unroll
+                    for (int mi = 0; mi < MI; ++mi) {
+                        flash_mma<BF16>(o[mi][2 * dp], a[mi], b[0], b[1]);
+                        flash_mma<BF16>(o[mi][2 * dp + 1], a[mi], b[2], b[3]);
+                    }
+                }
+            }
+        }
+        __syncthreads();
+    }
+
+    /* O /= l, store (rows < Sq, columns < head_dim) */
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = row_sum[mi][r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.f ? 1.f / l : 0.f;
+            const int row = m0 + warp_row0 + mi * 16 + g + 8 * r;
+            if (row < seq_q) {
+                T *dst = g_o + (int64_t)row * head_dim + 2 * t;
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    if (i * 8 < head_dim)
+                        *reinterpret_cast<uint32_t *>(dst + i * 8) =
+                            flash_pack2<BF16>(o[mi][i][2 * r] * inv, o[mi][i][2 * r + 1] * inv);
+            }
+        }
+}
+
+/* Host side: enqueue one forward of configuration TR on ctx->stream. The caller has
+ * already checked dtype, head_dim ≤ TR::D and the shape limits. */
+#include "kernels/exec_context.h"
+
+template <class TR, class T, bool BF16>
+static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
+{
+    char why[160];
+    const size_t smem = TR::SMEM_BYTES;
+    const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
+    const int64_t bh = pr->batch * pr->heads;
+    if (smem > ctx->smem_optin_bytes) {
+        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
+                 ctx->smem_optin_bytes);
+        return exec_fail(ctx, __FILE__, __LINE__, who, why);
+    }
+    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
+        return exec_fail(ctx, __FILE__, __LINE__, who, "q, k, v and out must be 16-byte aligned");
+    if (bh == 0 || pr->seq_q == 0) return 0; /* nothing to write */
+    flash_params kp;
+    kp.q = t->q;
+    kp.k = t->k;
+    kp.v = t->v;
+    kp.out = t->out;
+    kp.seq_q = (int)pr->seq_q;
+    kp.seq_kv = (int)pr->seq_kv;
+    kp.head_dim = (int)pr->head_dim;
+    kp.mask = (int)pr->mask;
+    kp.scale_log2 = (float)(pr->scale * 1.4426950408889634);
+    CUDA_TRY(ctx, cudaFuncSetAttribute(flash_fwd_kernel<TR, T, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)smem));
+    dim3 grid((unsigned)bh, (unsigned)m_tiles);
+    flash_fwd_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
+#endif

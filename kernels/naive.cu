@@ -1,0 +1,152 @@
+/* naive.cu — the study's naive attention as PyTorch eager runs it, kernel for kernel:
+ *
+ *     scores = q @ k.transpose(-2, -1)              # cuBLAS GEMM, output in the input dtype
+ *     scores = scores * scale                       # mul kernel, out of place
+ *     scores = scores.masked_fill(mask, -inf)       # DtoD Memcpy (out of place) + fill kernel
+ *     p = softmax(scores, -1)                       # softmax kernel, fp32 inside
+ *     out = p @ v                                   # cuBLAS GEMM
+ *
+ * naive_inplace uses masked_fill_ (in place): the same launches without the Memcpy. Without a
+ * mask neither copies nor fills. All tensors in the input dtype (bf16, fp16 or fp32; fp32
+ * GEMMs without TF32, as PyTorch's default allow_tf32=False). Fully masked rows (bottom-right
+ * mask, Sq > Skv) give NaN, as PyTorch's softmax does: naive is not safe.
+ *
+ * Launches of one causal forward, and what each should cost on an H200 at the study shape
+ * B8 H16 S1024 D64 bf16 (n = B·H·Sq·Skv = 134 M scores = 268 MB; 4.3 TB/s):
+ *   qk_matmul  cublasGemmStridedBatchedEx (nvjet, tensor cores)  writes 268 MB      ≥  62 us, ~75
+ *   scale      ew_map_kernel<T,T,mul>   reads 268 MB, writes 268 MB                 ≈ 125 us, ~135
+ *   mask_copy  cudaMemcpyAsync DtoD     (naive only) 268 + 268 MB                   ≈ 125 us, ~130
+ *   mask_fill  naive_mask_fill_kernel   writes the masked half only: 134 MB         ≈  31 us, ~35
+ *   softmax    softmax_warp_kernel      reads 268 MB, writes 268 MB                 ≈ 125 us, ~140
+ *   pv_matmul  cublasGemmStridedBatchedEx                       reads 268 MB        ≥  62 us, ~75
+ * Predicted total ≈ 590 us naive, ≈ 460 us naive_inplace (PyTorch: 1062 / 935 us).
+ *
+ * Deviations from PyTorch, and why:
+ *   - masked_fill reads a bool mask tensor and rewrites every element (read + write of the
+ *     scores); mask_fill here computes the mask from indices (attn_visible_keys) and only
+ *     writes −inf into the masked tail of each row: one kernel, as PyTorch, about ¼ of its
+ *     bytes. The brief allows this; it is the one place naive is cheaper than eager by design.
+ *   - Workspace: two score buffers for both variants, not three. A dead buffer is reused
+ *     (scale reads A and writes B; the Memcpy copies B back into A, whose scores are no longer
+ *     needed; softmax writes into whichever buffer is free). Same launches, same bytes moved.
+ *   - No cuBLAS workspace Memset: ctx->cublas has its workspace set once by the worker.
+ */
+#include "decomposed.h"
+#include "elementwise.cuh"
+#include "softmax.cuh"
+
+/* masked_fill(mask, −inf) over scores [B·H·Sq, Skv] (rows × skv): one warp per row writes −inf
+ * at columns ≥ attn_visible_keys(row). vec_ok: s is 16-aligned and Skv % W == 0, so every
+ * row starts aligned; the unaligned head of the masked tail goes element by element. */
+template <typename T>
+__global__ void __launch_bounds__(EW_THREADS)
+    naive_mask_fill_kernel(T *s, int64_t rows, int64_t sq, int64_t skv, int mask, int vec_ok)
+{
+    typedef typename ew_io<T>::raw raw;
+    constexpr int W = 16 / (int)sizeof(raw);
+    const raw ninf = ew_io<T>::from_f32(-INFINITY);
+    float vec[W];
+#pragma unroll
+    for (int j = 0; j < W; j++) vec[j] = -INFINITY;
+    const int lane = threadIdx.x & 31;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < rows; row += nwarps) {
+        const int64_t vis = attn_visible_keys((attn_mask)mask, sq, skv, row % sq);
+        raw *r = reinterpret_cast<raw *>(s) + row * skv;
+        int64_t c = vis;
+        if (vec_ok) {
+            int64_t a = (vis + W - 1) / W * W;
+            if (a > skv) a = skv;
+            for (int64_t i = vis + lane; i < a; i += 32) r[i] = ninf;
+            for (int64_t i = a + (int64_t)lane * W; i < skv; i += 32 * W) ew_store<T, W>(s + row * skv + i, vec);
+            c = skv;
+        }
+        for (int64_t i = c + lane; i < skv; i += 32) r[i] = ninf;
+    }
+}
+
+template <typename T> static int naive_mask_fill(exec_context *ctx, const attn_problem *p, T *d_scores)
+{
+    constexpr int W = 16 / (int)sizeof(typename ew_io<T>::raw);
+    const int64_t rows = p->batch * p->heads * p->seq_q;
+    const int vec_ok = ew_aligned16(d_scores) && p->seq_kv % W == 0;
+    const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
+    naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, rows, p->seq_q, p->seq_kv,
+                                                                     (int)p->mask, vec_ok);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
+static size_t naive_buffer_bytes(const attn_problem *p)
+{
+    return ew_align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
+}
+
+size_t naive_workspace_bytes(const attn_problem *p) { return 2 * naive_buffer_bytes(p); }
+
+template <typename T>
+static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace, bool inplace)
+{
+    ew_nvtx range("attn_fwd");
+    TRY(ew_check_problem(ctx, p, inplace ? "naive_inplace" : "naive"));
+    if (p->mask < ATTN_MASK_NONE || p->mask >= ATTN_MASK_COUNT)
+        return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "unknown mask");
+    if (workspace == NULL)
+        return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "no workspace (needs naive_workspace_bytes)");
+
+    const int64_t rows = p->batch * p->heads * p->seq_q;
+    const int64_t n = rows * p->seq_kv;
+    const cudaDataType_t dt = ew_cuda_type<T>::value;
+    T *d_a = (T *)workspace;
+    T *d_b = (T *)((char *)workspace + naive_buffer_bytes(p));
+
+    {
+        ew_nvtx r("qk_matmul");
+        TRY(ew_gemm_qk(ctx, p, t->q, t->k, dt, sizeof(T), d_a, dt, sizeof(T)));
+    }
+    {
+        ew_nvtx r("scale");
+        TRY(ew_map(ctx, (const T *)d_a, d_b, n, ew_op_mul{(float)p->scale}));
+    }
+    T *d_masked = d_b;
+    if (p->mask != ATTN_MASK_NONE) {
+        if (!inplace) {
+            ew_nvtx r("mask_copy");
+            CUDA_TRY(ctx, cudaMemcpyAsync(d_a, d_b, (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice, ctx->stream));
+            d_masked = d_a;
+        }
+        ew_nvtx r("mask_fill");
+        TRY(naive_mask_fill(ctx, p, d_masked));
+    }
+    T *d_probs = d_masked == d_a ? d_b : d_a;
+    {
+        ew_nvtx r("softmax");
+        TRY((softmax_launch<T, T>(ctx, d_masked, d_probs, rows, p->seq_kv)));
+    }
+    {
+        ew_nvtx r("pv_matmul");
+        TRY(ew_gemm_pv(ctx, p, d_probs, t->v, dt, sizeof(T), t->out, dt, sizeof(T)));
+    }
+    return 0;
+}
+
+static int naive_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace,
+                          bool inplace)
+{
+    switch (p->dtype) {
+    case ATTN_BF16: return naive_run<__nv_bfloat16>(ctx, p, t, workspace, inplace);
+    case ATTN_FP16: return naive_run<__half>(ctx, p, t, workspace, inplace);
+    case ATTN_FP32: return naive_run<float>(ctx, p, t, workspace, inplace);
+    default: return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "unknown dtype");
+    }
+}
+
+int naive_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    return naive_dispatch(ctx, p, t, workspace, false);
+}
+
+int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    return naive_dispatch(ctx, p, t, workspace, true);
+}

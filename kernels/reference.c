@@ -1,0 +1,219 @@
+/* reference.c — the cpu reference of attention in fp64: the oracle `verify` trusts, and the
+ * `reference` variant of the cpu device.
+ *
+ * Per (b, h) head, the k and v heads are converted to double once; then for each query
+ * row: scores = scale · q·kᵀ over the visible keys (attn_visible_keys: the mask is a
+ * prefix of keys), p = exp(s − max s), out = Σ p·v / Σ p. A fully masked row (no visible
+ * key) is zeros, SDPA's safe softmax. Nothing here is approximate: every product and sum
+ * is a double, so against bf16/fp16/fp32 outputs its own error is negligible.
+ *
+ * Parallel with pthreads over items of up to REF_ROWS query rows of one head, handed out
+ * by an atomic counter: causal rows differ in cost, and a few heads with long sequences
+ * still spread over every core. A thread keeps its converted head while its next item is
+ * in the same head (items are handed out in order, so usually it is).
+ */
+#include "decomposed.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dtype_convert.h"
+#include "exec_context.h"
+
+#define REF_ROWS 32 /* query rows per work item */
+
+/* Threads of the `reference` variant (reference_forward cannot see settings). */
+static int reference_threads;
+
+void reference_set_threads(int n) { reference_threads = n; }
+
+typedef struct ref_job {
+    const attn_problem *p;
+    const void *q, *k, *v;
+    double *out;
+    int64_t items_per_head, items;
+    atomic_llong next; /* the next unclaimed item */
+} ref_job;
+
+/* One thread's scratch: the converted k and v of one head, one q row, the scores. */
+typedef struct ref_scratch {
+    double *k, *v, *q, *s;
+    int64_t head;      /* (b·H + h) held in k, v; -1: none */
+} ref_scratch;
+
+static int ref_scratch_alloc(ref_scratch *w, const attn_problem *p)
+{
+    size_t kv = (size_t)p->seq_kv * (size_t)p->head_dim;
+    w->k = malloc(kv * sizeof(double));
+    w->v = malloc(kv * sizeof(double));
+    w->q = malloc((size_t)p->head_dim * sizeof(double));
+    w->s = malloc((size_t)p->seq_kv * sizeof(double));
+    w->head = -1;
+    if (w->k && w->v && w->q && w->s) return 0;
+    free(w->k), free(w->v), free(w->q), free(w->s);
+    return -1;
+}
+
+static void ref_scratch_free(ref_scratch *w) { free(w->k), free(w->v), free(w->q), free(w->s); }
+
+static void ref_convert(double *dst, const void *src, attn_dtype t, int64_t first, int64_t n)
+{
+    int64_t i;
+    for (i = 0; i < n; i++) dst[i] = (double)dtype_load_f32(src, t, first + i);
+}
+
+/* s_j = scale · q·k_j for keys j < n. Four keys at a time: four independent accumulator
+ * chains instead of one (the loop is bound by add latency, not by arithmetic), while each
+ * dot product still sums over c in order 0…d−1, exactly as the textbook loop does. */
+static void ref_scores(const double *restrict q, const double *restrict k, int64_t d, int64_t n, double scale,
+                       double *restrict s)
+{
+    int64_t j = 0, c;
+    for (; j + 4 <= n; j += 4) {
+        const double *k0 = k + j * d, *k1 = k0 + d, *k2 = k1 + d, *k3 = k2 + d;
+        double a0 = 0.0, a1 = 0.0, a2 = 0.0, a3 = 0.0;
+        for (c = 0; c < d; c++) {
+            a0 += q[c] * k0[c];
+            a1 += q[c] * k1[c];
+            a2 += q[c] * k2[c];
+            a3 += q[c] * k3[c];
+        }
+        s[j] = scale * a0, s[j + 1] = scale * a1, s[j + 2] = scale * a2, s[j + 3] = scale * a3;
+    }
+    for (; j < n; j++) {
+        const double *kj = k + j * d;
+        double a = 0.0;
+        for (c = 0; c < d; c++) a += q[c] * kj[c];
+        s[j] = scale * a;
+    }
+}
+
+/* o += Σ_j p_j · v_j over keys j < n, in order of j for every o_c (four keys per pass over
+ * o, so o is loaded and stored a quarter as often). */
+static void ref_weighted_sum(const double *restrict p, const double *restrict v, int64_t d, int64_t n,
+                             double *restrict o)
+{
+    int64_t j = 0, c;
+    for (; j + 4 <= n; j += 4) {
+        const double *v0 = v + j * d, *v1 = v0 + d, *v2 = v1 + d, *v3 = v2 + d;
+        double p0 = p[j], p1 = p[j + 1], p2 = p[j + 2], p3 = p[j + 3];
+        for (c = 0; c < d; c++) o[c] = o[c] + p0 * v0[c] + p1 * v1[c] + p2 * v2[c] + p3 * v3[c];
+    }
+    for (; j < n; j++) {
+        const double *vj = v + j * d;
+        for (c = 0; c < d; c++) o[c] += p[j] * vj[c];
+    }
+}
+
+/* Rows [r0, r1) of head `head`. */
+static void ref_rows(const ref_job *job, ref_scratch *w, int64_t head, int64_t r0, int64_t r1)
+{
+    const attn_problem *p = job->p;
+    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim, i, j, c;
+
+    if (w->head != head) {
+        ref_convert(w->k, job->k, p->dtype, head * skv * d, skv * d);
+        ref_convert(w->v, job->v, p->dtype, head * skv * d, skv * d);
+        w->head = head;
+    }
+    for (i = r0; i < r1; i++) {
+        int64_t nvis = attn_visible_keys(p->mask, sq, skv, i);
+        double *o = job->out + (head * sq + i) * d;
+        double mx = -INFINITY, sum = 0.0;
+
+        memset(o, 0, (size_t)d * sizeof(double));
+        if (nvis == 0) continue; /* fully masked: zeros */
+        ref_convert(w->q, job->q, p->dtype, (head * sq + i) * d, d);
+        ref_scores(w->q, w->k, d, nvis, p->scale, w->s);
+        for (j = 0; j < nvis; j++)
+            if (w->s[j] > mx) mx = w->s[j];
+        for (j = 0; j < nvis; j++) {
+            w->s[j] = exp(w->s[j] - mx);
+            sum += w->s[j];
+        }
+        ref_weighted_sum(w->s, w->v, d, nvis, o);
+        for (c = 0; c < d; c++) o[c] /= sum;
+    }
+}
+
+static void ref_work(ref_job *job, ref_scratch *w)
+{
+    for (;;) {
+        int64_t item = (int64_t)atomic_fetch_add(&job->next, 1);
+        int64_t head, r0, r1;
+        if (item >= job->items) return;
+        head = item / job->items_per_head;
+        r0 = (item % job->items_per_head) * REF_ROWS;
+        r1 = r0 + REF_ROWS < job->p->seq_q ? r0 + REF_ROWS : job->p->seq_q;
+        ref_rows(job, w, head, r0, r1);
+    }
+}
+
+/* A helper thread: works if it gets its scratch; if not, it leaves the items to the
+ * others (the calling thread always has its own, so everything still gets done). */
+static void *ref_thread(void *arg)
+{
+    ref_job *job = arg;
+    ref_scratch w;
+    if (ref_scratch_alloc(&w, job->p) != 0) return NULL;
+    ref_work(job, &w);
+    ref_scratch_free(&w);
+    return NULL;
+}
+
+int reference_attention_f64(const attn_problem *p, const void *q, const void *k, const void *v, double *out,
+                            int threads)
+{
+    ref_job job;
+    ref_scratch mine;
+    pthread_t *tids = NULL;
+    int64_t heads = p->batch * p->heads;
+    int started = 0, i;
+
+    if (heads <= 0 || p->seq_q <= 0 || p->head_dim <= 0) return 0;
+    if (p->seq_kv <= 0) { /* no keys at all: every row is fully masked */
+        memset(out, 0, (size_t)attn_out_elems(p) * sizeof(double));
+        return 0;
+    }
+    job.p = p, job.q = q, job.k = k, job.v = v, job.out = out;
+    job.items_per_head = (p->seq_q + REF_ROWS - 1) / REF_ROWS;
+    job.items = heads * job.items_per_head;
+    atomic_init(&job.next, 0);
+
+    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    if (threads <= 0) threads = 1;
+    if ((int64_t)threads > job.items) threads = (int)job.items;
+
+    if (ref_scratch_alloc(&mine, p) != 0) return -1;
+    if (threads > 1) tids = malloc((size_t)(threads - 1) * sizeof *tids);
+    for (i = 0; tids && i < threads - 1; i++) {
+        if (pthread_create(&tids[i], NULL, ref_thread, &job) != 0) break; /* fewer helpers */
+        started++;
+    }
+    ref_work(&job, &mine);
+    for (i = 0; i < started; i++) pthread_join(tids[i], NULL);
+    free(tids);
+    ref_scratch_free(&mine);
+    return 0;
+}
+
+size_t reference_workspace_bytes(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }
+
+/* The fp64 result stays in the workspace (the cpu worker verifies against it); t->out gets
+ * it rounded double → float → dtype. For bf16/fp16 that is a double rounding, which can
+ * differ from one direct rounding in a last-bit tie; every GPU kernel rounds its fp32
+ * accumulator the same way, so this is the rounding the outputs we compare with have. */
+int reference_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    double *ref = workspace;
+    int64_t n = attn_out_elems(p), i;
+
+    if (reference_attention_f64(p, t->q, t->k, t->v, ref, reference_threads) != 0)
+        return exec_fail(ctx, __FILE__, __LINE__, "reference_attention_f64", "out of host memory");
+    for (i = 0; i < n; i++) dtype_store_f32(t->out, p->dtype, i, (float)ref[i]);
+    return 0;
+}

@@ -1,0 +1,477 @@
+/* http.c — libmicrohttpd glue: listen, read requests, dispatch through http_routes[],
+ * answer JSON (http.h).
+ *
+ * One thread per connection: a handler may block (a synchronous run waits for its job)
+ * without holding up other clients; MHD_CONNECTION_LIMIT bounds the threads. A request
+ * body is accumulated up to settings.max_body_bytes: a larger Content-Length is answered
+ * 413 before any of the body is read; a chunked body that grows past the limit is dropped
+ * as it arrives and answered 413 at its end.
+ *
+ * Every libmicrohttpd call is checked (MHD_CHECK): a failure is logged with the call, file
+ * and line, and the connection is closed rather than the front crashing.
+ */
+#include "http.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <stdatomic.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <microhttpd.h>
+
+#include "log.h"
+
+#define HTTP_CONNECTION_LIMIT 512   /* concurrent connections (= threads) */
+#define HTTP_CONNECTION_TIMEOUT_S 120 /* idle connections are closed after this */
+
+/* Log a failed libmicrohttpd call that returns MHD_NO / NULL; evaluates to 1 when it failed. */
+#define MHD_FAILED(ok, call) ((ok) ? 0 : (log_error("%s failed at %s:%d", call, __FILE__, __LINE__), 1))
+
+static struct MHD_Daemon *http_daemon;
+static const settings *http_cfg;
+static atomic_int http_requests_in_flight; /* live http_conn states */
+
+const settings *http_settings(void) { return http_cfg; }
+
+/* ---------------------------------------------------------------- answers --------------- */
+
+int http_add_header(http_request *req, const char *name, const char *value)
+{
+    if (req->n_headers >= HTTP_MAX_EXTRA_HEADERS || strlen(name) >= sizeof req->header_name[0] ||
+        strlen(value) >= sizeof req->header_value[0]) {
+        log_error("http_add_header: no room for header %s", name);
+        return -1;
+    }
+    snprintf(req->header_name[req->n_headers], sizeof req->header_name[0], "%s", name);
+    snprintf(req->header_value[req->n_headers], sizeof req->header_value[0], "%s", value);
+    req->n_headers++;
+    return 0;
+}
+
+/* Queue buf (malloc'd, len bytes; ownership passes to libmicrohttpd) as the answer. */
+static void http_send_buffer(http_request *req, int status, char *buf, size_t len)
+{
+    struct MHD_Connection *conn = req->conn;
+    struct MHD_Response *resp;
+    int i;
+
+    if (req->answered) {
+        log_error("%s %s: a second answer (%d) was dropped", req->method, req->path, status);
+        free(buf);
+        return;
+    }
+    req->answered = 1;
+    resp = MHD_create_response_from_buffer_with_free_callback(len, buf, &free);
+    if (MHD_FAILED(resp != NULL, "MHD_create_response_from_buffer_with_free_callback")) {
+        free(buf);
+        req->queue_failed = 1;
+        return;
+    }
+    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") == MHD_YES,
+                   "MHD_add_response_header(Content-Type)"))
+        req->queue_failed = 1;
+    for (i = 0; i < req->n_headers; i++)
+        if (MHD_FAILED(MHD_add_response_header(resp, req->header_name[i], req->header_value[i]) == MHD_YES,
+                       "MHD_add_response_header"))
+            req->queue_failed = 1;
+    if (!req->queue_failed &&
+        MHD_FAILED(MHD_queue_response(conn, (unsigned)status, resp) == MHD_YES, "MHD_queue_response"))
+        req->queue_failed = 1;
+    MHD_destroy_response(resp);
+    if (status >= 500 && status != 503) /* 503: no such device here, the client's to fix */
+        log_warn("%s %s -> %d", req->method, req->path, status);
+    else
+        log_debug("%s %s -> %d", req->method, req->path, status);
+}
+
+void http_send_json_text(http_request *req, int status, const char *text, size_t len)
+{
+    char *buf = malloc(len + 2);
+
+    if (!buf) {
+        log_error("%s %s: out of memory for a %zu-byte answer", req->method, req->path, len);
+        req->answered = req->queue_failed = 1;
+        return;
+    }
+    memcpy(buf, text, len);
+    buf[len] = '\n';
+    buf[len + 1] = '\0';
+    http_send_buffer(req, status, buf, len + 1);
+}
+
+void http_send_json(http_request *req, int status, const cJSON *body)
+{
+    char *text = cJSON_PrintUnformatted(body);
+
+    if (!text) {
+        log_error("%s %s: cannot print the answer (out of memory)", req->method, req->path);
+        req->answered = req->queue_failed = 1;
+        return;
+    }
+    http_send_json_text(req, status, text, strlen(text));
+    cJSON_free(text);
+}
+
+cJSON *http_error_json(const api_error *e)
+{
+    cJSON *root = cJSON_CreateObject(), *err = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    int ok = err != NULL;
+
+    ok = ok && cJSON_AddStringToObject(err, "code", e->code[0] ? e->code : "internal");
+    ok = ok && cJSON_AddStringToObject(err, "message", e->message);
+    ok = ok && (e->field[0] ? cJSON_AddStringToObject(err, "field", e->field) != NULL
+                            : cJSON_AddNullToObject(err, "field") != NULL);
+    if (!ok) {
+        cJSON_Delete(root);
+        return NULL;
+    }
+    return root;
+}
+
+void http_send_error(http_request *req, const api_error *e)
+{
+    cJSON *body = http_error_json(e);
+
+    if (!body) {
+        log_error("%s %s: out of memory for an error answer", req->method, req->path);
+        req->answered = req->queue_failed = 1;
+        return;
+    }
+    http_send_json(req, e->status, body);
+    cJSON_Delete(body);
+}
+
+void http_fail(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
+{
+    api_error e;
+    va_list ap;
+
+    api_fail(&e, status, code, field, "%s", "");
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    http_send_error(req, &e);
+}
+
+/* ---------------------------------------------------------------- requests -------------- */
+
+/* Per-connection state of one request (con_cls): the body read so far. */
+typedef struct http_conn {
+    char *body;
+    size_t len, cap;
+    int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
+} http_conn;
+
+typedef struct query_ctx {
+    cJSON *obj;
+    char duplicate[64]; /* the first key given twice */
+    int oom;
+} query_ctx;
+
+static enum MHD_Result http_query_add(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+{
+    query_ctx *q = cls;
+
+    if (!key) return MHD_YES;
+    if (cJSON_GetObjectItemCaseSensitive(q->obj, key)) {
+        if (!q->duplicate[0]) snprintf(q->duplicate, sizeof q->duplicate, "%s", key);
+        return MHD_YES;
+    }
+    /* "?verify" (no '=') arrives as NULL: an empty string, which no parameter accepts. */
+    if (!cJSON_AddStringToObject(q->obj, key, value ? value : "")) q->oom = 1;
+    return MHD_YES;
+}
+
+/* Does path match pattern? A pattern "/a/{id}" matches "/a/X" for one non-empty segment X. */
+static int http_route_match(const char *pattern, const char *path, const char **id)
+{
+    const char *brace = strstr(pattern, "/{");
+    size_t prefix;
+
+    *id = NULL;
+    if (!brace) return strcmp(pattern, path) == 0;
+    prefix = (size_t)(brace - pattern) + 1;
+    if (strncmp(pattern, path, prefix) != 0) return 0;
+    if (path[prefix] == '\0' || strchr(path + prefix, '/')) return 0;
+    *id = path + prefix;
+    return 1;
+}
+
+static void http_route_request(http_request *req)
+{
+    const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
+    char allow[96];
+    size_t i, n = 0;
+
+    allow[0] = '\0';
+    for (i = 0; i < http_routes_count; i++) {
+        const http_route *r = &http_routes[i];
+        const char *id;
+        if (!http_route_match(r->pattern, req->path, &id)) continue;
+        if (strcmp(r->method, method) == 0) {
+            req->id = id;
+            r->handler(req);
+            return;
+        }
+        if (n < sizeof allow)
+            n += (size_t)snprintf(allow + n, sizeof allow - n, "%s%s%s", n ? ", " : "", r->method,
+                                  strcmp(r->method, "GET") == 0 ? ", HEAD" : "");
+    }
+    if (n == 0) {
+        http_fail(req, 404, "not_found", "", "no such endpoint: %s %.200s (see docs/api.md)", req->method, req->path);
+        return;
+    }
+    if (http_add_header(req, MHD_HTTP_HEADER_ALLOW, allow) != 0) {
+        http_fail(req, 500, "internal", "", "cannot set the Allow header");
+        return;
+    }
+    http_fail(req, 405, "method_not_allowed", "", "%s is not allowed on %.200s; allowed: %s", req->method, req->path,
+              allow);
+}
+
+static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *url, const char *method,
+                                     http_conn *c)
+{
+    http_request req;
+    query_ctx q;
+
+    memset(&req, 0, sizeof req);
+    memset(&q, 0, sizeof q);
+    req.conn = conn;
+    req.method = method;
+    req.path = url;
+    req.settings = http_cfg;
+
+    q.obj = cJSON_CreateObject();
+    if (!q.obj) {
+        log_error("%s %s: out of memory for the query", method, url);
+        return MHD_NO;
+    }
+    req.query = q.obj;
+    if (MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, http_query_add, &q) < 0) {
+        log_error("MHD_get_connection_values failed at %s:%d", __FILE__, __LINE__);
+        q.oom = 1;
+    }
+
+    if (c->too_large)
+        http_fail(&req, 413, "body_too_large", "", "the request body is larger than max_body_bytes (%lld bytes)",
+                  http_cfg->max_body_bytes);
+    else if (q.oom)
+        http_fail(&req, 500, "internal", "", "out of memory reading the query string");
+    else if (q.duplicate[0])
+        http_fail(&req, 400, "duplicate_parameter", q.duplicate, "query parameter '%s' is given more than once",
+                  q.duplicate);
+    else {
+        if (c->len > 0) {
+            req.body = c->body;
+            req.body_len = c->len;
+        }
+        http_route_request(&req);
+    }
+    if (!req.answered) http_fail(&req, 500, "internal", "", "the handler of %s %.200s gave no answer", method, url);
+    cJSON_Delete(q.obj);
+    return req.queue_failed ? MHD_NO : MHD_YES;
+}
+
+/* The access handler: called once when the headers are in, once per piece of body, and
+ * once more at the end of the request, when it is dispatched. */
+static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+                                   const char *version, const char *upload_data, size_t *upload_data_size,
+                                   void **con_cls)
+{
+    http_conn *c = *con_cls;
+    unsigned long long max = (unsigned long long)http_cfg->max_body_bytes;
+
+    if (!c) {
+        const char *cl;
+        c = calloc(1, sizeof *c);
+        if (!c) {
+            log_error("out of memory for a connection");
+            return MHD_NO;
+        }
+        *con_cls = c;
+        atomic_fetch_add(&http_requests_in_flight, 1);
+        /* A declared body over the limit: answer now, before reading any of it (the
+         * connection is closed after the answer). */
+        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl) {
+            char *end;
+            unsigned long long n;
+            errno = 0;
+            n = strtoull(cl, &end, 10);
+            if (errno == 0 && end != cl && *end == '\0' && n > max) {
+                c->too_large = 1;
+                return http_dispatch(conn, url, method, c);
+            }
+        }
+        return MHD_YES;
+    }
+
+    if (*upload_data_size > 0) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (c->too_large) return MHD_YES;
+        if (c->len + n > max) {
+            c->too_large = 1;
+            free(c->body);
+            c->body = NULL;
+            c->len = c->cap = 0;
+            return MHD_YES;
+        }
+        if (c->len + n + 1 > c->cap) {
+            size_t cap = c->cap ? c->cap : 4096;
+            char *grown;
+            while (cap < c->len + n + 1) cap *= 2;
+            if (cap > max + 1) cap = (size_t)max + 1;
+            grown = realloc(c->body, cap);
+            if (!grown) {
+                log_error("out of memory for a %zu-byte request body", c->len + n);
+                return MHD_NO;
+            }
+            c->body = grown;
+            c->cap = cap;
+        }
+        memcpy(c->body + c->len, upload_data, n);
+        c->len += n;
+        c->body[c->len] = '\0';
+        return MHD_YES;
+    }
+
+    return http_dispatch(conn, url, method, c);
+}
+
+static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                           enum MHD_RequestTerminationCode toe)
+{
+    http_conn *c = *con_cls;
+
+    if (!c) return;
+    free(c->body);
+    free(c);
+    *con_cls = NULL;
+    atomic_fetch_sub(&http_requests_in_flight, 1);
+}
+
+static void http_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    size_t n;
+
+    vsnprintf(line, sizeof line, fmt, ap);
+    n = strlen(line);
+    while (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
+    log_warn("libmicrohttpd: %s", line);
+}
+
+/* ---------------------------------------------------------------- start / stop ---------- */
+
+/* Split "host:port" or "[v6]:port" into host (no brackets) and port text. */
+static int http_split_listen(const char *listen, char *host, size_t host_len, char *port, size_t port_len)
+{
+    const char *sep;
+    size_t hn;
+
+    if (listen[0] == '[') {
+        const char *close = strchr(listen, ']');
+        if (!close || close[1] != ':') return -1;
+        hn = (size_t)(close - listen - 1);
+        if (hn == 0 || hn >= host_len) return -1;
+        memcpy(host, listen + 1, hn);
+        sep = close + 1;
+    } else {
+        sep = strrchr(listen, ':');
+        if (!sep) return -1;
+        hn = (size_t)(sep - listen);
+        if (hn == 0 || hn >= host_len) return -1;
+        memcpy(host, listen, hn);
+    }
+    host[hn] = '\0';
+    if (!sep[1] || strlen(sep + 1) >= port_len) return -1;
+    snprintf(port, port_len, "%s", sep + 1);
+    return 0;
+}
+
+int http_start(const settings *s, char *err, size_t err_len)
+{
+    struct addrinfo hints, *ai = NULL;
+    const union MHD_DaemonInfo *info;
+    char host[128], port[16];
+    /* MHD_USE_ITC: MHD_quiesce_daemon needs it in this threading mode. */
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    unsigned bound_port;
+    int rc, v6;
+
+    if (http_split_listen(s->listen, host, sizeof host, port, sizeof port) != 0) {
+        snprintf(err, err_len, "listen '%s' is not host:port or [IPv6]:port", s->listen);
+        return -1;
+    }
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+    rc = getaddrinfo(host, port, &hints, &ai);
+    if (rc != 0 || !ai) {
+        snprintf(err, err_len, "cannot resolve listen address '%s': %s", s->listen,
+                 rc ? gai_strerror(rc) : "no address");
+        return -1;
+    }
+    v6 = ai->ai_family == AF_INET6;
+    if (v6) flags |= MHD_USE_IPv6;
+
+    http_cfg = s;
+    errno = 0;
+    http_daemon = MHD_start_daemon(flags, (uint16_t)atoi(port), NULL, NULL, &http_access, NULL,
+                                   MHD_OPTION_EXTERNAL_LOGGER, &http_mhd_log, NULL, /* first: see MHD docs */
+                                   MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+                                   MHD_OPTION_NOTIFY_COMPLETED, &http_completed, NULL,
+                                   MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!http_daemon) {
+        snprintf(err, err_len, "cannot listen on %s%s%s", s->listen, errno ? ": " : " (see the log above)",
+                 errno ? strerror(errno) : "");
+        http_cfg = NULL;
+        return -1;
+    }
+
+    info = MHD_get_daemon_info(http_daemon, MHD_DAEMON_INFO_BIND_PORT);
+    if (MHD_FAILED(info != NULL && info->port != 0, "MHD_get_daemon_info(MHD_DAEMON_INFO_BIND_PORT)")) {
+        snprintf(err, err_len, "listening on %s, but libmicrohttpd does not say which port", s->listen);
+        http_stop();
+        return -1;
+    }
+    bound_port = info->port;
+
+    /* Tests and scripts wait for exactly this line. */
+    printf("attnd listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "", bound_port);
+    fflush(stdout);
+    log_info("listening on http://%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", bound_port);
+    return 0;
+}
+
+void http_quiesce(void)
+{
+    MHD_socket fd;
+
+    if (!http_daemon) return;
+    fd = MHD_quiesce_daemon(http_daemon);
+    if (MHD_FAILED(fd != MHD_INVALID_SOCKET, "MHD_quiesce_daemon")) return;
+    if (close(fd) != 0) log_warn("closing the listening socket: %s", strerror(errno));
+}
+
+int http_in_flight(void) { return atomic_load(&http_requests_in_flight); }
+
+void http_stop(void)
+{
+    if (!http_daemon) return;
+    MHD_stop_daemon(http_daemon);
+    http_daemon = NULL;
+}

@@ -1,0 +1,98 @@
+/* http.h — the HTTP front door: libmicrohttpd glue (http.c) and the route table (routes.c).
+ *
+ * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a synchronous run blocks its
+ * handler while the job runs, and other connections go on. http.c reads the request (body
+ * up to max_body_bytes, else 413), parses the query string, finds the route in
+ * http_routes[] (404 unknown path, 405 wrong method with Allow) and calls its handler,
+ * which answers through exactly one http_send_* call.
+ */
+#ifndef HTTP_H
+#define HTTP_H
+
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#include "api_error.h"
+#include "main.h"
+#include "settings.h"
+
+#define HTTP_MAX_EXTRA_HEADERS 4
+
+/* One request, as a handler sees it. Everything is owned by http.c and valid until the
+ * handler returns. */
+typedef struct http_request {
+    const char *method;      /* "GET", "POST", … (HEAD is routed as GET) */
+    const char *path;        /* without the query string */
+    const char *id;          /* the {id} segment when the route pattern ends in /{id}, else NULL */
+    const cJSON *query;      /* query-string parameters: an object of strings, never NULL */
+    const char *body;        /* NUL-terminated copy of the body; NULL when there is none */
+    size_t body_len;         /* bytes of body, the terminating NUL not counted */
+    const settings *settings;
+
+    /* private to http.c */
+    void *conn;              /* struct MHD_Connection * */
+    int answered;            /* an http_send_* call queued the answer (or failed to) */
+    int queue_failed;        /* libmicrohttpd refused the answer: close the connection */
+    int n_headers;
+    char header_name[HTTP_MAX_EXTRA_HEADERS][32];
+    char header_value[HTTP_MAX_EXTRA_HEADERS][96];
+} http_request;
+
+/* A handler answers with exactly one http_send_* call. */
+typedef void (*http_handler)(http_request *req);
+
+/* A route: method and path pattern, either exact ("/v1/variants") or ending in one
+ * parameter segment ("/v1/runs/{id}": one non-empty segment without '/'). */
+typedef struct http_route {
+    const char *method;
+    const char *pattern;
+    http_handler handler;
+    const char *summary;     /* one line, for docs and logs */
+} http_route;
+
+/* The route table (routes.c). */
+extern const http_route http_routes[];
+extern const size_t http_routes_count;
+
+/* Listen on s->listen and serve until http_stop. Prints one line on stdout once listening:
+ *   attnd listening on http://HOST:PORT
+ * (the real port when s->listen asks for port 0). s must outlive the daemon. 0, or -1 with
+ * err filled. */
+int http_start(const settings *s, char *err, size_t err_len);
+
+/* Stop accepting connections; requests in flight go on (shutdown, first step). */
+void http_quiesce(void);
+
+/* Requests between their headers and the end of their answer (idle keep-alive
+ * connections do not count). */
+int http_in_flight(void);
+
+/* Stop: close every connection and wait for the handlers in flight to return (an answer
+ * not yet sent is lost: call http_quiesce and wait for http_in_flight() == 0 first). */
+void http_stop(void);
+
+/* The settings http_start was given (NULL before). */
+const settings *http_settings(void);
+
+/* Add a header to the coming answer (e.g. Retry-After). 0, or -1 when there is no room. */
+int http_add_header(http_request *req, const char *name, const char *value);
+
+/* Answer with a JSON value: Content-Type application/json, printed unformatted plus "\n".
+ * Does not take ownership of body. */
+void http_send_json(http_request *req, int status, const cJSON *body);
+
+/* Answer with text that already is JSON (e.g. a stored record), sent as is plus "\n". */
+void http_send_json_text(http_request *req, int status, const char *text, size_t len);
+
+/* Answer {"error":{"code","message","field"}} with e->status; field null when empty. */
+void http_send_error(http_request *req, const api_error *e);
+
+/* api_fail + http_send_error in one call. */
+void http_fail(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* The error object of e: {"error":{…}} (caller deletes), NULL when out of memory. */
+cJSON *http_error_json(const api_error *e);
+
+#endif

@@ -1,0 +1,183 @@
+/* main.c — the attnd executable, in one of three roles:
+ *
+ *   attnd [flags]                              the front: HTTP, queues, store (never CUDA)
+ *   attnd --worker DEVICE --ipc-fd N [flags]   a worker, started by the front's pool
+ *   attnd --probe                              print {"gpus":N}, started by the pool
+ *
+ * The front blocks SIGTERM and SIGINT before any thread starts, so every thread inherits
+ * the blocked set and the main thread alone takes them, with sigwait, to shut down in
+ * order: stop accepting connections, let the requests in flight be answered (at most
+ * MAIN_DRAIN_S; a second signal exits at once), stop HTTP, stop the workers, close the
+ * store.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "http.h"
+#include "log.h"
+#include "main.h"
+#include "pool.h"
+#include "settings.h"
+#include "store.h"
+#include "worker.h"
+
+/* How long a stopping front waits for requests in flight to be answered. */
+#define MAIN_DRAIN_S 30
+
+
+/* mkdir -p: create path and its missing parents. 0, or -1 with err filled. */
+static int make_dirs(const char *path, char *err, size_t err_len)
+{
+    char buf[512];
+    size_t i, n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        snprintf(err, err_len, "data_dir '%.100s' is empty or too long", path);
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
+            return -1;
+        }
+        buf[i] = path[i];
+    }
+    return 0;
+}
+
+static int main_worker(int argc, char **argv)
+{
+    settings s;
+    sigset_t none;
+    char err[512], *end;
+    long fd;
+    int rc;
+
+    /* The front's blocked signals and ignored SIGPIPE survive exec: a worker takes its
+     * signals normally (the pool ends it with SIGKILL, its parent's death with a signal). */
+    sigemptyset(&none);
+    if (sigprocmask(SIG_SETMASK, &none, NULL) != 0) {
+        fprintf(stderr, "attnd --worker: sigprocmask: %s\n", strerror(errno));
+        return 2;
+    }
+    if (argc < 5 || strcmp(argv[3], "--ipc-fd") != 0) {
+        fprintf(stderr, "usage: attnd --worker DEVICE --ipc-fd N [settings flags]\n");
+        return 2;
+    }
+    errno = 0;
+    fd = strtol(argv[4], &end, 10);
+    if (errno != 0 || end == argv[4] || *end != '\0' || fd < 0 || fd > 65535) {
+        fprintf(stderr, "attnd --worker: --ipc-fd needs a file descriptor number, got '%s'\n", argv[4]);
+        return 2;
+    }
+    /* argv[4] plays argv[0]: settings_load reads the flags after it. */
+    rc = settings_load(&s, argc - 4, argv + 4, err, sizeof err);
+    if (rc != 0) {
+        if (rc < 0) fprintf(stderr, "attnd --worker %s: %s\n", argv[2], err);
+        return rc < 0 ? 2 : 0;
+    }
+    log_init(argv[2], s.log_level);
+    return worker_main(&s, argv[2], (int)fd);
+}
+
+static int main_front(int argc, char **argv)
+{
+    static settings s; /* http and the pool keep pointers to it until exit */
+    sigset_t stop_signals;
+    char err[512];
+    int rc, sig = 0;
+
+    rc = settings_load(&s, argc, argv, err, sizeof err);
+    if (rc == 1) return 0;
+    if (rc != 0) {
+        fprintf(stderr, "attnd: %s\n", err);
+        return 2;
+    }
+    log_init("front", s.log_level);
+
+    /* Before any thread exists (pool and http start threads): they inherit this mask. */
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGTERM);
+    sigaddset(&stop_signals, SIGINT);
+    rc = pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
+    if (rc != 0) {
+        log_error("pthread_sigmask: %s", strerror(rc));
+        return 1;
+    }
+    /* A client that hangs up mid-answer must not kill the front: writes then fail with EPIPE. */
+    if (signal(SIGPIPE, SIG_IGN) == SIG_ERR) {
+        log_error("signal(SIGPIPE): %s", strerror(errno));
+        return 1;
+    }
+
+    if (make_dirs(s.data_dir, err, sizeof err) != 0 || store_open(s.data_dir, err, sizeof err) != 0) {
+        log_error("store: %s", err);
+        return 1;
+    }
+    if (pool_start(&s, err, sizeof err) != 0) {
+        log_error("workers: %s", err);
+        store_close();
+        return 1;
+    }
+    if (http_start(&s, err, sizeof err) != 0) {
+        log_error("http: %s", err);
+        pool_stop();
+        store_close();
+        return 1;
+    }
+    log_info("serving (config %s, data_dir %s, devices %s)", s.config[0] ? s.config : "none", s.data_dir,
+             s.devices);
+
+    for (;;) {
+        rc = sigwait(&stop_signals, &sig);
+        if (rc == 0) break;
+        if (rc != EINTR) {
+            log_error("sigwait: %s; stopping", strerror(rc));
+            break;
+        }
+    }
+    /* Stop accepting, let the requests in flight get their answers (their jobs run on),
+     * then stop. A second signal, or MAIN_DRAIN_S, cuts the wait short. */
+    http_quiesce();
+    if (http_in_flight() > 0) {
+        struct timespec tick = {0, 100 * 1000 * 1000};
+        int waited_ms = 0;
+        log_info("stopping on %s: waiting up to %d s for %d request(s) in flight (signal again to exit at once)",
+                 sig ? strsignal(sig) : "error", MAIN_DRAIN_S, http_in_flight());
+        while (http_in_flight() > 0 && waited_ms < MAIN_DRAIN_S * 1000) {
+            if (sigtimedwait(&stop_signals, NULL, &tick) > 0) {
+                /* The operator insists. The database stays consistent (SQLite, WAL): the
+                 * next start marks the unfinished runs failed; workers die with us. */
+                log_warn("second signal: exiting now, %d request(s) unanswered", http_in_flight());
+                _exit(1);
+            }
+            waited_ms += 100;
+        }
+    } else {
+        log_info("stopping on %s", sig ? strsignal(sig) : "error");
+    }
+    http_stop();
+    pool_stop();
+    store_close();
+    log_info("stopped");
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    main_set_original_argv(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--worker") == 0) return main_worker(argc, argv);
+    if (argc >= 2 && strcmp(argv[1], "--probe") == 0) return worker_probe_main();
+    return main_front(argc, argv);
+}

@@ -1,0 +1,270 @@
+"""Fixtures of the API tests: the real attnd binary, started on a free port, spoken to
+over HTTP. Everything here has a timeout, so a broken server fails a test instead of
+hanging CI (pytest-timeout is not installed).
+
+    ATTND_BIN   absolute path of the binary (make test-api sets it); default build/test/attnd
+                or build/attnd under the repository root.
+
+The session server (`server`) runs on the cpu device only (--devices none); tests that need
+other settings start their own with `start_server(...)`, which stops it at teardown.
+
+Test modules import the helpers below as `attnd_api_helpers` (this module under a unique
+name: pytest imports every conftest.py as "conftest", so that name is ambiguous).
+"""
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import pytest
+import requests
+
+sys.modules.setdefault("attnd_api_helpers", sys.modules[__name__])
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+READY_LINE_TIMEOUT_S = 20.0   # the one stdout line must come within this
+READY_POLL_TIMEOUT_S = 20.0   # /readyz must say ready within this
+STOP_TIMEOUT_S = 10.0         # SIGTERM → exit 0 within this
+HTTP_TIMEOUT_S = 10.0         # any quick request
+RUN_TIMEOUT_S = 90.0          # a run on the cpu device (tiny shapes; generous for slow CI)
+
+LISTEN_RE = re.compile(r"^attnd listening on (http://127\.0\.0\.1:(\d+))\s*$")
+
+# Shapes small enough for the fp64 reference on a 2-core CI machine.
+TINY = {"batch": 1, "heads": 2, "seq": 16, "head_dim": 8, "warmup": 0, "iters": 1}
+
+
+def attnd_bin():
+    """The binary under test, or a test failure that says how to get one."""
+    path = os.environ.get("ATTND_BIN")
+    if not path:
+        for cand in ("build/test/attnd", "build/attnd"):
+            if os.path.exists(os.path.join(REPO, cand)):
+                path = os.path.join(REPO, cand)
+                break
+    if not path or not os.path.exists(path):
+        pytest.fail("attnd binary not found: set ATTND_BIN (make test-api does) or build build/test/attnd",
+                    pytrace=False)
+    return os.path.abspath(path)
+
+
+class AttndServer:
+    """One attnd process. start() returns once it printed its listening line and /readyz
+    answered ready; stop() sends SIGTERM and checks it exits 0 in time."""
+
+    def __init__(self, data_dir=None, extra=(), env=None, devices="none"):
+        self.own_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="attnd-test-")
+        self.extra = list(extra)
+        self.env = dict(os.environ)
+        self.env.update(env or {})
+        self.devices = devices
+        self.proc = None
+        self.url = None
+        self.stderr_path = os.path.join(self.data_dir, "stderr.log")
+        self._stderr = None
+        self._lines = queue.Queue()
+        self.stdout_rest = []
+
+    def argv(self):
+        return [attnd_bin(), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--devices", self.devices,
+                "--log-level", "warn"] + self.extra
+
+    def stderr_text(self):
+        try:
+            with open(self.stderr_path, "r", errors="replace") as f:
+                return f.read()[-8000:]
+        except OSError:
+            return ""
+
+    def _drain_stdout(self):
+        # Read stdout to its end so the server can never block on a full pipe.
+        for line in self.proc.stdout:
+            self._lines.put(line)
+        self._lines.put(None)
+
+    def start(self):
+        self._stderr = open(self.stderr_path, "ab")
+        self.proc = subprocess.Popen(self.argv(), cwd=REPO, env=self.env, stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=self._stderr, text=True, bufsize=1)
+        threading.Thread(target=self._drain_stdout, daemon=True).start()
+        try:
+            line = self._lines.get(timeout=READY_LINE_TIMEOUT_S)
+        except queue.Empty:
+            line = "<no line>"
+        m = LISTEN_RE.match(line or "")
+        if not m:
+            self.kill()
+            pytest.fail("attnd did not print 'attnd listening on http://127.0.0.1:PORT' within %.0f s; "
+                        "first stdout line: %r; exit code %r; argv %s\nstderr:\n%s"
+                        % (READY_LINE_TIMEOUT_S, line, self.proc.poll(), " ".join(self.argv()), self.stderr_text()),
+                        pytrace=False)
+        self.url = m.group(1)
+        self.wait_ready()
+        return self
+
+    def wait_ready(self):
+        deadline = time.monotonic() + READY_POLL_TIMEOUT_S
+        last = None
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                break
+            try:
+                r = requests.get(self.url + "/readyz", timeout=2)
+                last = "%d %s" % (r.status_code, r.text[:200])
+                if r.status_code == 200 and r.json().get("ready") is True:
+                    return
+            except (requests.RequestException, ValueError) as exc:
+                last = repr(exc)
+            time.sleep(0.1)
+        self.kill()
+        pytest.fail("attnd at %s not ready within %.0f s (last /readyz: %s; exit code %r)\nstderr:\n%s"
+                    % (self.url, READY_POLL_TIMEOUT_S, last, self.proc.poll(), self.stderr_text()), pytrace=False)
+
+    def stop(self):
+        """SIGTERM; returns (exit code, seconds it took). Kills it when it overstays."""
+        if self.proc is None or self.proc.poll() is not None:
+            return (self.proc.returncode if self.proc else 0), 0.0
+        t0 = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=STOP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            rc = None
+        return rc, time.monotonic() - t0
+
+    def kill(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def cleanup(self):
+        self.kill()
+        if self._stderr:
+            self._stderr.close()
+            self._stderr = None
+        if self.own_dir:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def stop_checked(self):
+        """stop() and fail the test when the exit was not clean and in time."""
+        rc, secs = self.stop()
+        if rc != 0:
+            pytest.fail("attnd did not exit 0 within %.0f s of SIGTERM (exit %r after %.1f s)\nstderr:\n%s"
+                        % (STOP_TIMEOUT_S, rc, secs, self.stderr_text()), pytrace=False)
+        return secs
+
+
+class Api:
+    """Thin requests wrapper: a base URL and a timeout on every call."""
+
+    def __init__(self, url):
+        self.url = url
+        self.s = requests.Session()
+
+    def get(self, path, timeout=HTTP_TIMEOUT_S, **kw):
+        return self.s.get(self.url + path, timeout=timeout, **kw)
+
+    def post(self, path, timeout=RUN_TIMEOUT_S, **kw):
+        return self.s.post(self.url + path, timeout=timeout, **kw)
+
+    def request(self, method, path, timeout=HTTP_TIMEOUT_S, **kw):
+        return self.s.request(method, self.url + path, timeout=timeout, **kw)
+
+    def run(self, params=None, body=None, path="/v1/runs", timeout=RUN_TIMEOUT_S):
+        """POST a run: params in the query string, body as JSON (None: no body)."""
+        if body is None:
+            return self.post(path, params=params, timeout=timeout)
+        return self.post(path, params=params, json=body, timeout=timeout)
+
+    def run_ok(self, **params):
+        """A run that must succeed; returns the record."""
+        r = self.run(params=params)
+        assert r.status_code == 200, "run %r answered %d: %s" % (params, r.status_code, r.text[:2000])
+        rec = r.json()
+        assert rec.get("status") == "done", rec
+        return rec
+
+
+def error_of(r):
+    """The {"error":{code,message,field}} of a refusal, checked for shape."""
+    try:
+        body = r.json()
+    except ValueError:
+        raise AssertionError("refusal %d is not JSON: %r" % (r.status_code, r.text[:500]))
+    assert isinstance(body, dict) and isinstance(body.get("error"), dict), body
+    err = body["error"]
+    assert isinstance(err.get("code"), str) and err["code"], err
+    assert isinstance(err.get("message"), str) and err["message"], err
+    assert "field" in err, err
+    return err
+
+
+def tiny(**over):
+    """Parameters of a tiny reference run on the cpu device, with overrides."""
+    p = dict(TINY, backend="reference", device="cpu")
+    p.update(over)
+    return p
+
+
+@pytest.fixture(scope="session")
+def server():
+    srv = AttndServer(extra=["--cpu-threads", "2"]).start()
+    yield srv
+    try:
+        srv.stop_checked()
+    finally:
+        srv.cleanup()
+
+
+@pytest.fixture(scope="session")
+def api(server):
+    return Api(server.url)
+
+
+@pytest.fixture
+def start_server():
+    """Factory: start_server(extra=[...], env={...}, data_dir=...) → a started AttndServer,
+    stopped (and checked for a clean exit) at teardown."""
+    started = []
+
+    def _start(extra=(), env=None, data_dir=None):
+        srv = AttndServer(data_dir=data_dir, extra=list(extra), env=env)
+        started.append(srv)
+        return srv.start()
+
+    yield _start
+    failures = []
+    for srv in started:
+        try:
+            if srv.proc is not None and srv.proc.poll() is None:
+                rc, secs = srv.stop()
+                if rc != 0:
+                    failures.append("exit %r after %.1f s\n%s" % (rc, secs, srv.stderr_text()))
+        finally:
+            srv.cleanup()
+    if failures:
+        pytest.fail("a server did not stop cleanly on SIGTERM: " + "\n".join(failures), pytrace=False)
+
+
+def load_gen():
+    """clients/python/attnd_ref/gen.py (the numpy input generator), or skip when absent."""
+    path = os.path.join(REPO, "clients", "python")
+    if path not in sys.path:
+        sys.path.insert(0, path)
+    try:
+        from attnd_ref import gen  # noqa: WPS433
+    except ImportError as exc:
+        pytest.skip("clients/python/attnd_ref/gen.py not importable: %s" % exc)
+    return gen

@@ -1,0 +1,329 @@
+"""Runs of the `reference` backend on the cpu device: the run record, parameter handling,
+timing and stopping rule, perf arithmetic, and the output checked against numpy.
+
+Shapes stay tiny (the fp64 reference runs on a 2-core CI machine)."""
+import math
+import time
+
+import numpy as np
+import pytest
+
+from attnd_api_helpers import load_gen, tiny
+
+TIMING_KEYS = ["median_us", "mean_us", "min_us", "max_us", "p10_us", "p90_us", "stdev_us", "noise", "rse",
+               "iters", "warmup", "stop_reason", "cache", "graph", "host_us", "total_ms", "clocks"]
+PARAM_KEYS = ["batch", "heads", "seq_q", "seq_kv", "head_dim", "dtype", "mask", "causal", "scale", "seed",
+              "warmup", "iters", "device", "backend"]
+ELEM_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+SIGNIFICAND_BITS = {"bf16": 8, "fp16": 11, "fp32": 24}
+
+
+def visible_keys(mask, seq_q, seq_kv, row):
+    """kernels/attn.h attn_visible_keys."""
+    if mask == "none":
+        return seq_kv
+    n = row + 1 if mask == "causal" else row + seq_kv - seq_q + 1
+    return max(0, min(n, seq_kv))
+
+
+def expected_flops(b, h, sq, skv, d, mask):
+    if mask == "none":
+        return 4.0 * b * h * sq * skv * d
+    if mask == "causal" and sq == skv:
+        return 2.0 * b * h * sq * skv * d
+    pairs = sum(visible_keys(mask, sq, skv, i) for i in range(sq))
+    return 4.0 * b * h * d * pairs
+
+
+def as_f64(arr, dtype):
+    """gen.generate's array (bf16 as uint16 bits) as float64."""
+    if dtype == "bf16":
+        return (np.asarray(arr, dtype=np.uint16).astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+    return np.asarray(arr).astype(np.float64)
+
+
+def round_to(x, dtype):
+    """float64 rounded to the dtype's significand, nearest even (exponent range ignored:
+    outputs are O(1))."""
+    p = SIGNIFICAND_BITS[dtype]
+    m, e = np.frexp(x)
+    return np.ldexp(np.rint(np.ldexp(m, p)), e - p)
+
+
+def numpy_attention(q, k, v, mask, scale):
+    """float64 softmax(scale·q·kᵀ + mask)·v; fully masked rows are zeros (SDPA safe softmax)."""
+    sq, skv = q.shape[2], k.shape[2]
+    s = np.einsum("bhqd,bhkd->bhqk", q, k) * scale
+    vis = np.array([visible_keys(mask, sq, skv, i) for i in range(sq)])
+    allowed = np.arange(skv)[None, :] < vis[:, None]
+    s = np.where(allowed[None, None], s, -np.inf)
+    mx = np.max(s, axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    e = np.where(allowed[None, None], np.exp(s - mx), 0.0)
+    den = e.sum(axis=-1, keepdims=True)
+    p = np.divide(e, den, out=np.zeros_like(e), where=den > 0)
+    return np.einsum("bhqk,bhkd->bhqd", p, v)
+
+
+def test_record_schema(api):
+    rec = api.run_ok(**tiny(seed=7, iters=2, warmup=1))
+    assert isinstance(rec["id"], int) and rec["id"] > 0
+    assert rec["status"] == "done"
+    for key in ("created", "finished"):
+        assert isinstance(rec[key], str) and rec[key], key
+    assert rec["backend"] == "reference"
+    for key in PARAM_KEYS:
+        assert key in rec["params"], "params lacks %s" % key
+    assert rec["device"]["id"] == "cpu"
+    t = rec["timing"]
+    for key in TIMING_KEYS:
+        assert key in t, "timing lacks %s" % key
+    for key in ("sm_min_mhz", "sm_max_mhz", "sm_limit_mhz", "throttled"):
+        assert key in t["clocks"], "timing.clocks lacks %s" % key
+    assert rec["kernels"] is None, "kernels must be null on the cpu device"
+    out = rec["output"]
+    assert out["shape"] == [1, 2, 16, 8]
+    assert out["dtype"] == "bf16"
+    assert out["nan"] == 0 and out["inf"] == 0
+    assert isinstance(out["fingerprint"], str) and len(out["fingerprint"]) == 16
+    int(out["fingerprint"], 16)
+    assert rec.get("verify") is None
+    for key in ("flops", "tflops", "bytes", "gbps"):
+        assert key in rec["perf"], "perf lacks %s" % key
+    assert "error" not in rec or rec["error"] is None
+
+
+def test_get_returns_same_record(api):
+    rec = api.run_ok(**tiny(seed=11))
+    r = api.get("/v1/runs/%d" % rec["id"])
+    assert r.status_code == 200
+    assert r.json() == rec
+
+
+def test_run_alias(api):
+    r = api.run(params=tiny(seed=12), path="/run")
+    assert r.status_code == 200, r.text[:1000]
+    rec = r.json()
+    assert rec["status"] == "done"
+    assert api.get("/v1/runs/%d" % rec["id"]).json() == rec
+
+
+def test_ids_grow(api):
+    a = api.run_ok(**tiny(seed=1))["id"]
+    b = api.run_ok(**tiny(seed=1))["id"]
+    assert b > a
+
+
+def test_params_defaults_resolved(api):
+    """Only backend and a small shape given: the rest resolve to the documented defaults."""
+    rec = api.run_ok(backend="reference", batch=1, heads=1, seq=8, warmup=0, iters=1)
+    p = rec["params"]
+    assert p["backend"] == "reference" and p["device"] == "cpu"
+    assert (p["batch"], p["heads"], p["seq_q"], p["seq_kv"]) == (1, 1, 8, 8)
+    assert p["head_dim"] == 64
+    assert p["dtype"] == "bf16"
+    assert p["mask"] == "causal" and p["causal"] is True
+    assert p["scale"] == pytest.approx(1 / 8.0, rel=1e-12)
+    assert isinstance(p["seed"], int)
+    assert rec["output"]["shape"] == [1, 1, 8, 64]
+
+
+def test_default_stopping_rule_used_without_iters(api):
+    rec = api.run_ok(backend="reference", batch=1, heads=1, seq=8, head_dim=8, max_time_ms=2000)
+    t = rec["timing"]
+    assert t["stop_reason"] in ("noise", "max_iters", "max_time"), t
+    assert t["iters"] >= 1
+
+
+def test_query_wins_over_body(api):
+    body = {"backend": "reference", "device": "cpu", "batch": 1, "heads": 2, "seq": 8, "head_dim": 8,
+            "warmup": 0, "iters": 1, "dtype": "fp16"}
+    r = api.run(params={"seq": 4, "dtype": "fp32"}, body=body)
+    assert r.status_code == 200, r.text[:1000]
+    p = r.json()["params"]
+    assert p["seq_q"] == 4 and p["seq_kv"] == 4
+    assert p["dtype"] == "fp32"
+    assert p["heads"] == 2 and p["head_dim"] == 8
+
+
+def test_body_only(api):
+    body = {"backend": "reference", "device": "cpu", "batch": 2, "heads": 1, "seq_q": 3, "seq_kv": 5,
+            "head_dim": 16, "dtype": "fp32", "mask": "none", "warmup": 0, "iters": 1, "seed": 5, "verify": True}
+    r = api.run(body=body)
+    assert r.status_code == 200, r.text[:1000]
+    rec = r.json()
+    p = rec["params"]
+    assert (p["batch"], p["heads"], p["seq_q"], p["seq_kv"], p["head_dim"]) == (2, 1, 3, 5, 16)
+    assert p["mask"] == "none" and p["causal"] is False and p["seed"] == 5
+    assert rec["output"]["shape"] == [2, 1, 3, 16]
+    assert rec["verify"]["pass"] is True
+
+
+@pytest.mark.parametrize("value,mask", [("false", "none"), ("0", "none"), ("true", "causal"), ("1", "causal")])
+def test_causal_flag(api, value, mask):
+    rec = api.run_ok(**tiny(causal=value))
+    assert rec["params"]["mask"] == mask
+    assert rec["params"]["causal"] is (mask != "none")
+
+
+def test_mask_names(api):
+    for mask in ("none", "causal", "causal_bottom_right"):
+        rec = api.run_ok(**tiny(mask=mask, seq_q=6, seq_kv=9, seq=None))
+        assert rec["params"]["mask"] == mask
+
+
+def test_scale_given(api):
+    a = api.run_ok(**tiny(seed=3, dtype="fp32"))
+    b = api.run_ok(**tiny(seed=3, dtype="fp32", scale=0.5))
+    assert b["params"]["scale"] == 0.5
+    assert a["params"]["scale"] == pytest.approx(1 / math.sqrt(8))
+    assert a["output"]["fingerprint"] != b["output"]["fingerprint"]
+
+
+def test_fingerprint_deterministic_and_seed_sensitive(api):
+    a = api.run_ok(**tiny(seed=123456789, seq=33))
+    b = api.run_ok(**tiny(seed=123456789, seq=33, iters=2))
+    c = api.run_ok(**tiny(seed=123456790, seq=33))
+    assert a["output"]["fingerprint"] == b["output"]["fingerprint"]
+    assert a["output"]["sum"] == b["output"]["sum"]
+    assert a["output"]["fingerprint"] != c["output"]["fingerprint"]
+
+
+def test_large_seed_roundtrip(api):
+    """Seeds are 64-bit: above 2^53 a JSON number would lose bits, so the server may answer
+    the seed as a decimal string; either way it is the same seed (and the same output)."""
+    seed = 2 ** 63 + 12345
+    rec = api.run_ok(**tiny(seed=seed))
+    got = rec["params"]["seed"]
+    assert isinstance(got, (int, str)) and int(got) == seed, got
+    again = api.run_ok(**tiny(seed=str(seed)))
+    assert again["output"]["fingerprint"] == rec["output"]["fingerprint"]
+    near = api.run_ok(**tiny(seed=seed + 1))
+    assert near["output"]["fingerprint"] != rec["output"]["fingerprint"], "seed bits above 2^53 were lost"
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+def test_verify_passes(api, dtype):
+    rec = api.run_ok(**tiny(dtype=dtype, seq=37, head_dim=16, verify="true", seed=99))
+    v = rec["verify"]
+    assert v["reference"] == "cpu_fp64"
+    assert v["pass"] is True, v
+    assert v["nan"] == 0
+    assert 0 <= v["max_abs_err"] <= v["tol"]["abs"]
+    assert 0 <= v["rel_l2_err"] <= v["tol"]["rel_l2"]
+
+
+CASES = [
+    # (batch, heads, seq_q, seq_kv, head_dim, mask)
+    (1, 2, 1, 1, 8, "causal"),
+    (2, 2, 17, 17, 16, "none"),
+    (2, 2, 17, 17, 16, "causal"),
+    (1, 2, 130, 130, 32, "causal"),
+    (1, 2, 33, 20, 64, "causal_bottom_right"),   # 13 fully masked rows: zeros
+    (1, 2, 20, 33, 8, "causal_bottom_right"),
+    (1, 1, 20, 33, 8, "causal"),
+]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16", "fp32"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "B%dH%dSq%dSkv%dD%d-%s" % c)
+def test_output_matches_numpy(api, case, dtype):
+    gen = load_gen()
+    b, h, sq, skv, d, mask = case
+    seed = 1000 + sum(case[:5])
+    rec = api.run_ok(backend="reference", device="cpu", batch=b, heads=h, seq_q=sq, seq_kv=skv, head_dim=d,
+                     dtype=dtype, mask=mask, seed=seed, warmup=0, iters=1)
+    q = as_f64(gen.generate(seed, 0, b * h * sq * d, dtype), dtype).reshape(b, h, sq, d)
+    k = as_f64(gen.generate(seed, 1, b * h * skv * d, dtype), dtype).reshape(b, h, skv, d)
+    v = as_f64(gen.generate(seed, 2, b * h * skv * d, dtype), dtype).reshape(b, h, skv, d)
+    out = round_to(numpy_attention(q, k, v, mask, 1.0 / math.sqrt(d)), dtype)
+    o = rec["output"]
+    assert o["shape"] == [b, h, sq, d]
+    assert o["nan"] == 0 and o["inf"] == 0
+    # The reference rounds its fp64 result to the dtype like round_to; the two fp64 results
+    # differ in their last bits, which can flip a rounding tie: allow two ulps of the largest
+    # element in the sums.
+    want_sum, want_abs = float(out.sum()), float(np.abs(out).sum())
+    tol = 2.0 ** (2 - SIGNIFICAND_BITS[dtype]) * float(np.abs(out).max()) + 1e-9
+    assert abs(o["sum"] - want_sum) <= tol, "sum %r vs numpy %r (tol %g)" % (o["sum"], want_sum, tol)
+    assert abs(o["abs_sum"] - want_abs) <= tol, "abs_sum %r vs numpy %r (tol %g)" % (o["abs_sum"], want_abs, tol)
+
+
+def test_timing_fixed_iters(api):
+    rec = api.run_ok(**tiny(seq=40, iters=5, warmup=2))
+    t = rec["timing"]
+    assert t["iters"] == 5 and t["warmup"] == 2
+    assert t["stop_reason"] == "iters"
+    assert t["cache"] == "hot" and t["graph"] is False
+    assert 0 <= t["min_us"] <= t["p10_us"] <= t["median_us"] <= t["p90_us"] <= t["max_us"]
+    assert t["min_us"] <= t["mean_us"] <= t["max_us"]
+    assert t["stdev_us"] >= 0 and t["noise"] >= 0 and t["rse"] >= 0
+    assert t["rse"] == pytest.approx(t["noise"] / math.sqrt(5), rel=1e-6, abs=1e-12)
+    assert t["total_ms"] > 0
+    assert t["host_us"] >= 0
+
+
+def test_stop_at_max_iters(api):
+    rec = api.run_ok(**tiny(iters=None, min_iters=2, max_iters=4, min_time_ms=0, max_time_ms=60000,
+                            target_noise=1e-12))
+    t = rec["timing"]
+    assert t["stop_reason"] == "max_iters", t
+    assert t["iters"] == 4
+
+
+def test_stop_at_max_time(api):
+    t0 = time.monotonic()
+    rec = api.run_ok(**tiny(iters=None, min_iters=1, max_iters=100000, min_time_ms=0, max_time_ms=200,
+                            target_noise=1e-12))
+    took = time.monotonic() - t0
+    t = rec["timing"]
+    assert t["stop_reason"] == "max_time", t
+    assert t["iters"] >= 1
+    assert 150 <= t["total_ms"] <= 5000, t
+    assert took < 30
+
+
+def test_stop_on_noise(api):
+    rec = api.run_ok(**tiny(iters=None, min_iters=3, max_iters=100000, min_time_ms=0, max_time_ms=20000,
+                            target_noise=0.9))
+    t = rec["timing"]
+    assert t["stop_reason"] == "noise", t
+    assert t["iters"] >= 3
+    assert t["rse"] < 0.9
+
+
+def test_min_iters_respected(api):
+    rec = api.run_ok(**tiny(iters=None, min_iters=7, max_iters=100000, min_time_ms=0, max_time_ms=20000,
+                            target_noise=0.9))
+    assert rec["timing"]["iters"] >= 7
+
+
+@pytest.mark.parametrize("sq,skv,mask", [(16, 16, "causal"), (16, 16, "none"), (5, 9, "causal"),
+                                         (9, 5, "causal_bottom_right")])
+def test_perf_arithmetic(api, sq, skv, mask):
+    b, h, d = 2, 2, 8
+    rec = api.run_ok(**tiny(batch=b, heads=h, seq=None, seq_q=sq, seq_kv=skv, head_dim=d, mask=mask, dtype="fp32"))
+    perf, med = rec["perf"], rec["timing"]["median_us"]
+    assert perf["flops"] == pytest.approx(expected_flops(b, h, sq, skv, d, mask), rel=1e-12)
+    want_bytes = (2 * b * h * sq * d + 2 * b * h * skv * d) * ELEM_BYTES["fp32"]
+    assert perf["bytes"] == pytest.approx(want_bytes, rel=1e-12)
+    if med > 0:
+        assert perf["tflops"] == pytest.approx(perf["flops"] / med / 1e6, rel=1e-6)
+        assert perf["gbps"] == pytest.approx(perf["bytes"] / med / 1e3, rel=1e-6)
+
+
+def test_one_iteration_latency_under_50ms(api):
+    """End to end: POST of a 1-iteration run on the smallest shape answers in < 50 ms
+    (best of 5, so one scheduling hiccup of a busy CI machine does not decide it)."""
+    params = dict(backend="reference", device="cpu", batch=1, heads=1, seq=1, head_dim=8, warmup=0, iters=1,
+                  profile="false")
+    api.run_ok(**params)   # connection and first-use costs out of the way
+    best = None
+    for _ in range(5):
+        t0 = time.perf_counter()
+        r = api.run(params=params)
+        dt = (time.perf_counter() - t0) * 1e3
+        assert r.status_code == 200, r.text[:500]
+        best = dt if best is None else min(best, dt)
+    print("1-iteration run, best of 5: %.2f ms" % best)
+    assert best < 50.0, "best end-to-end latency %.1f ms" % best

@@ -1,0 +1,131 @@
+"""Fixtures of the GPU tests (a machine with a CUDA GPU).
+
+    ATTND_URL   a running attnd to test (tests/gpu/run.sh starts one and exports it);
+                unset: start one here (ATTND_BIN, --devices all, fault injection on).
+    ATTND_REQUIRE_GPU=1  fail (rather than skip) when the server has no cuda:0 (run.sh
+                sets it when nvidia-smi lists a GPU).
+    OUT         when set, facts worth reading (host_us, latency, kernel counts, errors)
+                are written to $OUT/gpu-facts.json at the end, for run.sh's summary.
+
+Test modules import the helpers below as `attnd_gpu_helpers` (pytest imports every
+conftest.py as "conftest"). The server machinery is tests/api/conftest.py's.
+"""
+import importlib.util
+import json
+import os
+import random
+import sys
+import time
+
+import pytest
+import requests
+
+sys.modules.setdefault("attnd_gpu_helpers", sys.modules[__name__])
+
+if "attnd_api_helpers" not in sys.modules:
+    _path = os.path.join(os.path.dirname(__file__), "..", "api", "conftest.py")
+    _spec = importlib.util.spec_from_file_location("attnd_api_helpers", _path)
+    _mod = importlib.util.module_from_spec(_spec)
+    sys.modules["attnd_api_helpers"] = _mod
+    _spec.loader.exec_module(_mod)
+from attnd_api_helpers import Api, AttndServer, error_of  # noqa: E402
+
+GPU_RUN_TIMEOUT_S = 180.0
+# The server's verify_cpu_max_macs (run.sh leaves the default): above it, verify uses the GPU
+# fp32 math reference.
+VERIFY_CPU_MAX_MACS = int(os.environ.get("ATTND_VERIFY_CPU_MAX_MACS", "1000000000"))
+GPU_VARIANTS = ["naive", "naive_inplace", "math"]
+STUDY = dict(batch=8, heads=16, seq=1024, head_dim=64, dtype="bf16", mask="causal")
+
+_rng = random.SystemRandom()
+_facts = {}
+
+
+def fresh_seed():
+    """A seed never used before in this session (63 random bits)."""
+    return _rng.randrange(2 ** 63)
+
+
+def fact(key, value):
+    """Record a number worth reading in the summary (and print it: -s / -rA show it)."""
+    _facts[key] = value
+    print("FACT %s = %r" % (key, value))
+
+
+class GpuApi(Api):
+    def run(self, params=None, body=None, path="/v1/runs", timeout=GPU_RUN_TIMEOUT_S):
+        return super().run(params=params, body=body, path=path, timeout=timeout)
+
+    def run_ok(self, **params):
+        params.setdefault("device", "cuda:0")
+        return super().run_ok(**params)
+
+
+@pytest.fixture(scope="session")
+def gpu_server():
+    url = os.environ.get("ATTND_URL")
+    if url:
+        url = url.rstrip("/")
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                r = requests.get(url + "/readyz", timeout=5)
+                if r.status_code == 200 and r.json().get("ready") is True:
+                    break
+            except (requests.RequestException, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail("ATTND_URL=%s is not ready" % url, pytrace=False)
+            time.sleep(0.2)
+        yield url
+        return
+    srv = AttndServer(devices="all", extra=["--enable-fault-injection", "true", "--job-timeout-s", "60"]).start()
+    try:
+        yield srv.url
+        srv.stop_checked()
+    finally:
+        srv.cleanup()
+
+
+@pytest.fixture(scope="session")
+def gapi(gpu_server):
+    api = GpuApi(gpu_server)
+    devs = api.get("/v1/device").json()["devices"]
+    if not any(d.get("id") == "cuda:0" for d in devs):
+        if os.environ.get("ATTND_REQUIRE_GPU") == "1":
+            pytest.fail("ATTND_REQUIRE_GPU=1 but the server has no cuda:0 (devices: %s)"
+                        % [d.get("id") for d in devs], pytrace=False)
+        pytest.skip("the server has no cuda:0 (devices: %s)" % [d.get("id") for d in devs])
+    return api
+
+
+@pytest.fixture(scope="session")
+def variants(gapi):
+    vs = gapi.get("/v1/variants").json()["variants"]
+    return {v["name"]: v for v in vs}
+
+
+def need_variant(variants, name):
+    v = variants.get(name)
+    assert v is not None, "variant %s missing from /v1/variants" % name
+    if not v["available"]:
+        pytest.skip("%s not available: %s" % (name, v["why"]))
+    return v
+
+
+def macs(batch, heads, seq_q, seq_kv, head_dim):
+    return batch * heads * seq_q * seq_kv * head_dim
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _write_facts():
+    yield
+    out = os.environ.get("OUT")
+    if out:
+        os.makedirs(out, exist_ok=True)
+        with open(os.path.join(out, "gpu-facts.json"), "w") as f:
+            json.dump(_facts, f, indent=1, sort_keys=True)
+
+
+__all__ = ["Api", "GpuApi", "error_of", "fresh_seed", "fact", "need_variant", "macs", "GPU_VARIANTS", "STUDY",
+           "VERIFY_CPU_MAX_MACS"]

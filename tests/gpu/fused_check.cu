@@ -1,0 +1,360 @@
+/* fused_check.cu — standalone correctness + timing harness for the fused variants
+ * (`efficient`, `flash`; kernels/fused.h). Needs a GPU of compute capability 8.0+.
+ *
+ * Build (from the repository root; tests/gpu/fused_check.sh does this and runs it):
+ *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o build/fused_check tests/gpu/fused_check.cu \
+ *        kernels/efficient.cu kernels/flash.cu kernels/exec_context.c kernels/attn.c -lcublas
+ *
+ * What it does:
+ *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
+ *      ways, B·H = 70000) it draws standard-normal inputs, poisons the output with NaN, runs
+ *      each variant that accepts the problem, and compares with an fp64 reference: on the
+ *      CPU for small cases, else a naive one-block-per-row fp64 GPU kernel (obviously
+ *      correct: dot products, max, exp, sum, weighted sum of V) over sampled rows.
+ *      Prints max abs error and rel L2 error; PASS when rel_l2 ≤ 1.6e-2 (bf16), 2e-3 (fp16),
+ *      1e-5 (fp32) and no NaN survived (NaN left = an element never written).
+ *   2. Times each variant on the shapes of /work/shared/peers-h200.md (bf16): CUDA events,
+ *      median of 20 after 5 warm-ups, inputs hot in L2; TFLOP/s = 4·B·H·S²·D, halved for
+ *      causal. Those shapes are verified too (sampled rows) before they are timed.
+ * Exit status: 0 when everything passed, 1 on any FAIL, 2 on a CUDA error.
+ */
+#include <algorithm>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+#include "kernels/attn.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/exec_context.h"
+#include "kernels/fused.h"
+
+#define CHECK_CUDA(call)                                                                              \
+    do {                                                                                              \
+        cudaError_t e_ = (call);                                                                      \
+        if (e_ != cudaSuccess) {                                                                      \
+            fprintf(stderr, "%s failed at %s:%d: %s\n", #call, __FILE__, __LINE__, cudaGetErrorString(e_)); \
+            exit(2);                                                                                  \
+        }                                                                                             \
+    } while (0)
+
+typedef int (*check_fn)(const attn_problem *, char *, size_t);
+typedef int (*forward_fn)(exec_context *, const attn_problem *, const attn_tensors *, void *);
+struct fused_variant {
+    const char *name;
+    check_fn check;
+    forward_fn forward;
+};
+static const fused_variant check_variants[] = {
+    {"efficient", efficient_check, efficient_forward},
+    {"flash", flash_check, flash_forward},
+};
+
+/* ------------------------------------------------------------------ inputs */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+static double rng_uniform()
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return ((rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static void fill_normal(std::vector<uint8_t> &buf, attn_dtype t, int64_t n)
+{
+    buf.resize((size_t)n * attn_dtype_bytes(t));
+    for (int64_t i = 0; i < n; i += 2) {
+        double u1 = rng_uniform(), u2 = rng_uniform();
+        double r = sqrt(-2.0 * log(u1));
+        dtype_store_f32(buf.data(), t, i, (float)(r * cos(6.283185307179586 * u2)));
+        if (i + 1 < n) dtype_store_f32(buf.data(), t, i + 1, (float)(r * sin(6.283185307179586 * u2)));
+    }
+}
+
+/* ------------------------------------------------------------------ references */
+
+/* fp64 reference for the listed rows of every head: out_ref[bh][i][d]. */
+static void reference_cpu(const attn_problem *p, const void *q, const void *k, const void *v,
+                          const std::vector<int> &rows, std::vector<double> &ref)
+{
+    const int64_t BH = p->batch * p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
+    ref.assign((size_t)(BH * rows.size() * D), 0.0);
+    std::vector<double> sc((size_t)std::max<int64_t>(Skv, 1));
+    for (int64_t bh = 0; bh < BH; ++bh)
+        for (size_t ri = 0; ri < rows.size(); ++ri) {
+            const int64_t i = rows[ri];
+            const int64_t vis = attn_visible_keys(p->mask, Sq, Skv, i);
+            double *o = &ref[(size_t)((bh * rows.size() + ri) * D)];
+            if (vis == 0) continue;
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < vis; ++j) {
+                double s = 0;
+                for (int64_t d = 0; d < D; ++d)
+                    s += (double)dtype_load_f32(q, p->dtype, (bh * Sq + i) * D + d) *
+                         (double)dtype_load_f32(k, p->dtype, (bh * Skv + j) * D + d);
+                sc[j] = s * p->scale;
+                mx = std::max(mx, sc[j]);
+            }
+            for (int64_t j = 0; j < vis; ++j) {
+                double e = exp(sc[j] - mx);
+                sum += e;
+                for (int64_t d = 0; d < D; ++d) o[d] += e * (double)dtype_load_f32(v, p->dtype, (bh * Skv + j) * D + d);
+            }
+            for (int64_t d = 0; d < D; ++d) o[d] /= sum;
+        }
+}
+
+#define REF_THREADS 128
+/* One block per (sampled row, b·h); fp64 throughout; scores of the row in dynamic smem. */
+__global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *k, const void *v, const int *rows,
+                                     int n_rows, double *out)
+{
+    extern __shared__ double ref_sc[];
+    __shared__ double red[REF_THREADS];
+    const int64_t bh = blockIdx.y;
+    const int ri = blockIdx.x, tid = threadIdx.x;
+    const int64_t i = rows[ri], Sq = p.seq_q, Skv = p.seq_kv, D = p.head_dim;
+    const int64_t vis = attn_visible_keys(p.mask, Sq, Skv, i);
+    double *o = out + (bh * n_rows + ri) * D;
+    double mx = -INFINITY;
+    for (int64_t j = tid; j < vis; j += REF_THREADS) {
+        double s = 0;
+        for (int64_t d = 0; d < D; ++d)
+            s += (double)dtype_load_f32(q, p.dtype, (bh * Sq + i) * D + d) *
+                 (double)dtype_load_f32(k, p.dtype, (bh * Skv + j) * D + d);
+        ref_sc[j] = s * p.scale;
+        mx = fmax(mx, ref_sc[j]);
+    }
+    red[tid] = mx;
+    __syncthreads();
+    for (int s = REF_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) red[tid] = fmax(red[tid], red[tid + s]);
+        __syncthreads();
+    }
+    mx = red[0];
+    __syncthreads();
+    double sum = 0;
+    for (int64_t j = tid; j < vis; j += REF_THREADS) {
+        ref_sc[j] = exp(ref_sc[j] - mx);
+        sum += ref_sc[j];
+    }
+    red[tid] = sum;
+    __syncthreads();
+    for (int s = REF_THREADS / 2; s > 0; s >>= 1) {
+        if (tid < s) red[tid] += red[tid + s];
+        __syncthreads();
+    }
+    sum = red[0];
+    for (int64_t d = tid; d < D; d += REF_THREADS) {
+        double acc = 0;
+        for (int64_t j = 0; j < vis; ++j) acc += ref_sc[j] * (double)dtype_load_f32(v, p.dtype, (bh * Skv + j) * D + d);
+        o[d] = vis > 0 ? acc / sum : 0.0;
+    }
+}
+
+/* ------------------------------------------------------------------ harness */
+
+static exec_context ctx;
+static int failures = 0;
+
+struct device_problem {
+    attn_problem p;
+    void *d_q, *d_k, *d_v, *d_out;
+    std::vector<uint8_t> h_q, h_k, h_v;
+};
+
+static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, attn_dtype t,
+                          attn_mask m)
+{
+    dp.p.batch = B, dp.p.heads = H, dp.p.seq_q = Sq, dp.p.seq_kv = Skv, dp.p.head_dim = D;
+    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D);
+    fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
+    fill_normal(dp.h_k, t, attn_kv_elems(&dp.p));
+    fill_normal(dp.h_v, t, attn_kv_elems(&dp.p));
+    CHECK_CUDA(cudaMalloc(&dp.d_q, dp.h_q.size() + 16));
+    CHECK_CUDA(cudaMalloc(&dp.d_k, dp.h_k.size() + 16));
+    CHECK_CUDA(cudaMalloc(&dp.d_v, dp.h_v.size() + 16));
+    CHECK_CUDA(cudaMalloc(&dp.d_out, dp.h_q.size() + 16));
+    CHECK_CUDA(cudaMemcpy(dp.d_q, dp.h_q.data(), dp.h_q.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dp.d_k, dp.h_k.data(), dp.h_k.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMemcpy(dp.d_v, dp.h_v.data(), dp.h_v.size(), cudaMemcpyHostToDevice));
+}
+
+static void problem_free(device_problem &dp)
+{
+    CHECK_CUDA(cudaFree(dp.d_q));
+    CHECK_CUDA(cudaFree(dp.d_k));
+    CHECK_CUDA(cudaFree(dp.d_v));
+    CHECK_CUDA(cudaFree(dp.d_out));
+}
+
+static const char *shape_str(const attn_problem *p)
+{
+    static char s[160];
+    snprintf(s, sizeof s, "%s %-19s B%-5lld H%-3lld Sq%-5lld Skv%-5lld D%-3lld", attn_dtype_name(p->dtype),
+             attn_mask_name(p->mask), (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
+             (long long)p->seq_kv, (long long)p->head_dim);
+    return s;
+}
+
+/* Verify every variant that accepts dp.p; rows sampled with step row_step (plus the last). */
+static void verify(device_problem &dp, int row_step)
+{
+    const attn_problem *p = &dp.p;
+    std::vector<int> rows;
+    for (int64_t i = 0; i < p->seq_q; i += row_step) rows.push_back((int)i);
+    if (rows.back() != p->seq_q - 1) rows.push_back((int)(p->seq_q - 1));
+    const int64_t BH = p->batch * p->heads, D = p->head_dim;
+    std::vector<double> ref;
+    const double work = (double)BH * rows.size() * p->seq_kv * D;
+    if (work <= 3e8) {
+        reference_cpu(p, dp.h_q.data(), dp.h_k.data(), dp.h_v.data(), rows, ref);
+    } else {
+        int *d_rows;
+        double *d_ref;
+        ref.resize((size_t)(BH * rows.size() * D));
+        CHECK_CUDA(cudaMalloc(&d_rows, rows.size() * sizeof(int)));
+        CHECK_CUDA(cudaMalloc(&d_ref, ref.size() * sizeof(double)));
+        CHECK_CUDA(cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(int), cudaMemcpyHostToDevice));
+        size_t smem = (size_t)std::max<int64_t>(p->seq_kv, 1) * sizeof(double);
+        CHECK_CUDA(cudaFuncSetAttribute(reference_gpu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        reference_gpu_kernel<<<dim3((unsigned)rows.size(), (unsigned)BH), REF_THREADS, smem>>>(
+            *p, dp.d_q, dp.d_k, dp.d_v, d_rows, (int)rows.size(), d_ref);
+        CHECK_CUDA(cudaGetLastError());
+        CHECK_CUDA(cudaDeviceSynchronize());
+        CHECK_CUDA(cudaMemcpy(ref.data(), d_ref, ref.size() * sizeof(double), cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaFree(d_rows));
+        CHECK_CUDA(cudaFree(d_ref));
+    }
+    const double tol = p->dtype == ATTN_BF16 ? 1.6e-2 : p->dtype == ATTN_FP16 ? 2e-3 : 1e-5;
+    std::vector<uint8_t> h_out(dp.h_q.size());
+    for (const fused_variant &v : check_variants) {
+        char why[256] = "";
+        if (v.check(p, why, sizeof why) != 0) {
+            printf("  %-9s %s  unsupported: %s\n", v.name, shape_str(p), why);
+            continue;
+        }
+        CHECK_CUDA(cudaMemset(dp.d_out, 0xff, h_out.size())); /* all-ones bits: NaN in every dtype */
+        attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
+        exec_clear_error(&ctx);
+        if (v.forward(&ctx, p, &t, NULL) != 0) {
+            printf("  %-9s %s  FAIL forward: %s\n", v.name, shape_str(p), ctx.error);
+            failures++;
+            continue;
+        }
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        CHECK_CUDA(cudaMemcpy(h_out.data(), dp.d_out, h_out.size(), cudaMemcpyDeviceToHost));
+        double max_abs = 0, err2 = 0, ref2 = 0;
+        int64_t nan_count = 0;
+        for (int64_t bh = 0; bh < BH; ++bh)
+            for (size_t ri = 0; ri < rows.size(); ++ri)
+                for (int64_t d = 0; d < D; ++d) {
+                    double r = ref[(size_t)((bh * rows.size() + ri) * D + d)];
+                    double o = dtype_load_f32(h_out.data(), p->dtype, (bh * p->seq_q + rows[ri]) * D + d);
+                    if (!(o == o)) { nan_count++; continue; }
+                    max_abs = std::max(max_abs, fabs(o - r));
+                    err2 += (o - r) * (o - r);
+                    ref2 += r * r;
+                }
+        /* unsampled rows must be written too */
+        for (int64_t i = 0; i < attn_out_elems(p); ++i) {
+            float o = dtype_load_f32(h_out.data(), p->dtype, i);
+            if (!(o == o)) { nan_count++; }
+        }
+        const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+        const bool ok = nan_count == 0 && rel <= tol;
+        if (!ok) failures++;
+        printf("  %-9s %s  max_abs %.3e rel_l2 %.3e nan %lld (%s ref, %zu rows/head)  %s\n", v.name, shape_str(p),
+               max_abs, rel, (long long)nan_count, work <= 3e8 ? "cpu" : "gpu", rows.size(), ok ? "PASS" : "FAIL");
+    }
+}
+
+static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m)
+{
+    device_problem dp;
+    problem_setup(dp, B, H, S, S, D, ATTN_BF16, m);
+    verify(dp, 97);
+    const attn_problem *p = &dp.p;
+    const double flops = 4.0 * B * H * (double)S * S * D * (m == ATTN_MASK_NONE ? 1.0 : 0.5);
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
+    for (const fused_variant &v : check_variants) {
+        char why[256];
+        if (v.check(p, why, sizeof why) != 0) continue;
+        std::vector<float> ms;
+        for (int it = 0; it < 25; ++it) {
+            CHECK_CUDA(cudaEventRecord(e0, ctx.stream));
+            if (v.forward(&ctx, p, &t, NULL) != 0) {
+                printf("| %s | forward failed: %s |\n", v.name, ctx.error);
+                failures++;
+                break;
+            }
+            CHECK_CUDA(cudaEventRecord(e1, ctx.stream));
+            CHECK_CUDA(cudaEventSynchronize(e1));
+            float x;
+            CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
+            if (it >= 5) ms.push_back(x);
+        }
+        if (ms.size() != 20) continue;
+        std::sort(ms.begin(), ms.end());
+        const double us = 0.5 * (ms[9] + ms[10]) * 1e3;
+        printf("| %lld | %lld | %lld | %lld | %s | %s | %.1f | %.1f |\n", (long long)B, (long long)H, (long long)S,
+               (long long)D, attn_mask_name(m), v.name, us, flops / (us * 1e-6) / 1e12);
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+    problem_free(dp);
+}
+
+int main(int argc, char **argv)
+{
+    const bool quick = argc > 1 && strcmp(argv[1], "--quick") == 0; /* skip timing */
+    cudaDeviceProp prop;
+    CHECK_CUDA(cudaSetDevice(0));
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    memset(&ctx, 0, sizeof ctx);
+    ctx.device = 0;
+    ctx.cc = prop.major * 10 + prop.minor;
+    ctx.sm_count = prop.multiProcessorCount;
+    ctx.l2_bytes = (size_t)prop.l2CacheSize;
+    ctx.smem_optin_bytes = prop.sharedMemPerBlockOptin;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    printf("fused_check on %s (cc %d, %d SMs, %zu B smem opt-in)\n", prop.name, ctx.cc, ctx.sm_count,
+           ctx.smem_optin_bytes);
+
+    struct shape { int64_t B, H, Sq, Skv, D; };
+    const shape shapes[] = {
+        {1, 2, 1, 1, 64},      {2, 3, 63, 63, 64},    {1, 2, 64, 64, 128},   {2, 2, 65, 65, 32},
+        {1, 2, 1000, 1000, 128}, {1, 2, 100, 300, 96}, {1, 2, 300, 100, 128}, {1, 1, 1, 200, 256},
+        {1, 2, 130, 130, 256}, {1, 2, 77, 77, 72},    {1, 1, 90, 90, 8},     {1, 2, 50, 50, 200},
+        {1, 2, 70, 70, 160},   {1, 1, 200, 129, 224}, {70000, 1, 5, 5, 64},  {1, 1, 4097, 4097, 64},
+        {1, 2, 4097, 4097, 128}, {1, 1, 1000, 1000, 256}, {1, 1, 129, 1000, 192},
+    };
+    const attn_dtype dtypes[] = {ATTN_BF16, ATTN_FP16, ATTN_FP32};
+    printf("correctness (tolerances rel_l2: bf16 1.6e-2, fp16 2e-3, fp32 1e-5)\n");
+    for (attn_dtype t : dtypes)
+        for (const shape &s : shapes)
+            for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue; /* fp32 path is slow-ish */
+                device_problem dp;
+                problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m);
+                verify(dp, s.Sq > 1000 ? 7 : 1);
+                problem_free(dp);
+            }
+
+    if (!quick) {
+        printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2)\n");
+        printf("| B | H | S | D | mask | variant | gpu us | TFLOP/s |\n|---|---|---|---|---|---|---|---|\n");
+        time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
+        time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);
+        time_shape(4, 16, 4096, 64, ATTN_MASK_CAUSAL);
+        time_shape(4, 16, 4096, 128, ATTN_MASK_CAUSAL);
+        time_shape(2, 16, 8192, 128, ATTN_MASK_CAUSAL);
+        time_shape(4, 16, 4096, 128, ATTN_MASK_NONE);
+        time_shape(16, 32, 512, 64, ATTN_MASK_NONE);
+    }
+    CHECK_CUDA(cudaStreamDestroy(ctx.stream));
+    printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

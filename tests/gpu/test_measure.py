@@ -1,0 +1,127 @@
+"""Timing on the GPU (stopping rule, cold cache, CUDA graphs, host overhead), end-to-end
+latency, and the worker surviving a sticky CUDA error and an impossible shape."""
+import time
+
+import pytest
+
+from attnd_gpu_helpers import STUDY, error_of, fact, fresh_seed, need_variant
+
+STOP_REASONS = ("iters", "noise", "max_iters", "max_time")
+
+
+def check_timing(t):
+    assert t["stop_reason"] in STOP_REASONS, t
+    assert t["iters"] >= 1
+    assert 0 < t["min_us"] <= t["median_us"] <= t["max_us"], t
+    assert t["min_us"] <= t["p10_us"] <= t["median_us"] <= t["p90_us"] <= t["max_us"], t
+    assert t["min_us"] <= t["mean_us"] <= t["max_us"], t
+    assert t["total_ms"] > 0
+    c = t["clocks"]
+    for key in ("sm_min_mhz", "sm_max_mhz", "sm_limit_mhz", "throttled"):
+        assert key in c, c
+    assert isinstance(c["throttled"], bool)
+
+
+@pytest.mark.parametrize("variant", ["naive", "naive_inplace", "math"])
+def test_default_stopping_rule(gapi, variants, variant):
+    need_variant(variants, variant)
+    rec = gapi.run_ok(backend=variant, seed=fresh_seed(), **STUDY)
+    t = rec["timing"]
+    check_timing(t)
+    assert t["stop_reason"] != "iters", "no iters given: the stopping rule decides"
+    assert t["cache"] == "hot" and t["graph"] is False
+    assert rec["perf"]["tflops"] > 0
+    fact("%s study median_us" % variant, t["median_us"])
+    fact("%s study stop" % variant, "%s after %d iters, rse %.4f" % (t["stop_reason"], t["iters"], t["rse"]))
+    fact("%s study clocks" % variant, t["clocks"])
+
+
+@pytest.mark.parametrize("variant", ["naive", "naive_inplace"])
+def test_host_overhead(gapi, variants, variant):
+    """CPU time to enqueue one forward: the goal is < 20 us (PyTorch: ~90-120 us); asserted
+    at <= 40 us to leave room for a noisy host."""
+    need_variant(variants, variant)
+    rec = gapi.run_ok(backend=variant, seed=fresh_seed(), iters=30, warmup=5, **STUDY)
+    host = rec["timing"]["host_us"]
+    fact("%s study host_us" % variant, host)
+    assert 0 < host <= 40.0, "host_us %.1f" % host
+
+
+@pytest.mark.parametrize("variant", ["naive", "math"])
+def test_cold_cache(gapi, variants, variant):
+    need_variant(variants, variant)
+    hot = gapi.run_ok(backend=variant, seed=fresh_seed(), iters=10, **STUDY)["timing"]
+    cold = gapi.run_ok(backend=variant, seed=fresh_seed(), iters=10, cache="cold", **STUDY)["timing"]
+    check_timing(cold)
+    assert cold["cache"] == "cold"
+    fact("%s study cold/hot median" % variant, cold["median_us"] / hot["median_us"])
+
+
+@pytest.mark.parametrize("variant", ["naive", "naive_inplace", "math"])
+def test_graph_replays(gapi, variants, variant):
+    need_variant(variants, variant)
+    rec = gapi.run_ok(backend=variant, seed=fresh_seed(), iters=10, graph="true", verify="true", **STUDY)
+    t = rec["timing"]
+    check_timing(t)
+    assert t["graph"] is True
+    assert rec["output"]["nan"] == 0 and rec["verify"]["pass"] is True
+    fact("%s study graph host_us" % variant, t["host_us"])
+
+
+def test_graph_and_cold_together(gapi, variants):
+    need_variant(variants, "naive")
+    t = gapi.run_ok(backend="naive", seed=fresh_seed(), iters=5, graph="true", cache="cold", **STUDY)["timing"]
+    check_timing(t)
+    assert t["graph"] is True and t["cache"] == "cold"
+
+
+def test_one_iteration_latency_under_50ms(gapi, variants):
+    need_variant(variants, "naive")
+    params = dict(backend="naive", device="cuda:0", batch=1, heads=1, seq=1, head_dim=8, warmup=0, iters=1,
+                  profile="false")
+    gapi.run_ok(**params)
+    times = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        r = gapi.run(params=params)
+        times.append((time.perf_counter() - t0) * 1e3)
+        assert r.status_code == 200, r.text[:500]
+    fact("1-iteration run on cuda:0, ms (best, median of 5)", [round(min(times), 2), round(sorted(times)[2], 2)])
+    assert min(times) < 50.0, times
+
+
+def test_sticky_error_restarts_worker(gapi, variants):
+    need_variant(variants, "naive")
+    t0 = time.monotonic()
+    r = gapi.run(params=dict(backend="naive", device="cuda:0", batch=1, heads=1, seq=8, head_dim=8, iters=1,
+                             fault="sticky"))
+    assert r.status_code == 500, r.text[:1000]
+    rec = r.json()
+    assert rec["status"] == "failed" and rec["error"]["code"] and rec["error"]["message"], rec
+    fact("sticky error message", rec["error"]["message"][:200])
+    ok = gapi.run_ok(backend="naive", batch=2, heads=3, seq=64, head_dim=64, iters=2, verify="true",
+                     seed=fresh_seed())
+    assert ok["verify"]["pass"] is True
+    fact("sticky fault → next run done, s", round(time.monotonic() - t0, 2))
+
+
+def test_shape_too_large_for_memory(gapi, variants):
+    """Within the parse bounds (2^38 score elements) but 512 GiB of scores: 413 before
+    anything is allocated; the worker keeps running."""
+    need_variant(variants, "naive")
+    r = gapi.run(params=dict(backend="naive", device="cuda:0", batch=256, heads=64, seq=4096, head_dim=128, iters=1))
+    assert r.status_code == 413, r.text[:500]
+    error_of(r)
+    # Past RUN_MAX_ELEMS (2^44 score elements): refused as well, 400 or 413.
+    r = gapi.run(params=dict(backend="naive", device="cuda:0", batch=4096, heads=64, seq=8192, head_dim=128, iters=1))
+    assert r.status_code in (400, 413), r.text[:500]
+    assert gapi.get("/healthz").status_code == 200
+    gapi.run_ok(backend="naive", batch=1, heads=2, seq=32, head_dim=64, iters=1, seed=fresh_seed())
+
+
+def test_device_object(gapi):
+    devs = {d["id"]: d for d in gapi.get("/v1/device").json()["devices"]}
+    d = devs["cuda:0"]
+    for key in ("name", "compute_capability", "sms", "memory_total_bytes"):
+        assert key in d, d
+    fact("device", {k: d.get(k) for k in ("name", "compute_capability", "sms", "driver", "cuda_runtime", "cublas")})

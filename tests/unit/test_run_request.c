@@ -1,0 +1,340 @@
+/* test_run_request.c — run_request_parse, the JSON codec and run_request_macs.
+ *
+ * Runs against whatever variants table it is linked with: backends are taken from
+ * variants[] (a GPU one and the cpu one), and the 422 case only runs when some variant has
+ * a limit (a dtype it lacks, a head_dim maximum or multiple). */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/variants.h"
+#include "server/run_request.h"
+#include "tests/unit/check.h"
+
+static const char *gpu_backend, *cpu_backend;
+
+/* Parse a query string "a=1&b=2" (no escaping) plus an optional JSON body text. */
+static int parse(run_request *r, const char *query, const char *body_text, int allow_faults, api_error *e)
+{
+    cJSON *q = cJSON_CreateObject(), *b = NULL;
+    char buf[1024], *save = NULL, *pair;
+    int rc;
+
+    if (query) {
+        snprintf(buf, sizeof buf, "%s", query);
+        for (pair = strtok_r(buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+            char *eq = strchr(pair, '=');
+            if (eq) *eq = '\0';
+            cJSON_AddStringToObject(q, pair, eq ? eq + 1 : "");
+        }
+    }
+    if (body_text) {
+        b = cJSON_Parse(body_text);
+        if (!b) {
+            fprintf(stderr, "bad test body: %s\n", body_text);
+            exit(2);
+        }
+    }
+    memset(e, 0, sizeof *e);
+    rc = run_request_parse(r, q, b, allow_faults, e);
+    cJSON_Delete(q);
+    cJSON_Delete(b);
+    return rc;
+}
+
+/* Expect a refusal with this status, code and field. */
+static void expect_fail(const char *query, const char *body, int status, const char *code, const char *field)
+{
+    run_request r;
+    api_error e;
+    int rc = parse(&r, query, body, 0, &e);
+
+    CHECK(rc == -1, "query '%s' body '%s' was accepted", query ? query : "", body ? body : "");
+    CHECK(e.status == status, "query '%s' body '%s': status %d, want %d (%s)", query ? query : "",
+          body ? body : "", e.status, status, e.message);
+    CHECK(!strcmp(e.code, code), "query '%s' body '%s': code %s, want %s", query ? query : "", body ? body : "",
+          e.code, code);
+    CHECK(!strcmp(e.field, field), "query '%s' body '%s': field '%s', want '%s'", query ? query : "",
+          body ? body : "", e.field, field);
+    CHECK(e.message[0] != '\0', "query '%s': empty message", query ? query : "");
+}
+
+static void expect_ok(const char *query, const char *body, run_request *r)
+{
+    api_error e;
+    int rc = parse(r, query, body, 0, &e);
+    CHECK(rc == 0, "query '%s' body '%s' refused: %d %s %s (%s)", query ? query : "", body ? body : "", e.status,
+          e.code, e.field, e.message);
+}
+
+static void test_defaults(void)
+{
+    char q[128];
+    run_request r;
+
+    snprintf(q, sizeof q, "backend=%s", gpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(!strcmp(r.backend, gpu_backend), "backend %s", r.backend);
+    CHECK(r.device[0] == '\0', "device '%s'", r.device);
+    CHECK(r.problem.batch == 8 && r.problem.heads == 16, "batch/heads");
+    CHECK(r.problem.seq_q == 1024 && r.problem.seq_kv == 1024, "seq");
+    CHECK(r.problem.head_dim == 64, "head_dim");
+    CHECK(r.problem.dtype == ATTN_BF16, "dtype");
+    CHECK(r.problem.mask == ATTN_MASK_CAUSAL, "mask");
+    CHECK(r.problem.scale == 0.125 && !r.scale_given, "scale %g", r.problem.scale);
+    CHECK(r.seed == 0 && r.warmup == 5 && r.iters == 0, "seed/warmup/iters");
+    CHECK(r.min_iters == 10 && r.max_iters == 1000, "min/max iters");
+    CHECK(r.min_time_ms == 20.0 && r.max_time_ms == 2000.0, "times");
+    CHECK(r.target_noise == 0.005, "target_noise");
+    CHECK(!r.cache_cold && !r.graph && !r.verify && r.profile, "flags");
+    CHECK(r.fault[0] == '\0', "fault");
+    CHECK(run_request_macs(&r) == 8LL * 16 * 1024 * 1024 * 64, "macs %lld", run_request_macs(&r));
+}
+
+static void test_values(void)
+{
+    char q[512];
+    run_request r;
+
+    snprintf(q, sizeof q,
+             "backend=%s&batch=2&heads=3&seq=100&seq_kv=77&head_dim=32&dtype=fp32&causal=false&seed=42"
+             "&warmup=0&iters=7&cache=cold&graph=1&verify=true&profile=0&device=cuda:1&min_time_ms=0.5"
+             "&max_time_ms=10&target_noise=0.01&min_iters=3&max_iters=9",
+             gpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.problem.batch == 2 && r.problem.heads == 3, "b/h");
+    CHECK(r.problem.seq_q == 100 && r.problem.seq_kv == 77, "seq_q %lld seq_kv %lld", (long long)r.problem.seq_q,
+          (long long)r.problem.seq_kv);
+    CHECK(r.problem.head_dim == 32 && r.problem.dtype == ATTN_FP32, "d/dtype");
+    CHECK(r.problem.mask == ATTN_MASK_NONE, "mask");
+    CHECK(fabs(r.problem.scale - 1.0 / sqrt(32.0)) < 1e-15, "scale follows head_dim");
+    CHECK(r.seed == 42 && r.warmup == 0 && r.iters == 7, "seed/warmup/iters");
+    CHECK(r.cache_cold && r.graph && r.verify && !r.profile, "flags");
+    CHECK(!strcmp(r.device, "cuda:1"), "device");
+    CHECK(r.min_time_ms == 0.5 && r.max_time_ms == 10 && r.target_noise == 0.01, "times");
+    CHECK(r.min_iters == 3 && r.max_iters == 9, "iters bounds");
+
+    /* JSON body: numbers, booleans; the query wins over the body. */
+    snprintf(q, sizeof q, "backend=%s&batch=4", gpu_backend);
+    expect_ok(q, "{\"batch\": 5, \"heads\": 2, \"causal\": true, \"mask\": \"causal_bottom_right\", \"scale\": 0.5,"
+                 " \"verify\": true, \"seed\": \"18446744073709551615\", \"seq_q\": \"64\"}",
+              &r);
+    CHECK(r.problem.batch == 4, "query wins: batch %lld", (long long)r.problem.batch);
+    CHECK(r.problem.heads == 2 && r.problem.seq_q == 64 && r.problem.seq_kv == 1024, "body values");
+    CHECK(r.problem.mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT, "mask");
+    CHECK(r.problem.scale == 0.5 && r.scale_given, "scale");
+    CHECK(r.verify == 1, "verify");
+    CHECK(r.seed == UINT64_MAX, "seed 2^64-1");
+
+    /* mask=none alone; seed from the query at its maximum. */
+    snprintf(q, sizeof q, "backend=%s&mask=none&seed=18446744073709551615&scale=-2e-1", gpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.problem.mask == ATTN_MASK_NONE && r.seed == UINT64_MAX && r.problem.scale == -0.2, "mask/seed/scale");
+
+    /* A JSON null counts as not given. */
+    snprintf(q, sizeof q, "{\"backend\": \"%s\", \"seed\": null, \"scale\": null}", cpu_backend);
+    expect_ok(NULL, q, &r);
+    CHECK(!r.scale_given, "null scale");
+
+    /* Faults only when allowed. */
+    {
+        api_error e;
+        snprintf(q, sizeof q, "backend=%s&fault=crash", gpu_backend);
+        CHECK(parse(&r, q, NULL, 1, &e) == 0 && !strcmp(r.fault, "crash"), "fault accepted when allowed: %s",
+              e.message);
+        snprintf(q, sizeof q, "backend=%s&fault=boom", gpu_backend);
+        CHECK(parse(&r, q, NULL, 1, &e) == -1 && e.status == 400 && !strcmp(e.field, "fault"), "bad fault value");
+    }
+}
+
+static void test_refusals(void)
+{
+    char q[256], b[256];
+
+#define Q(fmt) (snprintf(q, sizeof q, "backend=%s&" fmt, gpu_backend), q)
+    expect_fail("batch=2", NULL, 400, "missing_parameter", "backend");
+    expect_fail("backend=nosuch", NULL, 400, "unknown_backend", "backend");
+    expect_fail("backend=", NULL, 400, "unknown_backend", "backend");
+    expect_fail(Q("bogus=1"), NULL, 400, "unknown_parameter", "bogus");
+    expect_fail(Q("fault=crash"), NULL, 400, "unknown_parameter", "fault");
+    expect_fail(Q("q=5"), NULL, 400, "unknown_parameter", "q");
+    expect_fail(Q("batch=abc"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch=1e3"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch=8x"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch= 8"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch="), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch=0"), NULL, 400, "out_of_range", "batch");
+    expect_fail(Q("heads=-1"), NULL, 400, "out_of_range", "heads");
+    expect_fail(Q("seq=99999999999999999999"), NULL, 400, "out_of_range", "seq");
+    expect_fail(Q("head_dim=2147483649"), NULL, 400, "out_of_range", "head_dim");
+    expect_fail(Q("seq=2147483648&batch=2147483648&heads=2147483648"), NULL, 400, "out_of_range", "seq_q");
+    expect_fail(Q("seq_q=1048576&seq_kv=1048576&batch=2"), NULL, 400, "out_of_range", "seq_kv");
+    expect_fail(Q("batch=1048576&heads=1048576&head_dim=2"), NULL, 400, "out_of_range", "seq_q");
+    expect_fail(Q("dtype=fp8"), NULL, 400, "bad_value", "dtype");
+    expect_fail(Q("mask=diagonal"), NULL, 400, "bad_value", "mask");
+    expect_fail(Q("causal=maybe"), NULL, 400, "bad_value", "causal");
+    expect_fail(Q("causal=false&mask=causal"), NULL, 400, "conflict", "causal");
+    expect_fail(Q("causal=true&mask=none"), NULL, 400, "conflict", "causal");
+    expect_fail(Q("scale=nan"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=inf"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=1e999"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=0"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=0.1x"), NULL, 400, "bad_value", "scale");
+    expect_fail(Q("seed=-1"), NULL, 400, "bad_value", "seed");
+    expect_fail(Q("seed=18446744073709551616"), NULL, 400, "out_of_range", "seed");
+    expect_fail(Q("seed=1.5"), NULL, 400, "bad_value", "seed");
+    expect_fail(Q("warmup=10001"), NULL, 400, "out_of_range", "warmup");
+    expect_fail(Q("iters=-1"), NULL, 400, "out_of_range", "iters");
+    expect_fail(Q("iters=100001"), NULL, 400, "out_of_range", "iters");
+    expect_fail(Q("min_iters=0"), NULL, 400, "out_of_range", "min_iters");
+    expect_fail(Q("min_iters=50&max_iters=20"), NULL, 400, "out_of_range", "min_iters");
+    expect_fail(Q("max_time_ms=600001"), NULL, 400, "out_of_range", "max_time_ms");
+    expect_fail(Q("min_time_ms=3000"), NULL, 400, "out_of_range", "min_time_ms");
+    expect_fail(Q("target_noise=0"), NULL, 400, "out_of_range", "target_noise");
+    expect_fail(Q("target_noise=1"), NULL, 400, "out_of_range", "target_noise");
+    expect_fail(Q("cache=warm"), NULL, 400, "bad_value", "cache");
+    expect_fail(Q("graph=yes please"), NULL, 400, "bad_value", "graph");
+    expect_fail(Q("device=cuda:0123456789abcdef"), NULL, 400, "bad_device", "device");
+#undef Q
+
+    /* Body types. */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": 2.5}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": true}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": 1e300}", gpu_backend);
+    expect_fail(NULL, b, 400, "out_of_range", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"dtype\": 16}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "dtype");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"verify\": 2}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "verify");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"seed\": 18446744073709551615}", gpu_backend);
+    expect_fail(NULL, b, 400, "out_of_range", "seed");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"heads\": 2, \"heads\": 3}", gpu_backend);
+    expect_fail(NULL, b, 400, "duplicate_parameter", "heads");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"shape\": [1,2]}", gpu_backend);
+    expect_fail(NULL, b, 400, "unknown_parameter", "shape");
+    expect_fail(NULL, "{\"backend\": 3}", 400, "bad_value", "backend");
+}
+
+/* 422 for a limit of some variant in the table (skipped when no variant has one). */
+static void test_unsupported(void)
+{
+    size_t i;
+    char q[256];
+    int t;
+
+    for (i = 0; i < variants_count; i++) {
+        const variant *v = &variants[i];
+        for (t = 0; t < ATTN_DTYPE_COUNT; t++)
+            if (!(v->dtypes & VARIANT_DTYPE(t))) {
+                snprintf(q, sizeof q, "backend=%s&dtype=%s", v->name, attn_dtype_name((attn_dtype)t));
+                expect_fail(q, NULL, 422, "unsupported", "dtype");
+            }
+        if (v->max_head_dim > 0) {
+            snprintf(q, sizeof q, "backend=%s&head_dim=%d", v->name, v->max_head_dim + v->head_dim_multiple);
+            expect_fail(q, NULL, 422, "unsupported", "head_dim");
+        }
+        if (v->head_dim_multiple > 1) {
+            snprintf(q, sizeof q, "backend=%s&head_dim=%d", v->name, v->head_dim_multiple + 1);
+            expect_fail(q, NULL, 422, "unsupported", "head_dim");
+        }
+    }
+}
+
+/* to_json then from_json gives the same request and the same JSON. */
+static void round_trip(const char *query, const char *body, int allow_faults)
+{
+    run_request a, b;
+    api_error e;
+    cJSON *ja, *jb;
+    char *ta, *tb;
+
+    CHECK(parse(&a, query, body, allow_faults, &e) == 0, "round trip parse '%s': %s", query, e.message);
+    a.verify_cpu_max_macs = 123456789012LL;
+    ja = run_request_to_json(&a);
+    CHECK(ja != NULL, "to_json");
+    if (!ja) return;
+    ta = cJSON_PrintUnformatted(ja);
+    CHECK(run_request_from_json(&b, ja, &e) == 0, "from_json of %s: %s", ta, e.message);
+    jb = run_request_to_json(&b);
+    tb = cJSON_PrintUnformatted(jb);
+    CHECK(!strcmp(ta, tb), "JSON differs:\n  %s\n  %s", ta, tb);
+    CHECK(!strcmp(a.backend, b.backend) && !strcmp(a.device, b.device) && !strcmp(a.fault, b.fault), "strings");
+    CHECK(!memcmp(&a.problem, &b.problem, sizeof a.problem), "problem differs for %s", ta);
+    CHECK(a.scale_given == b.scale_given, "scale_given %d vs %d", a.scale_given, b.scale_given);
+    CHECK(a.seed == b.seed && a.warmup == b.warmup && a.iters == b.iters && a.min_iters == b.min_iters &&
+              a.max_iters == b.max_iters,
+          "ints");
+    CHECK(a.min_time_ms == b.min_time_ms && a.max_time_ms == b.max_time_ms && a.target_noise == b.target_noise,
+          "doubles");
+    CHECK(a.cache_cold == b.cache_cold && a.graph == b.graph && a.verify == b.verify && a.profile == b.profile,
+          "flags");
+    CHECK(a.verify_cpu_max_macs == b.verify_cpu_max_macs, "verify_cpu_max_macs");
+    free(ta);
+    free(tb);
+    cJSON_Delete(ja);
+    cJSON_Delete(jb);
+}
+
+static void test_round_trip(void)
+{
+    char q[512];
+    run_request r;
+    api_error e;
+    cJSON *j, *item;
+
+    snprintf(q, sizeof q, "backend=%s", gpu_backend);
+    round_trip(q, NULL, 0);
+    snprintf(q, sizeof q,
+             "backend=%s&batch=3&heads=5&seq_q=7&seq_kv=11&head_dim=13&dtype=fp16&mask=causal_bottom_right"
+             "&scale=0.3&seed=18446744073709551615&warmup=1&iters=2&min_iters=4&max_iters=6&min_time_ms=0.25"
+             "&max_time_ms=1.75&target_noise=0.123456789&cache=cold&graph=true&verify=1&profile=false"
+             "&device=cuda:3&fault=hang",
+             gpu_backend);
+    round_trip(q, NULL, 1);
+    snprintf(q, sizeof q, "backend=%s&seed=9007199254740991&causal=false&device=cpu", cpu_backend);
+    round_trip(q, NULL, 0);
+    snprintf(q, sizeof q, "backend=%s&seed=9007199254740992", cpu_backend);
+    round_trip(q, NULL, 0);
+
+    /* Seeds: a number below 2^53, a string from there on. */
+    snprintf(q, sizeof q, "backend=%s&seed=18446744073709551615", gpu_backend);
+    CHECK(parse(&r, q, NULL, 0, &e) == 0, "parse");
+    j = run_request_to_json(&r);
+    item = cJSON_GetObjectItemCaseSensitive(j, "seed");
+    CHECK(cJSON_IsString(item) && !strcmp(item->valuestring, "18446744073709551615"), "big seed as string");
+    CHECK(cJSON_GetObjectItemCaseSensitive(j, "fault") == NULL, "no fault key when unset");
+    item = cJSON_GetObjectItemCaseSensitive(j, "causal");
+    CHECK(cJSON_IsTrue(item), "causal true for the default mask");
+    cJSON_Delete(j);
+
+    /* from_json refuses what parse refuses. */
+    j = cJSON_Parse("{\"backend\":\"nosuch\"}");
+    CHECK(run_request_from_json(&r, j, &e) == -1 && e.status == 400, "from_json bad backend");
+    cJSON_Delete(j);
+    j = cJSON_Parse("[1]");
+    CHECK(run_request_from_json(&r, j, &e) == -1 && e.status == 400, "from_json array");
+    cJSON_Delete(j);
+}
+
+int main(void)
+{
+    size_t i;
+
+    for (i = 0; i < variants_count; i++) {
+        if (!gpu_backend && !variants[i].on_cpu) gpu_backend = variants[i].name;
+        if (!cpu_backend && variants[i].on_cpu) cpu_backend = variants[i].name;
+    }
+    CHECK(gpu_backend && cpu_backend, "the variants table needs a GPU and a cpu variant");
+    if (!gpu_backend || !cpu_backend) return CHECK_DONE();
+
+    test_defaults();
+    test_values();
+    test_refusals();
+    test_unsupported();
+    test_round_trip();
+    return CHECK_DONE();
+}
