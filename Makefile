@@ -28,7 +28,7 @@ LDLIBS    = -lcudart_static -lcublas -lcupti -lmicrohttpd -lcjson -lsqlite3 -ldl
 
 KERNEL_C  = kernels/attn.c kernels/variants.c kernels/inputs_cpu.c kernels/fingerprint.c \
             kernels/reference.c kernels/exec_context.c kernels/cudnn_loader.c kernels/cudnn_sdpa.c
-KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu
+KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient.cu kernels/flash.cu
 SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
             server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \

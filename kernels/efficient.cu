@@ -16,6 +16,9 @@
  *       conflicts), each thread 8 (4) keys of a row for S and D/4 output columns for P·V,
  *       P through smem within the warp. Predicted: 10-20 TFLOP/s (FFMA peak ≈ 67, and two
  *       LDS.128 per 4 FMAs in the QKᵀ loop bound it by shared-memory bandwidth).
+ *       Measured on the H200 (bf16): 117-141 TFLOP/s: 143 us at B8 H16 S1024 D64 causal
+ *       (PyTorch efficient 179), 4468 us at B2 H16 S8192 D128 causal (PyTorch 3322). fp32
+ *       passes rel_l2 ≤ 1e-5 on every case; not timed yet.
  */
 #include "kernels/fused.h"
 

@@ -1,17 +1,30 @@
 /* flash.cu — the `flash` variant: FlashAttention-2 style fused forward for fp16/bf16
  * (kernel body in flash_kernel.cuh, primitives in flash_mma.cuh).
  *
- * Versions:
+ * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
+ * 1720 / 1555 / 134 us on the shapes of /work/shared/peers-h200.md):
  *   v1  128-row query tiles, 8 warps x 16 rows, Q fragments in registers, K/V blocks of 64
  *       (128 for D ≤ 64) streamed by cp.async into a 2-stage smem ring (XOR swizzle for
  *       D % 64 == 0, one-chunk row padding otherwise), ldmatrix(.trans for V) -> mma.sync
  *       m16n8k16 fp32, online softmax in log2 space with ex2.approx, causal blocks above the
- *       diagonal skipped, reverse tile order. D = 256: 64-row tiles, 4 warps, 32-key
- *       blocks, Q re-read from smem (128 fp32 accumulators per thread leave no room).
- *       Predicted (bench/NOTES.md, "fused kernels"): ~250-330 TFLOP/s bf16 at B2 H16 S8192
- *       D128 causal on the H200, i.e. within ±25% of PyTorch's FA2 (1720 us); 15-25% behind
- *       FA2 on short sequences (S=1024) where the 4-byte-store epilogue and the
- *       non-overlapped first block weigh more.
+ *       diagonal skipped, reverse tile order. Predicted 260-320 TFLOP/s at B2 H16 S8192 D128
+ *       causal. Measured: 151 TFLOP/s (3635 us), 108-151 TFLOP/s across the shapes: each
+ *       ldmatrix'd K/V fragment fed only 2 mma (256 B of smem per mma): shared-memory
+ *       bandwidth bound, not mma bound.
+ *   v2  FA2's warp shape: each warp owns 2 m16 tiles (32 rows), so every K/V fragment feeds 4
+ *       mma (128-192 B of smem per mma); 128-row tiles with 4 warps, 2 CTAs per SM; Q read
+ *       from smem per k-step for D ≥ 96 (registers: 128 fp32 O accumulators at D128); key
+ *       blocks of 48 at D128 (64 spilled 16 bytes). Measured: 188 TFLOP/s (2920 us) at S8192
+ *       D128 causal, 122 us at S1024 D64 causal (PyTorch 94).
+ *   v3  head_dim == D compiled in (EXACT_D) where it does not push ptxas into spills (D 32,
+ *       64, 256): column checks fold away and loads can be hoisted across k-steps.
+ *       Predicted +5-10% at D64. Measured: D64 +45-55% (85 us at B8 S1024 causal, PyTorch
+ *       94; 491 us = 280 TFLOP/s at B4 S4096 causal, PyTorch 520; 145 us at B16 H32 S512,
+ *       PyTorch 134); D128 unchanged: 187 TFLOP/s at S8192 causal (PyTorch 320).
+ *   next: D96/D128 with EXACT_D spill (28-132 bytes at BN 32-64, with or without a partial
+ *       k-step unroll): the remaining gap at D128 is ptxas register allocation around 128
+ *       fp32 accumulators; try an 8-warp 128-row tile with MI = 1 for D128 plus EXACT_D,
+ *       a 16-byte smem-staged epilogue, and splitting the K and V cp.async groups.
  *
  * Configurations are the same on sm_80..sm_90: every one needs ≤ 96 KB of shared memory,
  * which fits sm_86/sm_89's 99 KB opt-in as well as sm_80's 163 KB and sm_90's 227 KB.
@@ -23,12 +36,12 @@
 
 #include "kernels/flash_kernel.cuh"
 
-/*                          D   BM   BN  warps stages Q in regs  m16 tiles per warp */
-typedef flash_traits<32, 128, 128, 4, 2, true, 2> flash_cfg_d32;
-typedef flash_traits<64, 128, 64, 4, 2, true, 2> flash_cfg_d64;
-typedef flash_traits<96, 128, 64, 4, 2, false, 2> flash_cfg_d96;
-typedef flash_traits<128, 128, 64, 4, 2, false, 2> flash_cfg_d128;
-typedef flash_traits<256, 64, 32, 4, 2, false, 1> flash_cfg_d256;
+/* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (flash_check) */
+typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_cfg_d32;
+typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_cfg_d64;
+typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_cfg_d96;
+typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_cfg_d128;
+typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
 
 #define FLASH_HEAD_DIMS "32, 64, 96, 128, 256"
 

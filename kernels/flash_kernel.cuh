@@ -1,7 +1,8 @@
 /* flash_kernel.cuh — the tensor-core fused attention kernel body shared by `flash` (2-stage
- * cp.async pipeline, 128-row tiles) and the 16-bit path of `efficient` (1 stage, 64-row tiles).
+ * cp.async pipeline, 128-row tiles, 4 warps x 32 rows) and the 16-bit path of `efficient` (1 stage, 64-row tiles).
  *
- * One CTA = one (query tile of BM rows, b·h). Each warp owns 16 query rows. Per key block of
+ * One CTA = one (query tile of BM rows, b·h). Each warp owns MI x 16 query rows (MI m16 tiles:
+ * every K/V fragment read from smem then feeds MI mma, which sets the smem bytes per mma). Per key block of
  * BN keys: S = Q·Kᵀ (mma.sync, fp32), scale into log2 space, mask, online softmax (running
  * max m and sum l per row, fp32), P packed to 16 bits in registers, O += P·V (mma.sync).
  * Scores never leave registers. At the end O /= l; a row with l = 0 (no visible key: only
@@ -48,8 +49,11 @@ typedef struct flash_params {
     float scale_log2; /* scale · log2(e): exp(scale·s − m) = 2^(scale_log2·s − m') */
 } flash_params;
 
-template <int D_, int BM_, int BN_, int WARPS_, int STAGES_, bool Q_IN_REGS_, int MI_ = 1> struct flash_traits {
+template <int D_, int BM_, int BN_, int WARPS_, int STAGES_, bool Q_IN_REGS_, int MI_ = 1, bool EXACT_D_ = false>
+struct flash_traits {
     static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_, STAGES = STAGES_, MI = MI_;
+    /* EXACT_D: head_dim == D is guaranteed by the caller; every column check folds away */
+    static constexpr bool EXACT_D = EXACT_D_;
     static constexpr int THREADS = WARPS * 32;
     static constexpr int MIN_BLOCKS = MI > 1 ? 2 : 1; /* 2 CTAs of 4 warps at ≤ 255 registers */
     static constexpr bool Q_IN_REGS = Q_IN_REGS_;
@@ -109,7 +113,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
     const int64_t bh = blockIdx.x;
     const int m_block = (int)(gridDim.y - 1 - blockIdx.y);
     const int m0 = m_block * BM;
-    const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = p.head_dim;
+    const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
     const T *g_q = static_cast<const T *>(p.q) + bh * seq_q * head_dim;
     const T *g_k = static_cast<const T *>(p.k) + bh * seq_kv * head_dim;
     const T *g_v = static_cast<const T *>(p.v) + bh * seq_kv * head_dim;

@@ -5,8 +5,8 @@
  *     fp16 and bf16 (mma.sync m16n8k16, fp32 accumulate); any head_dim ≤ 256 that is a
  *     multiple of 8 (runs the next bucket of 32 with zero-filled columns); any mask.
  *   flash (flash.cu + flash_kernel.cuh): FlashAttention-2 style for fp16 and bf16: 128-row
- *     query tiles (8 warps), Q in registers, K/V in a 2-stage cp.async pipeline with an XOR
- *     swizzle, ldmatrix feeding mma.sync; head_dim 32, 64, 96, 128, 256.
+ *     query tiles (4 warps x 32 rows), K/V in a 2-stage cp.async pipeline with an XOR
+ *     swizzle, ldmatrix feeding mma.sync; head_dim 32, 64, 96, 128, 256 exactly.
  *
  * Both need sm_80 or newer, 16-byte aligned tensors (cudaMalloc gives 256) and follow the
  * variants.h contract: enqueue on ctx->stream, no allocation, no synchronisation.

@@ -29,7 +29,13 @@
  *   - Workspace: two score buffers for both variants, not three. A dead buffer is reused
  *     (scale reads A and writes B; the Memcpy copies B back into A, whose scores are no longer
  *     needed; softmax writes into whichever buffer is free). Same launches, same bytes moved.
- *   - No cuBLAS workspace Memset: ctx->cublas has its workspace set once by the worker.
+ *   (cuBLAS itself still launches a 0.7 us Memset before the first GEMM, as under PyTorch, so
+ *   a profile shows 7 / 6 ops for causal naive / naive_inplace, the same as peers-h200.md.)
+ *
+ * Measured on an H200 (helper harness via ctypes, CUDA-event median, 2026-12-02), us:
+ *   qk 86, scale 135, memcpy 129, mask_fill 62 (ragged tails write at ~half bandwidth),
+ *   softmax 153, pv 86; total naive 673 (PyTorch 1062), naive_inplace 544 (PyTorch 935).
+ *   S4096 D64: 5315 / 4273 (PyTorch 10079 / 9074); S8192 D128: 10443 / 8425 (21654 / 19665).
  */
 #include "decomposed.h"
 #include "elementwise.cuh"

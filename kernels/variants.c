@@ -10,6 +10,7 @@
 #include "cudnn_loader.h"
 #include "cudnn_sdpa.h"
 #include "decomposed.h"
+#include "fused.h"
 
 #define ALL_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16) | VARIANT_DTYPE(ATTN_FP32))
 
@@ -66,6 +67,32 @@ const variant variants[] = {
         .check = NULL,
         .workspace_bytes = math_workspace_bytes,
         .forward = math_forward,
+    },
+    {
+        .name = "efficient",
+        .summary = "attnd's memory-efficient fused attention (the role of xformers/CUTLASS in SDPA): "
+                   "tiled, online softmax, no scores in memory; tensor cores for 16-bit, FFMA for fp32",
+        .on_cpu = 0,
+        .dtypes = ALL_DTYPES,
+        .min_cc = 80,
+        .max_head_dim = 256,
+        .head_dim_multiple = 8,
+        .check = efficient_check,
+        .workspace_bytes = efficient_workspace_bytes,
+        .forward = efficient_forward,
+    },
+    {
+        .name = "flash",
+        .summary = "attnd's FlashAttention-2-style kernel: mma.sync tensor cores, cp.async pipeline, "
+                   "one CTA per query tile, causal tiles skipped",
+        .on_cpu = 0,
+        .dtypes = VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16),
+        .min_cc = 80,
+        .max_head_dim = 256,
+        .head_dim_multiple = 32,
+        .check = flash_check,
+        .workspace_bytes = flash_workspace_bytes,
+        .forward = flash_forward,
     },
     {
         .name = "cudnn",

@@ -133,3 +133,55 @@ def test_fingerprint_deterministic(gapi, variants):
     c = gapi.run_ok(seed=fresh_seed(), **p)["output"]
     assert a["fingerprint"] == b["fingerprint"] and a["sum"] == b["sum"]
     assert a["fingerprint"] != c["fingerprint"]
+
+
+def _head_dims(v, wanted):
+    """The head dims of `wanted` the variant accepts (head_dim: {max, multiple})."""
+    hd = v.get("head_dim") or {}
+    mx, mult = hd.get("max") or 0, hd.get("multiple") or 1
+    return [d for d in wanted if (not mx or d <= mx) and d % mult == 0]
+
+
+def test_other_variants_match_reference(gapi, variants):
+    """Variants beyond the study's decomposed three (cudnn, flash, … as they are added):
+    every dtype and mask they declare, on shapes within their declared head_dim limits,
+    verified against the reference; an undeclared dtype or head_dim is refused with 422."""
+    others = [v for n, v in sorted(variants.items())
+              if v["device"] == "cuda" and n not in GPU_VARIANTS and v["available"]]
+    if not others:
+        pytest.skip("no other available GPU variant")
+    failures = []
+    for v in others:
+        dims = _head_dims(v, [8, 64, 100, 128])
+        shapes = [dict(batch=2, heads=3, seq_q=1, seq_kv=1), dict(batch=2, heads=3, seq_q=63, seq_kv=63),
+                  dict(batch=2, heads=3, seq_q=1000, seq_kv=1000), dict(batch=2, heads=3, seq_q=77, seq_kv=130)]
+        for dtype in v["dtypes"]:
+            for mask in v["masks"]:
+                for i, s in enumerate(shapes):
+                    shape = dict(s, head_dim=dims[i % len(dims)])
+                    what = "%s %s %s %s" % (v["name"], dtype, mask, shape_id(shape))
+                    r = gapi.run(params=dict(backend=v["name"], device="cuda:0", dtype=dtype, mask=mask,
+                                             seed=fresh_seed(), iters=2, verify="true", **shape))
+                    if r.status_code != 200:
+                        failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:200]))
+                        continue
+                    try:
+                        check_verified(r.json(), shape, dtype)
+                    except AssertionError as exc:
+                        failures.append("%s: %s" % (what, str(exc)[:300]))
+        fact("%s checked" % v["name"], "%d dtypes x %d masks x %d shapes" % (len(v["dtypes"]), len(v["masks"]),
+                                                                             len(shapes)))
+        bad_dtype = next((d for d in DTYPES if d not in v["dtypes"]), None)
+        if bad_dtype:
+            r = gapi.run(params=dict(backend=v["name"], device="cuda:0", dtype=bad_dtype, batch=1, heads=1, seq=16,
+                                     head_dim=dims[0], iters=1))
+            if r.status_code != 422:
+                failures.append("%s dtype %s: want 422, got %d" % (v["name"], bad_dtype, r.status_code))
+        hd = v.get("head_dim") or {}
+        if (hd.get("multiple") or 1) > 1:
+            odd = hd["multiple"] + 1
+            r = gapi.run(params=dict(backend=v["name"], device="cuda:0", dtype=v["dtypes"][0], batch=1, heads=1,
+                                     seq=16, head_dim=odd, iters=1))
+            if r.status_code != 422:
+                failures.append("%s head_dim %d: want 422, got %d" % (v["name"], odd, r.status_code))
+    assert not failures, "\n".join(failures)
