@@ -28,7 +28,7 @@ for mode in plain injected; do
     if [ $mode = plain ]; then
         curl -s -X POST 'localhost:8080/run?backend=math' > "$OUT/curl-math.json"
     fi
-    py_run $mode http://127.0.0.1:8080 >> "$OUT/host-ab.txt" 2>&1
+    py_run $mode http://127.0.0.1:8080 >> "$D/host-ab.txt" 2>&1; cat "$D/host-ab.txt" >> /tmp/host-ab.txt
     kill -TERM $PID; wait $PID
 done
-tail -n 45 "$OUT/run.log"; cat "$OUT/host-ab.txt"
+tail -n 45 "$OUT/run.log"; cat /tmp/host-ab.txt
