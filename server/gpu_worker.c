@@ -70,7 +70,9 @@ static int gpu_open_inner(gpu_worker *w, int device)
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
 
     /* Before any NVTX call (cuBLAS makes some): CUPTI sets up NVTX injection here. */
-    if (profile_init(ctx) == 0) {
+    if (getenv("ATTND_NO_CUPTI")) { /* diagnostics: measure host cost without CUPTI loaded */
+        snprintf(w->profile_error, sizeof w->profile_error, "CUPTI disabled by ATTND_NO_CUPTI");
+    } else if (profile_init(ctx) == 0) {
         w->profile_ok = 1;
     } else {
         snprintf(w->profile_error, sizeof w->profile_error, "%s", ctx->error);

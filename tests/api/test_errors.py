@@ -121,8 +121,16 @@ def test_gpu_backend_without_gpu_503(api):
         assert "gpu" in err["message"].lower(), err
 
 
+def test_cpu_backend_on_gpu_device_422(api):
+    """The backend/device mismatch is the client's error whatever this server has, so it is
+    checked before whether cuda:0 exists: 422 naming the device."""
+    err = refused(api, 422, params=tiny(device="cuda:0"))
+    assert err["field"] == "device", err
+    assert "cpu" in err["message"].lower(), err
+
+
 def test_gpu_device_without_gpu_503(api):
-    r = api.run(params=tiny(device="cuda:0"))
+    r = api.run(params=dict(backend="naive", device="cuda:0", batch=1, heads=1, seq=8, head_dim=8, iters=1))
     assert r.status_code == 503, r.text[:500]
     err = error_of(r)
     assert "gpu" in err["message"].lower() or "cuda" in err["message"].lower(), err
