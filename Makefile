@@ -32,7 +32,10 @@ KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient
 SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
             server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \
-            server/clocks.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c
+            server/clocks.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
+            server/auth.c server/tls.c
+SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c
+SERVER_C += server/npy.c server/safetensors.c server/tensors.c server/worker_tensors.c
 SERVER_CU = server/output_stats.cu
 MAIN_C    = server/main.c
 
@@ -48,7 +51,7 @@ else
 Q = @
 endif
 
-.PHONY: all run test test-unit test-api test-gpu bench deps bundle clean
+.PHONY: all run test test-unit test-api test-fuzz test-gpu bench deps bundle clean
 
 all: $(BUILD)/attnd
 
@@ -82,13 +85,19 @@ run: deps
 
 # Tests compile one architecture into build/test: everything they run is on the cpu device.
 test: deps
-	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd test-unit test-api
+	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd test-unit test-api test-fuzz
+
+# libFuzzer on the upload parsers (npy, safetensors), FUZZ_SECONDS each; skipped with a
+# message when clang cannot build fuzzers.
+FUZZ_SECONDS ?= 20
+test-fuzz:
+	$(Q)sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
 test-unit: $(UNIT_BINS)
 	$(Q)sh tests/unit/run.sh $(UNIT_BINS)
 
 test-api: $(BUILD)/attnd
-	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api
+	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker
 
 # On a GPU machine: builds nothing when build/attnd is already there (the lent GPU machine
 # has no libmicrohttpd headers; bundle here, carry build/).

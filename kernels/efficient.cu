@@ -19,12 +19,22 @@
  *       Measured on the H200 (bf16): 117-141 TFLOP/s: 143 us at B8 H16 S1024 D64 causal
  *       (PyTorch efficient 179), 4468 us at B2 H16 S8192 D128 causal (PyTorch 3322). fp32
  *       passes rel_l2 ≤ 1e-5 on every case; not timed yet.
+ *   v2  fp16/bf16 at head_dim exactly 128 (1.13-1.43x PyTorch with v1): flash_exact.cuh in
+ *       the same 64x64 tile (4 warps x 16 rows, Q in registers) with D compiled in, a 2-stage
+ *       K/V ring (one barrier per block), conditional O rescale and 16-byte stores; 209
+ *       registers, 80 KB, 2 CTAs/SM. v1 stays selectable (ATTND_EFFICIENT_LEGACY=1).
+ *       Predicted ~1.5-1.8x v1 (the D64 EXACT_D step gave flash +50%; the ring overlaps the
+ *       copies v1 waits for): 190-230 TFLOP/s at B2 H16 S8192 D128 causal, ratio 0.7-0.85.
  */
 #include "kernels/fused.h"
 
+#include <atomic>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
+#include "kernels/flash_exact.cuh"
 #include "kernels/flash_kernel.cuh"
 
 #define EFFICIENT_MAX_HEAD_DIM 256
@@ -35,10 +45,32 @@ template <int D> struct efficient_cfg {
     typedef flash_traits<D, 64, (D <= 128 ? 64 : 32), 4, 1, (D <= 128)> type;
 };
 
+/* v2, head_dim exactly 128: flash_exact.cuh in the `efficient` tile (64-row query tiles,
+ * 4 warps x 16 rows, Q in registers, 64-key blocks) with the head dim compiled in and K/V in
+ * a 2-stage ring, one barrier per block; 209 registers (sm_90; 188 sm_80), no spills, 80 KB
+ * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (ATTND_EFFICIENT_LEGACY=1). */
+typedef flash_xtraits<128, 64, 4, 1, true, 2> efficient_xcfg_d128;
+
+static std::atomic<int> efficient_impl_forced(EFFICIENT_IMPL_ENV);
+
+void efficient_set_impl(int impl) { efficient_impl_forced.store(impl); }
+
+static int efficient_impl()
+{
+    static const int from_env = [] {
+        const char *e = getenv("ATTND_EFFICIENT_LEGACY");
+        return e && *e && strcmp(e, "0") != 0 ? EFFICIENT_IMPL_LEGACY : EFFICIENT_IMPL_EXACT;
+    }();
+    const int f = efficient_impl_forced.load(std::memory_order_relaxed);
+    return f == EFFICIENT_IMPL_EXACT || f == EFFICIENT_IMPL_LEGACY ? f : from_env;
+}
+
 template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const char *who = "efficient_forward";
+    if (p->head_dim == 128 && efficient_impl() == EFFICIENT_IMPL_EXACT)
+        return flash_x_launch<efficient_xcfg_d128, T, BF16>(ctx, p, t, who);
     switch ((p->head_dim + 31) / 32) {
     case 1: return flash_launch<efficient_cfg<32>::type, T, BF16>(ctx, p, t, who);
     case 2: return flash_launch<efficient_cfg<64>::type, T, BF16>(ctx, p, t, who);

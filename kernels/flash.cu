@@ -1,5 +1,6 @@
 /* flash.cu — the `flash` variant: FlashAttention-2 style fused forward for fp16/bf16
- * (kernel body in flash_kernel.cuh, primitives in flash_mma.cuh).
+ * (kernel bodies in flash_kernel.cuh and, for head_dim 96/128, flash_exact.cuh;
+ * primitives in flash_mma.cuh).
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
  * 1720 / 1555 / 134 us on the shapes of /work/shared/peers-h200.md):
@@ -21,19 +22,30 @@
  *       Predicted +5-10% at D64. Measured: D64 +45-55% (85 us at B8 S1024 causal, PyTorch
  *       94; 491 us = 280 TFLOP/s at B4 S4096 causal, PyTorch 520; 145 us at B16 H32 S512,
  *       PyTorch 134); D128 unchanged: 187 TFLOP/s at S8192 causal (PyTorch 320).
- *   next: D96/D128 with EXACT_D spill (28-132 bytes at BN 32-64, with or without a partial
- *       k-step unroll): the remaining gap at D128 is ptxas register allocation around 128
- *       fp32 accumulators; try an 8-warp 128-row tile with MI = 1 for D128 plus EXACT_D,
- *       a 16-byte smem-staged epilogue, and splitting the K and V cp.async groups.
+ *   v4  D96/D128 only (flash_exact.cuh; v3 stays selectable: ATTND_FLASH_LEGACY=1): head dim
+ *       compiled in, K/V ring with ONE barrier per key block (wait, barrier, issue block
+ *       j+1, compute block j: warps drift apart between barriers, so softmax overlaps other
+ *       warps' mma), O rescaled only when a row max changed (warp vote), O staged through
+ *       smem for 16-byte row stores, copy addresses as one pointer + immediates. With one
+ *       barrier instead of two, ptxas fits FA2's exact tile — 128x64, 4 warps x 32 rows, Q
+ *       from smem per k-step, 2 CTAs/SM — in 252 registers without spills on sm_90 (w4;
+ *       sm_80..89 spill 28 B there, so they get BN 48). w8 = v1's shape (8 warps x 16 rows,
+ *       Q in registers) with the v4 body, kept for comparison and for sm_86/89.
+ *       Predicted (bench/NOTES.md): w4 290-340 TFLOP/s at B2 H16 S8192 D128 causal.
  *
- * Configurations are the same on sm_80..sm_90: every one needs ≤ 96 KB of shared memory,
- * which fits sm_86/sm_89's 99 KB opt-in as well as sm_80's 163 KB and sm_90's 227 KB.
+ * Configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on sm_90, 48
+ * before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB opt-in
+ * as well as sm_80's 163 KB and sm_90's 227 KB.
  */
 #include "kernels/fused.h"
 
+#include <atomic>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
+#include "kernels/flash_exact.cuh"
 #include "kernels/flash_kernel.cuh"
 
 /* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (flash_check) */
@@ -42,6 +54,21 @@ typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_cfg_d64;
 typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_cfg_d96;
 typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_cfg_d128;
 typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
+
+/* v4 (flash_exact.cuh), head_dim 96 and 128 only. ptxas, bf16, zero spills everywhere:
+ *         D   BN  warps MI Q-in-regs CTAs/SM  regs sm_90 / sm_80   smem
+ *   w4:   128 64  4     2  no        2        252 / (sm_90 only)   96 KB  FA2's tile and warp shape
+ *         128 48  4     2  no        2        246 / 253            80 KB  (w4 before sm_90: 64 spills 28 B)
+ *         96  64  4     2  no        2        255 / 252            80 KB
+ *   w8:   128 64  8     1  yes       1        207 / 194            96 KB
+ *         96  64  8     1  yes       1        171 / 165            78 KB
+ * BM is 128 everywhere. Default: w4, except sm_86/sm_89 (≤ 100 KB of smem per SM: one CTA
+ * whatever the tile, so 8 warps beat 4 there). */
+typedef flash_xtraits<128, 64, 4, 2, false, 2, true> flash_xcfg_d128_w4_sm90;
+typedef flash_xtraits<128, 48, 4, 2, false, 2> flash_xcfg_d128_w4;
+typedef flash_xtraits<96, 64, 4, 2, false, 2> flash_xcfg_d96_w4;
+typedef flash_xtraits<128, 64, 8, 1, true, 1> flash_xcfg_d128_w8;
+typedef flash_xtraits<96, 64, 8, 1, true, 1> flash_xcfg_d96_w8;
 
 #define FLASH_HEAD_DIMS "32, 64, 96, 128, 256"
 
@@ -74,14 +101,50 @@ size_t flash_workspace_bytes(const attn_problem *p)
     return 0;
 }
 
+/* Which kernel runs head_dim 96/128: flash_set_impl's choice if one was made, else the
+ * environment, read once (thread-safe static init): ATTND_FLASH_IMPL=legacy|w8|w4, or
+ * ATTND_FLASH_LEGACY=1 (= legacy), else the per-architecture default (see above). */
+static std::atomic<int> flash_impl_forced(FLASH_IMPL_ENV);
+
+static int flash_impl_from_env()
+{
+    const char *e = getenv("ATTND_FLASH_IMPL");
+    if (e && strcmp(e, "legacy") == 0) return FLASH_IMPL_LEGACY;
+    if (e && strcmp(e, "w4") == 0) return FLASH_IMPL_W4;
+    if (e && strcmp(e, "w8") == 0) return FLASH_IMPL_W8;
+    e = getenv("ATTND_FLASH_LEGACY");
+    if (e && *e && strcmp(e, "0") != 0) return FLASH_IMPL_LEGACY;
+    return FLASH_IMPL_ENV; /* the per-architecture default */
+}
+
+void flash_set_impl(int impl) { flash_impl_forced.store(impl); }
+
+static int flash_impl(int cc)
+{
+    static const int from_env = flash_impl_from_env();
+    int f = flash_impl_forced.load(std::memory_order_relaxed);
+    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4) f = from_env;
+    if (f != FLASH_IMPL_ENV) return f;
+    return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
+}
+
 template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
+    const int impl = (p->head_dim == 96 || p->head_dim == 128) ? flash_impl(ctx->cc) : FLASH_IMPL_LEGACY;
     switch (p->head_dim) {
     case 32: return flash_launch<flash_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64: return flash_launch<flash_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
-    case 96: return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
-    case 128: return flash_launch<flash_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    case 96:
+        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4) return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
+    case 128:
+        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4 && ctx->cc >= 90)
+            return flash_x_launch<flash_xcfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4) return flash_x_launch<flash_xcfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
     case 256: return flash_launch<flash_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
     default: return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "unsupported head_dim");
     }

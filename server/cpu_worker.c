@@ -18,6 +18,7 @@
 #include "../kernels/variants.h"
 #include "measure.h"
 #include "output_stats.h"
+#include "worker_tensors.h"
 
 /* ---- the device object ------------------------------------------------------------ */
 
@@ -121,6 +122,30 @@ static int cpu_forward(exec_context *ctx, void *arg)
     return j->v->forward(ctx, j->p, &j->t, j->workspace);
 }
 
+/* q, k, v from the seed, into fresh host buffers; an input in `resident` (a resident
+ * tensor, issue 4) gets no buffer (NULL). Returns 0, or -1 with e (413). */
+static int cpu_make_inputs_except(const run_request *r, const void *const resident[3], void **q, void **k, void **v,
+                                  api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    size_t esz = attn_dtype_bytes(p->dtype);
+    size_t qb = (size_t)attn_q_elems(p) * esz, kvb = (size_t)attn_kv_elems(p) * esz;
+
+    *q = *k = *v = NULL;
+    if (!resident[0] && !(*q = cpu_alloc(qb))) goto oom;
+    if (!resident[1] && !(*k = cpu_alloc(kvb))) goto oom;
+    if (!resident[2] && !(*v = cpu_alloc(kvb))) goto oom;
+    if (*q) inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
+    if (*k) inputs_generate_cpu(*k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K);
+    if (*v) inputs_generate_cpu(*v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V);
+    return 0;
+oom:
+    free(*q), free(*k), free(*v);
+    *q = *k = *v = NULL;
+    return api_fail(e, 413, "too_large_for_device", "", "host allocation of the inputs (%.3g GB) failed",
+                    (double)(qb + 2 * kvb) / 1e9);
+}
+
 /* q, k, v from the seed, into fresh host buffers. Returns 0, or -1 with e (413). */
 static int cpu_make_inputs(const run_request *r, void **q, void **k, void **v, api_error *e)
 {
@@ -152,6 +177,7 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     verify_result vr;
     char why[256];
     void *q = NULL, *k = NULL, *vv = NULL, *out = NULL, *ws = NULL;
+    const void *resident[3] = {NULL, NULL, NULL};
     size_t esz = attn_dtype_bytes(p->dtype), out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes;
     cJSON *res = NULL;
 
@@ -171,8 +197,10 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     if (cpu_check_fits(attn_min_bytes(p) + (double)ws_bytes + cpu_reference_scratch_bytes(p, threads), e) != 0)
         return NULL;
 
+    if (worker_tensors_inputs(r, &resident[0], &resident[1], &resident[2], e) != 0) return NULL;
+
     reference_set_threads(threads);
-    if (cpu_make_inputs(r, &q, &k, &vv, e) != 0) return NULL;
+    if (cpu_make_inputs_except(r, resident, &q, &k, &vv, e) != 0) return NULL;
     out = cpu_alloc(out_bytes);
     ws = cpu_alloc(ws_bytes);
     if (!out || !ws) {
@@ -184,7 +212,10 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     memset(&ctx, 0, sizeof ctx); /* no stream, no handles: the cpu device */
     ctx.device = -1;
     job.v = v, job.p = p, job.workspace = ws;
-    job.t.q = q, job.t.k = k, job.t.v = vv, job.t.out = out;
+    job.t.q = resident[0] ? resident[0] : q;
+    job.t.k = resident[1] ? resident[1] : k;
+    job.t.v = resident[2] ? resident[2] : vv;
+    job.t.out = out;
 
     if (measure_cpu(&ctx, cpu_forward, &job, r, &ts) != 0) {
         api_fail(e, 500, "run_failed", "", "%s", ctx.error[0] ? ctx.error : "timing the forward failed");
@@ -216,6 +247,14 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         cJSON_AddNullToObject(res, "verify");
     }
     cJSON_AddItemToObject(res, "perf", perf_to_json(p, ts.median_us));
+    if (r->keep_output) { /* the output becomes a resident tensor (issue 4) */
+        if (worker_tensors_keep_output(r, out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
+            cJSON_Delete(res);
+            res = NULL;
+            goto done;
+        }
+        out = NULL;
+    }
 
 done:
     free(q), free(k), free(vv), free(out), free(ws);

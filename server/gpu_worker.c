@@ -41,6 +41,7 @@
 #include "measure.h"
 #include "output_stats.h"
 #include "profile.h"
+#include "worker_tensors.h"
 
 #define GPU_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -273,9 +274,10 @@ static void gpu_buffers_free(gpu_worker *w, gpu_buffers *b)
 static int gpu_make_inputs(exec_context *ctx, const run_request *r, gpu_buffers *b)
 {
     const attn_problem *p = &r->problem;
-    TRY(inputs_generate_gpu(ctx, b->d_q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q));
-    TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K));
-    TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V));
+    /* A resident input (issue 4) has no buffer here: it is not generated. */
+    if (b->d_q) TRY(inputs_generate_gpu(ctx, b->d_q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q));
+    if (b->d_k) TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K));
+    if (b->d_v) TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V));
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
     return 0;
 }
@@ -332,6 +334,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     size_t q_bytes = (size_t)attn_q_elems(p) * esz, kv_bytes = (size_t)attn_kv_elems(p) * esz;
     size_t out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes, ref_bytes = 0, math_ws_bytes = 0;
     size_t free_b = 0, total_b = 0;
+    const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (issue 4) */
     double need;
     int verify_gpu, have_prof = 0, have_verify = 0;
     cJSON *res = NULL;
@@ -362,6 +365,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
                  w->profile_error);
         return NULL;
     }
+    if (worker_tensors_inputs(r, &res_q, &res_k, &res_v, e) != 0) return NULL;
+    if (res_q) q_bytes = 0; /* nothing to allocate for a resident input */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
     verify_gpu = r->verify && run_request_macs(r) > r->verify_cpu_max_macs;
     if (verify_gpu) {
@@ -369,8 +374,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         math_ws_bytes = math_workspace_bytes(p);
     }
     /* In double: a request near the bounds must not wrap size_t before it is refused. */
-    need = (double)attn_q_elems(p) * esz + 2.0 * (double)attn_kv_elems(p) * esz + (double)attn_out_elems(p) * esz +
-           (double)ws_bytes + (double)ref_bytes + (double)math_ws_bytes;
+    need = (res_q ? 0.0 : (double)attn_q_elems(p) * esz) + ((res_k ? 0 : 1) + (res_v ? 0 : 1)) * (double)attn_kv_elems(p) * esz +
+           (double)attn_out_elems(p) * esz + (double)ws_bytes + (double)ref_bytes + (double)math_ws_bytes;
     ce = cudaMemGetInfo(&free_b, &total_b);
     if (ce != cudaSuccess) {
         exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemGetInfo(&free_b, &total_b)", ce);
@@ -389,8 +394,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
              attn_dtype_name(p->dtype), attn_mask_name(p->mask));
     nvtxRangePushA(range);
 
-    if (gpu_alloc(w, &b.d_q, q_bytes, "q", e) || gpu_alloc(w, &b.d_k, kv_bytes, "k", e) ||
-        gpu_alloc(w, &b.d_v, kv_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
+    if (gpu_alloc(w, &b.d_q, q_bytes, "q", e) || gpu_alloc(w, &b.d_k, res_k ? 0 : kv_bytes, "k", e) ||
+        gpu_alloc(w, &b.d_v, res_v ? 0 : kv_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
         gpu_alloc(w, &b.d_ws, ws_bytes, "the workspace", e) ||
         gpu_alloc(w, (void **)&b.d_ref, ref_bytes, "the fp32 reference", e) ||
         gpu_alloc(w, &b.d_math_ws, math_ws_bytes, "the reference workspace", e))
@@ -402,7 +407,10 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     }
     job.v = v;
     job.p = p;
-    job.t.q = b.d_q, job.t.k = b.d_k, job.t.v = b.d_v, job.t.out = b.d_out;
+    job.t.q = res_q ? res_q : b.d_q;
+    job.t.k = res_k ? res_k : b.d_k;
+    job.t.v = res_v ? res_v : b.d_v;
+    job.t.out = b.d_out;
     job.d_ws = b.d_ws;
 
     if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
@@ -441,12 +449,23 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     cJSON_AddItemToObject(res, "timing", timing_to_json(&ts));
     if (have_prof) cJSON_AddItemToObject(res, "kernels", profile_to_json(&prof));
     else cJSON_AddNullToObject(res, "kernels");
+    /* The Chrome trace of the profiled forward: the front stores it apart (traces table,
+     * GET /v1/runs/ID/trace) and strips it from the record. */
+    if (have_prof) cJSON_AddItemToObject(res, "trace", profile_trace_json(&prof, w->prop.name));
     cJSON_AddItemToObject(res, "output", output_to_json(&os, p));
     /* With an output memfd the front fills "verify" from the cpu worker's answer. */
     if (have_verify) cJSON_AddItemToObject(res, "verify", verify_to_json(&vr));
     else cJSON_AddNullToObject(res, "verify");
     cJSON_AddItemToObject(res, "perf", perf_to_json(p, ts.median_us));
     if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
+    if (r->keep_output) { /* the output becomes a resident tensor (issue 4): not freed below */
+        if (worker_tensors_keep_output(r, b.d_out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
+            cJSON_Delete(res);
+            res = NULL;
+            goto cleanup;
+        }
+        b.d_out = NULL;
+    }
 
 cleanup:
     profile_free(&prof);

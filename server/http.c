@@ -5,7 +5,8 @@
  * without holding up other clients; MHD_CONNECTION_LIMIT bounds the threads. A request
  * body is accumulated up to settings.max_body_bytes: a larger Content-Length is answered
  * 413 before any of the body is read; a chunked body that grows past the limit is dropped
- * as it arrives and answered 413 at its end.
+ * as it arrives and answered 413 at its end. Routes listed in http_streaming_routes (tensor
+ * uploads) get their body written to a memfd as it arrives instead (http_request.body_fd).
  *
  * Every libmicrohttpd call is checked (MHD_CHECK): a failure is logged with the call, file
  * and line, and the connection is closed rather than the front crashing.
@@ -19,16 +20,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <microhttpd.h>
 
+#include "auth.h"
 #include "log.h"
+#include "metrics.h"
+#include "tls.h"
 
 #define HTTP_CONNECTION_LIMIT 512   /* concurrent connections (= threads) */
 #define HTTP_CONNECTION_TIMEOUT_S 120 /* idle connections are closed after this */
+#define HTTP_STREAM_MAX_BYTES (64ULL << 30) /* a streamed body (tensor uploads) */
 
 /* Log a failed libmicrohttpd call that returns MHD_NO / NULL; evaluates to 1 when it failed. */
 #define MHD_FAILED(ok, call) ((ok) ? 0 : (log_error("%s failed at %s:%d", call, __FILE__, __LINE__), 1))
@@ -55,7 +61,7 @@ int http_add_header(http_request *req, const char *name, const char *value)
 }
 
 /* Queue buf (malloc'd, len bytes; ownership passes to libmicrohttpd) as the answer. */
-static void http_send_buffer(http_request *req, int status, char *buf, size_t len)
+static void http_send_typed(http_request *req, int status, const char *content_type, char *buf, size_t len)
 {
     struct MHD_Connection *conn = req->conn;
     struct MHD_Response *resp;
@@ -67,13 +73,14 @@ static void http_send_buffer(http_request *req, int status, char *buf, size_t le
         return;
     }
     req->answered = 1;
+    req->status = status;
     resp = MHD_create_response_from_buffer_with_free_callback(len, buf, &free);
     if (MHD_FAILED(resp != NULL, "MHD_create_response_from_buffer_with_free_callback")) {
         free(buf);
         req->queue_failed = 1;
         return;
     }
-    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json") == MHD_YES,
+    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) == MHD_YES,
                    "MHD_add_response_header(Content-Type)"))
         req->queue_failed = 1;
     for (i = 0; i < req->n_headers; i++)
@@ -88,6 +95,55 @@ static void http_send_buffer(http_request *req, int status, char *buf, size_t le
         log_warn("%s %s -> %d", req->method, req->path, status);
     else
         log_debug("%s %s -> %d", req->method, req->path, status);
+}
+
+static void http_send_buffer(http_request *req, int status, char *buf, size_t len)
+{
+    http_send_typed(req, status, "application/json", buf, len);
+}
+
+void http_send_bytes(http_request *req, int status, const char *content_type, const void *data, size_t len)
+{
+    char *buf = malloc(len ? len : 1);
+
+    if (!buf) {
+        log_error("%s %s: out of memory for a %zu-byte answer", req->method, req->path, len);
+        req->answered = req->queue_failed = 1;
+        return;
+    }
+    if (len) memcpy(buf, data, len);
+    http_send_typed(req, status, content_type, buf, len);
+}
+
+void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size)
+{
+    struct MHD_Response *resp;
+    int i;
+
+    if (req->answered) {
+        log_error("%s %s: a second answer (%d) was dropped", req->method, req->path, status);
+        close(fd);
+        return;
+    }
+    req->answered = 1;
+    req->status = status;
+    resp = MHD_create_response_from_fd64(size, fd); /* owns fd once created; not when NULL */
+    if (MHD_FAILED(resp != NULL, "MHD_create_response_from_fd64")) {
+        close(fd);
+        req->queue_failed = 1;
+        return;
+    }
+    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) == MHD_YES,
+                   "MHD_add_response_header(Content-Type)"))
+        req->queue_failed = 1;
+    for (i = 0; i < req->n_headers; i++)
+        if (MHD_FAILED(MHD_add_response_header(resp, req->header_name[i], req->header_value[i]) == MHD_YES,
+                       "MHD_add_response_header"))
+            req->queue_failed = 1;
+    if (!req->queue_failed &&
+        MHD_FAILED(MHD_queue_response(req->conn, (unsigned)status, resp) == MHD_YES, "MHD_queue_response"))
+        req->queue_failed = 1;
+    MHD_destroy_response(resp); /* closes fd once the answer is sent (or at once when not queued) */
 }
 
 void http_send_json_text(http_request *req, int status, const char *text, size_t len)
@@ -118,14 +174,43 @@ void http_send_json(http_request *req, int status, const cJSON *body)
     cJSON_free(text);
 }
 
+/* Copy s into out (len bytes) as valid UTF-8: each byte that does not start a complete,
+ * well-formed sequence becomes '?'. Messages quote client input, cut with %.40s, which can
+ * split a character or hold arbitrary bytes; cJSON does not check, and JSON must be UTF-8. */
+static const char *http_utf8(const char *s, char *out, size_t len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = 0;
+
+    while (*p && n + 5 < len) {
+        int k = *p < 0x80 ? 1 : (*p & 0xE0) == 0xC0 && *p >= 0xC2 ? 2 : (*p & 0xF0) == 0xE0 ? 3
+                : (*p & 0xF8) == 0xF0 && *p <= 0xF4 ? 4 : 0;
+        int i, good = k > 0;
+        for (i = 1; good && i < k; i++) good = (p[i] & 0xC0) == 0x80;
+        if (good && k == 3) good = !(p[0] == 0xE0 && p[1] < 0xA0) && !(p[0] == 0xED && p[1] >= 0xA0);
+        if (good && k == 4) good = !(p[0] == 0xF0 && p[1] < 0x90) && !(p[0] == 0xF4 && p[1] >= 0x90);
+        if (!good) {
+            out[n++] = '?';
+            p++;
+            continue;
+        }
+        memcpy(out + n, p, (size_t)k);
+        n += (size_t)k;
+        p += k;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 cJSON *http_error_json(const api_error *e)
 {
     cJSON *root = cJSON_CreateObject(), *err = root ? cJSON_AddObjectToObject(root, "error") : NULL;
+    char message[sizeof e->message + 8], field[sizeof e->field + 8];
     int ok = err != NULL;
 
     ok = ok && cJSON_AddStringToObject(err, "code", e->code[0] ? e->code : "internal");
-    ok = ok && cJSON_AddStringToObject(err, "message", e->message);
-    ok = ok && (e->field[0] ? cJSON_AddStringToObject(err, "field", e->field) != NULL
+    ok = ok && cJSON_AddStringToObject(err, "message", http_utf8(e->message, message, sizeof message));
+    ok = ok && (e->field[0] ? cJSON_AddStringToObject(err, "field", http_utf8(e->field, field, sizeof field)) != NULL
                             : cJSON_AddNullToObject(err, "field") != NULL);
     if (!ok) {
         cJSON_Delete(root);
@@ -165,6 +250,7 @@ void http_fail(http_request *req, int status, const char *code, const char *fiel
 typedef struct http_conn {
     char *body;
     size_t len, cap;
+    int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
 } http_conn;
 
@@ -188,19 +274,41 @@ static enum MHD_Result http_query_add(void *cls, enum MHD_ValueKind kind, const 
     return MHD_YES;
 }
 
-/* Does path match pattern? A pattern "/a/{id}" matches "/a/X" for one non-empty segment X. */
-static int http_route_match(const char *pattern, const char *path, const char **id)
+/* Does path match pattern? A pattern "/a/{id}" matches "/a/X" for one non-empty segment X,
+ * and "/a/{id}/b" matches "/a/X/b". X is copied into id_buf (id_len bytes; a longer X does
+ * not match) so that *id is NUL-terminated. */
+static int http_route_match(const char *pattern, const char *path, const char **id, char *id_buf, size_t id_len)
 {
-    const char *brace = strstr(pattern, "/{");
-    size_t prefix;
+    const char *brace = strstr(pattern, "/{"), *close, *seg_end;
+    size_t prefix, seg;
 
     *id = NULL;
     if (!brace) return strcmp(pattern, path) == 0;
     prefix = (size_t)(brace - pattern) + 1;
     if (strncmp(pattern, path, prefix) != 0) return 0;
-    if (path[prefix] == '\0' || strchr(path + prefix, '/')) return 0;
-    *id = path + prefix;
+    close = strchr(brace, '}');
+    if (!close) return 0;
+    seg_end = strchr(path + prefix, '/');
+    if (!seg_end) seg_end = path + strlen(path);
+    seg = (size_t)(seg_end - (path + prefix));
+    if (seg == 0 || seg >= id_len || strcmp(close + 1, seg_end) != 0) return 0;
+    memcpy(id_buf, path + prefix, seg);
+    id_buf[seg] = '\0';
+    *id = id_buf;
     return 1;
+}
+
+/* Does the route for method and url take its body as a stream (http_streaming_routes)? */
+static int http_streaming_route(const char *method, const char *url)
+{
+    char id_buf[128];
+    const char *id;
+    size_t i;
+
+    if (strcmp(method, "POST") != 0) return 0;
+    for (i = 0; http_streaming_routes[i]; i++)
+        if (http_route_match(http_streaming_routes[i], url, &id, id_buf, sizeof id_buf)) return 1;
+    return 0;
 }
 
 static void http_route_request(http_request *req)
@@ -213,9 +321,10 @@ static void http_route_request(http_request *req)
     for (i = 0; i < http_routes_count; i++) {
         const http_route *r = &http_routes[i];
         const char *id;
-        if (!http_route_match(r->pattern, req->path, &id)) continue;
+        if (!http_route_match(r->pattern, req->path, &id, req->id_buf, sizeof req->id_buf)) continue;
         if (strcmp(r->method, method) == 0) {
             req->id = id;
+            req->route = r->pattern;
             r->handler(req);
             return;
         }
@@ -247,6 +356,7 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
     req.method = method;
     req.path = url;
     req.settings = http_cfg;
+    req.body_fd = -1;
 
     q.obj = cJSON_CreateObject();
     if (!q.obj) {
@@ -268,13 +378,17 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
         http_fail(&req, 400, "duplicate_parameter", q.duplicate, "query parameter '%s' is given more than once",
                   q.duplicate);
     else {
-        if (c->len > 0) {
+        if (c->fd >= 0) {
+            req.body_fd = c->fd;
+            req.body_len = c->len;
+        } else if (c->len > 0) {
             req.body = c->body;
             req.body_len = c->len;
         }
-        http_route_request(&req);
+        if (auth_allow(&req)) http_route_request(&req); /* auth.c: 401 when a token is needed */
     }
     if (!req.answered) http_fail(&req, 500, "internal", "", "the handler of %s %.200s gave no answer", method, url);
+    metrics_http_request(method, req.route, req.status);
     cJSON_Delete(q.obj);
     return req.queue_failed ? MHD_NO : MHD_YES;
 }
@@ -297,6 +411,20 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         }
         *con_cls = c;
         atomic_fetch_add(&http_requests_in_flight, 1);
+        c->fd = -1;
+        /* A request that needs a token and lacks a valid one is answered 401 now, before any
+         * of its body is read: an upload must not stream gigabytes unauthenticated (auth.c). */
+        if (!auth_check(method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                 MHD_HTTP_HEADER_AUTHORIZATION)))
+            return http_dispatch(conn, url, method, c);
+        if (http_streaming_route(method, url)) {
+            c->fd = memfd_create("attnd-upload", MFD_CLOEXEC);
+            if (c->fd < 0) {
+                log_error("memfd_create for an upload: %s", strerror(errno));
+                return MHD_NO;
+            }
+            max = HTTP_STREAM_MAX_BYTES; /* the handler applies the memory budget (507) */
+        }
         /* A declared body over the limit: answer now, before reading any of it (the
          * connection is closed after the answer). */
         cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -313,10 +441,28 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         return MHD_YES;
     }
 
+    if (c->fd >= 0) max = HTTP_STREAM_MAX_BYTES;
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (c->too_large) return MHD_YES;
+        if (c->fd >= 0) { /* streaming: straight to the memfd, never accumulated */
+            if (c->len + n > max) {
+                c->too_large = 1;
+                if (ftruncate(c->fd, 0) != 0) log_warn("ftruncate of an upload: %s", strerror(errno));
+                return MHD_YES;
+            }
+            while (n > 0) {
+                ssize_t w = write(c->fd, upload_data, n);
+                if (w < 0 && errno == EINTR) continue;
+                if (w <= 0) {
+                    log_error("writing an upload to its memfd: %s", strerror(errno));
+                    return MHD_NO;
+                }
+                upload_data += w, n -= (size_t)w, c->len += (size_t)w;
+            }
+            return MHD_YES;
+        }
         if (c->len + n > max) {
             c->too_large = 1;
             free(c->body);
@@ -352,6 +498,7 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
     http_conn *c = *con_cls;
 
     if (!c) return;
+    if (c->fd >= 0) close(c->fd);
     free(c->body);
     free(c);
     *con_cls = NULL;
@@ -406,7 +553,8 @@ int http_start(const settings *s, char *err, size_t err_len)
     unsigned flags =
         MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     unsigned bound_port;
-    int rc, v6;
+    int rc, v6, tls_on;
+    struct MHD_OptionItem tls_opts[TLS_OPTIONS_MAX]; /* tls.c: empty without TLS */
 
     if (http_split_listen(s->listen, host, sizeof host, port, sizeof port) != 0) {
         snprintf(err, err_len, "listen '%s' is not host:port or [IPv6]:port", s->listen);
@@ -425,6 +573,10 @@ int http_start(const settings *s, char *err, size_t err_len)
     v6 = ai->ai_family == AF_INET6;
     if (v6) flags |= MHD_USE_IPv6;
 
+    if (tls_prepare(s, tls_opts, &flags, &tls_on, err, err_len) != 0) {
+        freeaddrinfo(ai);
+        return -1;
+    }
     http_cfg = s;
     errno = 0;
     http_daemon = MHD_start_daemon(flags, (uint16_t)atoi(port), NULL, NULL, &http_access, NULL,
@@ -433,12 +585,14 @@ int http_start(const settings *s, char *err, size_t err_len)
                                    MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
                                    MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
                                    MHD_OPTION_NOTIFY_COMPLETED, &http_completed, NULL,
+                                   MHD_OPTION_ARRAY, tls_opts,
                                    MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!http_daemon) {
         snprintf(err, err_len, "cannot listen on %s%s%s", s->listen, errno ? ": " : " (see the log above)",
                  errno ? strerror(errno) : "");
         http_cfg = NULL;
+        tls_release();
         return -1;
     }
 
@@ -451,9 +605,10 @@ int http_start(const settings *s, char *err, size_t err_len)
     bound_port = info->port;
 
     /* Tests and scripts wait for exactly this line. */
-    printf("attnd listening on http://%s%s%s:%u\n", v6 ? "[" : "", host, v6 ? "]" : "", bound_port);
+    printf("attnd listening on http%s://%s%s%s:%u\n", tls_on ? "s" : "", v6 ? "[" : "", host, v6 ? "]" : "",
+           bound_port);
     fflush(stdout);
-    log_info("listening on http://%s%s%s:%u", v6 ? "[" : "", host, v6 ? "]" : "", bound_port);
+    log_info("listening on http%s://%s%s%s:%u", tls_on ? "s" : "", v6 ? "[" : "", host, v6 ? "]" : "", bound_port);
     return 0;
 }
 
@@ -474,4 +629,5 @@ void http_stop(void)
     if (!http_daemon) return;
     MHD_stop_daemon(http_daemon);
     http_daemon = NULL;
+    tls_release();
 }

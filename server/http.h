@@ -28,11 +28,16 @@ typedef struct http_request {
     const cJSON *query;      /* query-string parameters: an object of strings, never NULL */
     const char *body;        /* NUL-terminated copy of the body; NULL when there is none */
     size_t body_len;         /* bytes of body, the terminating NUL not counted */
+    int body_fd;             /* streaming routes: a memfd holding the body_len bytes (body is
+                                NULL); -1 otherwise. Owned by http.c: dup it to keep it */
     const settings *settings;
 
     /* private to http.c */
     void *conn;              /* struct MHD_Connection * */
     int answered;            /* an http_send_* call queued the answer (or failed to) */
+    int status;              /* the status answered (for /metrics) */
+    const char *route;       /* the pattern of the route that handled it; NULL when none */
+    char id_buf[128];        /* the {id} segment, NUL-terminated */
     int queue_failed;        /* libmicrohttpd refused the answer: close the connection */
     int n_headers;
     char header_name[HTTP_MAX_EXTRA_HEADERS][32];
@@ -42,8 +47,9 @@ typedef struct http_request {
 /* A handler answers with exactly one http_send_* call. */
 typedef void (*http_handler)(http_request *req);
 
-/* A route: method and path pattern, either exact ("/v1/variants") or ending in one
- * parameter segment ("/v1/runs/{id}": one non-empty segment without '/'). */
+/* A route: method and path pattern, either exact ("/v1/variants") or with one parameter
+ * segment ("/v1/runs/{id}", "/v1/runs/{id}/trace": one non-empty segment without '/',
+ * under 128 bytes), followed by an optional literal suffix. */
 typedef struct http_route {
     const char *method;
     const char *pattern;
@@ -54,6 +60,11 @@ typedef struct http_route {
 /* The route table (routes.c). */
 extern const http_route http_routes[];
 extern const size_t http_routes_count;
+
+/* Patterns of the POST routes whose body streams (routes.c; NULL-terminated): it is written
+ * to a memfd as it arrives (http_request.body_fd), never held in memory, and bounded by
+ * 64 GiB instead of max_body_bytes (the handler checks the memory budget). */
+extern const char *const http_streaming_routes[];
 
 /* Listen on s->listen and serve until http_stop. Prints one line on stdout once listening:
  *   attnd listening on http://HOST:PORT
@@ -84,6 +95,13 @@ void http_send_json(http_request *req, int status, const cJSON *body);
 
 /* Answer with text that already is JSON (e.g. a stored record), sent as is plus "\n". */
 void http_send_json_text(http_request *req, int status, const char *text, size_t len);
+
+/* Answer with bytes of any type (a static file, /metrics text). Copies data. */
+void http_send_bytes(http_request *req, int status, const char *content_type, const void *data, size_t len);
+
+/* Answer with the size bytes of fd from its start (a memfd: streamed by libmicrohttpd,
+ * never copied into memory). Takes ownership of fd, whatever happens. */
+void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size);
 
 /* Answer {"error":{"code","message","field"}} with e->status; field null when empty. */
 void http_send_error(http_request *req, const api_error *e);

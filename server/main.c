@@ -21,6 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "auth.h"
 #include "http.h"
 #include "log.h"
 #include "main.h"
@@ -121,6 +122,10 @@ static int main_front(int argc, char **argv)
         return 1;
     }
 
+    if (auth_load(&s, err, sizeof err) != 0) { /* a bad token file stops the start, like a bad setting */
+        fprintf(stderr, "attnd: %s\n", err);
+        return 2;
+    }
     if (make_dirs(s.data_dir, err, sizeof err) != 0 || store_open(s.data_dir, err, sizeof err) != 0) {
         log_error("store: %s", err);
         return 1;

@@ -45,6 +45,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "main.h" /* the front's argv: workers get the same flags, so the same settings */
+#include "metrics.h"
 #include "store.h"
 
 /* Weak: main.o is not linked into the unit tests, which link this file; without it a worker
@@ -60,7 +61,7 @@
 #define POOL_WORKER_FD 3        /* the socket's number in the worker (--ipc-fd 3) */
 
 typedef enum slot_state { SLOT_STARTING, SLOT_UP, SLOT_DOWN } slot_state;
-typedef enum job_kind { JOB_RUN, JOB_VERIFY } job_kind;
+typedef enum job_kind { JOB_RUN, JOB_VERIFY, JOB_TENSOR } job_kind;
 
 static const char *const slot_state_names[] = {"starting", "up", "down"};
 
@@ -72,10 +73,14 @@ typedef struct pool_job {
     int fd;        /* JOB_VERIFY: the output bytes (owned by the GPU dispatcher) */
     size_t bytes;
     cJSON *verify; /* JOB_VERIFY answer: the verify object, or {"error":"…"} */
+    cJSON *msg;    /* JOB_TENSOR: the message to send (the caller's); fd rides along */
+    int reply_fd;  /* JOB_TENSOR: the descriptor of the answer, or -1 (the waiter's) */
+    int generation; /* JOB_TENSOR: the worker generation (slot restarts) it ran on */
     /* The end, handed to the waiter under pool_mu. */
     int finished;
     int http_status;
     cJSON *response;
+    int detached; /* async (set once queued): no waiter; the end frees the job and stores refusals */
     pthread_cond_t cond;
     struct pool_job *next;
 } pool_job;
@@ -90,6 +95,7 @@ typedef struct worker_slot {
     pool_job *head, *tail;
     int queued; /* JOB_RUN jobs waiting or reserved (queue_depth applies to these) */
     int restarts;
+    int running; /* the dispatcher is between taking a job and its end (pool_stop waits for it) */
     pthread_t thread;
     int thread_started;
     pthread_cond_t work_cond;  /* a job arrived, or stopping */
@@ -423,9 +429,18 @@ static int slot_lose_worker(worker_slot *w, int sig)
 
 /* ------------------------------------------------------------------------------ jobs -- */
 
-/* Hand the end to the waiter. Under pool_mu. */
+static void job_store_final(pool_job *j, const char *status);
+
+/* Hand the end to the waiter. Under pool_mu. A detached (async) job has no waiter: it is
+ * freed here, so the caller must not touch j afterwards. */
 static void job_finish_locked(pool_job *j, int http_status, cJSON *response)
 {
+    if (j->detached) {
+        cJSON_Delete(response);
+        pthread_cond_destroy(&j->cond);
+        free(j);
+        return;
+    }
     j->http_status = http_status;
     j->response = response;
     j->finished = 1;
@@ -437,10 +452,23 @@ static void job_finish_locked(pool_job *j, int http_status, cJSON *response)
 static void job_refuse_locked(pool_job *j, int http_status, const char *code, const char *message,
                               const char *field)
 {
+    if (j->kind == JOB_TENSOR) { /* resident tensors (issue 4): no run row */
+        job_finish_locked(j, http_status, pool_error_body(code, message, field));
+        return;
+    }
     if (j->kind == JOB_VERIFY) {
         j->verify = cJSON_CreateObject();
         cJSON_AddStringToObject(j->verify, "error", message);
         job_finish_locked(j, 500, NULL);
+        return;
+    }
+    if (j->detached) { /* the client holds its id (202): keep the run, failed with the reason */
+        cJSON *error = cJSON_CreateObject();
+        cJSON_AddStringToObject(error, "code", code);
+        cJSON_AddStringToObject(error, "message", message);
+        pool_set(j->record, "error", error);
+        job_store_final(j, "failed");
+        job_finish_locked(j, http_status, NULL);
         return;
     }
     store_delete_run(j->id);
@@ -475,11 +503,24 @@ static void job_store_final(pool_job *j, const char *status)
     if (!text || store_update_run(j->id, status, text) != 0)
         log_error("run %lld: could not store its %s record", j->id, status);
     cJSON_free(text);
+    {
+        const cJSON *median = cJSON_GetObjectItem(cJSON_GetObjectItem(j->record, "timing"), "median_us");
+        metrics_run_finished(j->req.backend, j->req.device, status,
+                             strcmp(status, "done") == 0 && cJSON_IsNumber(median) ? median->valuedouble * 1e-6 : -1.0);
+    }
 }
 
 static void job_done(pool_job *j, cJSON *result)
 {
-    cJSON *item;
+    cJSON *item, *trace = cJSON_DetachItemFromObject(result, "trace");
+
+    /* The Chrome trace goes to its own table (GET /v1/runs/ID/trace), not into the record. */
+    if (cJSON_IsObject(trace)) {
+        char *text = cJSON_PrintUnformatted(trace);
+        if (!text || store_put_trace(j->id, text) != 0) log_error("run %lld: could not store its trace", j->id);
+        cJSON_free(text);
+    }
+    cJSON_Delete(trace);
 
     /* Merge the worker's result members (timing, kernels, output, verify, perf). */
     while ((item = result ? result->child : NULL) != NULL) {
@@ -721,7 +762,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
         cJSON_Delete(result);
     } else if (cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0) {
         cJSON *body = NULL;
-        int http = pool_refusal_from_reply(reply, &body);
+        int http = j->detached ? -1 : pool_refusal_from_reply(reply, &body); /* async: keep it, failed */
         if (http > 0) {
             pthread_mutex_lock(&pool_mu);
             store_delete_run(j->id);
@@ -750,6 +791,8 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     if (reply_fd >= 0) close(reply_fd);
     cJSON_Delete(reply);
 }
+
+static void slot_run_tensor(worker_slot *w, pool_job *j); /* resident tensors, at the end */
 
 static void *slot_dispatcher(void *arg)
 {
@@ -810,12 +853,18 @@ static void *slot_dispatcher(void *arg)
         if (!w->head) w->tail = NULL;
         j->next = NULL;
         if (j->kind == JOB_RUN) w->queued--;
+        w->running = 1;
         pthread_mutex_unlock(&pool_mu);
 
         if (j->kind == JOB_VERIFY)
             slot_run_verify(w, j);
+        else if (j->kind == JOB_TENSOR)
+            slot_run_tensor(w, j);
         else
             slot_run_job(w, j);
+        pthread_mutex_lock(&pool_mu);
+        w->running = 0;
+        pthread_mutex_unlock(&pool_mu);
     }
 
     /* Stopping: refuse what still waits, end the child. */
@@ -969,8 +1018,10 @@ void pool_stop(void)
     n = pool_nslots;
     for (i = 0; i < n; i++) {
         worker_slot *w = &pool_slots[i];
-        /* Wakes a dispatcher blocked on the socket (hello or job): it reads EOF. */
-        if (w->sock >= 0) shutdown(w->sock, SHUT_RDWR);
+        /* Wakes a dispatcher blocked on a hello: it reads EOF. A running job is let finish
+         * and stored (SIGTERM finishes the running job): its dispatcher sees pool_stopping
+         * once it ends, and the job's own job_timeout_s bounds the wait. */
+        if (w->sock >= 0 && !w->running) shutdown(w->sock, SHUT_RDWR);
         pthread_cond_broadcast(&w->work_cond);
         pthread_cond_broadcast(&w->state_cond);
     }
@@ -1058,7 +1109,10 @@ int pool_device_cc(const char *device)
     return result;
 }
 
-int pool_run_sync(const run_request *r, cJSON **response)
+static int pool_position_locked(const worker_slot *w, const pool_job *j);
+
+/* Queue r (pool_run_sync, pool_run_async). detach: answer 202 once it is queued. */
+static int pool_submit(const run_request *r, cJSON **response, int detach)
 {
     worker_slot *w;
     pool_job *j;
@@ -1152,6 +1206,17 @@ int pool_run_sync(const run_request *r, cJSON **response)
             w->head = j;
         w->tail = j;
         pthread_cond_signal(&w->work_cond);
+        if (detach) { /* from here the dispatcher (or a cancel) owns j: never touch it after unlock */
+            long long id = j->id;
+            int position = pool_position_locked(w, j);
+            j->detached = 1;
+            pthread_mutex_unlock(&pool_mu);
+            *response = cJSON_CreateObject();
+            cJSON_AddNumberToObject(*response, "id", (double)id);
+            cJSON_AddStringToObject(*response, "status", "queued");
+            cJSON_AddNumberToObject(*response, "queue_position", position);
+            return 202;
+        }
     }
     while (!j->finished) pthread_cond_wait(&j->cond, &pool_mu);
     pthread_mutex_unlock(&pool_mu);
@@ -1161,4 +1226,218 @@ int pool_run_sync(const run_request *r, cJSON **response)
     pthread_cond_destroy(&j->cond);
     free(j);
     return status;
+}
+
+/* ------------------------------------------------------------ async jobs (issue 5) -- */
+
+int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0); }
+
+int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1); }
+
+/* 1-based place of j among the runs waiting in w's queue (verify jobs do not count). */
+static int pool_position_locked(const worker_slot *w, const pool_job *j)
+{
+    const pool_job *q;
+    int n = 0;
+
+    for (q = w->head; q; q = q->next) {
+        if (q->kind != JOB_RUN) continue;
+        n++;
+        if (q == j) return n;
+    }
+    return -1;
+}
+
+/* The waiting run with this id, and its slot; NULL when none. Under pool_mu. */
+static pool_job *pool_find_queued_locked(long long id, worker_slot **slot)
+{
+    int i;
+
+    for (i = 0; i < pool_nslots; i++) {
+        pool_job *q;
+        for (q = pool_slots[i].head; q; q = q->next)
+            if (q->kind == JOB_RUN && q->id == id) {
+                *slot = &pool_slots[i];
+                return q;
+            }
+    }
+    return NULL;
+}
+
+int pool_queue_position(long long id)
+{
+    worker_slot *w = NULL;
+    pool_job *j;
+    int position = -1;
+
+    pthread_mutex_lock(&pool_mu);
+    j = pool_find_queued_locked(id, &w);
+    if (j) position = pool_position_locked(w, j);
+    pthread_mutex_unlock(&pool_mu);
+    return position;
+}
+
+int pool_queue_depth(const char *device)
+{
+    worker_slot *w;
+    int n = 0;
+
+    pthread_mutex_lock(&pool_mu);
+    w = pool_find_slot(device);
+    if (w) n = w->queued;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
+int pool_cancel(long long id)
+{
+    worker_slot *w = NULL;
+    pool_job *j, **link;
+    cJSON *error;
+    char message[160];
+
+    pthread_mutex_lock(&pool_mu);
+    j = pool_find_queued_locked(id, &w);
+    if (!j) {
+        pthread_mutex_unlock(&pool_mu);
+        return -1;
+    }
+    /* Unlink it: from now on it is ours alone (neither the dispatcher nor a refusal sees it). */
+    for (link = &w->head; *link != j; link = &(*link)->next) {
+    }
+    *link = j->next;
+    if (w->tail == j) {
+        pool_job *last = w->head;
+        while (last && last->next) last = last->next;
+        w->tail = last;
+    }
+    j->next = NULL;
+    w->queued--;
+    pthread_mutex_unlock(&pool_mu);
+
+    snprintf(message, sizeof message, "run %lld was cancelled (DELETE /v1/runs/%lld) while it was queued", id, id);
+    error = cJSON_CreateObject();
+    cJSON_AddStringToObject(error, "code", "cancelled");
+    cJSON_AddStringToObject(error, "message", message);
+    pool_set(j->record, "error", error);
+    job_store_final(j, "cancelled");
+    log_info("run %lld cancelled while queued on %s", id, w->name);
+
+    pthread_mutex_lock(&pool_mu);
+    if (j->detached) {
+        job_finish_locked(j, 200, j->record); /* frees both */
+    } else { /* a synchronous caller waits for it: tell it why */
+        cJSON_Delete(j->record);
+        j->record = NULL;
+        job_finish_locked(j, 409, pool_error_body("cancelled", message, ""));
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return 0;
+}
+
+/* ------------------------------------------------------- resident tensors (issue 4) -- */
+
+/* One tensor_* exchange, on the slot's dispatcher like any job. The answer (tensor_result,
+ * or the worker's error/failed message) goes to the waiter untouched; a lost worker is a
+ * 500 with the reason. */
+static void slot_run_tensor(worker_slot *w, pool_job *j)
+{
+    cJSON *reply = NULL;
+    char how[160], text[600];
+    int reply_fd = -1, status = 200;
+    exchange_outcome out;
+
+    pthread_mutex_lock(&pool_mu);
+    j->generation = w->restarts;
+    pthread_mutex_unlock(&pool_mu);
+    out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how);
+    if (out != EXCHANGE_REPLY) {
+        pool_lost_message(w, out, how, text, sizeof text);
+        log_warn("worker %s: %s", w->name, text);
+        reply = pool_error_body("worker_crashed", text, "");
+        status = 500;
+    } else {
+        const cJSON *type = cJSON_GetObjectItem(reply, "type");
+        if (cJSON_IsString(type) && strcmp(type->valuestring, "failed") == 0 &&
+            cJSON_IsTrue(cJSON_GetObjectItem(reply, "fatal")))
+            slot_lose_worker(w, 0);
+    }
+    pthread_mutex_lock(&pool_mu);
+    j->reply_fd = reply_fd;
+    job_finish_locked(j, status, reply);
+    pthread_mutex_unlock(&pool_mu);
+}
+
+static long long pool_tensor_job_ids; /* negative job ids: apart from the store's run ids */
+
+int pool_tensor_op(const char *device, cJSON *msg, int fd, cJSON **reply, int *reply_fd, int *generation)
+{
+    worker_slot *w;
+    pool_job j;
+    char message[700];
+
+    *reply = NULL;
+    *reply_fd = -1;
+    *generation = -1;
+    memset(&j, 0, sizeof j);
+    j.kind = JOB_TENSOR;
+    j.msg = msg;
+    j.fd = fd;
+    j.reply_fd = -1;
+    pthread_cond_init(&j.cond, NULL);
+
+    pthread_mutex_lock(&pool_mu);
+    j.id = -(++pool_tensor_job_ids);
+    w = (pool_started && !pool_stopping) ? pool_find_slot(device) : NULL;
+    if (!w || w->state == SLOT_DOWN) {
+        if (!pool_started || pool_stopping)
+            snprintf(message, sizeof message, "the server is stopping");
+        else if (!w)
+            snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)", device);
+        else
+            snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
+        job_refuse_locked(&j, 503, "no_device", message, "device");
+    } else {
+        if (cJSON_GetObjectItem(msg, "job"))
+            cJSON_ReplaceItemInObject(msg, "job", cJSON_CreateNumber((double)j.id));
+        else
+            cJSON_AddNumberToObject(msg, "job", (double)j.id);
+        if (w->tail)
+            w->tail->next = &j;
+        else
+            w->head = &j;
+        w->tail = &j;
+        pthread_cond_signal(&w->work_cond);
+    }
+    while (!j.finished) pthread_cond_wait(&j.cond, &pool_mu);
+    pthread_mutex_unlock(&pool_mu);
+    pthread_cond_destroy(&j.cond);
+    *reply = j.response;
+    *reply_fd = j.reply_fd;
+    *generation = j.generation;
+    return j.http_status;
+}
+
+int pool_device_generation(const char *device)
+{
+    worker_slot *w;
+    int g = -1;
+
+    pthread_mutex_lock(&pool_mu);
+    w = pool_find_slot(device);
+    if (w && w->state != SLOT_DOWN) g = w->restarts;
+    pthread_mutex_unlock(&pool_mu);
+    return g;
+}
+
+cJSON *pool_device_json(const char *device)
+{
+    worker_slot *w;
+    cJSON *d = NULL;
+
+    pthread_mutex_lock(&pool_mu);
+    w = pool_find_slot(device);
+    if (w && w->device) d = cJSON_Duplicate(w->device, 1);
+    pthread_mutex_unlock(&pool_mu);
+    return d;
 }

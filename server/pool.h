@@ -39,4 +39,39 @@ int pool_device_cc(const char *device);
  * refused before running (nothing stored). Caller deletes *response. */
 int pool_run_sync(const run_request *r, cJSON **response);
 
+/* Queue r and answer at once (async=true): 202 + {"id","status":"queued","queue_position"}
+ * once stored and queued, or the refusal pool_run_sync would give (nothing stored). The run
+ * then moves queued → running → done | failed (refusals after 202 are stored as failed with
+ * the reason) | cancelled (pool_cancel). Caller deletes *response. */
+int pool_run_async(const run_request *r, cJSON **response);
+
+/* Cancel run id while it waits in a queue: stored "cancelled" with an error object; a
+ * synchronous caller waiting on it gets 409 {"error":{"code":"cancelled"}}. 0, or -1 when
+ * it is not waiting in any queue (running, finished or unknown). */
+int pool_cancel(long long id);
+
+/* 1-based place of run id among the runs waiting on its device (1: next), -1 when it is
+ * not waiting. */
+int pool_queue_position(long long id);
+
+/* Runs waiting (or reserved) on device; 0 for an unknown device. */
+int pool_queue_depth(const char *device);
+
+/* ---- resident tensors (issue 4, docs/tensors.md) ---- */
+
+/* Send a tensor_* message (worker_tensors.h) to device's worker through its queue (after
+ * the jobs already waiting), with fd (≥ 0) passed along, and wait for the answer. The
+ * message's "job" is set here. Returns 200 with *reply the worker's message (tensor_result,
+ * error or failed); or 503 (device down, stopping) / 500 (the worker was lost) with *reply
+ * an {"error":…} body. *reply_fd: the answer's descriptor or -1 (caller closes);
+ * *generation: the generation of the worker that answered. Caller deletes *reply. */
+int pool_tensor_op(const char *device, cJSON *msg, int fd, cJSON **reply, int *reply_fd, int *generation);
+
+/* The worker generation of device: how many times its worker restarted (a tensor uploaded
+ * at an older generation is gone). -1 when the device is unknown or down. */
+int pool_device_generation(const char *device);
+
+/* The device object of the last hello (caller deletes), NULL when unknown. */
+cJSON *pool_device_json(const char *device);
+
 #endif

@@ -14,7 +14,9 @@
 #include "log.h"
 #include "pool.h"
 #include "run_request.h"
+#include "routes_runs.h"
 #include "store.h"
+#include "tensors.h" /* resident tensors (issue 4) */
 
 /* ---------------------------------------------------------------- health ---------------- */
 
@@ -243,18 +245,36 @@ static void route_run(http_request *req)
         http_fail(req, 500, "internal", "backend", "backend %s vanished from the variants table", r.backend);
         return;
     }
-    if (resolve_device(&r, v, &e) != 0) {
+    if (tensors_apply_run(&r, &e) != 0 || resolve_device(&r, v, &e) != 0) { /* q/k/v ids: tensors.c */
         http_send_error(req, &e);
         return;
     }
     r.verify_cpu_max_macs = s->verify_cpu_max_macs;
+    /* An async run ends after this handler returns, but tensors_finish_run (budget release,
+     * kept output) must see its end: not combined until the pool can call it back. */
+    if (r.async_run && (r.q_tensor[0] || r.k_tensor[0] || r.v_tensor[0] || r.keep_output)) {
+        http_fail(req, 400, "conflict", "async",
+                  "async=true cannot be combined with resident tensors (q, k, v, keep_output) yet; run synchronously");
+        return;
+    }
+    if (tensors_prepare_run(&r, s->memory_budget_bytes, &e) != 0) { /* 507, keep_output id */
+        http_send_error(req, &e);
+        return;
+    }
 
-    status = pool_run_sync(&r, &resp);
+    status = r.async_run ? pool_run_async(&r, &resp) : pool_run_sync(&r, &resp);
+    tensors_finish_run(&r, status, resp);
     if (!resp) {
         http_fail(req, 500, "internal", "", "the run ended without an answer (status %d)", status);
         return;
     }
     if (status == 429 && http_add_header(req, "Retry-After", "1") != 0) log_warn("cannot add Retry-After");
+    if (status == 202) { /* async: where to follow it */
+        char location[64];
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(resp, "id");
+        snprintf(location, sizeof location, "/v1/runs/%.0f", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+        if (http_add_header(req, "Location", location) != 0) log_warn("cannot add Location");
+    }
     http_send_json(req, status, resp);
     cJSON_Delete(resp);
 }
@@ -271,7 +291,7 @@ static void route_get_run(http_request *req)
         http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", id_text);
         return;
     }
-    record = store_get_run(id);
+    record = routes_runs_with_position(id, store_get_run(id)); /* queued: + queue_position */
     if (!record) {
         http_fail(req, 404, "not_found", "id", "there is no run %lld", id);
         return;
@@ -290,5 +310,22 @@ const http_route http_routes[] = {
     {"POST", "/v1/runs", route_run, "run a job synchronously"},
     {"POST", "/run", route_run, "alias of POST /v1/runs"},
     {"GET", "/v1/runs/{id}", route_get_run, "one stored run"},
+    /* issue 5: history, async jobs, traces, metrics, dashboard (routes_runs.c) */
+    {"GET", "/v1/runs", route_list_runs, "run history: ?after=ID&limit=N&backend&status&device&since"},
+    {"DELETE", "/v1/runs/{id}", route_cancel_run, "cancel a queued run (409 once it runs)"},
+    {"GET", "/v1/runs/{id}/trace", route_run_trace, "Chrome trace-event JSON of a profiled GPU run"},
+    {"GET", "/metrics", route_metrics, "Prometheus text exposition"},
+    {"GET", "/openapi.json", route_openapi, "the OpenAPI 3.0 document of this API"},
+    {"GET", "/", route_dashboard, "the dashboard page"},
+    {"GET", "/dashboard/{id}", route_dashboard_file, "the dashboard's static files"},
+    /* issue 4: resident tensors (tensors.c); the upload streams its body into a memfd */
+    {"POST", "/v1/tensors", route_tensor_upload, "upload a tensor: raw, .npy or safetensors (streamed)"},
+    {"GET", "/v1/tensors", route_tensor_list, "the resident tensors"},
+    {"GET", "/v1/tensors/{id}", route_tensor_get, "one tensor's metadata"},
+    {"GET", "/v1/tensors/{id}/data", route_tensor_data, "download a tensor: npy (default) or ?format=raw"},
+    {"DELETE", "/v1/tensors/{id}", route_tensor_delete, "free a tensor"},
 };
 const size_t http_routes_count = sizeof http_routes / sizeof http_routes[0];
+
+/* POST bodies written to a memfd as they arrive (http.h): tensor uploads. */
+const char *const http_streaming_routes[] = {"/v1/tensors", NULL};

@@ -32,6 +32,8 @@ static const char *const run_params[] = {
     "backend", "device", "batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
     "mask", "scale", "seed", "warmup", "iters", "min_iters", "max_iters", "min_time_ms", "max_time_ms",
     "target_noise", "cache", "graph", "verify", "profile", "verify_cpu_max_macs", "fault",
+    "async",
+    "q", "k", "v", "keep_output", "output_tensor", /* resident tensors (issue 4) */
 };
 #define RUN_PARAM_COUNT (sizeof run_params / sizeof run_params[0])
 
@@ -365,6 +367,8 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         {"graph", offsetof(run_request, graph)},
         {"verify", offsetof(run_request, verify)},
         {"profile", offsetof(run_request, profile)},
+        {"async", offsetof(run_request, async_run)},
+        {"keep_output", offsetof(run_request, keep_output)},
     };
     const cJSON *item, *causal_item, *mask_item;
     const char *s = "";
@@ -404,11 +408,13 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
     if ((item = param(query, body, "seq"))) {
         if (get_ll(item, "seq", 1, RUN_MAX_DIM, &x, e) != 0) return -1;
         r->problem.seq_q = r->problem.seq_kv = x;
+        r->given |= RUN_GIVEN_SEQ_Q | RUN_GIVEN_SEQ_KV;
     }
     for (i = 0; i < sizeof dims / sizeof dims[0]; i++) {
         if (!(item = param(query, body, dims[i].name))) continue;
         if (get_ll(item, dims[i].name, 1, RUN_MAX_DIM, &x, e) != 0) return -1;
         *(int64_t *)((char *)&r->problem + dims[i].offset) = x;
+        r->given |= 1u << i; /* dims[] is in RUN_GIVEN_* order */
     }
     if (check_size(&r->problem, e) != 0) return -1;
 
@@ -416,6 +422,7 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         if (get_string(item, "dtype", &s, e) != 0) return -1;
         if (attn_dtype_parse(s, &r->problem.dtype) != 0)
             return api_fail(e, 400, "bad_value", "dtype", "dtype must be bf16, fp16 or fp32, got '%.40s'", s);
+        r->given |= RUN_GIVEN_DTYPE;
     }
 
     /* The mask: `mask` names it, `causal` is the short form; both given must agree. */
@@ -500,6 +507,20 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         snprintf(r->fault, sizeof r->fault, "%s", s);
     }
 
+    /* Resident tensor ids (issue 4): checked against the tensor table by the front. */
+    {
+        static const char *const names[] = {"q", "k", "v", "output_tensor"};
+        char *dst[] = {r->q_tensor, r->k_tensor, r->v_tensor, r->output_tensor};
+        for (i = 0; i < 4; i++) { /* "t" and a decimal number (tensors.c) */
+            if (!(item = param(query, body, names[i]))) continue;
+            if (get_string(item, names[i], &s, e) != 0) return -1;
+            if (s[0] != 't' || !s[1] || strlen(s) >= sizeof r->q_tensor || strspn(s + 1, "0123456789") != strlen(s + 1))
+                return api_fail(e, 400, "bad_value", names[i], "%s must be a tensor id like t4 (from POST /v1/tensors), got '%.40s'",
+                                names[i], s);
+            snprintf(dst[i], sizeof r->q_tensor, "%s", s);
+        }
+    }
+
     /* What the backend supports, short of the device's architecture (the front checks that
      * once it knows the device): passing v->min_cc makes the arch check pass. */
     why[0] = '\0';
@@ -549,6 +570,11 @@ cJSON *run_request_to_json(const run_request *r)
     ok = ok && cJSON_AddBoolToObject(o, "profile", r->profile);
     ok = ok && cJSON_AddNumberToObject(o, "verify_cpu_max_macs", (double)r->verify_cpu_max_macs);
     if (r->fault[0]) ok = ok && cJSON_AddStringToObject(o, "fault", r->fault);
+    if (r->q_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "q", r->q_tensor);
+    if (r->k_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "k", r->k_tensor);
+    if (r->v_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "v", r->v_tensor);
+    if (r->keep_output) ok = ok && cJSON_AddBoolToObject(o, "keep_output", 1);
+    if (r->output_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "output_tensor", r->output_tensor);
     if (!ok) {
         cJSON_Delete(o);
         return NULL;

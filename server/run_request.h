@@ -37,8 +37,22 @@ typedef struct run_request {
     int verify;             /* 1: compare the output with the fp64 reference */
     int profile;            /* 1: one extra forward under CUPTI for the kernel table */
     long long verify_cpu_max_macs; /* set by the front from settings: above it, GPU fp32 reference */
+    int async_run;          /* 1 (`async=true`): answer 202 at once; the front only, not in "params" */
     char fault[16];         /* test hook, only with enable_fault_injection: crash|hang|sticky */
+    /* Resident tensors (issue 4, docs/tensors.md): q, k, v ids ("t4"; "" = generated from
+     * the seed); the front's tensors_apply_run takes shape and dtype from them. */
+    char q_tensor[32], k_tensor[32], v_tensor[32];
+    int keep_output;        /* 1: keep the output as a resident tensor */
+    char output_tensor[32]; /* its id, chosen by the front before the run ("" otherwise) */
+    unsigned given;         /* RUN_GIVEN_* bits: the shape parameters the client set itself */
 } run_request;
+
+#define RUN_GIVEN_BATCH 1u
+#define RUN_GIVEN_HEADS 2u
+#define RUN_GIVEN_SEQ_Q 4u
+#define RUN_GIVEN_SEQ_KV 8u
+#define RUN_GIVEN_HEAD_DIM 16u
+#define RUN_GIVEN_DTYPE 32u
 
 /* The study's shape and the measurement defaults (DESIGN.md): batch 8, heads 16, seq 1024,
  * head_dim 64, bf16, causal. */

@@ -65,6 +65,12 @@ static const setting_def setting_table[] = {
      "device memory a worker may hold per device; 0: the device's free memory", NULL},
     {"token_file", SETTING_STRING, FIELD(token_file), "", 0, 0, "path",
      "file of bearer tokens, one a line; empty: no authentication", NULL},
+    {"public_reads", SETTING_BOOL, FIELD(public_reads), "false", 0, 1, "",
+     "with token_file: GET and HEAD requests need no token (POST still does)", NULL},
+    {"tls_cert_file", SETTING_STRING, FIELD(tls_cert_file), "", 0, 0, "path",
+     "PEM certificate (chain) to serve HTTPS with, together with tls_key_file; empty: plain HTTP", NULL},
+    {"tls_key_file", SETTING_STRING, FIELD(tls_key_file), "", 0, 0, "path",
+     "PEM private key of tls_cert_file", NULL},
     {"log_level", SETTING_STRING, FIELD(log_level), "info", 0, 0, "level",
      "error, warn, info or debug", check_log_level},
     {"verify_cpu_max_macs", SETTING_INT64, FIELD(verify_cpu_max_macs), "1000000000", 0,
@@ -74,6 +80,8 @@ static const setting_def setting_table[] = {
      "threads of the cpu reference; 0: one per core", NULL},
     {"enable_fault_injection", SETTING_BOOL, FIELD(enable_fault_injection), "false", 0, 1, "",
      "accept the `fault` run parameter (crash|hang|sticky); for tests only", NULL},
+    {"dashboard_dir", SETTING_STRING, FIELD(dashboard_dir), "", 0, 0, "path",
+     "static files of the dashboard (GET /); empty: clients/dashboard in the cwd or beside the binary", NULL},
 };
 
 #define SETTING_COUNT (sizeof setting_table / sizeof setting_table[0])

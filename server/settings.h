@@ -16,10 +16,14 @@ typedef struct settings {
     long long max_body_bytes;     /* request bodies larger get 413 */
     long long memory_budget_bytes;/* per device; 0: the device's free memory */
     char token_file[512];         /* bearer tokens, one a line; "": no auth */
+    int public_reads;             /* with token_file: GET/HEAD need no token */
+    char tls_cert_file[512];      /* PEM certificate: serve HTTPS; "": plain HTTP */
+    char tls_key_file[512];       /* PEM private key of tls_cert_file */
     char log_level[16];           /* error|warn|info|debug */
     long long verify_cpu_max_macs;/* verify on the cpu device up to this many B·H·Sq·Skv·D */
     int cpu_threads;              /* threads of the cpu reference; 0: one per core */
     int enable_fault_injection;   /* accept the `fault` run parameter (tests only) */
+    char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
 } settings;
 
 /* Fill s: defaults, then the config file (--config / ATTND_CONFIG, or config/attnd.json when

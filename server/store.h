@@ -1,7 +1,8 @@
 /* store.h — every run, in an embedded SQLite database (data_dir/attnd.db), WAL mode.
  *
- * One table, runs(id INTEGER PRIMARY KEY AUTOINCREMENT, created, backend, device, status,
- * record): `record` is the whole run object as answered. ids only grow, so `after=ID`
+ * Table runs(id INTEGER PRIMARY KEY AUTOINCREMENT, created, backend, device, status,
+ * record): `record` is the whole run object as answered; table traces(run_id, json) holds
+ * the Chrome traces of profiled runs. A record inserted as {"id":0,… gets its id filled in. ids only grow, so `after=ID`
  * paging sees each run once. Thread-safe (one connection, serialized mode).
  */
 #ifndef STORE_H
@@ -32,6 +33,17 @@ char *store_get_run(long long id);
  * when given (NULL or "": any). Returns a JSON array text "[{…},{…}]", malloc'd (caller
  * frees); NULL on failure. */
 char *store_list_runs(long long after_id, int limit, const char *backend, const char *status);
+
+/* store_list_runs plus the filters device and since (created >= since, both ISO-8601 UTC
+ * "YYYY-MM-DDTHH:MM:SS.mmmZ"; NULL or "": any). *last_id (when not NULL) gets the id of the
+ * last row returned, or after_id when none: the next cursor. */
+char *store_query_runs(long long after_id, int limit, const char *backend, const char *status, const char *device,
+                       const char *since, long long *last_id);
+
+/* The Chrome trace of a profiled run (table traces(run_id, json)), kept apart from the
+ * record so the history stays small. put: 0, or -1. get: malloc'd JSON text, NULL if none. */
+int store_put_trace(long long run_id, const char *json);
+char *store_get_trace(long long run_id);
 
 /* Number of runs stored (for tests and /metrics). */
 long long store_count_runs(void);

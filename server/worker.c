@@ -26,6 +26,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "run_request.h"
+#include "worker_tensors.h"
 
 enum { WORKER_EXIT_OK = 0, WORKER_EXIT_OPEN = 1, WORKER_EXIT_IPC = 2, WORKER_EXIT_FATAL = 3 };
 
@@ -185,6 +186,26 @@ static void worker_handle_verify(worker_state *w, double job, const cJSON *msg, 
     worker_send(w, m, -1);
 }
 
+/* tensor_put / tensor_get / tensor_delete (worker_tensors.h). */
+static void worker_handle_tensor(worker_state *w, double job, const char *type, const cJSON *msg, int fd)
+{
+    api_error e;
+    cJSON *res, *m, *item;
+    int out_fd = -1;
+
+    memset(&e, 0, sizeof e);
+    res = worker_tensors_handle(type, msg, fd, &out_fd, &e);
+    if (!res) {
+        worker_send_outcome(w, job, &e, 0);
+        return;
+    }
+    m = worker_msg("tensor_result", job);
+    while ((item = res->child) != NULL) cJSON_AddItemToObject(m, item->string, cJSON_DetachItemViaPointer(res, item));
+    cJSON_Delete(res);
+    worker_send(w, m, out_fd);
+    if (out_fd >= 0) close(out_fd);
+}
+
 int worker_main(const settings *s, const char *device, int ipc_fd)
 {
     worker_state w = {.s = s, .sock = ipc_fd, .gpu = NULL};
@@ -228,6 +249,7 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         }
         cJSON_AddItemToObject(hello, "device", gpu_worker_device_json(w.gpu));
     }
+    worker_tensors_init(w.gpu != NULL);
     worker_send(&w, hello, -1);
     log_info("up");
 
@@ -251,6 +273,8 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
             worker_handle_run(&w, job_id, cJSON_GetObjectItem(msg, "request"));
         } else if (cJSON_IsString(type) && strcmp(type->valuestring, "verify") == 0) {
             worker_handle_verify(&w, job_id, msg, fd);
+        } else if (cJSON_IsString(type) && strncmp(type->valuestring, "tensor_", 7) == 0) {
+            worker_handle_tensor(&w, job_id, type->valuestring, msg, fd);
         } else {
             api_error e;
             api_fail(&e, 400, "bad_message", "", "unknown message type %s",

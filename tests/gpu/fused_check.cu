@@ -46,9 +46,64 @@ struct fused_variant {
     check_fn check;
     forward_fn forward;
 };
+/* Every selectable kernel of kernels/fused.h is checked and timed in one run: "flash" and
+ * "efficient" are the defaults (or whatever ATTND_FLASH_IMPL / ATTND_FLASH_LEGACY /
+ * ATTND_EFFICIENT_LEGACY select); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy"
+ * force one kernel where it differs from the others (head_dim 96/128; efficient: 128), and
+ * skip other problems silently (same kernel as the default). */
+static int flash_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    flash_set_impl(FLASH_IMPL_ENV);
+    return flash_forward(c, p, t, w);
+}
+static int flash_fwd_w8(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    flash_set_impl(FLASH_IMPL_W8);
+    return flash_forward(c, p, t, w);
+}
+static int flash_fwd_w4(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    flash_set_impl(FLASH_IMPL_W4);
+    return flash_forward(c, p, t, w);
+}
+static int flash_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    flash_set_impl(FLASH_IMPL_LEGACY);
+    return flash_forward(c, p, t, w);
+}
+static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->head_dim != 96 && p->head_dim != 128) {
+        why[0] = '\0'; /* silent skip */
+        return -1;
+    }
+    return flash_check(p, why, why_len);
+}
+static int efficient_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    efficient_set_impl(EFFICIENT_IMPL_ENV);
+    return efficient_forward(c, p, t, w);
+}
+static int efficient_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    efficient_set_impl(EFFICIENT_IMPL_LEGACY);
+    return efficient_forward(c, p, t, w);
+}
+static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->head_dim != 128 || p->dtype == ATTN_FP32) {
+        why[0] = '\0'; /* silent skip */
+        return -1;
+    }
+    return efficient_check(p, why, why_len);
+}
 static const fused_variant check_variants[] = {
-    {"efficient", efficient_check, efficient_forward},
-    {"flash", flash_check, flash_forward},
+    {"efficient", efficient_check, efficient_fwd_default},
+    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_legacy},
+    {"flash", flash_check, flash_fwd_default},
+    {"flash@w8", flash_check_d96_128, flash_fwd_w8},
+    {"flash@w4", flash_check_d96_128, flash_fwd_w4},
+    {"flash@legacy", flash_check_d96_128, flash_fwd_legacy},
 };
 
 /* ------------------------------------------------------------------ inputs */
@@ -230,14 +285,14 @@ static void verify(device_problem &dp, int row_step)
     for (const fused_variant &v : check_variants) {
         char why[256] = "";
         if (v.check(p, why, sizeof why) != 0) {
-            printf("  %-9s %s  unsupported: %s\n", v.name, shape_str(p), why);
+            if (why[0]) printf("  %-16s %s  unsupported: %s\n", v.name, shape_str(p), why);
             continue;
         }
         CHECK_CUDA(cudaMemset(dp.d_out, 0xff, h_out.size())); /* all-ones bits: NaN in every dtype */
         attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
         exec_clear_error(&ctx);
         if (v.forward(&ctx, p, &t, NULL) != 0) {
-            printf("  %-9s %s  FAIL forward: %s\n", v.name, shape_str(p), ctx.error);
+            printf("  %-16s %s  FAIL forward: %s\n", v.name, shape_str(p), ctx.error);
             failures++;
             continue;
         }
@@ -263,7 +318,7 @@ static void verify(device_problem &dp, int row_step)
         const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
         const bool ok = nan_count == 0 && rel <= tol;
         if (!ok) failures++;
-        printf("  %-9s %s  max_abs %.3e rel_l2 %.3e nan %lld (%s ref, %zu rows/head)  %s\n", v.name, shape_str(p),
+        printf("  %-16s %s  max_abs %.3e rel_l2 %.3e nan %lld (%s ref, %zu rows/head)  %s\n", v.name, shape_str(p),
                max_abs, rel, (long long)nan_count, work <= 3e8 ? "cpu" : "gpu", rows.size(), ok ? "PASS" : "FAIL");
     }
 }
@@ -330,6 +385,10 @@ int main(int argc, char **argv)
         {1, 2, 130, 130, 256}, {1, 2, 77, 77, 72},    {1, 1, 90, 90, 8},     {1, 2, 50, 50, 200},
         {1, 2, 70, 70, 160},   {1, 1, 200, 129, 224}, {70000, 1, 5, 5, 64},  {1, 1, 4097, 4097, 64},
         {1, 2, 4097, 4097, 128}, {1, 1, 1000, 1000, 256}, {1, 1, 129, 1000, 192},
+        /* the exact-D kernels (flash_exact.cuh) at 96/128: S = 1, partial tiles and blocks,
+         * Sq < Skv (bottom-right rows see many blocks), Sq > Skv (rows with no key), many CTAs */
+        {1, 1, 1, 1, 128},     {1, 1, 255, 255, 96},  {1, 2, 200, 1000, 128}, {1, 2, 1000, 200, 96},
+        {1, 1, 4097, 4097, 96}, {2500, 1, 17, 33, 128},
     };
     const attn_dtype dtypes[] = {ATTN_BF16, ATTN_FP16, ATTN_FP32};
     printf("correctness (tolerances rel_l2: bf16 1.6e-2, fp16 2e-3, fp32 1e-5)\n");
@@ -342,6 +401,20 @@ int main(int argc, char **argv)
                 verify(dp, s.Sq > 1000 ? 7 : 1);
                 problem_free(dp);
             }
+
+    /* a client-given scale: negative, and larger than 1/sqrt(D) (the online max must follow
+     * the scaled scores; an exponent ≥ 0 anywhere would overflow the sums) */
+    const double scales[] = {-0.3, 0.7};
+    for (attn_dtype t : dtypes)
+        for (int64_t D : {96, 128, 64})
+            for (double sc : scales)
+                for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                    device_problem dp;
+                    problem_setup(dp, 1, 2, 300, 260, D, t, (attn_mask)m);
+                    dp.p.scale = sc;
+                    verify(dp, 1);
+                    problem_free(dp);
+                }
 
     if (!quick) {
         printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2)\n");

@@ -1,0 +1,52 @@
+# attnd in a container: build on NVIDIA's CUDA 13 devel image, run on the matching runtime
+# image with cuDNN (the cudnn backend dlopens libcudnn.so.9; cuBLAS comes with the runtime).
+#
+#   docker build -t attnd .
+#   docker run --gpus all -p 8080:8080 -v attnd-data:/var/lib/attnd attnd
+#
+# Configuration is by environment (ATTND_*: docs/operations.md lists every setting); the
+# image listens on 0.0.0.0:8080 and keeps its SQLite database in the /var/lib/attnd volume.
+# tests/docker/check_dockerfile.py checks this file against the Makefile in `make test`.
+
+FROM nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04 AS build
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      make gcc g++ libmicrohttpd-dev libcjson-dev libsqlite3-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY Makefile ./
+COPY kernels/ kernels/
+COPY server/ server/
+# The fat binary: sm_80 sm_86 sm_89 sm_90 and PTX (the Makefile's default GENCODE).
+RUN make -j"$(nproc)" BUILD=/out /out/attnd \
+ && mkdir -p /out/lib \
+ && cp -L /usr/local/cuda/lib64/libcupti.so.13 /out/lib/
+
+FROM nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
+# Runtime libraries of the Makefile's LDLIBS (libcupti is copied from the build stage: the
+# runtime image does not carry CUPTI), curl for the HEALTHCHECK.
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+      libmicrohttpd12t64 libcjson1 libsqlite3-0 curl ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --uid 10001 --user-group --home-dir /var/lib/attnd --shell /usr/sbin/nologin attnd \
+ && mkdir -p /var/lib/attnd \
+ && chown attnd:attnd /var/lib/attnd
+# The binary finds lib/ beside it through its rpath ($ORIGIN/lib), the dashboard in
+# ../clients/dashboard and the OpenAPI document in ../docs (static_files.c).
+COPY --from=build /out/attnd /opt/attnd/bin/attnd
+COPY --from=build /out/lib/ /opt/attnd/bin/lib/
+COPY clients/dashboard/ /opt/attnd/clients/dashboard/
+COPY docs/openapi.json /opt/attnd/docs/openapi.json
+COPY deploy/docker-healthcheck.sh /opt/attnd/bin/healthcheck
+ENV ATTND_LISTEN=0.0.0.0:8080 \
+    ATTND_DATA_DIR=/var/lib/attnd \
+    ATTND_LOG_LEVEL=info
+VOLUME ["/var/lib/attnd"]
+EXPOSE 8080
+USER attnd
+WORKDIR /opt/attnd
+HEALTHCHECK --interval=30s --timeout=5s --start-period=90s --retries=3 CMD ["/opt/attnd/bin/healthcheck"]
+# SIGTERM (docker stop) drains: give it longer than the default 10 s (docker run --stop-timeout).
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/opt/attnd/bin/attnd"]

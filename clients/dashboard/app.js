@@ -1,0 +1,235 @@
+// attnd dashboard (docs/dashboard.md). Plain browser JavaScript, no libraries, no build.
+//
+// State: every run seen, by id. New runs come from polling GET /v1/runs?after=<cursor>
+// (each run is seen there exactly once, when it is first stored); runs not yet final
+// (queued, running) are refreshed with GET /v1/runs/<id> until they are.
+"use strict";
+
+const POLL_MS = 1000;
+const KEEP = 500;               // runs kept in the table
+const FINAL = new Set(["done", "failed", "cancelled"]);
+
+const runs = new Map();          // id -> record
+let cursor = 0;                  // next_after of the last page
+let shapeFollowsLatest = true;   // the shape selector follows the newest run until the user picks one
+let selectedRun = null;
+
+const $ = (sel) => document.querySelector(sel);
+
+function el(tag, attrs, ...kids) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") e.className = v; else if (k.startsWith("data-")) e.setAttribute(k, v); else e[k] = v;
+  }
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(k == null ? "" : String(k)));
+  return e;
+}
+
+function svgEl(tag, attrs, text) {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  if (text != null) e.textContent = text;
+  return e;
+}
+
+// With token_file set on the server (and public_reads for the page itself), requests carry
+// the token typed in the form, kept for this tab only.
+function authHeaders(extra) {
+  const token = sessionStorage.getItem("attnd-token") || "";
+  return Object.assign({}, extra || {}, token ? { Authorization: `Bearer ${token}` } : {});
+}
+
+async function getJSON(path, opts) {
+  opts = Object.assign({}, opts || {});
+  opts.headers = authHeaders(opts.headers);
+  const r = await fetch(path, opts);
+  let body = null;
+  try { body = await r.json(); } catch (e) { /* not JSON */ }
+  return { status: r.status, body, headers: r.headers };
+}
+
+// ------------------------------------------------------------------ shapes and fields --
+
+function shapeOf(rec) {
+  const p = rec.params || {};
+  return `B${p.batch} H${p.heads} Sq${p.seq_q} Skv${p.seq_kv} D${p.head_dim} ${p.dtype} ${p.mask}`;
+}
+const median = (rec) => (rec.timing && typeof rec.timing.median_us === "number") ? rec.timing.median_us : null;
+const kernelsPerForward = (rec) => (rec.kernels && typeof rec.kernels.per_forward === "number") ? rec.kernels.per_forward : null;
+const deviceOf = (rec) => (rec.device && rec.device.id) || (rec.params && rec.params.device) || "";
+const fmt = (x, d = 1) => x == null ? "–" : Number(x).toFixed(d);
+
+// ------------------------------------------------------------------------- polling --
+
+async function pollHistory() {
+  for (let page = 0; page < 200; page++) {       // catch up on a long history, page by page
+    const { status, body } = await getJSON(`/v1/runs?after=${cursor}&limit=1000`);
+    if (status !== 200 || !body) throw new Error(`GET /v1/runs answered ${status}`);
+    for (const rec of body.runs) runs.set(rec.id, rec);
+    cursor = body.next_after;
+    if (body.runs.length < 1000) break;
+  }
+  // Forget the oldest beyond KEEP.
+  if (runs.size > KEEP) {
+    const ids = [...runs.keys()].sort((a, b) => a - b);
+    for (const id of ids.slice(0, ids.length - KEEP)) runs.delete(id);
+  }
+  // Follow the runs that are not final yet.
+  const open = [...runs.values()].filter((r) => !FINAL.has(r.status));
+  await Promise.all(open.map(async (r) => {
+    const { status, body } = await getJSON(`/v1/runs/${r.id}`);
+    if (status === 200 && body) runs.set(r.id, body);
+  }));
+}
+
+async function tick() {
+  try {
+    await pollHistory();
+    $("#conn").textContent = `live · ${runs.size} runs · after=${cursor}`;
+    $("#conn").className = "muted";
+    render();
+  } catch (e) {
+    $("#conn").textContent = `disconnected: ${e.message}`;
+    $("#conn").className = "error";
+  }
+  setTimeout(tick, POLL_MS);
+}
+
+// ------------------------------------------------------------------------- rendering --
+
+function render() {
+  renderTable();
+  renderShapes();
+  renderCharts();
+  if (selectedRun != null && runs.has(selectedRun)) renderDetail(runs.get(selectedRun));
+}
+
+function renderTable() {
+  const tbody = $("#runs tbody");
+  const seen = new Set([...tbody.children].map((tr) => Number(tr.dataset.id)));
+  const ids = [...runs.keys()].sort((a, b) => b - a);
+  const rows = ids.map((id) => {
+    const r = runs.get(id);
+    const tr = el("tr", { "data-id": id, "data-status": r.status, class: seen.has(id) ? "" : "new" },
+      el("td", {}, id), el("td", { class: `status-${r.status}` }, r.status + (r.queue_position ? ` (#${r.queue_position})` : "")),
+      el("td", {}, r.backend), el("td", {}, deviceOf(r)), el("td", {}, shapeOf(r)),
+      el("td", {}, fmt(median(r), 2)), el("td", {}, kernelsPerForward(r) ?? "–"), el("td", {}, r.created || ""));
+    tr.addEventListener("click", () => { selectedRun = id; renderDetail(r); });
+    return tr;
+  });
+  tbody.replaceChildren(...rows);
+}
+
+function renderShapes() {
+  const sel = $("#shape");
+  const byNewest = [...runs.values()].sort((a, b) => b.id - a.id);
+  const shapes = [...new Set(byNewest.map(shapeOf))];
+  const current = sel.value;
+  const want = shapeFollowsLatest && shapes.length ? shapes[0] : current;
+  sel.replaceChildren(...shapes.map((s) => el("option", { value: s, selected: s === want }, s)));
+  if (want) sel.value = want;
+}
+
+function barChart(svg, data, label) {
+  // data: [{backend, value, run}] drawn as horizontal bars with the backend on the left.
+  const W = Number(svg.getAttribute("width")), rowH = 24, left = 110, right = 70;
+  svg.setAttribute("height", Math.max(60, 20 + data.length * rowH));
+  const max = Math.max(1e-12, ...data.map((d) => d.value || 0));
+  const kids = [];
+  if (!data.length) kids.push(svgEl("text", { x: 10, y: 30 }, "no done run of this shape yet"));
+  data.forEach((d, i) => {
+    const y = 10 + i * rowH, w = d.value == null ? 0 : Math.max(1, (W - left - right) * d.value / max);
+    const g = svgEl("g", { "data-backend": d.backend, "data-run": d.run });
+    g.append(svgEl("text", { x: 4, y: y + 15 }, d.backend));
+    const bar = svgEl("rect", { class: "bar", x: left, y: y + 3, width: w, height: rowH - 8, "data-run": d.run, "data-backend": d.backend });
+    bar.append(svgEl("title", {}, `run ${d.run}: ${label(d.value)}`));
+    bar.addEventListener("click", () => { selectedRun = d.run; renderDetail(runs.get(d.run)); });
+    g.append(bar, svgEl("text", { x: left + w + 4, y: y + 15 }, label(d.value)));
+    kids.push(g);
+  });
+  svg.replaceChildren(...kids);
+}
+
+function renderCharts() {
+  const shape = $("#shape").value;
+  const latest = new Map();   // backend -> newest done run of this shape
+  for (const r of runs.values())
+    if (r.status === "done" && shapeOf(r) === shape && (!latest.has(r.backend) || latest.get(r.backend).id < r.id))
+      latest.set(r.backend, r);
+  const list = [...latest.values()].sort((a, b) => a.backend.localeCompare(b.backend));
+  barChart($("#chart-timing"), list.map((r) => ({ backend: r.backend, value: median(r), run: r.id })), (v) => `${fmt(v, 2)} µs`);
+  barChart($("#chart-kernels"), list.map((r) => ({ backend: r.backend, value: kernelsPerForward(r), run: r.id })),
+    (v) => (v == null ? "n/a (no profile)" : String(v)));
+}
+
+function renderDetail(r) {
+  if (!r) return;
+  $("#detail").hidden = false;
+  $("#d-id").textContent = `${r.id} · ${r.backend} · ${r.status}`;
+  $("#d-trace").href = `/v1/runs/${r.id}/trace`;
+  $("#d-trace").download = `attnd-run-${r.id}-trace.json`;
+  const summary = { shape: shapeOf(r), device: deviceOf(r), timing: r.timing, error: r.error, perf: r.perf };
+  $("#d-summary").textContent = JSON.stringify(summary, null, 1);
+  const table = (r.kernels && r.kernels.table) || [];
+  const rows = table.map((k) => el("tr", {},
+    el("td", {}, k.kind), el("td", { class: "name" }, k.name), el("td", {}, k.calls), el("td", {}, fmt(k.gpu_us, 2)),
+    el("td", {}, k.launch_api || ""), el("td", {}, k.grid ? k.grid.join("×") : ""), el("td", {}, k.block ? k.block.join("×") : ""),
+    el("td", {}, k.regs ?? ""), el("td", {}, k.occupancy == null ? "" : fmt(k.occupancy * 100, 0) + "%")));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 9, class: "muted" }, "no kernel table (cpu run, or profile=false)")));
+  $("#kernel-table tbody").replaceChildren(...rows);
+}
+
+// --------------------------------------------------------------------------- the form --
+
+async function loadVariants() {
+  const { status, body } = await getJSON("/v1/variants");
+  if (status !== 200 || !body) return;
+  const sel = $("#f-backend");
+  sel.replaceChildren(...body.variants.map((v) =>
+    el("option", { value: v.name, disabled: !v.available, title: v.why || v.summary || "" }, v.name + (v.available ? "" : " (unavailable)"))));
+  sel.value = "reference";
+}
+
+function formBody() {
+  const f = $("#run-form"), body = {};
+  for (const name of ["backend", "device", "dtype", "mask"]) if (f.elements[name].value) body[name] = f.elements[name].value;
+  for (const name of ["batch", "heads", "seq", "head_dim", "warmup", "iters", "seed"])
+    if (f.elements[name].value !== "") body[name] = Number(f.elements[name].value);
+  body.profile = f.elements.profile.checked;
+  body.verify = f.elements.verify.checked;
+  return body;
+}
+
+async function submitRun(ev) {
+  ev.preventDefault();
+  const out = $("#form-status");
+  const body = formBody();
+  out.textContent = "starting…";
+  out.className = "muted";
+  try {
+    const { status, body: resp } = await getJSON("/v1/runs?async=true", {
+      method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    if (status !== 202) {
+      out.textContent = `refused (${status}): ${resp && resp.error ? resp.error.message : "?"}`;
+      out.className = "error";
+      return;
+    }
+    out.textContent = `started run ${resp.id} (queue position ${resp.queue_position})`;
+    out.dataset.runId = resp.id;
+    selectedRun = resp.id;
+    shapeFollowsLatest = true;     // show the new run's shape in the charts
+    await pollHistory();
+    render();
+  } catch (e) {
+    out.textContent = `error: ${e.message}`;
+    out.className = "error";
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  $("#run-form").addEventListener("submit", submitRun);
+  $("#f-token").value = sessionStorage.getItem("attnd-token") || "";
+  $("#f-token").addEventListener("change", (e) => sessionStorage.setItem("attnd-token", e.target.value));
+  $("#shape").addEventListener("change", () => { shapeFollowsLatest = false; renderCharts(); });
+  loadVariants().finally(tick);
+});

@@ -1,0 +1,6 @@
+"""python -m attnd …: the same as attnd-cli."""
+import sys
+
+from .cli import main
+
+sys.exit(main())

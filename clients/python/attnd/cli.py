@@ -1,0 +1,326 @@
+"""attnd-cli: run, sweep and inspect attnd from a shell.
+
+    attnd-cli run --backend flash --seq 4096 [--json]
+    attnd-cli sweep --backends naive,math --seq 512,1024 --heads 8,16 [--csv out.csv] [--json out.json]
+    attnd-cli device | variants | get ID | wait ID | runs [--after N] [--follow]
+
+--url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
+Exit status: 0 all went well; 1 a run failed or was refused; 2 bad usage.
+"""
+import argparse
+import csv
+import itertools
+import json
+import sys
+import time
+
+from .client import AttndError, Client
+
+# Run parameters the CLI spells as flags (the rest go through --param KEY=VALUE).
+INT_PARAMS = ("batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "warmup", "iters", "min_iters",
+              "max_iters", "seed")
+FLOAT_PARAMS = ("min_time_ms", "max_time_ms", "target_noise", "scale")
+STR_PARAMS = ("device", "dtype", "mask", "cache")
+BOOL_PARAMS = ("causal", "graph", "verify", "profile")
+
+TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "seq_q", "seq_kv", "head_dim", "dtype", "mask",
+                 "status", "median_us", "noise", "tflops", "kernels", "error")
+
+
+def _bool(text):
+    low = text.lower()
+    if low in ("1", "true", "yes"):
+        return True
+    if low in ("0", "false", "no"):
+        return False
+    raise argparse.ArgumentTypeError("expected true/false, got %r" % text)
+
+
+def _value(text):
+    """--param values: JSON when they parse (numbers, booleans), else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _list(conv):
+    def parse(text):
+        try:
+            return [conv(x) for x in text.split(",") if x.strip()]
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc))
+    return parse
+
+
+def _add_common(p):
+    p.add_argument("--url", default=None, help="server URL (default $ATTND_URL or http://127.0.0.1:8080)")
+    p.add_argument("--token", default=None, help="bearer token (default $ATTND_TOKEN)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per HTTP exchange (default 600)")
+    p.add_argument("--cacert", default=None, help="CA bundle to check an HTTPS server with")
+    p.add_argument("--insecure", action="store_true", help="do not check the HTTPS certificate")
+
+
+def _add_run_params(p, lists):
+    for name in INT_PARAMS:
+        if lists and name in ("batch", "heads", "seq", "head_dim"):
+            continue
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+    for name in FLOAT_PARAMS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None)
+    for name in STR_PARAMS:
+        if lists and name == "dtype":
+            continue
+        p.add_argument("--" + name, dest=name, default=None)
+    for name in BOOL_PARAMS:
+        p.add_argument("--" + name, dest=name, type=_bool, default=None, metavar="BOOL")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="any other run parameter (repeatable)")
+
+
+def _run_params(args):
+    params = {}
+    for name in INT_PARAMS + FLOAT_PARAMS + STR_PARAMS + BOOL_PARAMS:
+        v = getattr(args, name, None)
+        if v is not None:
+            params[name] = v
+    for kv in args.param:
+        if "=" not in kv:
+            raise SystemExit("attnd-cli: --param needs KEY=VALUE, got %r" % kv)
+        k, v = kv.split("=", 1)
+        params[k] = _value(v)
+    return params
+
+
+def build_parser():
+    ap = argparse.ArgumentParser(prog="attnd-cli", description="Run and sweep attention benchmarks on attnd.")
+    sub = ap.add_subparsers(dest="cmd")
+    sub.required = True
+
+    p = sub.add_parser("run", help="one synchronous run; prints a summary (or --json: the record)")
+    _add_common(p)
+    p.add_argument("--backend", required=True)
+    _add_run_params(p, lists=False)
+    p.add_argument("--json", action="store_true", help="print the whole record as JSON")
+    p.add_argument("--async", dest="async_", action="store_true", help="submit, wait, then print")
+
+    p = sub.add_parser("sweep", help="runs over a grid of backends x shapes; prints a table")
+    _add_common(p)
+    p.add_argument("--backends", type=_list(str), required=True, help="comma-separated, e.g. naive,math")
+    p.add_argument("--seq", type=_list(int), default=None, help="comma-separated sequence lengths")
+    p.add_argument("--heads", type=_list(int), default=None)
+    p.add_argument("--batch", type=_list(int), default=None)
+    p.add_argument("--head-dim", dest="head_dim", type=_list(int), default=None)
+    p.add_argument("--dtype", type=_list(str), default=None)
+    _add_run_params(p, lists=True)
+    p.add_argument("--csv", default=None, metavar="FILE", help="write the table as CSV")
+    p.add_argument("--json", default=None, metavar="FILE", help="write every record (or error) as JSON")
+    p.add_argument("--retries", type=int, default=5, help="retries of a 429 queue_full (default 5)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    for name, helptext in (("device", "GET /v1/device"), ("variants", "GET /v1/variants")):
+        p = sub.add_parser(name, help=helptext)
+        _add_common(p)
+    p = sub.add_parser("get", help="GET /v1/runs/ID")
+    _add_common(p)
+    p.add_argument("id", type=int)
+    p = sub.add_parser("wait", help="wait for an async run to end; print its record")
+    _add_common(p)
+    p.add_argument("id", type=int)
+    p.add_argument("--wait-timeout", type=float, default=None)
+    p = sub.add_parser("runs", help="list runs (GET /v1/runs?after=), or --follow them")
+    _add_common(p)
+    p.add_argument("--after", type=int, default=0)
+    p.add_argument("--limit", type=int, default=100)
+    p.add_argument("--follow", action="store_true")
+    for name in ("backend", "status", "device", "since"):
+        p.add_argument("--" + name, default=None)
+    return ap
+
+
+def _client(args, retry_429=0):
+    verify = False if args.insecure else (args.cacert or True)
+    return Client(args.url, token=args.token, timeout=args.timeout, verify=verify, retry_429=retry_429)
+
+
+def row_of(rec, params=None, error=None):
+    """One table row from a record (or the parameters and error of a refusal)."""
+    rec = rec or {}
+    p = dict(params or {})
+    p.update(rec.get("params") or {})
+    timing = rec.get("timing") or {}
+    perf = rec.get("perf") or {}
+    kernels = rec.get("kernels") or {}
+    dev = rec.get("device") if isinstance(rec.get("device"), dict) else {}
+    err = error
+    if err is None and isinstance(rec.get("error"), dict):
+        err = "%s: %s" % (rec["error"].get("code"), rec["error"].get("message"))
+    return {
+        "id": rec.get("id"),
+        "backend": p.get("backend"),
+        "device": dev.get("id") or p.get("device"),
+        "batch": p.get("batch"),
+        "heads": p.get("heads"),
+        "seq_q": p.get("seq_q", p.get("seq")),
+        "seq_kv": p.get("seq_kv", p.get("seq")),
+        "head_dim": p.get("head_dim"),
+        "dtype": p.get("dtype"),
+        "mask": p.get("mask"),
+        "status": rec.get("status") or ("refused" if error else None),
+        "median_us": timing.get("median_us"),
+        "noise": timing.get("noise"),
+        "tflops": perf.get("tflops"),
+        "kernels": kernels.get("per_forward"),
+        "error": err,
+    }
+
+
+def _fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return "%.4g" % v
+    return str(v)
+
+
+def format_table(rows, columns=TABLE_COLUMNS):
+    """Fixed-width text table of rows (dicts); columns without any value are left out,
+    error is always last and never padded."""
+    cols = [c for c in columns if c == "status" or any(r.get(c) is not None for r in rows)]
+    cells = [[_fmt(r.get(c)) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) if c != "error" else c for c, w in zip(cols, widths)).rstrip()]
+    for row in cells:
+        lines.append("  ".join(x.ljust(w) if cols[i] != "error" else x
+                               for i, (x, w) in enumerate(zip(row, widths))).rstrip())
+    return "\n".join(lines)
+
+
+class Progress:
+    """A plain progress bar on stderr: redrawn in place on a terminal, one line per step
+    otherwise (logs stay readable)."""
+
+    def __init__(self, total, stream=None, enabled=True, width=30):
+        self.total = total
+        self.done = 0
+        self.stream = stream or sys.stderr
+        self.enabled = enabled
+        self.width = width
+        self.tty = hasattr(self.stream, "isatty") and self.stream.isatty()
+        self.t0 = time.monotonic()
+
+    def step(self, label):
+        self.done += 1
+        if not self.enabled:
+            return
+        filled = int(self.width * self.done / max(self.total, 1))
+        bar = "#" * filled + "-" * (self.width - filled)
+        line = "[%s] %d/%d %5.1fs %s" % (bar, self.done, self.total, time.monotonic() - self.t0, label)
+        if self.tty:
+            self.stream.write("\r\x1b[K" + line[:200])
+            if self.done == self.total:
+                self.stream.write("\n")
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+def sweep_grid(args):
+    """The list of run parameter dicts of a sweep, backends outermost."""
+    fixed = _run_params(args)
+    axes = [("backend", args.backends)]
+    for name in ("batch", "heads", "seq", "head_dim", "dtype"):
+        values = getattr(args, name)
+        if values:
+            axes.append((name, values))
+    grid = []
+    for combo in itertools.product(*[v for _, v in axes]):
+        p = dict(fixed)
+        p.update({name: val for (name, _), val in zip(axes, combo)})
+        grid.append(p)
+    return grid
+
+
+def cmd_sweep(args, out):
+    client = _client(args, retry_429=args.retries)
+    grid = sweep_grid(args)
+    progress = Progress(len(grid), enabled=not args.no_progress)
+    rows, results, failures = [], [], 0
+    for params in grid:
+        label = " ".join("%s=%s" % (k, params[k]) for k in ("backend", "batch", "heads", "seq", "head_dim", "dtype")
+                         if k in params)
+        try:
+            rec = client.run(check=False, **params)
+            rows.append(row_of(rec, params))
+            results.append({"params": params, "record": rec})
+            if rec.get("status") != "done":
+                failures += 1
+        except AttndError as exc:
+            failures += 1
+            rows.append(row_of(None, params, "%s: %s" % (exc.code, exc.message)))
+            results.append({"params": params, "error": {"status": exc.status, "code": exc.code,
+                                                        "message": exc.message, "field": exc.field}})
+        progress.step(label)
+    out.write(format_table(rows) + "\n")
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(TABLE_COLUMNS))
+            w.writeheader()
+            for r in rows:
+                w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in TABLE_COLUMNS})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+    return 1 if failures else 0
+
+
+def cmd_run(args, out):
+    client = _client(args)
+    params = _run_params(args)
+    params["backend"] = args.backend
+    if args.async_:
+        rec = client.wait(client.submit(**params)["id"])
+    else:
+        rec = client.run(check=False, **params)
+    if args.json:
+        out.write(json.dumps(rec, indent=1) + "\n")
+    else:
+        out.write(format_table([row_of(rec)]) + "\n")
+    return 0 if rec.get("status") == "done" else 1
+
+
+def main(argv=None, out=None):
+    out = out or sys.stdout
+    args = build_parser().parse_args(argv)
+    try:
+        if args.cmd == "run":
+            return cmd_run(args, out)
+        if args.cmd == "sweep":
+            return cmd_sweep(args, out)
+        client = _client(args)
+        if args.cmd == "device":
+            out.write(json.dumps(client.device(), indent=1) + "\n")
+        elif args.cmd == "variants":
+            out.write(json.dumps(client.variants(), indent=1) + "\n")
+        elif args.cmd == "get":
+            out.write(json.dumps(client.get_run(args.id), indent=1) + "\n")
+        elif args.cmd == "wait":
+            rec = client.wait(args.id, timeout=args.wait_timeout)
+            out.write(json.dumps(rec, indent=1) + "\n")
+            return 0 if rec.get("status") == "done" else 1
+        elif args.cmd == "runs":
+            filters = {k: getattr(args, k) for k in ("backend", "status", "device", "since")}
+            for rec in client.iter_runs(after=args.after, limit=args.limit, follow=args.follow, **filters):
+                out.write(json.dumps(rec) + "\n")
+                out.flush()
+        return 0
+    except AttndError as exc:
+        sys.stderr.write("attnd-cli: %s\n" % exc)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,306 @@
+"""attnd.Client: one attnd server over HTTP (docs/api.md), with requests.
+
+Contracts:
+- Every method answers the server's JSON (dicts and lists as the server sent them), except
+  ready() (a bool) and download() (a numpy array).
+- A refusal (any 4xx/5xx with {"error": {...}}) raises AttndError with the server's status,
+  code, message and field. A run that was accepted and then failed (500 + a record whose
+  status is "failed") raises AttndError too, with .record set, unless check=False.
+- A connection failure or a timeout raises AttndError with status 0 and code
+  "connection_error" / "timeout": callers catch one exception type.
+"""
+import io
+import os
+import time
+import urllib.parse
+
+import numpy as np
+import requests
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+TERMINAL_STATUSES = ("done", "failed", "cancelled")
+
+
+class AttndError(Exception):
+    """A refusal or failure, as the server described it.
+
+    status   HTTP status (0 when the server could not be reached)
+    code     the server's error code ("out_of_range", "queue_full", ...)
+    message  the server's message
+    field    the parameter at fault, or None
+    body     the whole JSON answer (or None), record: a failed run's record (or None)
+    retry_after  seconds from Retry-After on 429/503, or None
+    """
+
+    def __init__(self, status, code, message, field=None, body=None, record=None, retry_after=None):
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field or None
+        self.body = body
+        self.record = record
+        self.retry_after = retry_after
+        where = " (field %s)" % self.field if self.field else ""
+        super().__init__("%s %s: %s%s" % (status, code, message, where))
+
+
+def _retry_after(resp):
+    try:
+        return float(resp.headers.get("Retry-After"))
+    except (TypeError, ValueError):
+        return None
+
+
+def _error_from_response(resp):
+    """The AttndError of a refusal answer."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    err = body.get("error") if isinstance(body, dict) else None
+    record = None
+    if isinstance(body, dict) and body.get("status") in ("failed", "cancelled") and "id" in body:
+        record = body  # a run that ran and broke: its record carries the reason
+    if isinstance(err, dict):
+        return AttndError(resp.status_code, err.get("code") or "error", err.get("message") or "",
+                          err.get("field"), body, record, _retry_after(resp))
+    text = (resp.text or "").strip()[:500]
+    return AttndError(resp.status_code, "http_error", text or resp.reason or "no message", None, body, record,
+                      _retry_after(resp))
+
+
+def _to_npy(tensor):
+    """(npy bytes, attnd dtype or None) of a numpy array or a torch tensor. bf16 travels as
+    uint16 bits with dtype=bf16 (numpy has no bf16)."""
+    dtype = None
+    if hasattr(tensor, "detach") and hasattr(tensor, "cpu"):  # torch.Tensor, without importing torch
+        t = tensor.detach().cpu().contiguous()
+        if str(t.dtype) == "torch.bfloat16":
+            import torch  # only reached when the caller already has torch
+
+            arr = t.view(torch.int16).numpy().view(np.uint16)
+            dtype = "bf16"
+        else:
+            arr = t.numpy()
+    else:
+        arr = np.asarray(tensor)
+    if arr.dtype.byteorder == ">":
+        arr = arr.astype(arr.dtype.newbyteorder("<"))
+    arr = np.ascontiguousarray(arr)
+    if dtype is None:
+        dtype = {np.dtype("float32"): "fp32", np.dtype("float16"): "fp16"}.get(arr.dtype)
+    buf = io.BytesIO()
+    np.save(buf, arr, allow_pickle=False)
+    return buf.getvalue(), dtype
+
+
+def _tid(tensor_id):
+    """A tensor id ("t4", or a description dict) as a URL path segment."""
+    if isinstance(tensor_id, dict):
+        tensor_id = tensor_id["id"]
+    return urllib.parse.quote(str(tensor_id), safe="")
+
+
+class Client:
+    """One attnd server.
+
+    url      base URL, e.g. http://127.0.0.1:8080 (default: $ATTND_URL or that)
+    token    bearer token (default: $ATTND_TOKEN; None: no Authorization header)
+    timeout  seconds for one HTTP exchange (a synchronous run included)
+    verify   TLS: True (system CAs), False, or a CA bundle path (a self-signed server)
+    retry_429  how many times to retry a 429 queue_full after its Retry-After (default 0)
+    """
+
+    def __init__(self, url=None, token=None, timeout=600.0, verify=True, retry_429=0, session=None):
+        self.url = (url or os.environ.get("ATTND_URL") or DEFAULT_URL).rstrip("/")
+        self.token = token if token is not None else os.environ.get("ATTND_TOKEN") or None
+        self.timeout = timeout
+        self.verify = verify
+        self.retry_429 = retry_429
+        self.session = session or requests.Session()
+        if self.token:
+            self.session.headers["Authorization"] = "Bearer " + self.token
+
+    def __repr__(self):
+        return "attnd.Client(%r)" % self.url
+
+    # -------------------------------------------------------------------- plumbing --
+    def request(self, method, path, params=None, json=None, data=None, headers=None, timeout=None, ok=()):
+        """One exchange; returns the requests.Response of a 2xx (or of a status in ok), else
+        raises AttndError. 429 is retried retry_429 times after Retry-After."""
+        attempt = 0
+        while True:
+            try:
+                resp = self.session.request(method, self.url + path, params=params, json=json, data=data,
+                                            headers=headers, timeout=timeout or self.timeout, verify=self.verify)
+            except requests.Timeout as exc:
+                raise AttndError(0, "timeout", "%s %s: no answer within %s s (%s)"
+                                 % (method, path, timeout or self.timeout, exc)) from exc
+            except requests.RequestException as exc:
+                raise AttndError(0, "connection_error", "%s %s%s: %s" % (method, self.url, path, exc)) from exc
+            if resp.status_code == 429 and attempt < self.retry_429:
+                attempt += 1
+                time.sleep(min(_retry_after(resp) or 1.0, 60.0))
+                continue
+            if 200 <= resp.status_code < 300 or resp.status_code in ok:
+                return resp
+            raise _error_from_response(resp)
+
+    def _json(self, method, path, **kw):
+        resp = self.request(method, path, **kw)
+        try:
+            return resp.json()
+        except ValueError as exc:
+            raise AttndError(resp.status_code, "bad_answer", "%s %s answered non-JSON: %r"
+                             % (method, path, resp.text[:200])) from exc
+
+    # -------------------------------------------------------------------- server ----
+    def health(self):
+        """GET /healthz: {"status": "ok"}."""
+        return self._json("GET", "/healthz")
+
+    def ready(self):
+        """GET /readyz: True when every worker is up."""
+        resp = self.request("GET", "/readyz", ok=(503,))
+        try:
+            return resp.json().get("ready") is True
+        except ValueError:
+            return False
+
+    def device(self):
+        """GET /v1/device: {"devices": [...]}."""
+        return self._json("GET", "/v1/device")
+
+    def variants(self):
+        """GET /v1/variants: {"variants": [...]}."""
+        return self._json("GET", "/v1/variants")
+
+    # -------------------------------------------------------------------- runs ------
+    @staticmethod
+    def _params(params):
+        out = {}
+        for k, v in params.items():
+            if v is None:
+                continue
+            if k == "async_":
+                k = "async"
+            out[k] = v
+        return out
+
+    def _check_record(self, rec, status, check):
+        if check and isinstance(rec, dict) and rec.get("status") in ("failed", "cancelled"):
+            err = rec.get("error") if isinstance(rec.get("error"), dict) else {}
+            raise AttndError(status, err.get("code") or rec["status"], err.get("message") or "the run %s"
+                             % rec["status"], err.get("field"), rec, rec)
+        return rec
+
+    def run(self, check=True, timeout=None, **params):
+        """POST /v1/runs with params as the JSON body; the run record once done. With
+        async_=True (or async=True) the 202 answer ({"id": …}) instead: see submit/wait.
+        check: raise AttndError when the run failed (else return the failed record)."""
+        body = self._params(params)
+        resp = self.request("POST", "/v1/runs", json=body, timeout=timeout, ok=(500,) if not check else ())
+        rec = resp.json()
+        if resp.status_code == 202:
+            return self._accepted(resp, rec)
+        return self._check_record(rec, resp.status_code, check)
+
+    @staticmethod
+    def _accepted(resp, body):
+        body = dict(body) if isinstance(body, dict) else {}
+        loc = resp.headers.get("Location")
+        if loc:
+            body.setdefault("location", loc)
+        if "id" not in body and loc:
+            try:
+                body["id"] = int(urllib.parse.urlparse(loc).path.rstrip("/").rsplit("/", 1)[-1])
+            except ValueError:
+                pass
+        return body
+
+    def submit(self, **params):
+        """POST /v1/runs with async=true: {"id": …, "location": …} at once (202)."""
+        params.pop("async", None)
+        params["async_"] = True
+        resp = self.request("POST", "/v1/runs", json=self._params(params))
+        return self._accepted(resp, resp.json())
+
+    def get_run(self, run_id):
+        """GET /v1/runs/ID: the stored record (a failed run's record too: it does not raise)."""
+        return self._json("GET", "/v1/runs/%d" % int(run_id), ok=(500,))
+
+    def wait(self, run_id, timeout=None, poll=0.1, check=False):
+        """Poll GET /v1/runs/ID until its status is done, failed or cancelled; the record.
+        timeout: seconds (None: forever) → AttndError code "timeout". check: raise on a
+        failed or cancelled run."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = poll
+        while True:
+            rec = self.get_run(run_id)
+            if rec.get("status") in TERMINAL_STATUSES:
+                return self._check_record(rec, 200, check)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise AttndError(0, "timeout", "run %s still %s after %s s" % (run_id, rec.get("status"), timeout),
+                                 body=rec, record=rec)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 2.0)
+
+    def cancel(self, run_id):
+        """DELETE /v1/runs/ID: cancel a queued job."""
+        return self._json("DELETE", "/v1/runs/%d" % int(run_id))
+
+    def runs(self, after=None, limit=None, **filters):
+        """GET /v1/runs?after=&limit=&backend=&status=&device=&since=: one page,
+        {"runs": [...], "next_after": id}."""
+        params = self._params(dict(filters, after=after, limit=limit))
+        return self._json("GET", "/v1/runs", params=params)
+
+    def iter_runs(self, after=0, limit=100, follow=False, poll=1.0, **filters):
+        """Every run after `after`, page by page through next_after; with follow, keep polling
+        for new ones forever (a generator: stop iterating to stop)."""
+        cursor = after
+        while True:
+            page = self.runs(after=cursor, limit=limit, **filters)
+            rows = page.get("runs") or []
+            for row in rows:
+                yield row
+            nxt = page.get("next_after")
+            if rows:
+                cursor = nxt if nxt is not None else max(int(r.get("id", cursor)) for r in rows)
+                continue
+            if nxt is not None and nxt != cursor:
+                cursor = nxt
+                continue
+            if not follow:
+                return
+            time.sleep(poll)
+
+    # -------------------------------------------------------------------- tensors ---
+    def upload(self, tensor, name=None, dtype=None, device=None):
+        """POST /v1/tensors?format=npy with a numpy array or torch tensor as .npy; the
+        tensor's description ({"id": "t1", "name", "shape", "dtype", "bytes", "device",
+        "fingerprint", …}; docs/tensors.md). bf16 torch tensors travel as uint16 bits with
+        dtype=bf16 (a numpy uint16 array of bf16 bits: pass dtype="bf16"). device: cpu or
+        cuda:N (default: the server's first GPU, else cpu)."""
+        body, guessed = _to_npy(tensor)
+        params = self._params({"format": "npy", "name": name, "device": device,
+                               "dtype": dtype or (guessed if guessed == "bf16" else None)})
+        return self._json("POST", "/v1/tensors", params=params, data=body,
+                          headers={"Content-Type": "application/x-npy"})
+
+    def tensors(self):
+        """GET /v1/tensors."""
+        return self._json("GET", "/v1/tensors")
+
+    def tensor(self, tensor_id):
+        """GET /v1/tensors/ID."""
+        return self._json("GET", "/v1/tensors/%s" % _tid(tensor_id))
+
+    def download(self, tensor_id):
+        """GET /v1/tensors/ID/data: the tensor as a numpy array (bf16: uint16 bits)."""
+        resp = self.request("GET", "/v1/tensors/%s/data" % _tid(tensor_id))
+        return np.load(io.BytesIO(resp.content), allow_pickle=False)
+
+    def delete_tensor(self, tensor_id):
+        """DELETE /v1/tensors/ID."""
+        return self._json("DELETE", "/v1/tensors/%s" % _tid(tensor_id))

@@ -1,0 +1,25 @@
+/* routes_runs.h — the handlers of run history, async jobs, traces, /metrics, the dashboard
+ * and the OpenAPI document (routes_runs.c); registered in routes.c's table.
+ */
+#ifndef ROUTES_RUNS_H
+#define ROUTES_RUNS_H
+
+#include "http.h"
+
+void route_list_runs(http_request *req);   /* GET /v1/runs?after=&limit=&backend=&status=&device=&since= */
+void route_cancel_run(http_request *req);  /* DELETE /v1/runs/{id} */
+void route_run_trace(http_request *req);   /* GET /v1/runs/{id}/trace */
+void route_metrics(http_request *req);     /* GET /metrics */
+void route_dashboard(http_request *req);   /* GET / */
+void route_dashboard_file(http_request *req); /* GET /dashboard/{id} */
+void route_openapi(http_request *req);     /* GET /openapi.json */
+
+/* A stored record (malloc'd, taken) as GET /v1/runs/{id} answers it: a queued run gains
+ * "queue_position" (1: next). Returns the text to send (malloc'd; caller frees). */
+char *routes_runs_with_position(long long id, char *record);
+
+/* Normalize an ISO-8601 time (YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM], UTC when no zone)
+ * to the stored form YYYY-MM-DDTHH:MM:SS.mmmZ. 0, or -1 when it is not one. */
+int routes_runs_parse_since(const char *text, char *out, size_t len);
+
+#endif

@@ -1,0 +1,785 @@
+/* tensors.c — resident tensors, the front's side (tensors.h, docs/tensors.md).
+ *
+ * Upload path, and who holds what: libmicrohttpd hands the body to http.c piece by piece,
+ * which writes it to a memfd (the route streams); this file reads only the header bytes
+ * back (pread), parses them (npy.c, safetensors.c: pure parsers), checks the budget, then
+ * passes the memfd to the device's worker through its queue (pool_tensor_op), which copies
+ * each tensor out of it into device (or host) memory. The body exists once, in the memfd.
+ * Download: the worker fills a memfd (npy header + bytes) and libmicrohttpd sends it.
+ *
+ * One mutex guards the table and the reservations; it is never held across a pool call.
+ */
+#include "tensors.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../kernels/variants.h"
+#include "log.h"
+#include "npy.h"
+#include "pool.h"
+#include "safetensors.h"
+
+#define TENSOR_MAX_DIMS 8
+#define TENSOR_NAME_MAX 128
+#define TENSORS_MAX 4096 /* entries in the table, gone ones included */
+
+typedef struct tensor_entry {
+    char id[32];
+    char name[TENSOR_NAME_MAX];
+    char device[16];
+    int generation; /* the worker generation that holds it (pool_device_generation) */
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    uint64_t bytes;
+    char fingerprint[20];
+    char created[32];
+} tensor_entry;
+
+static pthread_mutex_t tensors_mu = PTHREAD_MUTEX_INITIALIZER;
+static tensor_entry *tensors_table;
+static int tensors_count, tensors_cap;
+static long long tensors_next_id = 1;
+
+/* Bytes promised to uploads and runs in flight, per device (budget checks count them). */
+typedef struct tensor_reservation {
+    char device[16];
+    double bytes;
+} tensor_reservation;
+static tensor_reservation tensors_reserved[64];
+
+/* ---------------------------------------------------------------- the table ------------- */
+
+static void tensors_now_iso(char *buf, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+}
+
+static int tensors_index_locked(const char *id)
+{
+    int i;
+    for (i = 0; i < tensors_count; i++)
+        if (strcmp(tensors_table[i].id, id) == 0) return i;
+    return -1;
+}
+
+/* Ids are "t" and a counter: never reused while the front runs, and not to be confused
+ * with run ids. */
+static void tensors_new_id_locked(char *out, size_t len) { snprintf(out, len, "t%lld", tensors_next_id++); }
+
+static int tensors_add_locked(const tensor_entry *t)
+{
+    if (tensors_count == tensors_cap) {
+        int cap = tensors_cap ? 2 * tensors_cap : 64;
+        tensor_entry *grown = realloc(tensors_table, (size_t)cap * sizeof *grown);
+        if (!grown) return -1;
+        tensors_table = grown;
+        tensors_cap = cap;
+    }
+    tensors_table[tensors_count++] = *t;
+    return 0;
+}
+
+static void tensors_remove_locked(int i) { memmove(&tensors_table[i], &tensors_table[i + 1], (size_t)(tensors_count - i - 1) * sizeof *tensors_table), tensors_count--; }
+
+/* Bytes held on device by live tensors (the worker's current generation) plus reservations. */
+static double tensors_used_locked(const char *device, int generation)
+{
+    double used = 0.0;
+    int i;
+    for (i = 0; i < tensors_count; i++)
+        if (!strcmp(tensors_table[i].device, device) && tensors_table[i].generation == generation)
+            used += (double)tensors_table[i].bytes;
+    for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
+        if (!strcmp(tensors_reserved[i].device, device)) used += tensors_reserved[i].bytes;
+    return used;
+}
+
+/* Reserve bytes on device under budget (> 0). 0, or -1 with e (507 and how much is free). */
+static int tensors_reserve(const char *device, double bytes, long long budget, const char *what, api_error *e)
+{
+    int i, gen = pool_device_generation(device), slot = -1;
+    double used;
+
+    pthread_mutex_lock(&tensors_mu);
+    used = tensors_used_locked(device, gen);
+    if (budget > 0 && used + bytes > (double)budget) {
+        pthread_mutex_unlock(&tensors_mu);
+        return api_fail(e, 507, "insufficient_storage", "",
+                        "%s needs %.0f bytes on %s; %.0f of memory_budget_bytes=%lld are free", what, bytes, device,
+                        (double)budget - used > 0 ? (double)budget - used : 0.0, budget);
+    }
+    for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++) {
+        if (!strcmp(tensors_reserved[i].device, device)) {
+            slot = i;
+            break;
+        }
+        if (slot < 0 && !tensors_reserved[i].device[0]) slot = i;
+    }
+    if (slot >= 0) {
+        snprintf(tensors_reserved[slot].device, sizeof tensors_reserved[slot].device, "%s", device);
+        tensors_reserved[slot].bytes += bytes;
+    }
+    pthread_mutex_unlock(&tensors_mu);
+    return 0;
+}
+
+static void tensors_unreserve(const char *device, double bytes)
+{
+    int i;
+    pthread_mutex_lock(&tensors_mu);
+    for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
+        if (!strcmp(tensors_reserved[i].device, device)) {
+            tensors_reserved[i].bytes -= bytes;
+            if (tensors_reserved[i].bytes < 0.5) tensors_reserved[i].bytes = 0.0;
+            break;
+        }
+    pthread_mutex_unlock(&tensors_mu);
+}
+
+static cJSON *tensor_json(const tensor_entry *t, int gone)
+{
+    cJSON *o = cJSON_CreateObject(), *shape;
+    int i;
+
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "id", t->id);
+    cJSON_AddStringToObject(o, "name", t->name);
+    shape = cJSON_AddArrayToObject(o, "shape");
+    for (i = 0; shape && i < t->ndim; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[i]));
+    cJSON_AddStringToObject(o, "dtype", attn_dtype_name(t->dtype));
+    cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
+    cJSON_AddStringToObject(o, "device", t->device);
+    cJSON_AddStringToObject(o, "fingerprint", t->fingerprint);
+    cJSON_AddStringToObject(o, "created", t->created);
+    cJSON_AddStringToObject(o, "state", gone ? "gone" : "resident");
+    return o;
+}
+
+/* Look id up: 0 with *out a copy; else -1 with e (404 unknown, 410 its worker restarted). */
+static int tensors_lookup(const char *id, const char *field, tensor_entry *out, api_error *e)
+{
+    int i, gen;
+
+    if (id[0] != 't' || !isdigit((unsigned char)id[1]) || strspn(id + 1, "0123456789") != strlen(id + 1) || strlen(id) > 20)
+        return api_fail(e, 404, "not_found", field, "there is no tensor %.40s (tensor ids look like t4)", id);
+    pthread_mutex_lock(&tensors_mu);
+    i = tensors_index_locked(id);
+    if (i >= 0) *out = tensors_table[i];
+    pthread_mutex_unlock(&tensors_mu);
+    if (i < 0) return api_fail(e, 404, "not_found", field, "there is no tensor %.40s", id);
+    gen = pool_device_generation(out->device);
+    if (gen != out->generation)
+        return api_fail(e, 410, "gone", field,
+                        "tensor %s is gone: the worker of %s restarted since it was uploaded (upload it again)", id,
+                        out->device);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- upload ---------------- */
+
+typedef struct upload_spec {
+    char name[TENSOR_NAME_MAX];
+    attn_dtype dtype;
+    int ndim;
+    int64_t shape[TENSOR_MAX_DIMS];
+    uint64_t offset, bytes;
+} upload_spec;
+
+static int tensors_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, (char *)buf + got, n - got, (off_t)(off + got));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        got += (size_t)r;
+    }
+    return 0;
+}
+
+/* "2,4,128,64" → shape. 0, or -1. */
+static int tensors_parse_shape(const char *s, int64_t *shape, int *ndim)
+{
+    *ndim = 0;
+    if (!*s) return 0; /* a scalar */
+    for (;;) {
+        char *end;
+        long long v;
+        if (!isdigit((unsigned char)*s) || *ndim >= TENSOR_MAX_DIMS) return -1;
+        errno = 0;
+        v = strtoll(s, &end, 10);
+        if (errno || v < 0 || v > (1LL << 40)) return -1;
+        shape[(*ndim)++] = v;
+        if (*end == '\0') return 0;
+        if (*end != ',') return -1;
+        s = end + 1;
+    }
+}
+
+static const char *query_str(const http_request *req, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->query, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+/* Parse the body into specs (*specs malloc'd; caller frees). 0, or -1 with e (400). */
+static int tensors_parse_body(http_request *req, upload_spec **specs, int *count, int *multi, api_error *e)
+{
+    const char *format = query_str(req, "format"), *dtype = query_str(req, "dtype"),
+               *shape = query_str(req, "shape"), *name = query_str(req, "name");
+    uint64_t size = req->body_len, header_len = 0;
+    uint8_t prefix[16];
+    size_t np = size < sizeof prefix ? (size_t)size : sizeof prefix;
+    uint8_t *header = NULL;
+    char err[300];
+    upload_spec *s;
+
+    *specs = NULL, *count = 0, *multi = 0;
+    if (name && (strlen(name) >= TENSOR_NAME_MAX))
+        return api_fail(e, 400, "bad_value", "name", "name is longer than %d bytes", TENSOR_NAME_MAX - 1);
+    if (np && tensors_pread_all(req->body_fd, prefix, np, 0) != 0)
+        return api_fail(e, 500, "internal", "", "cannot read the upload back: %s", strerror(errno));
+    if (!format) { /* by content: the npy magic, else raw when a shape is given, else safetensors */
+        if (np >= 6 && memcmp(prefix, "\x93NUMPY", 6) == 0) format = "npy";
+        else if (shape) format = "raw";
+        else format = "safetensors";
+    }
+    if (strcmp(format, "raw") == 0) {
+        attn_dtype dt;
+        uint64_t elems = 1;
+        int i;
+        s = calloc(1, sizeof *s);
+        if (!s) return api_fail(e, 500, "internal", "", "out of memory");
+        if (!dtype || attn_dtype_parse(dtype, &dt) != 0) {
+            free(s);
+            return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16 or fp32");
+        }
+        if (!shape || tensors_parse_shape(shape, s->shape, &s->ndim) != 0) {
+            free(s);
+            return api_fail(e, 400, "bad_value", "shape", "a raw upload needs shape=D0,D1,… (at most %d non-negative integers)",
+                            TENSOR_MAX_DIMS);
+        }
+        for (i = 0; i < s->ndim; i++)
+            if (__builtin_mul_overflow(elems, (uint64_t)s->shape[i], &elems)) {
+                free(s);
+                return api_fail(e, 400, "size_mismatch", "shape", "shape [%s]: the element count overflows", shape);
+            }
+        s->dtype = dt;
+        if (__builtin_mul_overflow(elems, (uint64_t)attn_dtype_bytes(dt), &s->bytes) || s->bytes != size) {
+            free(s);
+            return api_fail(e, 400, "size_mismatch", "shape", "shape [%s] of %s needs %llu elements of %zu bytes; the body has %llu bytes",
+                            shape, dtype, (unsigned long long)elems, attn_dtype_bytes(dt), (unsigned long long)size);
+        }
+        snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+        *specs = s, *count = 1;
+        return 0;
+    }
+    if (strcmp(format, "npy") == 0) {
+        npy_info info;
+        if (shape) return api_fail(e, 400, "conflict", "shape", "an npy upload carries its own shape; drop shape=");
+        if (npy_header_length(prefix, np, size, &header_len, err, sizeof err) != 0)
+            return api_fail(e, 400, "bad_npy", "", "%s", err);
+        header = malloc((size_t)header_len);
+        if (!header) return api_fail(e, 500, "internal", "", "out of memory");
+        if (tensors_pread_all(req->body_fd, header, (size_t)header_len, 0) != 0) {
+            free(header);
+            return api_fail(e, 500, "internal", "", "cannot read the upload back");
+        }
+        if (npy_parse(header, (size_t)header_len, size, dtype, &info, err, sizeof err) != 0) {
+            free(header);
+            return api_fail(e, err[0] == 'd' ? 400 : 400, "bad_npy", "", "%s", err);
+        }
+        free(header);
+        s = calloc(1, sizeof *s);
+        if (!s) return api_fail(e, 500, "internal", "", "out of memory");
+        s->dtype = info.dtype;
+        s->ndim = info.ndim;
+        memcpy(s->shape, info.shape, sizeof info.shape);
+        s->offset = info.data_offset;
+        s->bytes = info.data_bytes;
+        snprintf(s->name, sizeof s->name, "%s", name ? name : "");
+        *specs = s, *count = 1;
+        return 0;
+    }
+    if (strcmp(format, "safetensors") == 0) {
+        st_tensor *t = NULL;
+        int n = 0, i;
+        if (shape || dtype || name)
+            return api_fail(e, 400, "conflict", shape ? "shape" : dtype ? "dtype" : "name",
+                            "a safetensors upload names and shapes its own tensors; drop shape, dtype and name");
+        if (st_header_length(prefix, np, size, &header_len, err, sizeof err) != 0)
+            return api_fail(e, 400, "bad_safetensors", "", "%s%s", err,
+                            np >= 6 && memcmp(prefix, "\x93NUMPY", 6) != 0 && !shape
+                                ? " (raw uploads need dtype= and shape=; npy files start with \\x93NUMPY)"
+                                : "");
+        header = malloc((size_t)header_len);
+        if (!header) return api_fail(e, 500, "internal", "", "out of memory");
+        if (tensors_pread_all(req->body_fd, header, (size_t)header_len, 0) != 0) {
+            free(header);
+            return api_fail(e, 500, "internal", "", "cannot read the upload back");
+        }
+        if (st_parse(header, (size_t)header_len, size, &t, &n, err, sizeof err) != 0) {
+            free(header);
+            return api_fail(e, 400, "bad_safetensors", "", "%s", err);
+        }
+        free(header);
+        if (n == 0) {
+            free(t);
+            return api_fail(e, 400, "bad_safetensors", "", "safetensors: the file holds no tensor");
+        }
+        s = calloc((size_t)n, sizeof *s);
+        if (!s) {
+            free(t);
+            return api_fail(e, 500, "internal", "", "out of memory");
+        }
+        for (i = 0; i < n; i++) {
+            snprintf(s[i].name, sizeof s[i].name, "%s", t[i].name);
+            s[i].dtype = t[i].dtype;
+            s[i].ndim = t[i].ndim;
+            memcpy(s[i].shape, t[i].shape, sizeof t[i].shape);
+            s[i].offset = t[i].offset;
+            s[i].bytes = t[i].bytes;
+        }
+        free(t);
+        *specs = s, *count = n, *multi = 1;
+        return 0;
+    }
+    return api_fail(e, 400, "bad_value", "format", "format must be raw, npy or safetensors, got '%.40s'", format);
+}
+
+/* "cpu" or "cuda:N" (N a decimal ordinal without sign or leading zeros). */
+static int tensors_device_valid(const char *d)
+{
+    const char *p;
+    if (!strcmp(d, "cpu")) return 1;
+    if (strncmp(d, "cuda:", 5) != 0) return 0;
+    p = d + 5;
+    if (!isdigit((unsigned char)p[0]) || (p[0] == '0' && p[1]) || strlen(p) > 4) return 0;
+    return strspn(p, "0123456789") == strlen(p);
+}
+
+/* The device of an upload: ?device=, else the first GPU, else cpu. 0, or -1 with e. */
+static int tensors_pick_device(http_request *req, char *device, size_t len, api_error *e)
+{
+    const char *d = query_str(req, "device");
+    if (!d) d = pool_default_device(0);
+    if (!d) d = "cpu";
+    if (!tensors_device_valid(d))
+        return api_fail(e, 400, "bad_device", "device", "device must be cpu or cuda:N, got '%.40s'", d);
+    if (pool_device_generation(d) < 0)
+        return api_fail(e, 503, "no_device", "device", "device %s is not served here or is down (see GET /v1/device)", d);
+    snprintf(device, len, "%s", d);
+    return 0;
+}
+
+/* The worker's error/failed reply as an api_error. */
+static void tensors_reply_error(const cJSON *reply, int status, api_error *e)
+{
+    const cJSON *err = cJSON_GetObjectItem(reply, "error"), *type = cJSON_GetObjectItem(reply, "type");
+    const cJSON *st = cJSON_GetObjectItem(err, "status"), *code = cJSON_GetObjectItem(err, "code"),
+                *msg = cJSON_GetObjectItem(err, "message"), *field = cJSON_GetObjectItem(err, "field");
+    if (cJSON_IsString(type) && !strcmp(type->valuestring, "failed")) {
+        const cJSON *m = cJSON_GetObjectItem(reply, "message");
+        api_fail(e, 500, "tensor_op_failed", "", "%s", cJSON_IsString(m) ? m->valuestring : "the worker failed");
+        return;
+    }
+    api_fail(e, cJSON_IsNumber(st) ? (int)st->valuedouble : status >= 400 ? status : 500,
+             cJSON_IsString(code) ? code->valuestring : "tensor_op_failed", cJSON_IsString(field) ? field->valuestring : "",
+             "%s", cJSON_IsString(msg) ? msg->valuestring : "the worker refused the tensor operation");
+}
+
+/* Send msg to device; 0 with *reply a tensor_result (caller deletes), or -1 with e. */
+static int tensors_exchange(const char *device, cJSON *msg, int fd, cJSON **reply, int *reply_fd, int *gen, api_error *e)
+{
+    int status = pool_tensor_op(device, msg, fd, reply, reply_fd, gen);
+    const cJSON *type = cJSON_GetObjectItem(*reply, "type");
+
+    if (status == 200 && cJSON_IsString(type) && !strcmp(type->valuestring, "tensor_result")) return 0;
+    tensors_reply_error(*reply, status, e);
+    cJSON_Delete(*reply);
+    *reply = NULL;
+    if (*reply_fd >= 0) close(*reply_fd);
+    *reply_fd = -1;
+    return -1;
+}
+
+void route_tensor_upload(http_request *req)
+{
+    upload_spec *specs = NULL;
+    int count = 0, multi = 0, i, j, gen = -1, reply_fd = -1;
+    char device[16], what[64];
+    double total = 0.0;
+    api_error e;
+    cJSON *msg = NULL, *list, *reply = NULL, *answer = NULL, *arr;
+    tensor_entry *entries = NULL;
+
+    memset(&e, 0, sizeof e);
+    if (req->body_fd < 0) {
+        http_fail(req, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
+        return;
+    }
+    if (tensors_parse_body(req, &specs, &count, &multi, &e) != 0 || tensors_pick_device(req, device, sizeof device, &e) != 0) {
+        free(specs);
+        http_send_error(req, &e);
+        return;
+    }
+    for (i = 0; i < count; i++) total += (double)specs[i].bytes;
+    snprintf(what, sizeof what, "the upload");
+    if (tensors_reserve(device, total, req->settings->memory_budget_bytes, what, &e) != 0) {
+        free(specs);
+        http_send_error(req, &e);
+        return;
+    }
+
+    entries = calloc((size_t)count, sizeof *entries);
+    msg = cJSON_CreateObject();
+    if (!entries || !msg) {
+        api_fail(&e, 500, "internal", "", "out of memory");
+        goto out;
+    }
+    pthread_mutex_lock(&tensors_mu);
+    for (i = 0; i < count; i++) tensors_new_id_locked(entries[i].id, sizeof entries[i].id);
+    pthread_mutex_unlock(&tensors_mu);
+    cJSON_AddStringToObject(msg, "type", "tensor_put");
+    cJSON_AddNumberToObject(msg, "budget", (double)req->settings->memory_budget_bytes);
+    list = cJSON_AddArrayToObject(msg, "tensors");
+    for (i = 0; i < count; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "id", entries[i].id);
+        cJSON_AddNumberToObject(t, "offset", (double)specs[i].offset);
+        cJSON_AddNumberToObject(t, "bytes", (double)specs[i].bytes);
+        cJSON_AddItemToArray(list, t);
+    }
+    if (tensors_exchange(device, msg, req->body_fd, &reply, &reply_fd, &gen, &e) != 0) goto out;
+    if (reply_fd >= 0) close(reply_fd);
+
+    arr = cJSON_GetObjectItem(reply, "tensors");
+    answer = multi ? cJSON_CreateObject() : NULL;
+    pthread_mutex_lock(&tensors_mu);
+    for (i = 0; i < count; i++) {
+        tensor_entry *t = &entries[i];
+        const cJSON *r = cJSON_GetArrayItem(arr, i), *fp = cJSON_GetObjectItem(r, "fingerprint");
+        snprintf(t->name, sizeof t->name, "%s", specs[i].name[0] ? specs[i].name : t->id);
+        snprintf(t->device, sizeof t->device, "%s", device);
+        t->generation = gen;
+        t->dtype = specs[i].dtype;
+        t->ndim = specs[i].ndim;
+        for (j = 0; j < t->ndim; j++) t->shape[j] = specs[i].shape[j];
+        t->bytes = specs[i].bytes;
+        snprintf(t->fingerprint, sizeof t->fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
+        tensors_now_iso(t->created, sizeof t->created);
+        if (tensors_count >= TENSORS_MAX || tensors_add_locked(t) != 0)
+            log_error("tensor table full: tensor %s is on %s but not listed", t->id, device);
+    }
+    pthread_mutex_unlock(&tensors_mu);
+    if (multi) {
+        cJSON *items = cJSON_AddArrayToObject(answer, "tensors");
+        for (i = 0; i < count; i++) cJSON_AddItemToArray(items, tensor_json(&entries[i], 0));
+    } else {
+        answer = tensor_json(&entries[0], 0);
+    }
+    log_info("tensors: %d uploaded to %s (%.0f bytes)", count, device, total);
+
+out:
+    tensors_unreserve(device, total);
+    if (answer) {
+        char loc[64];
+        if (!multi) {
+            snprintf(loc, sizeof loc, "/v1/tensors/%s", entries[0].id);
+            http_add_header(req, "Location", loc);
+        }
+        http_send_json(req, 201, answer);
+    } else {
+        http_send_error(req, &e);
+    }
+    cJSON_Delete(answer);
+    cJSON_Delete(reply);
+    cJSON_Delete(msg);
+    free(entries);
+    free(specs);
+}
+
+/* ---------------------------------------------------------------- reads, delete --------- */
+
+void route_tensor_list(http_request *req)
+{
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "tensors");
+    tensor_entry *copy = NULL;
+    int n, i;
+
+    pthread_mutex_lock(&tensors_mu);
+    n = tensors_count;
+    if (n) copy = malloc((size_t)n * sizeof *copy);
+    if (copy) memcpy(copy, tensors_table, (size_t)n * sizeof *copy);
+    else n = 0;
+    pthread_mutex_unlock(&tensors_mu);
+    for (i = 0; i < n; i++)
+        cJSON_AddItemToArray(arr, tensor_json(&copy[i], pool_device_generation(copy[i].device) != copy[i].generation));
+    free(copy);
+    http_send_json(req, 200, o);
+    cJSON_Delete(o);
+}
+
+void route_tensor_get(http_request *req)
+{
+    tensor_entry t;
+    api_error e;
+    cJSON *o;
+
+    if (tensors_lookup(req->id, "id", &t, &e) != 0) {
+        http_send_error(req, &e);
+        return;
+    }
+    o = tensor_json(&t, 0);
+    http_send_json(req, 200, o);
+    cJSON_Delete(o);
+}
+
+void route_tensor_data(http_request *req)
+{
+    const char *format = query_str(req, "format");
+    tensor_entry t;
+    api_error e;
+    cJSON *msg, *reply = NULL;
+    int reply_fd = -1, gen;
+    const cJSON *bytes;
+
+    if (format && strcmp(format, "npy") && strcmp(format, "raw")) {
+        http_fail(req, 400, "bad_value", "format", "format must be npy or raw, got '%.40s'", format);
+        return;
+    }
+    if (tensors_lookup(req->id, "id", &t, &e) != 0) {
+        http_send_error(req, &e);
+        return;
+    }
+    msg = cJSON_CreateObject();
+    cJSON_AddStringToObject(msg, "type", "tensor_get");
+    cJSON_AddStringToObject(msg, "id", t.id);
+    if (!format || !strcmp(format, "npy")) { /* the worker writes the header (npy.h) */
+        cJSON *shape = cJSON_AddArrayToObject(msg, "npy_shape");
+        int i;
+        for (i = 0; i < t.ndim; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t.shape[i]));
+        cJSON_AddStringToObject(msg, "npy_dtype", attn_dtype_name(t.dtype));
+    }
+    if (tensors_exchange(t.device, msg, -1, &reply, &reply_fd, &gen, &e) != 0) {
+        cJSON_Delete(msg);
+        http_send_error(req, &e);
+        return;
+    }
+    cJSON_Delete(msg);
+    bytes = cJSON_GetObjectItem(reply, "bytes");
+    if (reply_fd < 0 || !cJSON_IsNumber(bytes)) {
+        cJSON_Delete(reply);
+        if (reply_fd >= 0) close(reply_fd);
+        http_fail(req, 500, "internal", "", "the worker sent no data for tensor %s", t.id);
+        return;
+    }
+    http_send_fd(req, 200, "application/octet-stream", reply_fd, (size_t)bytes->valuedouble);
+    cJSON_Delete(reply);
+}
+
+void route_tensor_delete(http_request *req)
+{
+    tensor_entry t;
+    api_error e;
+    cJSON *msg, *reply = NULL, *o;
+    int reply_fd = -1, gen, i, rc;
+
+    rc = tensors_lookup(req->id, "id", &t, &e);
+    if (rc != 0 && e.status != 410) {
+        http_send_error(req, &e);
+        return;
+    }
+    if (rc == 0) {
+        msg = cJSON_CreateObject();
+        cJSON_AddStringToObject(msg, "type", "tensor_delete");
+        cJSON_AddStringToObject(msg, "id", t.id);
+        rc = tensors_exchange(t.device, msg, -1, &reply, &reply_fd, &gen, &e);
+        cJSON_Delete(msg);
+        cJSON_Delete(reply);
+        if (reply_fd >= 0) close(reply_fd);
+        if (rc != 0 && e.status != 410) {
+            http_send_error(req, &e);
+            return;
+        }
+    }
+    /* Deleted, or gone with its worker: either way it leaves the table. */
+    pthread_mutex_lock(&tensors_mu);
+    i = tensors_index_locked(t.id);
+    if (i >= 0) tensors_remove_locked(i);
+    pthread_mutex_unlock(&tensors_mu);
+    if (rc != 0) {
+        http_send_error(req, &e);
+        return;
+    }
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "deleted", t.id);
+    http_send_json(req, 200, o);
+    cJSON_Delete(o);
+}
+
+/* ---------------------------------------------------------------- runs ------------------ */
+
+static void tensors_shape_text(const tensor_entry *t, char *buf, size_t len)
+{
+    size_t n = 0;
+    int i;
+    n += (size_t)snprintf(buf, len, "[");
+    for (i = 0; i < t->ndim && n < len; i++) n += (size_t)snprintf(buf + n, len - n, "%s%lld", i ? "," : "", (long long)t->shape[i]);
+    if (n < len) snprintf(buf + n, len - n, "]");
+}
+
+int tensors_apply_run(run_request *r, api_error *e)
+{
+    const char *ids[3] = {r->q_tensor, r->k_tensor, r->v_tensor}, *names[3] = {"q", "k", "v"};
+    tensor_entry t[3];
+    int have[3], i, first = -1;
+    char a[96], b[96];
+    attn_problem *p = &r->problem;
+
+    r->output_tensor[0] = '\0'; /* the front chooses it (tensors_prepare_run) */
+    for (i = 0; i < 3; i++) {
+        have[i] = ids[i][0] != '\0';
+        if (!have[i]) continue;
+        if (tensors_lookup(ids[i], names[i], &t[i], e) != 0) return -1;
+        if (t[i].ndim != 4) {
+            tensors_shape_text(&t[i], a, sizeof a);
+            return api_fail(e, 422, "shape_mismatch", names[i], "%s (tensor %s) has shape %s; a run needs [batch, heads, seq, head_dim]",
+                            names[i], t[i].id, a);
+        }
+        if (first < 0) {
+            first = i;
+            continue;
+        }
+        if (strcmp(t[i].device, t[first].device) != 0)
+            return api_fail(e, 422, "device_mismatch", names[i], "%s (tensor %s) is on %s but %s (tensor %s) is on %s", names[first],
+                            t[first].id, t[first].device, names[i], t[i].id, t[i].device);
+        if (t[i].dtype != t[first].dtype)
+            return api_fail(e, 422, "dtype_mismatch", names[i], "%s (tensor %s) is %s but %s (tensor %s) is %s", names[first], t[first].id,
+                            attn_dtype_name(t[first].dtype), names[i], t[i].id, attn_dtype_name(t[i].dtype));
+    }
+    if (first < 0) return 0;
+    if (r->device[0] && strcmp(r->device, t[first].device) != 0)
+        return api_fail(e, 422, "device_mismatch", "device", "device=%s but tensor %s (tensor %s) is on %s", r->device,
+                        t[first].id, names[first], t[first].device);
+    snprintf(r->device, sizeof r->device, "%s", t[first].device);
+    if (have[1] && have[2]) {
+        for (i = 0; i < 4; i++)
+            if (t[1].shape[i] != t[2].shape[i]) {
+                tensors_shape_text(&t[1], a, sizeof a), tensors_shape_text(&t[2], b, sizeof b);
+                return api_fail(e, 422, "shape_mismatch", "v", "k (tensor %s) has shape %s but v (tensor %s) has shape %s", t[1].id, a, t[2].id, b);
+            }
+    }
+    if (have[0]) {
+        int kv = have[1] ? 1 : have[2] ? 2 : -1;
+        if (kv > 0 && (t[0].shape[0] != t[kv].shape[0] || t[0].shape[1] != t[kv].shape[1] || t[0].shape[3] != t[kv].shape[3])) {
+            tensors_shape_text(&t[0], a, sizeof a), tensors_shape_text(&t[kv], b, sizeof b);
+            return api_fail(e, 422, "shape_mismatch", names[kv],
+                            "q (tensor %s) has shape %s but %s (tensor %s) has shape %s: batch, heads and head_dim must agree", t[0].id, a,
+                            names[kv], t[kv].id, b);
+        }
+    }
+    {
+        /* The problem from the tensors; parameters the client gave must agree. */
+        const tensor_entry *src = &t[first];
+        int kvi = have[1] ? 1 : have[2] ? 2 : -1;
+        int64_t B = src->shape[0], H = src->shape[1], D = src->shape[3];
+        int64_t Sq = have[0] ? t[0].shape[2] : -1, Skv = kvi >= 0 ? t[kvi].shape[2] : -1;
+        struct {
+            unsigned bit;
+            const char *name;
+            int64_t *field, value;
+        } dims[] = {
+            {RUN_GIVEN_BATCH, "batch", &p->batch, B},     {RUN_GIVEN_HEADS, "heads", &p->heads, H},
+            {RUN_GIVEN_SEQ_Q, "seq_q", &p->seq_q, Sq},   {RUN_GIVEN_SEQ_KV, "seq_kv", &p->seq_kv, Skv},
+            {RUN_GIVEN_HEAD_DIM, "head_dim", &p->head_dim, D},
+        };
+        /* A generated side follows the other's length unless given. */
+        if (Sq < 0) Sq = (r->given & RUN_GIVEN_SEQ_Q) ? p->seq_q : Skv;
+        if (Skv < 0) Skv = (r->given & RUN_GIVEN_SEQ_KV) ? p->seq_kv : Sq;
+        dims[2].value = Sq, dims[3].value = Skv;
+        for (i = 0; i < 5; i++) {
+            if ((r->given & dims[i].bit) && *dims[i].field != dims[i].value)
+                return api_fail(e, 422, "shape_mismatch", dims[i].name, "%s=%lld disagrees with the tensors (%s %lld)",
+                                dims[i].name, (long long)*dims[i].field, dims[i].name, (long long)dims[i].value);
+            *dims[i].field = dims[i].value;
+        }
+        if ((r->given & RUN_GIVEN_DTYPE) && p->dtype != src->dtype)
+            return api_fail(e, 422, "dtype_mismatch", "dtype", "dtype=%s disagrees with tensor %s (tensor %s), which is %s",
+                            attn_dtype_name(p->dtype), src->id, names[first], attn_dtype_name(src->dtype));
+        p->dtype = src->dtype;
+        if (!r->scale_given) p->scale = 1.0 / sqrt((double)p->head_dim);
+    }
+    return 0;
+}
+
+/* Bytes a run allocates on its device beyond the resident tensors it reads. */
+static double tensors_run_bytes(const run_request *r)
+{
+    const attn_problem *p = &r->problem;
+    const variant *v = variant_find(r->backend);
+    double esz = (double)attn_dtype_bytes(p->dtype);
+    double need = (double)attn_out_elems(p) * esz;
+    if (!r->q_tensor[0]) need += (double)attn_q_elems(p) * esz;
+    if (!r->k_tensor[0]) need += (double)attn_kv_elems(p) * esz;
+    if (!r->v_tensor[0]) need += (double)attn_kv_elems(p) * esz;
+    if (v && v->workspace_bytes) need += (double)v->workspace_bytes(p);
+    return need;
+}
+
+int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
+{
+    if (r->keep_output && r->async_run)
+        return api_fail(e, 422, "unsupported", "keep_output", "keep_output needs a synchronous run (drop async=true)");
+    if (r->q_tensor[0] || r->k_tensor[0] || r->v_tensor[0]) r->verify_cpu_max_macs = 0; /* GPU fp32 reference */
+    if (tensors_reserve(r->device, tensors_run_bytes(r), budget_bytes, "the run", e) != 0) return -1;
+    if (r->keep_output) {
+        pthread_mutex_lock(&tensors_mu);
+        tensors_new_id_locked(r->output_tensor, sizeof r->output_tensor);
+        pthread_mutex_unlock(&tensors_mu);
+    }
+    return 0;
+}
+
+void tensors_finish_run(const run_request *r, int status, const cJSON *record)
+{
+    const cJSON *out = cJSON_GetObjectItem(record, "output");
+    const cJSON *tensor = cJSON_GetObjectItem(out, "tensor"), *fp = cJSON_GetObjectItem(out, "fingerprint");
+    const cJSON *id = cJSON_GetObjectItem(record, "id");
+    const attn_problem *p = &r->problem;
+    tensor_entry t;
+
+    tensors_unreserve(r->device, tensors_run_bytes(r));
+    if (!r->keep_output || status != 200 || !cJSON_IsString(tensor) || strcmp(tensor->valuestring, r->output_tensor))
+        return;
+    memset(&t, 0, sizeof t);
+    snprintf(t.id, sizeof t.id, "%s", r->output_tensor);
+    snprintf(t.name, sizeof t.name, "output of run %.0f", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+    snprintf(t.device, sizeof t.device, "%s", r->device);
+    t.generation = pool_device_generation(r->device); /* it answered just now */
+    t.dtype = p->dtype;
+    t.ndim = 4;
+    t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = p->head_dim;
+    t.bytes = (uint64_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
+    snprintf(t.fingerprint, sizeof t.fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
+    tensors_now_iso(t.created, sizeof t.created);
+    pthread_mutex_lock(&tensors_mu);
+    if (tensors_add_locked(&t) != 0) log_error("tensor table: no room for output tensor %s", t.id);
+    pthread_mutex_unlock(&tensors_mu);
+}
