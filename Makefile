@@ -32,7 +32,7 @@ KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient
 SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
             server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \
-            server/clocks.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
+            server/clocks.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
             server/auth.c server/tls.c
 SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c
 SERVER_C += server/npy.c server/safetensors.c server/tensors.c server/worker_tensors.c
@@ -51,7 +51,7 @@ else
 Q = @
 endif
 
-.PHONY: all run test test-unit test-api test-fuzz test-gpu bench deps bundle clean
+.PHONY: all run test test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
 
 all: $(BUILD)/attnd
 
@@ -77,9 +77,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS)
 
 # Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
 deps:
-	$(Q)sh scripts/install-deps.sh
+	$(Q)sh scripts/install-deps.sh test
 
-run: deps
+deps-build:
+	$(Q)sh scripts/install-deps.sh build
+
+run: deps-build
 	$(Q)$(MAKE) --no-print-directory all
 	$(BUILD)/attnd --config config/attnd.json
 

@@ -1,62 +1,55 @@
 #!/bin/sh
-# Install what building and testing attnd needs on a fresh Debian/Ubuntu machine that has
-# the CUDA toolkit: libmicrohttpd, cJSON and SQLite headers and clang (apt), pytest, numpy and
-# requests (pip). Does nothing for what is already there; needs root to install.
+# Install what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks, and nothing that
+# is already there. Installing needs root; without it the missing names are printed.
+#
+#   sh scripts/install-deps.sh build       build and serve: libmicrohttpd, cJSON, SQLite headers
+#   sh scripts/install-deps.sh test        build + what make test uses (the default):
+#       apt: clang (libFuzzer targets of tests/fuzz), chromium (the dashboard test drives it
+#            headless), openssl (self-signed certificates for the TLS tests)
+#       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
+#            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
+#            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), setuptools and wheel
+#            (the client package is built offline)
+#   sh scripts/install-deps.sh bench-http  build + wrk, for bench/http_load.sh
 set -e
-missing=""
-[ -f /usr/include/microhttpd.h ] || missing="$missing libmicrohttpd-dev"
-[ -f /usr/include/cjson/cJSON.h ] || missing="$missing libcjson-dev"
-[ -f /usr/include/sqlite3.h ] || missing="$missing libsqlite3-dev"
-# clang: the libFuzzer targets of make test-fuzz; optional (skipped with a message) when
-# it cannot be installed here.
-if ! command -v clang >/dev/null 2>&1; then
-    if [ "$(id -u)" = 0 ]; then missing="$missing clang"
-    else echo "note: clang is missing (make test-fuzz will skip): sudo apt-get install clang" >&2; fi
-fi
-if [ -n "$missing" ]; then
-    if [ "$(id -u)" != 0 ]; then
-        echo "attnd needs:$missing (run as root, or: sudo apt-get install$missing)" >&2
-        exit 1
-    fi
-    echo "installing:$missing"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
-fi
+what=${1:-test}
 py=${PYTHON:-python3}
-if ! $py -c 'import pytest, numpy, requests' 2>/dev/null; then
-    echo "installing: pytest numpy requests (pip)"
-    $py -m pip install -q pytest numpy requests 2>&1 | grep -v 'WARNING: Running pip as' || true
-fi
-# Issue 5: /metrics is parsed with prometheus_client's parser, the API is fuzzed against
-# docs/openapi.json with schemathesis, and the dashboard is driven in Debian's headless
-# chromium through its DevTools protocol (websocket-client).
-if ! $py -c 'import prometheus_client, schemathesis, websocket' 2>/dev/null; then
-    echo "installing: prometheus_client schemathesis websocket-client (pip)"
-    $py -m pip install -q prometheus_client schemathesis websocket-client 2>&1 | grep -v 'WARNING: Running pip as' || true
-fi
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "installing: chromium"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-fi
-# Issue 6: the client package is built offline in tests (setuptools, wheel); deploy/*.yaml
-# is parsed with PyYAML; TLS tests make a self-signed certificate with openssl.
-if ! $py -c 'import yaml, setuptools, wheel' 2>/dev/null; then
-    echo "installing: pyyaml setuptools wheel (pip)"
-    $py -m pip install -q pyyaml setuptools wheel 2>&1 | grep -v 'WARNING: Running pip as' || true
-fi
-if ! command -v openssl >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
-    echo "installing: openssl"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl >/dev/null
-fi
-# `sh scripts/install-deps.sh bench-http`: wrk for bench/http_load.sh (not needed by make test).
-if [ "${1:-}" = bench-http ] && ! command -v wrk >/dev/null 2>&1; then
+apt_missing=""
+pip_missing=""
+
+need_header() { [ -f "$1" ] || apt_missing="$apt_missing $2"; }
+need_command() { command -v "$1" >/dev/null 2>&1 || apt_missing="$apt_missing $2"; }
+need_module() { $py -c "import $1" 2>/dev/null || pip_missing="$pip_missing $2"; }
+
+need_header /usr/include/microhttpd.h libmicrohttpd-dev
+need_header /usr/include/cjson/cJSON.h libcjson-dev
+need_header /usr/include/sqlite3.h libsqlite3-dev
+case "$what" in
+test)
+    need_command clang clang
+    need_command chromium chromium
+    need_command openssl openssl
+    for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
+             schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
+             setuptools:setuptools wheel:wheel; do
+        need_module "${m%%:*}" "${m#*:}"
+    done
+    ;;
+bench-http) need_command wrk wrk ;;
+build) ;;
+*) echo "usage: $0 [build|test|bench-http]" >&2; exit 2 ;;
+esac
+
+if [ -n "$apt_missing" ]; then
     if [ "$(id -u)" != 0 ]; then
-        echo "bench/http_load.sh needs wrk (sudo apt-get install wrk)" >&2
+        echo "attnd needs:$apt_missing (run as root, or: sudo apt-get install$apt_missing)" >&2
         exit 1
     fi
-    echo "installing: wrk"
+    echo "installing (apt):$apt_missing"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $apt_missing >/dev/null
+fi
+if [ -n "$pip_missing" ]; then
+    echo "installing (pip):$pip_missing"
+    $py -m pip install -q $pip_missing 2>&1 | grep -v 'WARNING: Running pip as' || true
 fi

@@ -6,6 +6,8 @@
  */
 #include "cpu_worker.h"
 
+#include "host_memory.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,29 +64,6 @@ cJSON *cpu_device_json(void)
 
 /* ---- memory --------------------------------------------------------------------- */
 
-/* Bytes the kernel could give us now. MemAvailable counts reclaimable page cache, which
- * sysconf(_SC_AVPHYS_PAGES) (free pages only) does not: on a long-running host free pages
- * are few while most of the cache could be ours. The sysconf figure is the fallback. */
-static double cpu_available_bytes(void)
-{
-    FILE *f = fopen("/proc/meminfo", "r");
-    char line[256];
-    double kib = -1.0;
-
-    if (f) {
-        while (fgets(line, sizeof line, f)) {
-            unsigned long long v;
-            if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-                kib = (double)v;
-                break;
-            }
-        }
-        fclose(f);
-    }
-    if (kib >= 0.0) return kib * 1024.0;
-    return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-}
-
 /* The reference's per-thread scratch (reference.c): k and v of one head in double, one q
  * row, one row of scores. */
 static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
@@ -96,7 +75,7 @@ static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
 
 static int cpu_check_fits(double need, api_error *e)
 {
-    double avail = cpu_available_bytes();
+    double avail = host_memory_available_bytes();
     if (need > avail)
         return api_fail(e, 413, "too_large_for_device", "",
                         "the problem needs %.3g GB of host memory; the cpu device has %.3g GB available",

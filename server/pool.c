@@ -27,6 +27,8 @@
  */
 #include "pool.h"
 
+#include "clock_text.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -129,19 +131,6 @@ static struct timespec pool_deadline(long long ms)
         ts.tv_nsec -= 1000000000L;
     }
     return ts;
-}
-
-/* UTC ISO-8601 with milliseconds: 2026-12-02T10:31:05.123Z. */
-static void pool_now_iso(char *buf, size_t len)
-{
-    struct timespec ts;
-    struct tm tm;
-    size_t n;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
 }
 
 /* How a child ended, for people: "crashed (signal 11, Segmentation fault)". */
@@ -496,7 +485,7 @@ static void job_store_final(pool_job *j, const char *status)
 {
     char finished[40], *text;
 
-    pool_now_iso(finished, sizeof finished);
+    clock_text_now_iso(finished, sizeof finished);
     pool_set(j->record, "status", cJSON_CreateString(status));
     pool_set(j->record, "finished", cJSON_CreateString(finished)); /* null until now, same place */
     text = cJSON_PrintUnformatted(j->record);
@@ -1160,7 +1149,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
     j->fd = -1;
     pthread_cond_init(&j->cond, NULL);
 
-    pool_now_iso(created, sizeof created);
+    clock_text_now_iso(created, sizeof created);
     record = cJSON_CreateObject();
     cJSON_AddNumberToObject(record, "id", 0); /* set once the store gives the id */
     cJSON_AddStringToObject(record, "status", "queued");

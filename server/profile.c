@@ -10,7 +10,7 @@
  *
  * NVTX: CUPTI receives NVTX ranges only when NVTX_INJECTION64_PATH names the libcupti the
  * process loaded, before the first NVTX call. profile_init sets it only when
- * ATTND_NVTX_TO_CUPTI=1 (see profile_nvtx_injection for why it is off by default).
+ * ATTND_NVTX_TO_CUPTI is not 0 (see profile_nvtx_injection).
  *
  * API tracing inflates host time: this forward is never a timed one.
  */
@@ -198,10 +198,11 @@ static void CUPTIAPI profile_buffer_completed(CUcontext context, uint32_t stream
 
 /* ------------------------------------------------------------ init -------------------- */
 
-/* Point NVTX at the libcupti this process loaded, so ranges reach the MARKER records —
- * only when ATTND_NVTX_TO_CUPTI=1. Off by default: with the injection every NVTX push/pop
- * of every timed forward calls into CUPTI, which inflates host_us (measured on the H200:
- * bench/results/2026-12-02-*). Nsight tools set NVTX_INJECTION64_PATH themselves. */
+/* Point NVTX at the libcupti this process loaded, so ranges reach the MARKER records and
+ * the trace shows the variants' phases. ATTND_NVTX_TO_CUPTI=0 turns it off. It costs no
+ * measurable host time: on the H200, naive's host_us was 49–55 µs with and without it
+ * (bench/results/2026-12-02-host-cost.md). Nsight tools set NVTX_INJECTION64_PATH
+ * themselves, and then win. */
 static void profile_nvtx_injection(void)
 {
     Dl_info info;
@@ -209,7 +210,7 @@ static void profile_nvtx_injection(void)
     const char *want = getenv("ATTND_NVTX_TO_CUPTI");
     CUptiResult (*fn)(CUpti_ActivityKind) = cuptiActivityEnable;
     memcpy(&sym, &fn, sizeof sym);
-    if (!want || strcmp(want, "1") != 0) return;
+    if (want && strcmp(want, "0") == 0) return;
     if (getenv("NVTX_INJECTION64_PATH")) return; /* a tool (nsys) is already injected */
     if (dladdr(sym, &info) && info.dli_fname) setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }

@@ -157,18 +157,6 @@ static void route_variants(http_request *req)
 
 /* ---------------------------------------------------------------- runs ------------------ */
 
-/* "cpu" or "cuda:N" (N a decimal ordinal without sign or leading zeros). */
-static int device_name_valid(const char *d)
-{
-    const char *p;
-
-    if (!strcmp(d, "cpu")) return 1;
-    if (strncmp(d, "cuda:", 5) != 0) return 0;
-    p = d + 5;
-    if (!isdigit((unsigned char)p[0]) || (p[0] == '0' && p[1]) || strlen(p) > 4) return 0;
-    return strspn(p, "0123456789") == strlen(p);
-}
-
 /* Choose and check the device of r (r->backend already validated). 0, or -1 with e. */
 static int resolve_device(run_request *r, const variant *v, api_error *e)
 {
@@ -177,7 +165,7 @@ static int resolve_device(run_request *r, const variant *v, api_error *e)
     int cc;
 
     if (r->device[0]) {
-        if (!device_name_valid(r->device))
+        if (!run_request_device_valid(r->device))
             return api_fail(e, 400, "bad_device", "device", "device must be cpu or cuda:N, got '%s'", r->device);
         if (v->on_cpu && strcmp(r->device, "cpu") != 0)
             return api_fail(e, 422, "unsupported", "device", "backend %s runs on the cpu device only, not on %s",

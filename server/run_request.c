@@ -604,3 +604,13 @@ long long run_request_macs(const run_request *r)
         return LLONG_MAX;
     return (long long)x;
 }
+
+int run_request_device_valid(const char *d)
+{
+    const char *p;
+    if (!strcmp(d, "cpu")) return 1;
+    if (strncmp(d, "cuda:", 5) != 0) return 0;
+    p = d + 5;
+    if (!isdigit((unsigned char)p[0]) || (p[0] == '0' && p[1]) || strlen(p) > 4) return 0;
+    return strspn(p, "0123456789") == strlen(p);
+}

@@ -73,6 +73,11 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
 cJSON *run_request_to_json(const run_request *r);
 int run_request_from_json(run_request *r, const cJSON *json, api_error *e);
 
+/* 1 when d names a device as the API spells it: "cpu" or "cuda:N" (N a decimal ordinal
+ * without sign or leading zeros, at most 4 digits); whether it exists is the pool's
+ * business. */
+int run_request_device_valid(const char *d);
+
 /* Multiply–accumulates of the reference: B·H·Sq·Skv·D. */
 long long run_request_macs(const run_request *r);
 

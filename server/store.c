@@ -11,6 +11,8 @@
  */
 #include "store.h"
 
+#include "clock_text.h"
+
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -71,19 +73,6 @@ static void store_finalize_all(void)
     }
 }
 
-/* UTC ISO-8601 with milliseconds, as every timestamp of a record. */
-static void store_now_iso(char *buf, size_t len)
-{
-    struct timespec ts;
-    struct tm tm;
-    size_t n;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
-}
-
 /* Rows that an earlier process left queued or running can never finish: their worker died
  * with it. Mark them failed, editing the stored record so GET answers the same. */
 static int store_mark_interrupted(void)
@@ -122,7 +111,7 @@ static int store_mark_interrupted(void)
         n++;
     }
 
-    store_now_iso(finished, sizeof finished);
+    clock_text_now_iso(finished, sizeof finished);
     for (i = 0; i < n; i++) {
         cJSON *rec = cJSON_Parse(records[i]);
         cJSON *error;

@@ -11,6 +11,9 @@
  */
 #include "tensors.h"
 
+#include "clock_text.h"
+#include "run_request.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -58,17 +61,6 @@ typedef struct tensor_reservation {
 static tensor_reservation tensors_reserved[64];
 
 /* ---------------------------------------------------------------- the table ------------- */
-
-static void tensors_now_iso(char *buf, size_t len)
-{
-    struct timespec ts;
-    struct tm tm;
-    size_t n;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    gmtime_r(&ts.tv_sec, &tm);
-    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
-}
 
 static int tensors_index_locked(const char *id)
 {
@@ -363,24 +355,13 @@ static int tensors_parse_body(http_request *req, upload_spec **specs, int *count
     return api_fail(e, 400, "bad_value", "format", "format must be raw, npy or safetensors, got '%.40s'", format);
 }
 
-/* "cpu" or "cuda:N" (N a decimal ordinal without sign or leading zeros). */
-static int tensors_device_valid(const char *d)
-{
-    const char *p;
-    if (!strcmp(d, "cpu")) return 1;
-    if (strncmp(d, "cuda:", 5) != 0) return 0;
-    p = d + 5;
-    if (!isdigit((unsigned char)p[0]) || (p[0] == '0' && p[1]) || strlen(p) > 4) return 0;
-    return strspn(p, "0123456789") == strlen(p);
-}
-
 /* The device of an upload: ?device=, else the first GPU, else cpu. 0, or -1 with e. */
 static int tensors_pick_device(http_request *req, char *device, size_t len, api_error *e)
 {
     const char *d = query_str(req, "device");
     if (!d) d = pool_default_device(0);
     if (!d) d = "cpu";
-    if (!tensors_device_valid(d))
+    if (!run_request_device_valid(d))
         return api_fail(e, 400, "bad_device", "device", "device must be cpu or cuda:N, got '%.40s'", d);
     if (pool_device_generation(d) < 0)
         return api_fail(e, 503, "no_device", "device", "device %s is not served here or is down (see GET /v1/device)", d);
@@ -483,7 +464,7 @@ void route_tensor_upload(http_request *req)
         for (j = 0; j < t->ndim; j++) t->shape[j] = specs[i].shape[j];
         t->bytes = specs[i].bytes;
         snprintf(t->fingerprint, sizeof t->fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
-        tensors_now_iso(t->created, sizeof t->created);
+        clock_text_now_iso(t->created, sizeof t->created);
         if (tensors_count >= TENSORS_MAX || tensors_add_locked(t) != 0)
             log_error("tensor table full: tensor %s is on %s but not listed", t->id, device);
     }
@@ -778,7 +759,7 @@ void tensors_finish_run(const run_request *r, int status, const cJSON *record)
     t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = p->head_dim;
     t.bytes = (uint64_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
     snprintf(t.fingerprint, sizeof t.fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
-    tensors_now_iso(t.created, sizeof t.created);
+    clock_text_now_iso(t.created, sizeof t.created);
     pthread_mutex_lock(&tensors_mu);
     if (tensors_add_locked(&t) != 0) log_error("tensor table: no room for output tensor %s", t.id);
     pthread_mutex_unlock(&tensors_mu);

@@ -11,6 +11,8 @@
  */
 #include "worker_tensors.h"
 
+#include "host_memory.h"
+
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -51,21 +53,7 @@ double worker_tensors_free_bytes(void)
         }
         return (double)free_b;
     } else {
-        FILE *f = fopen("/proc/meminfo", "r");
-        char line[256];
-        double kib = -1.0;
-        if (f) {
-            while (fgets(line, sizeof line, f)) {
-                unsigned long long v;
-                if (sscanf(line, "MemAvailable: %llu kB", &v) == 1) {
-                    kib = (double)v;
-                    break;
-                }
-            }
-            fclose(f);
-        }
-        if (kib >= 0.0) return kib * 1024.0;
-        return (double)sysconf(_SC_AVPHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+        return host_memory_available_bytes();
     }
 }
 

@@ -29,6 +29,8 @@ printf '\000\070\000\000\000\000\000\000\000{"a":{"dtype":"F32","shape":[1],"dat
 printf '\000\116\000\000\000\000\000\000\000{"__metadata__":{"f":"pt"},"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}}\000\000\000\000' > "$out/corpus_safetensors/seed2"
 
 status=0
+passed=0
+failed=0
 for t in npy safetensors; do
     echo "fuzz: $t for ${secs}s"
     if ! "$out/fuzz_$t" -max_total_time="$secs" -rss_limit_mb=2048 -max_len=4096 -print_final_stats=0 \
@@ -36,8 +38,11 @@ for t in npy safetensors; do
         echo "fuzz: $t FAILED; the end of its log ($out/fuzz_$t.log):"
         tail -40 "$out/fuzz_$t.log"
         status=1
+        failed=$((failed + 1))
     else
         echo "fuzz: $t ok: $(grep -o 'Done [0-9]* runs[^$]*' "$out/fuzz_$t.log" | tail -1)"
+        passed=$((passed + 1))
     fi
 done
+echo "fuzz: $passed passed, $failed failed"
 exit $status

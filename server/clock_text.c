@@ -1,0 +1,17 @@
+/* clock_text.c — see clock_text.h. */
+#include "clock_text.h"
+
+#include <stdio.h>
+#include <time.h>
+
+void clock_text_now_iso(char *buf, size_t len)
+{
+    struct timespec ts;
+    struct tm tm;
+    size_t n;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
+}

@@ -1,0 +1,11 @@
+/* clock_text.h — the one timestamp format of attnd's records: UTC ISO-8601 with
+ * milliseconds, "2026-12-02T10:31:05.123Z". */
+#ifndef CLOCK_TEXT_H
+#define CLOCK_TEXT_H
+
+#include <stddef.h>
+
+/* The current wall-clock time in that format; len ≥ 25 holds it whole. */
+void clock_text_now_iso(char *buf, size_t len);
+
+#endif
