@@ -60,12 +60,29 @@ int http_add_header(http_request *req, const char *name, const char *value)
     return 0;
 }
 
+/* Add Content-Type and the request's extra headers to resp, queue it, and drop our reference
+ * (libmicrohttpd keeps the response until it is sent). Failures mark req->queue_failed. */
+static void http_queue_response(http_request *req, int status, const char *content_type, struct MHD_Response *resp)
+{
+    int i;
+
+    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) == MHD_YES,
+                   "MHD_add_response_header(Content-Type)"))
+        req->queue_failed = 1;
+    for (i = 0; i < req->n_headers; i++)
+        if (MHD_FAILED(MHD_add_response_header(resp, req->header_name[i], req->header_value[i]) == MHD_YES,
+                       "MHD_add_response_header"))
+            req->queue_failed = 1;
+    if (!req->queue_failed &&
+        MHD_FAILED(MHD_queue_response(req->conn, (unsigned)status, resp) == MHD_YES, "MHD_queue_response"))
+        req->queue_failed = 1;
+    MHD_destroy_response(resp);
+}
+
 /* Queue buf (malloc'd, len bytes; ownership passes to libmicrohttpd) as the answer. */
 static void http_send_typed(http_request *req, int status, const char *content_type, char *buf, size_t len)
 {
-    struct MHD_Connection *conn = req->conn;
     struct MHD_Response *resp;
-    int i;
 
     if (req->answered) {
         log_error("%s %s: a second answer (%d) was dropped", req->method, req->path, status);
@@ -80,17 +97,7 @@ static void http_send_typed(http_request *req, int status, const char *content_t
         req->queue_failed = 1;
         return;
     }
-    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) == MHD_YES,
-                   "MHD_add_response_header(Content-Type)"))
-        req->queue_failed = 1;
-    for (i = 0; i < req->n_headers; i++)
-        if (MHD_FAILED(MHD_add_response_header(resp, req->header_name[i], req->header_value[i]) == MHD_YES,
-                       "MHD_add_response_header"))
-            req->queue_failed = 1;
-    if (!req->queue_failed &&
-        MHD_FAILED(MHD_queue_response(conn, (unsigned)status, resp) == MHD_YES, "MHD_queue_response"))
-        req->queue_failed = 1;
-    MHD_destroy_response(resp);
+    http_queue_response(req, status, content_type, resp);
     if (status >= 500 && status != 503) /* 503: no such device here, the client's to fix */
         log_warn("%s %s -> %d", req->method, req->path, status);
     else
@@ -118,7 +125,6 @@ void http_send_bytes(http_request *req, int status, const char *content_type, co
 void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size)
 {
     struct MHD_Response *resp;
-    int i;
 
     if (req->answered) {
         log_error("%s %s: a second answer (%d) was dropped", req->method, req->path, status);
@@ -133,17 +139,7 @@ void http_send_fd(http_request *req, int status, const char *content_type, int f
         req->queue_failed = 1;
         return;
     }
-    if (MHD_FAILED(MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, content_type) == MHD_YES,
-                   "MHD_add_response_header(Content-Type)"))
-        req->queue_failed = 1;
-    for (i = 0; i < req->n_headers; i++)
-        if (MHD_FAILED(MHD_add_response_header(resp, req->header_name[i], req->header_value[i]) == MHD_YES,
-                       "MHD_add_response_header"))
-            req->queue_failed = 1;
-    if (!req->queue_failed &&
-        MHD_FAILED(MHD_queue_response(req->conn, (unsigned)status, resp) == MHD_YES, "MHD_queue_response"))
-        req->queue_failed = 1;
-    MHD_destroy_response(resp); /* closes fd once the answer is sent (or at once when not queued) */
+    http_queue_response(req, status, content_type, resp); /* closes fd once the answer is sent */
 }
 
 void http_send_json_text(http_request *req, int status, const char *text, size_t len)
