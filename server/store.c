@@ -59,7 +59,9 @@ static const char *const store_schema =
     "CREATE INDEX IF NOT EXISTS runs_backend_id ON runs(backend, id);"
     "CREATE INDEX IF NOT EXISTS runs_status_id ON runs(status, id);"
     "CREATE INDEX IF NOT EXISTS runs_device_id ON runs(device, id);"
-    "CREATE TABLE IF NOT EXISTS traces (run_id INTEGER PRIMARY KEY, json TEXT NOT NULL);";
+    "CREATE TABLE IF NOT EXISTS traces (run_id INTEGER PRIMARY KEY, json TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensor_ids ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, created TEXT NOT NULL);";
 
 static void store_finalize_all(void)
 {
@@ -450,4 +452,61 @@ reset:
 out:
     pthread_mutex_unlock(&store_mu);
     return json;
+}
+
+/* ------------------------------------------------------------------------ tensor ids -- */
+
+/* Resident tensors live in worker memory and die with the process; their ids are issued
+ * here so that they stay unique across restarts and an id of an earlier process answers
+ * 410 rather than 404 or, worse, naming a new tensor. Uploads are rare: each call prepares
+ * its statement. */
+
+long long store_tensor_issue(const char *device)
+{
+    sqlite3_stmt *st = NULL;
+    char created[32];
+    long long id = -1;
+
+    clock_text_now_iso(created, sizeof created);
+    pthread_mutex_lock(&store_mu);
+    if (store_db &&
+        SQL_CHECK(sqlite3_prepare_v2(store_db, "INSERT INTO tensor_ids(device, created) VALUES (?1, ?2)", -1, &st,
+                                     NULL)) >= 0 &&
+        SQL_CHECK(sqlite3_bind_text(st, 1, device, -1, SQLITE_TRANSIENT)) >= 0 &&
+        SQL_CHECK(sqlite3_bind_text(st, 2, created, -1, SQLITE_TRANSIENT)) >= 0 &&
+        SQL_CHECK(sqlite3_step(st)) == SQLITE_DONE)
+        id = (long long)sqlite3_last_insert_rowid(store_db);
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&store_mu);
+    return id;
+}
+
+int store_tensor_known(long long id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1, step;
+
+    pthread_mutex_lock(&store_mu);
+    if (store_db && SQL_CHECK(sqlite3_prepare_v2(store_db, "SELECT 1 FROM tensor_ids WHERE id = ?1", -1, &st, NULL)) >= 0 &&
+        SQL_CHECK(sqlite3_bind_int64(st, 1, id)) >= 0) {
+        step = SQL_CHECK(sqlite3_step(st));
+        if (step >= 0) rc = step == SQLITE_ROW;
+    }
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
+}
+
+int store_tensor_forget(long long id)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+
+    pthread_mutex_lock(&store_mu);
+    if (store_db && SQL_CHECK(sqlite3_prepare_v2(store_db, "DELETE FROM tensor_ids WHERE id = ?1", -1, &st, NULL)) >= 0 &&
+        SQL_CHECK(sqlite3_bind_int64(st, 1, id)) >= 0 && SQL_CHECK(sqlite3_step(st)) == SQLITE_DONE)
+        rc = 0;
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&store_mu);
+    return rc;
 }

@@ -48,4 +48,11 @@ char *store_get_trace(long long run_id);
 /* Number of runs stored (for tests and /metrics). */
 long long store_count_runs(void);
 
+/* Resident-tensor ids (tensors.c): issue a new one for `device` (> 0, unique across
+ * restarts; -1 on failure); whether id was issued and not forgotten (1, 0; -1 on failure);
+ * forget it once deleted (0, or -1). */
+long long store_tensor_issue(const char *device);
+int store_tensor_known(long long id);
+int store_tensor_forget(long long id);
+
 #endif

@@ -30,6 +30,7 @@
 #include "npy.h"
 #include "pool.h"
 #include "safetensors.h"
+#include "store.h"
 
 #define TENSOR_MAX_DIMS 8
 #define TENSOR_NAME_MAX 128
@@ -70,9 +71,16 @@ static int tensors_index_locked(const char *id)
     return -1;
 }
 
-/* Ids are "t" and a counter: never reused while the front runs, and not to be confused
- * with run ids. */
-static void tensors_new_id_locked(char *out, size_t len) { snprintf(out, len, "t%lld", tensors_next_id++); }
+/* Ids are "t" and a number the store issues: never reused, across restarts too (an id of
+ * an earlier process answers 410), and not to be confused with run ids. Should the store
+ * fail, a counter above every id seen keeps this process's ids unique. */
+static void tensors_new_id_locked(char *out, size_t len, const char *device)
+{
+    long long n = store_tensor_issue(device);
+    if (n > 0 && n >= tensors_next_id) tensors_next_id = n + 1;
+    if (n <= 0) n = tensors_next_id++;
+    snprintf(out, len, "t%lld", n);
+}
 
 static int tensors_add_locked(const tensor_entry *t)
 {
@@ -174,6 +182,10 @@ static int tensors_lookup(const char *id, const char *field, tensor_entry *out, 
     i = tensors_index_locked(id);
     if (i >= 0) *out = tensors_table[i];
     pthread_mutex_unlock(&tensors_mu);
+    if (i < 0 && store_tensor_known(strtoll(id + 1, NULL, 10)) == 1)
+        return api_fail(e, 410, "gone", field,
+                        "tensor %s is gone: it was resident in an earlier run of the server, and resident tensors "
+                        "do not survive a restart (upload it again)", id);
     if (i < 0) return api_fail(e, 404, "not_found", field, "there is no tensor %.40s", id);
     gen = pool_device_generation(out->device);
     if (gen != out->generation)
@@ -435,7 +447,7 @@ void route_tensor_upload(http_request *req)
         goto out;
     }
     pthread_mutex_lock(&tensors_mu);
-    for (i = 0; i < count; i++) tensors_new_id_locked(entries[i].id, sizeof entries[i].id);
+    for (i = 0; i < count; i++) tensors_new_id_locked(entries[i].id, sizeof entries[i].id, device);
     pthread_mutex_unlock(&tensors_mu);
     cJSON_AddStringToObject(msg, "type", "tensor_put");
     cJSON_AddNumberToObject(msg, "budget", (double)req->settings->memory_budget_bytes);
@@ -600,11 +612,13 @@ void route_tensor_delete(http_request *req)
             return;
         }
     }
-    /* Deleted, or gone with its worker: either way it leaves the table. */
+    /* Deleted, or gone with its worker or an earlier server: either way it leaves the table
+     * and the store's ids (later requests answer 404). */
     pthread_mutex_lock(&tensors_mu);
-    i = tensors_index_locked(t.id);
+    i = tensors_index_locked(req->id);
     if (i >= 0) tensors_remove_locked(i);
     pthread_mutex_unlock(&tensors_mu);
+    store_tensor_forget(strtoll(req->id + 1, NULL, 10));
     if (rc != 0) {
         http_send_error(req, &e);
         return;
@@ -732,7 +746,7 @@ int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
     if (tensors_reserve(r->device, tensors_run_bytes(r), budget_bytes, "the run", e) != 0) return -1;
     if (r->keep_output) {
         pthread_mutex_lock(&tensors_mu);
-        tensors_new_id_locked(r->output_tensor, sizeof r->output_tensor);
+        tensors_new_id_locked(r->output_tensor, sizeof r->output_tensor, r->device);
         pthread_mutex_unlock(&tensors_mu);
     }
     return 0;

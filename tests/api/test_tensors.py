@@ -317,6 +317,32 @@ def test_worker_restart_410(start_server):
     api.run_ok(**run_params(q=q2))
 
 
+def test_server_restart_410(start_server, tmp_path):
+    """Resident tensors die with the server; their ids do not come back as other tensors:
+    after a restart on the same data dir they answer 410 until deleted, then 404, and new
+    uploads get new ids."""
+    from attnd_api_helpers import Api
+    data = str(tmp_path)  # the fixture wants an existing directory
+    srv = start_server(extra=["--cpu-threads", "2"], data_dir=data)
+    api = Api(srv.url)
+    q = upload(api, npy_bytes(rand((B, H, S, D), 62)), device="cpu")["id"]
+    srv.stop_checked()
+
+    srv2 = start_server(extra=["--cpu-threads", "2"], data_dir=data)
+    api2 = Api(srv2.url)
+    r = api2.get("/v1/tensors/%s" % q)
+    assert r.status_code == 410 and error_of(r)["code"] == "gone", r.text
+    assert "restart" in error_of(r)["message"], r.text
+    r = api2.run(params=run_params(q=q))
+    assert r.status_code == 410 and error_of(r)["field"] == "q", r.text
+    q2 = upload(api2, npy_bytes(rand((B, H, S, D), 63)), device="cpu")["id"]
+    assert q2 != q
+    assert api2.request("DELETE", "/v1/tensors/%s" % q).status_code == 410
+    assert api2.get("/v1/tensors/%s" % q).status_code == 404
+    assert api2.get("/v1/tensors/%s" % q2).status_code == 200
+    srv2.stop_checked()
+
+
 def test_upload_larger_than_max_body_bytes_streams(api):
     """The upload route streams into a memfd: max_body_bytes (1 MiB by default) does not
     apply, and the bytes come back intact."""
