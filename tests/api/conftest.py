@@ -268,3 +268,30 @@ def load_gen():
     except ImportError as exc:
         pytest.skip("clients/python/attnd_ref/gen.py not importable: %s" % exc)
     return gen
+
+
+# ---------------------------------------------------------------- tensor files (tests/api and tests/gpu)
+
+def npy_bytes(a):
+    """numpy array → the bytes of its .npy file."""
+    import io
+    import numpy as np
+    buf = io.BytesIO()
+    np.save(buf, a, allow_pickle=False)
+    return buf.getvalue()
+
+
+def safetensors_bytes(tensors):
+    """tensors: list of (name, dtype "BF16"/"F16"/"F32", numpy array): a safetensors file."""
+    import json
+    import struct
+    import numpy as np
+    header, data, off = {}, b"", 0
+    for name, dt, a in tensors:
+        raw = np.ascontiguousarray(a).tobytes()
+        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
+        data += raw
+        off += len(raw)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data

@@ -2,37 +2,18 @@
 `reference` on uploaded q/k/v and compare with numpy, keep and download the output, round
 trips bit for bit, fingerprints, and the refusals (400, 404, 410, 422, 507)."""
 import io
-import json
 import struct
 
 import numpy as np
 import pytest
 
-from attnd_api_helpers import HTTP_TIMEOUT_S, RUN_TIMEOUT_S, error_of, load_gen, tiny
+from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, error_of, load_gen, npy_bytes, safetensors_bytes,
+                               tiny)
 
 B, H, S, D = 1, 2, 16, 8
 
 
 # ---------------------------------------------------------------- helpers
-
-def npy_bytes(a):
-    buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
-    return buf.getvalue()
-
-
-def safetensors_bytes(tensors):
-    """tensors: list of (name, dtype "BF16"/"F16"/"F32", numpy array): a safetensors file."""
-    header, data, off = {}, b"", 0
-    for name, dt, a in tensors:
-        raw = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        data += raw
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + data
-
 
 def bf16_bits(x):
     return load_gen().round_bf16_bits(np.asarray(x, dtype=np.float32))

@@ -4,7 +4,6 @@ reference; round trips bit for bit; a 1 GiB upload/download for the throughput t
 410 after the GPU worker restarts."""
 import io
 import json
-import struct
 import subprocess
 import time
 
@@ -14,30 +13,13 @@ import pytest
 from attnd_gpu_helpers import error_of, fact
 
 import attnd_api_helpers
+from attnd_api_helpers import npy_bytes, safetensors_bytes
 
 B, H, S, D = 2, 4, 128, 64
 
 
 def gen():
     return attnd_api_helpers.load_gen()
-
-
-def npy_bytes(a):
-    buf = io.BytesIO()
-    np.save(buf, a, allow_pickle=False)
-    return buf.getvalue()
-
-
-def safetensors_bytes(tensors):
-    header, data, off = {}, b"", 0
-    for name, dt, a in tensors:
-        raw = np.ascontiguousarray(a).tobytes()
-        header[name] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(raw)]}
-        data += raw
-        off += len(raw)
-    h = json.dumps(header).encode()
-    h += b" " * (-len(h) % 8)
-    return struct.pack("<Q", len(h)) + h + data
 
 
 def upload(api, body, timeout=120, **params):
