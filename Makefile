@@ -13,15 +13,19 @@ CXX      ?= g++
 BUILD    ?= build
 PYTHON   ?= python3
 
+# sm_90a, not sm_90: the H100/H200 code may use wgmma (kernels/wgmma.cuh); an sm_90a cubin runs
+# on compute capability 9.0 only, which is every Hopper part. compute_90 PTX stays for newer GPUs.
 GENCODE_FAT  = -gencode arch=compute_80,code=sm_80 -gencode arch=compute_86,code=sm_86 \
-               -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90,code=sm_90 \
+               -gencode arch=compute_89,code=sm_89 -gencode arch=compute_90a,code=sm_90a \
                -gencode arch=compute_90,code=compute_90
-GENCODE_TEST = -gencode arch=compute_90,code=sm_90
+GENCODE_TEST = -gencode arch=compute_90a,code=sm_90a
 GENCODE     ?= $(GENCODE_FAT)
+# the host side must know whether the wgmma kernel was really compiled (kernels/flash.cu)
+HAVE_SM90A  := $(if $(findstring sm_90a,$(GENCODE)),-DFLASH_HAVE_SM90A,)
 
 CPPFLAGS  = -D_GNU_SOURCE -I$(CUDA)/include -I. -MMD -MP
 CFLAGS    = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread
-NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) -Xcompiler -Wall,-Wno-unused-parameter \
+NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) $(HAVE_SM90A) -Xcompiler -Wall,-Wno-unused-parameter \
             --expt-relaxed-constexpr -Xptxas -warn-spills
 LDFLAGS   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
 LDLIBS    = -lcudart_static -lcublas -lcupti -lmicrohttpd -lcjson -lsqlite3 -ldl -lrt -lm

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """attnd's side of the benchmark, and the side-by-side report.
 
-    compare.py attnd  --url URL [--shapes bench/shapes.json] --out attnd.jsonl
+    compare.py attnd  --url URL [--shapes bench/shapes.json] [--variants flash,cudnn] --out attnd.jsonl
         runs every shape × every GPU variant attnd has (GET /v1/variants: available, device
-        cuda) with the default stopping rule and profile on; one JSON line per run.
+        cuda), or only those --variants names, with the default stopping rule and profile
+        on; one JSON line per run.
 
     compare.py report --attnd attnd.jsonl --torch torch.jsonl [--shapes …] [--url URL]
-                      [--results-dir bench/results] [--out-dir DIR]
+                      [--results-dir bench/results] [--out-dir DIR] [--cudnn-choice torch|system]
+                      [--variants naive,cudnn]
         prints a markdown table per shape and writes
         RESULTS_DIR/YYYY-MM-DD-<gpu>-<commit>.md and .json (and the same into --out-dir).
+        The header names the cuDNN each side ran: attnd's from its cudnn run records (the
+        worker's `library`), else GET /v1/variants; PyTorch's torch.backends.cudnn.version().
 
 Ratios are attnd / torch: below 1, attnd is faster (or leaner). Standard library only, so it
 runs on a bare GPU machine.
@@ -74,6 +78,16 @@ def cmd_attnd(args):
         sys.exit("GET /v1/variants answered %d: %s" % (st, vs))
     have = {v["name"]: v for v in vs["variants"] if v.get("device") == "cuda"}
     order = [n for n in cfg["variants"] if n in have] + sorted(n for n in have if n not in cfg["variants"])
+    wanted = [x.strip() for x in (args.variants or "").split(",") if x.strip()]
+    if wanted:
+        for n in wanted:
+            if n not in have:
+                print("attnd: no GPU variant named %s (it has: %s)" % (n, ", ".join(sorted(have))), file=sys.stderr)
+        order = [n for n in order if n in wanted]
+    lib = (have.get("cudnn") or {}).get("library") or {}
+    if "cudnn" in order and lib:
+        print("attnd: cudnn variant uses cuDNN %s from %s (requested: %s)"
+              % (lib.get("version"), lib.get("path"), lib.get("requested")), file=sys.stderr)
     out = open(args.out, "w")
     for name in order:
         if not have[name].get("available"):
@@ -143,6 +157,66 @@ def attnd_view(row):
             "throttled": (t.get("clocks") or {}).get("throttled"), "id": rec.get("id")}
 
 
+def attnd_cudnn_library(attnd_rows, url):
+    """{"name", "requested", "version", "path", "source"} of the cuDNN attnd's cudnn variant
+    ran on: the worker's own report in a cudnn run record, else what GET /v1/variants says
+    (the front's load, same settings); None when neither is known."""
+    for r in attnd_rows:
+        lib = (r.get("record") or {}).get("library")
+        if r.get("variant") == "cudnn" and isinstance(lib, dict) and lib.get("version"):
+            return dict(lib, source="run record %s" % (r.get("record") or {}).get("id"))
+    if url:
+        try:
+            st, vs = http_json(url.rstrip("/") + "/v1/variants", timeout=10)
+            row = next((v for v in vs.get("variants", []) if v.get("name") == "cudnn"), None) if st == 200 else None
+            if row and isinstance(row.get("library"), dict):
+                lib = dict(row["library"], source="GET /v1/variants")
+                if not row.get("available"):
+                    lib["why"] = row.get("why")
+                return lib
+        except (OSError, ValueError):
+            pass
+    return None
+
+
+def cudnn_text(v):
+    """91900 (torch.backends.cudnn.version()) or "9.19.0" → "9.19.0"; "91900, recorded" →
+    "9.19.0, recorded"; None → "?"."""
+    if v is None:
+        return "?"
+    head, sep, tail = str(v).partition(", ")
+    if head.isdigit():
+        n = int(head)
+        return "%d.%d.%d" % (n // 10000, (n % 10000) // 100, n % 100) + sep + tail
+    return str(v)
+
+
+def cudnn_lines(doc):
+    """The report's statement of which cuDNN each side ran."""
+    lib = doc.get("attnd_cudnn") or {}
+    tm = dict(doc.get("torch") or {})
+    out = []
+    if tm.get("cudnn") is None and doc.get("recorded_peer_cudnn"):
+        tm["cudnn"] = "%s, recorded" % doc["recorded_peer_cudnn"]  # PyTorch did not run here
+    if lib.get("version"):
+        out.append("cuDNN: attnd's `cudnn` variant ran cuDNN %s from `%s` (requested `%s`%s; %s); PyTorch "
+                   "reports cuDNN %s (`torch.backends.cudnn.version()` = %s)."
+                   % (lib["version"], lib.get("path"), lib.get("requested"),
+                      ", BENCH_CUDNN=%s" % doc["cudnn_choice"] if doc.get("cudnn_choice") else "", lib.get("source"),
+                      cudnn_text(tm.get("cudnn")), tm.get("cudnn", "?")))
+        if (doc.get("torch") or {}).get("cudnn") is not None and cudnn_text(doc["torch"]["cudnn"]) != lib["version"]:
+            out.append("")
+            out.append("**The two sides ran different cuDNN releases**: the `cudnn` rows compare libraries, "
+                       "not only implementations (bench/README.md: BENCH_CUDNN).")
+    elif lib:
+        out.append("cuDNN: attnd could not load the requested cuDNN (`%s`): %s. PyTorch reports cuDNN %s."
+                   % (lib.get("requested"), lib.get("why") or "not loaded", cudnn_text(tm.get("cudnn"))))
+    else:
+        out.append("cuDNN: attnd's cuDNN is unknown (no cudnn run, no server to ask). PyTorch reports cuDNN %s."
+                   % cudnn_text(tm.get("cudnn")))
+    return out
+
+
 def build(args):
     with open(args.shapes) as f:
         cfg = json.load(f)
@@ -169,11 +243,15 @@ def build(args):
     if gpu is None:
         gpu = next((r.get("gpu") for r in torch_rows if r.get("gpu")), None)
     torch_meta = next((r for r in torch_rows if r.get("torch")), None)
+    attnd_cudnn = attnd_cudnn_library(attnd_rows, args.url)
 
     variants = list(cfg["variants"])
     for (_, v) in attnd:
         if v not in variants:
             variants.append(v)
+    shown = [x.strip() for x in (args.variants or "").split(",") if x.strip()]
+    if shown:
+        variants = [v for v in variants if v in shown]
     tables = []
     for shape in cfg["shapes"]:
         sk = shape_key(shape)
@@ -196,6 +274,8 @@ def build(args):
         tables.append({"shape": shape, "rows": lines})
     return {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": commit_id(),
             "torch": torch_meta and {k: torch_meta.get(k) for k in ("torch", "cuda", "cudnn", "gpu")},
+            "attnd_cudnn": attnd_cudnn, "cudnn_choice": args.cudnn_choice,
+            "recorded_peer_cudnn": cfg.get("recorded_peer", {}).get("cudnn"),
             "tables": tables, "raw": {"attnd": attnd_rows, "torch": torch_rows}}
 
 
@@ -208,6 +288,8 @@ def markdown(doc, prediction_text):
                "[B,H,S,D]. Method: bench/README.md. Ratios are attnd / torch (below 1: attnd faster or "
                "leaner). `rec`: PyTorch could not run here; its numbers recorded 2026-12-02 on an H200 "
                "(peers-h200.md) stand in." % (tm.get("torch", "?"), tm.get("cuda", "?"), tm.get("cudnn", "?")))
+    out.append("")
+    out.extend(cudnn_lines(doc))
     out.append("")
     out.append("## Prediction before measuring")
     out.append("")
@@ -278,6 +360,7 @@ def main():
     a.add_argument("--url", required=True)
     a.add_argument("--shapes", default=os.path.join(REPO, "bench", "shapes.json"))
     a.add_argument("--device", default="cuda:0")
+    a.add_argument("--variants", default="", help="comma-separated attnd variants; default: every available one")
     a.add_argument("--out", required=True)
     r = sub.add_parser("report")
     r.add_argument("--attnd", required=True)
@@ -287,6 +370,8 @@ def main():
     r.add_argument("--results-dir", default=os.path.join(REPO, "bench", "results"))
     r.add_argument("--out-dir", default=None)
     r.add_argument("--prediction", default=None, help="a file with the prediction written before measuring")
+    r.add_argument("--cudnn-choice", default=None, help="what bench/run.sh chose for attnd (torch|system), stated")
+    r.add_argument("--variants", default="", help="comma-separated: only these rows; default: every variant")
     args = ap.parse_args()
     cmd_attnd(args) if args.cmd == "attnd" else cmd_report(args)
 

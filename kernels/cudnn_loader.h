@@ -5,6 +5,16 @@
  * the library or one of its functions is missing, the reason is kept and every later call
  * answers it again, so /v1/variants can list the `cudnn` variant as unavailable with why.
  *
+ * Which cuDNN: the dynamic loader's search by default, or the file or directory the setting
+ * cudnn_library names (cudnn_set_library). cuDNN 9's libcudnn.so.9 is a thin front that
+ * dlopens its sub-libraries (libcudnn_graph.so.9, libcudnn_engines_*.so.9, …) by soname
+ * when it first needs them; from a directory the loader does not search they might not be
+ * found, or another cuDNN's copies might be taken next to this front. So with a setting the
+ * sub-libraries are preloaded from the same directory first (a soname already loaded is
+ * what a later dlopen of that soname gets), and a front whose version differs from its
+ * graph library's, or a cuDNN file loaded from elsewhere, makes cuDNN unavailable with the
+ * reason, never a mixed load.
+ *
  * The cuDNN headers are included only for types and enums (cudnnStatus_t, the backend
  * descriptor and attribute enums); no cuDNN symbol is referenced at link time.
  *
@@ -45,11 +55,34 @@ typedef struct cudnn_api {
                                     cudnnBackendDescriptor_t variant_pack);
 } cudnn_api;
 
+/* Choose the libcudnn.so.9 that cudnn_load opens (the setting cudnn_library): NULL or ""
+ * for the dynamic loader's search ("libcudnn.so.9", then the CUDA toolkit's directory); the
+ * path of the file; or a directory holding it. A relative path is taken from the current
+ * directory. Call it before the first cudnn_load (attnd calls it once the settings are
+ * read, in the front and in every worker). Returns 0; -1 when cuDNN was already loaded (or
+ * tried) with another choice, which then stays in force, or when the path is too long. */
+int cudnn_set_library(const char *path_or_dir);
+
 /* Load libcudnn.so.9 and resolve every function of cudnn_api. Thread-safe; the work happens
  * once per process (pthread_once) and later calls answer the same result. Returns 0, or -1
  * with the reason in why ("libcudnn.so.9 not found: <dlerror>", "cuDNN 9.1.0 lacks
- * cudnnGetLastErrorString", …). why may be NULL. */
+ * cudnnGetLastErrorString", "cudnn_library /x: /x/libcudnn.so.9 does not exist", …). why
+ * may be NULL. */
 int cudnn_load(char *why, size_t why_len);
+
+/* With cudnn_library set: 0 when every cuDNN library loaded in this process so far comes
+ * from that directory, else -1 and why (names the stray file). cuDNN opens some
+ * sub-libraries only when it first needs them (the engines, at the first plan), so
+ * cudnn_sdpa.c asks again after building a plan. Without the setting, or when cuDNN is not
+ * loaded: 0. why may be NULL. */
+int cudnn_check_loaded(char *why, size_t why_len);
+
+/* What was asked for: the cudnn_library setting, or "libcudnn.so.9" (the loader's search). */
+const char *cudnn_library_requested(void);
+
+/* The file libcudnn.so.9 was mapped from (dladdr on cudnnGetVersion, symlinks resolved),
+ * e.g. "/usr/lib/x86_64-linux-gnu/libcudnn.so.9.14.0"; "" when not loadable. */
+const char *cudnn_library_path(void);
 
 /* The function table; NULL when cudnn_load failed (it loads on first use). */
 const cudnn_api *cudnn_api_get(void);

@@ -716,6 +716,16 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
     if (sdpa_handle(ctx, api, device, &handle) != 0) return NULL;
     pl = sdpa_plan_build(ctx, api, handle, p, &key);
     if (!pl) return NULL;
+    {
+        /* Planning is when cuDNN opens its engine libraries: with cudnn_library set, they
+         * must come from that directory too, or the numbers are another release's. */
+        char why[1024];
+        if (cudnn_check_loaded(why, sizeof why) != 0) {
+            sdpa_plan_free(api, pl);
+            exec_fail(ctx, __FILE__, __LINE__, "cudnn_check_loaded", why);
+            return NULL;
+        }
+    }
     pl->scale_value = (float)p->scale;
     /* Older cuDNN prefers the lowest finite float to -inf in the mask (cudnn-frontend). */
     pl->neg_inf_value = cudnn_version() >= 91000 ? -INFINITY : -FLT_MAX;
@@ -733,7 +743,7 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
 
 int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
 {
-    char reason[256];
+    char reason[1024];
     if (cudnn_load(reason, sizeof reason) != 0) {
         snprintf(why, why_len, "cuDNN is not available: %s", reason);
         return -1;

@@ -47,6 +47,7 @@
 
 #include "kernels/flash_exact.cuh"
 #include "kernels/flash_kernel.cuh"
+#include "kernels/flash_wgmma.cuh"
 
 /* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (flash_check) */
 typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_cfg_d32;
@@ -69,6 +70,29 @@ typedef flash_xtraits<128, 48, 4, 2, false, 2> flash_xcfg_d128_w4;
 typedef flash_xtraits<96, 64, 4, 2, false, 2> flash_xcfg_d96_w4;
 typedef flash_xtraits<128, 64, 8, 1, true, 1> flash_xcfg_d128_w8;
 typedef flash_xtraits<96, 64, 8, 1, true, 1> flash_xcfg_d96_w8;
+
+/* v5 (flash_wgmma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM. Measured on the H200
+ * (bench/NOTES.md, fused_check, bf16): 3 warpgroups (BM 192) win at long sequences — D128
+ * non-causal S4096 446 TFLOP/s, causal S8192 459 (2 warpgroups, 2 stages: 399 / 408) — but
+ * lose on short causal ones, where the taller tile wastes more of the diagonal: S1024 causal
+ * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: wcfg_short for causal
+ * problems of seq_q ≤ 1536, wcfg_long otherwise.
+ *                                    D    BN   WGs stages defer-P·V   smem
+ */
+typedef flash_wg_traits<128, 128, 3, 2, false> flash_wcfg_d128_long;  /* 177 KB */
+typedef flash_wg_traits<128, 128, 2, 3, true> flash_wcfg_d128_short;  /* 225 KB */
+typedef flash_wg_traits<64, 128, 3, 3, true> flash_wcfg_d64_long;     /* 121 KB */
+typedef flash_wg_traits<64, 128, 2, 3, true> flash_wcfg_d64_short;    /* 113 KB */
+
+static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
+
+/* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines
+ * FLASH_HAVE_SM90A when GENCODE builds sm_90a (without it the kernel body is a trap). */
+#ifdef FLASH_HAVE_SM90A
+static const bool flash_have_wgmma = true;
+#else
+static const bool flash_have_wgmma = false;
+#endif
 
 #define FLASH_HEAD_DIMS "32, 64, 96, 128, 256"
 
@@ -112,6 +136,7 @@ static int flash_impl_from_env()
     if (e && strcmp(e, "legacy") == 0) return FLASH_IMPL_LEGACY;
     if (e && strcmp(e, "w4") == 0) return FLASH_IMPL_W4;
     if (e && strcmp(e, "w8") == 0) return FLASH_IMPL_W8;
+    if (e && strcmp(e, "wgmma") == 0) return FLASH_IMPL_WGMMA;
     e = getenv("ATTND_FLASH_LEGACY");
     if (e && *e && strcmp(e, "0") != 0) return FLASH_IMPL_LEGACY;
     return FLASH_IMPL_ENV; /* the per-architecture default */
@@ -123,23 +148,33 @@ static int flash_impl(int cc)
 {
     static const int from_env = flash_impl_from_env();
     int f = flash_impl_forced.load(std::memory_order_relaxed);
-    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4) f = from_env;
+    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4 && f != FLASH_IMPL_WGMMA) f = from_env;
+    if (f == FLASH_IMPL_WGMMA && !(cc == 90 && flash_have_wgmma)) f = FLASH_IMPL_ENV; /* not here: the default */
     if (f != FLASH_IMPL_ENV) return f;
+    if (cc == 90 && flash_have_wgmma) return FLASH_IMPL_WGMMA;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
 }
 
 template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
-    const int impl = (p->head_dim == 96 || p->head_dim == 128) ? flash_impl(ctx->cc) : FLASH_IMPL_LEGACY;
+    const int impl = flash_impl(ctx->cc);
     switch (p->head_dim) {
     case 32: return flash_launch<flash_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
-    case 64: return flash_launch<flash_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
+    case 64:
+        if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
+            return flash_wg_launch<flash_wcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
     case 96:
         if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_W4) return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
+        /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
+        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA) return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
+        if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
+            return flash_wg_launch<flash_wcfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_W4 && ctx->cc >= 90)
             return flash_x_launch<flash_xcfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");

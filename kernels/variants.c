@@ -14,6 +14,22 @@
 
 #define ALL_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16) | VARIANT_DTYPE(ATTN_FP32))
 
+/* The `cudnn` row's library_ready: loaded, and nothing loaded from another cuDNN since
+ * (cudnn_check_loaded: the engines load at the first plan). */
+static int cudnn_ready(char *why, size_t why_len)
+{
+    if (cudnn_load(why, why_len) != 0) return -1;
+    return cudnn_check_loaded(why, why_len);
+}
+
+static void cudnn_library_info(variant_library *out)
+{
+    out->name = "cuDNN";
+    snprintf(out->requested, sizeof out->requested, "%s", cudnn_library_requested());
+    cudnn_version_string(out->version, sizeof out->version);
+    snprintf(out->path, sizeof out->path, "%s", cudnn_library_path());
+}
+
 const variant variants[] = {
     {
         .name = "reference",
@@ -107,7 +123,8 @@ const variant variants[] = {
         .workspace_bytes = cudnn_sdpa_workspace_bytes,
         .forward = cudnn_sdpa_forward,
         .engine_desc = cudnn_sdpa_engine_desc,
-        .library_ready = cudnn_load,
+        .library_ready = cudnn_ready,
+        .library_info = cudnn_library_info,
     },
 };
 

@@ -18,6 +18,16 @@ extern "C" {
 
 #define VARIANT_DTYPE(t) (1u << (t))
 
+/* A library a variant opens at run time, as this process loaded it (or tried to): what
+ * /v1/variants and the run record show, so a number can be traced to the library that
+ * made it. Strings are "" when unknown. */
+typedef struct variant_library {
+    const char *name;     /* "cuDNN" */
+    char requested[512];  /* what the settings asked for: a path, or the soname searched */
+    char version[32];     /* "9.19.0"; "" when it did not load */
+    char path[4096];      /* the file it was mapped from, symlinks resolved; "" when it did not load */
+} variant_library;
+
 typedef struct variant {
     const char *name;     /* as the API spells it: "naive", "math", … */
     const char *summary;  /* one line: what it does and whose cost structure it copies */
@@ -41,6 +51,8 @@ typedef struct variant {
     /* 0 when a library the variant needs can be loaded here, else -1 and why (cuDNN is
      * opened at run time); NULL: nothing to load. */
     int (*library_ready)(char *why, size_t why_len);
+    /* Fill *out with the library library_ready opens; NULL: nothing to load. */
+    void (*library_info)(variant_library *out);
 } variant;
 
 extern const variant variants[];

@@ -14,7 +14,7 @@ for _ in $(seq 1 200); do
     sleep 0.1
 done
 for _ in $(seq 1 200); do curl -sf "$ATTND_URL/readyz" >/dev/null && break; sleep 0.1; done
-export ATTND_URL ATTND_REQUIRE_GPU=1
+export ATTND_URL ATTND_PID=$PID ATTND_REQUIRE_GPU=1 # ATTND_PID: the front, whose memory tests watch
 timeout -k 5 "${TESTS_TIMEOUT_S:-150}" python3 -m pytest -q -rfEs -p no:cacheprovider \
     ${TESTS:-tests/gpu/test_fused.py tests/gpu/test_tensors.py tests/gpu/test_trace.py} 2>&1 | tee "$OUT/tests.log" | tail -n 30
 python3 -c "import json,sys; [print(k, ':', v) for k, v in json.load(open(sys.argv[1])).items()]" "$OUT/gpu-facts.json" 2>/dev/null | grep -iE "fused|tensors|trace"

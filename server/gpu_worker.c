@@ -153,6 +153,22 @@ static void gpu_add_string_or_null(cJSON *o, const char *key, const char *s)
     else cJSON_AddNullToObject(o, key);
 }
 
+/* "library": {"name", "requested", "version", "path"} of what v loaded in this worker (the
+ * cuDNN that made the numbers), as GET /v1/variants shows it. */
+static void gpu_add_library(cJSON *res, const variant *v)
+{
+    variant_library lib;
+    cJSON *o = cJSON_AddObjectToObject(res, "library");
+
+    if (!o) return;
+    memset(&lib, 0, sizeof lib);
+    v->library_info(&lib);
+    cJSON_AddStringToObject(o, "name", lib.name ? lib.name : "");
+    cJSON_AddStringToObject(o, "requested", lib.requested);
+    gpu_add_string_or_null(o, "version", lib.version);
+    gpu_add_string_or_null(o, "path", lib.path);
+}
+
 cJSON *gpu_worker_device_json(gpu_worker *w)
 {
     cJSON *o = cJSON_CreateObject();
@@ -458,6 +474,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     else cJSON_AddNullToObject(res, "verify");
     cJSON_AddItemToObject(res, "perf", perf_to_json(p, ts.median_us));
     if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
+    if (v->library_info) gpu_add_library(res, v);
     if (r->keep_output) { /* the output becomes a resident tensor (issue 4): not freed below */
         if (worker_tensors_keep_output(r, b.d_out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
             cJSON_Delete(res);

@@ -12,6 +12,11 @@
  *                                                     → 500 + record, stored "failed"
  *   refused  it never ran: the worker refused it (4xx), its device went down, the server
  *            stopped while it was queued            → the status + {"error":…}, row deleted
+ * (cancelled: pool_cancel while queued; an async run keeps a refusal after its 202 as
+ * "failed"). Whichever way a run ends, its end hook (pool_run's on_end: the resident
+ * tensors' bookkeeping) is called once, by job_end_hook, before the end is stored or handed
+ * to a waiter: one step for synchronous and async runs, so neither relies on its HTTP
+ * handler still being there when the run ends.
  * A crash, a fatal (sticky) error or a timeout ends the child (SIGKILL for a timeout); the
  * dispatcher reaps it, starts a new one and goes on with the queue.
  *
@@ -44,6 +49,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../kernels/cudnn_loader.h"
 #include "ipc.h"
 #include "log.h"
 #include "main.h" /* the front's argv: workers get the same flags, so the same settings */
@@ -77,7 +83,8 @@ typedef struct pool_job {
     cJSON *verify; /* JOB_VERIFY answer: the verify object, or {"error":"…"} */
     cJSON *msg;    /* JOB_TENSOR: the message to send (the caller's); fd rides along */
     int reply_fd;  /* JOB_TENSOR: the descriptor of the answer, or -1 (the waiter's) */
-    int generation; /* JOB_TENSOR: the worker generation (slot restarts) it ran on */
+    int generation; /* JOB_TENSOR, JOB_RUN: the worker generation (slot restarts) it ran on; -1 before */
+    pool_run_end_fn on_end; /* JOB_RUN: the end hook (pool_run), NULL once called or when none */
     /* The end, handed to the waiter under pool_mu. */
     int finished;
     int http_status;
@@ -98,6 +105,8 @@ typedef struct worker_slot {
     int queued; /* JOB_RUN jobs waiting or reserved (queue_depth applies to these) */
     int restarts;
     int running; /* the dispatcher is between taking a job and its end (pool_stop waits for it) */
+    long long current_run; /* the JOB_RUN being run (its id), 0 when none: for pool_runs_reading_tensor */
+    run_request current_req; /* its request (a copy: a detached job is freed at its end) */
     pthread_t thread;
     int thread_started;
     pthread_cond_t work_cond;  /* a job arrived, or stopping */
@@ -420,6 +429,17 @@ static int slot_lose_worker(worker_slot *w, int sig)
 
 static void job_store_final(pool_job *j, const char *status);
 
+/* The run's end hook (pool_run_end_fn), once: every way a JOB_RUN ends calls this before
+ * it stores the final record or wakes a waiter. Under pool_mu or not (see pool.h). */
+static void job_end_hook(pool_job *j, pool_run_outcome outcome)
+{
+    pool_run_end_fn fn = j->on_end;
+
+    if (j->kind != JOB_RUN || !fn) return;
+    j->on_end = NULL;
+    fn(&j->req, outcome, j->record, j->generation);
+}
+
 /* Hand the end to the waiter. Under pool_mu. A detached (async) job has no waiter: it is
  * freed here, so the caller must not touch j afterwards. */
 static void job_finish_locked(pool_job *j, int http_status, cJSON *response)
@@ -456,10 +476,12 @@ static void job_refuse_locked(pool_job *j, int http_status, const char *code, co
         cJSON_AddStringToObject(error, "code", code);
         cJSON_AddStringToObject(error, "message", message);
         pool_set(j->record, "error", error);
+        job_end_hook(j, POOL_RUN_FAILED);
         job_store_final(j, "failed");
         job_finish_locked(j, http_status, NULL);
         return;
     }
+    job_end_hook(j, POOL_RUN_REFUSED);
     store_delete_run(j->id);
     cJSON_Delete(j->record);
     j->record = NULL;
@@ -522,6 +544,7 @@ static void job_done(pool_job *j, cJSON *result)
         }
         pool_set(j->record, key, item);
     }
+    job_end_hook(j, POOL_RUN_DONE); /* a kept output is registered before "done" is readable */
     job_store_final(j, "done");
     pthread_mutex_lock(&pool_mu);
     job_finish_locked(j, 200, j->record);
@@ -535,6 +558,7 @@ static void job_failed(pool_job *j, const char *code, const char *message)
     cJSON_AddStringToObject(error, "code", code);
     cJSON_AddStringToObject(error, "message", message);
     pool_set(j->record, "error", error);
+    job_end_hook(j, POOL_RUN_FAILED);
     job_store_final(j, "failed");
     log_warn("run %lld failed: %s: %s", j->id, code, message);
     pthread_mutex_lock(&pool_mu);
@@ -706,9 +730,10 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     int reply_fd = -1;
     exchange_outcome out;
 
-    /* running: the device as it said hello this time */
+    /* running: the device as it said hello this time, and the generation it runs on */
     pthread_mutex_lock(&pool_mu);
     device = w->device ? cJSON_Duplicate(w->device, 1) : cJSON_CreateNull();
+    j->generation = w->restarts;
     pthread_mutex_unlock(&pool_mu);
     pool_set(j->record, "device", device);
     pool_set(j->record, "status", cJSON_CreateString("running"));
@@ -753,15 +778,18 @@ static void slot_run_job(worker_slot *w, pool_job *j)
         cJSON *body = NULL;
         int http = j->detached ? -1 : pool_refusal_from_reply(reply, &body); /* async: keep it, failed */
         if (http > 0) {
+            job_end_hook(j, POOL_RUN_REFUSED);
             pthread_mutex_lock(&pool_mu);
             store_delete_run(j->id);
             cJSON_Delete(j->record);
             j->record = NULL;
             job_finish_locked(j, http, body);
             pthread_mutex_unlock(&pool_mu);
-        } else {
-            const cJSON *m = cJSON_GetObjectItem(cJSON_GetObjectItem(reply, "error"), "message");
-            job_failed(j, "job_failed", cJSON_IsString(m) ? m->valuestring : "the worker reported an error");
+        } else { /* async: the worker's code stays (e.g. 410 "gone": a resident input's worker restarted) */
+            const cJSON *e = cJSON_GetObjectItem(reply, "error");
+            const cJSON *m = cJSON_GetObjectItem(e, "message"), *code = cJSON_GetObjectItem(e, "code");
+            job_failed(j, cJSON_IsString(code) && code->valuestring[0] ? code->valuestring : "job_failed",
+                       cJSON_IsString(m) ? m->valuestring : "the worker reported an error");
         }
     } else if (cJSON_IsString(type) && strcmp(type->valuestring, "failed") == 0) {
         const cJSON *m = cJSON_GetObjectItem(reply, "message");
@@ -841,7 +869,11 @@ static void *slot_dispatcher(void *arg)
         w->head = j->next;
         if (!w->head) w->tail = NULL;
         j->next = NULL;
-        if (j->kind == JOB_RUN) w->queued--;
+        if (j->kind == JOB_RUN) {
+            w->queued--;
+            w->current_run = j->id;
+            w->current_req = j->req;
+        }
         w->running = 1;
         pthread_mutex_unlock(&pool_mu);
 
@@ -853,6 +885,7 @@ static void *slot_dispatcher(void *arg)
             slot_run_job(w, j);
         pthread_mutex_lock(&pool_mu);
         w->running = 0;
+        w->current_run = 0;
         pthread_mutex_unlock(&pool_mu);
     }
 
@@ -928,6 +961,10 @@ int pool_start(const settings *s, char *err, size_t err_len)
     }
     pool_settings = *s;
     pthread_mutex_unlock(&pool_mu);
+    /* The front opens cuDNN itself to answer /v1/variants (routes.c), so it takes the same
+     * cudnn_library as the workers, which get it from the same flags and environment. */
+    if (cudnn_set_library(s->cudnn_library) != 0)
+        log_warn("cudnn_library '%s' not applied in the front: cuDNN was already loaded", s->cudnn_library);
 
     if (strcmp(s->devices, "none") != 0) {
         gpus = pool_probe(why, sizeof why);
@@ -1100,8 +1137,14 @@ int pool_device_cc(const char *device)
 
 static int pool_position_locked(const worker_slot *w, const pool_job *j);
 
-/* Queue r (pool_run_sync, pool_run_async). detach: answer 202 once it is queued. */
-static int pool_submit(const run_request *r, cJSON **response, int detach)
+/* A run refused before it became a job: its end hook, on the caller's thread (no lock). */
+static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end)
+{
+    if (on_end) on_end(r, POOL_RUN_REFUSED, NULL, -1);
+}
+
+/* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL. */
+static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end)
 {
     worker_slot *w;
     pool_job *j;
@@ -1121,6 +1164,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
         else
             snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
         pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
         *response = pool_error_body("no_device", message, "device");
         return 503;
     }
@@ -1128,6 +1172,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
         snprintf(message, sizeof message, "the queue of device %s is full (queue_depth=%d jobs waiting); retry later",
                  w->name, pool_settings.queue_depth);
         pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
         *response = pool_error_body("queue_full", message, "");
         return 429;
     }
@@ -1141,12 +1186,14 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
         pthread_mutex_lock(&pool_mu);
         w->queued--;
         pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
         *response = pool_error_body("out_of_memory", "out of memory", "");
         return 500;
     }
     j->kind = JOB_RUN;
     j->req = *r;
     j->fd = -1;
+    j->generation = -1;
     pthread_cond_init(&j->cond, NULL);
 
     clock_text_now_iso(created, sizeof created);
@@ -1177,10 +1224,12 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
         pthread_mutex_lock(&pool_mu);
         w->queued--;
         pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
         *response = pool_error_body("store_error", "the run could not be stored", "");
         return 500;
     }
     j->record = record;
+    j->on_end = on_end; /* from here every end of j calls it (job_end_hook) */
 
     pthread_mutex_lock(&pool_mu);
     if (w->state == SLOT_DOWN || pool_stopping) { /* it went down while we stored */
@@ -1219,9 +1268,14 @@ static int pool_submit(const run_request *r, cJSON **response, int detach)
 
 /* ------------------------------------------------------------ async jobs (issue 5) -- */
 
-int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0); }
+int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0, NULL); }
 
-int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1); }
+int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1, NULL); }
+
+int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response)
+{
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end);
+}
 
 /* 1-based place of j among the runs waiting in w's queue (verify jobs do not count). */
 static int pool_position_locked(const worker_slot *w, const pool_job *j)
@@ -1278,6 +1332,35 @@ int pool_queue_depth(const char *device)
     return n;
 }
 
+/* 1 when run request q reads resident tensor id as q, k or v. */
+static int pool_reads_tensor(const run_request *q, const char *id)
+{
+    return !strcmp(q->q_tensor, id) || !strcmp(q->k_tensor, id) || !strcmp(q->v_tensor, id);
+}
+
+int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)
+{
+    int i, n = 0;
+
+    if (!tensor_id || !tensor_id[0]) return 0;
+    pthread_mutex_lock(&pool_mu);
+    for (i = 0; i < pool_nslots; i++) {
+        const worker_slot *w = &pool_slots[i];
+        const pool_job *q;
+        if (w->current_run > 0 && pool_reads_tensor(&w->current_req, tensor_id)) {
+            if (n < max) ids[n] = w->current_run;
+            n++;
+        }
+        for (q = w->head; q; q = q->next)
+            if (q->kind == JOB_RUN && pool_reads_tensor(&q->req, tensor_id)) {
+                if (n < max) ids[n] = q->id;
+                n++;
+            }
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
 int pool_cancel(long long id)
 {
     worker_slot *w = NULL;
@@ -1309,6 +1392,7 @@ int pool_cancel(long long id)
     cJSON_AddStringToObject(error, "code", "cancelled");
     cJSON_AddStringToObject(error, "message", message);
     pool_set(j->record, "error", error);
+    job_end_hook(j, POOL_RUN_CANCELLED); /* what it held (resident tensors) is released */
     job_store_final(j, "cancelled");
     log_info("run %lld cancelled while queued on %s", id, w->name);
 

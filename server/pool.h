@@ -45,6 +45,33 @@ int pool_run_sync(const run_request *r, cJSON **response);
  * the reason) | cancelled (pool_cancel). Caller deletes *response. */
 int pool_run_async(const run_request *r, cJSON **response);
 
+/* How a run ended, as its end hook sees it (pool_run). */
+typedef enum pool_run_outcome {
+    POOL_RUN_DONE,      /* the worker answered a result: stored "done" */
+    POOL_RUN_FAILED,    /* it ran and broke, or an async run was refused after its 202: stored "failed" */
+    POOL_RUN_CANCELLED, /* pool_cancel while it waited: stored "cancelled" */
+    POOL_RUN_REFUSED    /* it never ran and no record is kept (a synchronous refusal, or refused before queueing) */
+} pool_run_outcome;
+
+/* The end hook of one run: what the front set up for the run before queueing it (resident
+ * tensors: the inputs' pins, the budget reservation, the kept output's id) is completed or
+ * released here, in one place for synchronous and async runs alike.
+ *
+ * Called exactly once per pool_run call, whatever the outcome (refusals before queueing
+ * included), on the thread that ends the run, and before that end is visible: before the
+ * final record is stored and before a synchronous caller wakes (so a kept output is
+ * registered before anyone can read "done"). record: the run record (the worker's result
+ * merged in when done), NULL when the run was refused before it was stored; borrowed.
+ * generation: the worker generation (pool_device_generation) the run ran on, -1 when it
+ * never reached a worker. It may be called with the pool's lock held (a device that goes
+ * down refuses its queue under it): it must not call pool_* functions, and must be quick. */
+typedef void (*pool_run_end_fn)(const run_request *r, pool_run_outcome outcome, const cJSON *record,
+                                int generation);
+
+/* pool_run_async when r->async_run, else pool_run_sync, with on_end (NULL: none) called at
+ * the run's end as described above. */
+int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response);
+
 /* Cancel run id while it waits in a queue: stored "cancelled" with an error object; a
  * synchronous caller waiting on it gets 409 {"error":{"code":"cancelled"}}. 0, or -1 when
  * it is not waiting in any queue (running, finished or unknown). */
@@ -56,6 +83,11 @@ int pool_queue_position(long long id);
 
 /* Runs waiting (or reserved) on device; 0 for an unknown device. */
 int pool_queue_depth(const char *device);
+
+/* The runs that read resident tensor tensor_id as q, k or v and have not ended: the one
+ * running, then those waiting, in queue order. Writes up to max run ids to ids; returns how
+ * many there are (may exceed max). For messages: the tensor table's pins decide. */
+int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max);
 
 /* ---- resident tensors (issue 4, docs/tensors.md) ---- */
 

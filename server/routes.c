@@ -102,10 +102,35 @@ static int variant_available(const variant *v, char *why, size_t why_len)
     return 1;
 }
 
+/* {"name", "requested", "version", "path"} of the library v opens at run time, as this
+ * process loaded it (the workers load the same: same settings); null when v opens none. */
+static cJSON *variant_library_json(const variant *v)
+{
+    variant_library lib;
+    cJSON *o;
+    int ok;
+
+    if (!v->library_info) return cJSON_CreateNull();
+    o = cJSON_CreateObject();
+    memset(&lib, 0, sizeof lib);
+    v->library_info(&lib);
+    ok = o && cJSON_AddStringToObject(o, "name", lib.name ? lib.name : "") != NULL;
+    ok = ok && cJSON_AddStringToObject(o, "requested", lib.requested) != NULL;
+    ok = ok && (lib.version[0] ? cJSON_AddStringToObject(o, "version", lib.version) != NULL
+                               : cJSON_AddNullToObject(o, "version") != NULL);
+    ok = ok && (lib.path[0] ? cJSON_AddStringToObject(o, "path", lib.path) != NULL
+                            : cJSON_AddNullToObject(o, "path") != NULL);
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
+
 static cJSON *variant_json(const variant *v)
 {
-    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *hd;
-    char why[200], cc[16];
+    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *hd, *lib;
+    char why[1024], cc[16];
     int ok = o != NULL, available, t;
 
     ok = ok && cJSON_AddStringToObject(o, "name", v->name);
@@ -128,6 +153,8 @@ static cJSON *variant_json(const variant *v)
     available = variant_available(v, why, sizeof why);
     ok = ok && cJSON_AddBoolToObject(o, "available", available);
     ok = ok && (available ? cJSON_AddNullToObject(o, "why") != NULL : cJSON_AddStringToObject(o, "why", why) != NULL);
+    if (ok && (lib = variant_library_json(v)) != NULL && !cJSON_AddItemToObject(o, "library", lib)) cJSON_Delete(lib);
+    ok = ok && cJSON_GetObjectItemCaseSensitive(o, "library") != NULL;
     if (!ok) {
         cJSON_Delete(o);
         return NULL;
@@ -238,20 +265,14 @@ static void route_run(http_request *req)
         return;
     }
     r.verify_cpu_max_macs = s->verify_cpu_max_macs;
-    /* An async run ends after this handler returns, but tensors_finish_run (budget release,
-     * kept output) must see its end: not combined until the pool can call it back. */
-    if (r.async_run && (r.q_tensor[0] || r.k_tensor[0] || r.v_tensor[0] || r.keep_output)) {
-        http_fail(req, 400, "conflict", "async",
-                  "async=true cannot be combined with resident tensors (q, k, v, keep_output) yet; run synchronously");
-        return;
-    }
-    if (tensors_prepare_run(&r, s->memory_budget_bytes, &e) != 0) { /* 507, keep_output id */
+    if (tensors_prepare_run(&r, s->memory_budget_bytes, &e) != 0) { /* 507, input pins, keep_output id */
         http_send_error(req, &e);
         return;
     }
 
-    status = r.async_run ? pool_run_async(&r, &resp) : pool_run_sync(&r, &resp);
-    tensors_finish_run(&r, status, resp);
+    /* From here the pool owns the run's end: it calls tensors_finish_run (release the pins
+     * and the budget, register a kept output) once, when the run ends, sync or async. */
+    status = pool_run(&r, tensors_finish_run, &resp);
     if (!resp) {
         http_fail(req, 500, "internal", "", "the run ended without an answer (status %d)", status);
         return;
@@ -295,7 +316,7 @@ const http_route http_routes[] = {
     {"GET", "/readyz", route_readyz, "every worker is up (503 while not)"},
     {"GET", "/v1/device", route_device, "the devices served: cpu and GPUs"},
     {"GET", "/v1/variants", route_variants, "the variants, what each supports, available or why not"},
-    {"POST", "/v1/runs", route_run, "run a job synchronously"},
+    {"POST", "/v1/runs", route_run, "run a job (synchronously, or async=true: 202 and poll)"},
     {"POST", "/run", route_run, "alias of POST /v1/runs"},
     {"GET", "/v1/runs/{id}", route_get_run, "one stored run"},
     /* issue 5: history, async jobs, traces, metrics, dashboard (routes_runs.c) */

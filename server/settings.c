@@ -82,6 +82,9 @@ static const setting_def setting_table[] = {
      "accept the `fault` run parameter (crash|hang|sticky); for tests only", NULL},
     {"dashboard_dir", SETTING_STRING, FIELD(dashboard_dir), "", 0, 0, "path",
      "static files of the dashboard (GET /); empty: clients/dashboard in the cwd or beside the binary", NULL},
+    {"cudnn_library", SETTING_STRING, FIELD(cudnn_library), "", 0, 0, "path",
+     "cuDNN for the cudnn variant: a libcudnn.so.9 or a directory holding it, whose sub-libraries "
+     "are loaded from the same directory; empty: the dynamic loader's search for libcudnn.so.9", NULL},
 };
 
 #define SETTING_COUNT (sizeof setting_table / sizeof setting_table[0])

@@ -24,6 +24,7 @@ typedef struct settings {
     int cpu_threads;              /* threads of the cpu reference; 0: one per core */
     int enable_fault_injection;   /* accept the `fault` run parameter (tests only) */
     char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
+    char cudnn_library[512];      /* libcudnn.so.9 or its directory; "": the loader's search */
 } settings;
 
 /* Fill s: defaults, then the config file (--config / ATTND_CONFIG, or config/attnd.json when

@@ -7,7 +7,15 @@
  * each tensor out of it into device (or host) memory. The body exists once, in the memfd.
  * Download: the worker fills a memfd (npy header + bytes) and libmicrohttpd sends it.
  *
- * One mutex guards the table and the reservations; it is never held across a pool call.
+ * Runs hold what they read: tensors_prepare_run pins each resident input (readers++) and
+ * reserves the kept output's id as a pending entry; tensors_finish_run, the pool's end hook
+ * of the run, undoes both whichever way the run ended, so an async run is covered from its
+ * 202 to its end exactly as a synchronous one is. A pinned tensor cannot be deleted (409):
+ * refusing is predictable for scripts, where a DELETE waiting behind a long queue is not.
+ *
+ * One mutex guards the table and the reservations; it is never held across a pool call
+ * (the pool may call tensors_finish_run with its own lock held: the order is pool, then
+ * tensors, never the other way).
  */
 #include "tensors.h"
 
@@ -47,6 +55,9 @@ typedef struct tensor_entry {
     uint64_t bytes;
     char fingerprint[20];
     char created[32];
+    int readers;  /* runs queued or running that read it (tensors_prepare_run pins): DELETE answers 409 */
+    int deleting; /* a DELETE is under way: new runs may not pin it */
+    int pending;  /* a kept output whose run has not ended: not listed, lookups answer 404 */
 } tensor_entry;
 
 static pthread_mutex_t tensors_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -102,8 +113,9 @@ static double tensors_used_locked(const char *device, int generation)
 {
     double used = 0.0;
     int i;
-    for (i = 0; i < tensors_count; i++)
-        if (!strcmp(tensors_table[i].device, device) && tensors_table[i].generation == generation)
+    for (i = 0; i < tensors_count; i++) /* a pending output is inside its run's reservation */
+        if (!strcmp(tensors_table[i].device, device) && tensors_table[i].generation == generation &&
+            !tensors_table[i].pending)
             used += (double)tensors_table[i].bytes;
     for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
         if (!strcmp(tensors_reserved[i].device, device)) used += tensors_reserved[i].bytes;
@@ -139,16 +151,21 @@ static int tensors_reserve(const char *device, double bytes, long long budget, c
     return 0;
 }
 
-static void tensors_unreserve(const char *device, double bytes)
+static void tensors_unreserve_locked(const char *device, double bytes)
 {
     int i;
-    pthread_mutex_lock(&tensors_mu);
     for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
         if (!strcmp(tensors_reserved[i].device, device)) {
             tensors_reserved[i].bytes -= bytes;
             if (tensors_reserved[i].bytes < 0.5) tensors_reserved[i].bytes = 0.0;
             break;
         }
+}
+
+static void tensors_unreserve(const char *device, double bytes)
+{
+    pthread_mutex_lock(&tensors_mu);
+    tensors_unreserve_locked(device, bytes);
     pthread_mutex_unlock(&tensors_mu);
 }
 
@@ -187,6 +204,10 @@ static int tensors_lookup(const char *id, const char *field, tensor_entry *out, 
                         "tensor %s is gone: it was resident in an earlier run of the server, and resident tensors "
                         "do not survive a restart (upload it again)", id);
     if (i < 0) return api_fail(e, 404, "not_found", field, "there is no tensor %.40s", id);
+    if (out->pending)
+        return api_fail(e, 404, "not_found", field,
+                        "there is no tensor %s yet: it will be the kept output of a run that has not finished "
+                        "(it appears in the run's output.tensor once the run is done)", id);
     gen = pool_device_generation(out->device);
     if (gen != out->generation)
         return api_fail(e, 410, "gone", field,
@@ -523,7 +544,8 @@ void route_tensor_list(http_request *req)
     else n = 0;
     pthread_mutex_unlock(&tensors_mu);
     for (i = 0; i < n; i++)
-        cJSON_AddItemToArray(arr, tensor_json(&copy[i], pool_device_generation(copy[i].device) != copy[i].generation));
+        if (!copy[i].pending)
+            cJSON_AddItemToArray(arr, tensor_json(&copy[i], pool_device_generation(copy[i].device) != copy[i].generation));
     free(copy);
     http_send_json(req, 200, o);
     cJSON_Delete(o);
@@ -587,6 +609,50 @@ void route_tensor_data(http_request *req)
     cJSON_Delete(reply);
 }
 
+/* Mark tensor id as being deleted, unless runs read it. 0; or -1 with e: 409 `in_use`
+ * naming the runs (queued or running) that read it, 404 when another DELETE has it. */
+static int tensors_begin_delete(const char *id, api_error *e)
+{
+    long long runs[8];
+    char list[200];
+    size_t used = 0;
+    int i, readers = 0, claimed = 0, n, k;
+
+    pthread_mutex_lock(&tensors_mu);
+    i = tensors_index_locked(id);
+    if (i >= 0 && !tensors_table[i].deleting) {
+        readers = tensors_table[i].readers;
+        claimed = !readers;
+        if (claimed) tensors_table[i].deleting = 1;
+    }
+    pthread_mutex_unlock(&tensors_mu);
+    if (claimed) return 0;
+    if (!readers) /* it left the table since the lookup, or another DELETE has it */
+        return api_fail(e, 404, "not_found", "id", "there is no tensor %.40s (another request deleted it)", id);
+    /* Name the runs (best effort: the pins decide; a run may end between the two looks). */
+    n = pool_runs_reading_tensor(id, runs, (int)(sizeof runs / sizeof runs[0]));
+    list[0] = '\0';
+    for (k = 0; k < n && k < (int)(sizeof runs / sizeof runs[0]) && used < sizeof list; k++)
+        used += (size_t)snprintf(list + used, sizeof list - used, "%s%lld", k ? ", " : "", runs[k]);
+    if (n > k && used < sizeof list) snprintf(list + used, sizeof list - used, ", …");
+    if (n == 0) /* the pins say a run holds it, but it is ending right now */
+        return api_fail(e, 409, "in_use", "id", "tensor %s is read by a run that is ending; retry the DELETE", id);
+    return api_fail(e, 409, "in_use", "id",
+                    "tensor %s is read by %d run%s queued or running (%s %s); delete it once they end, or cancel "
+                    "the queued ones (DELETE /v1/runs/ID)",
+                    id, n, n == 1 ? "" : "s", n == 1 ? "run" : "runs", list);
+}
+
+/* A DELETE that did not go through: the tensor may be pinned and deleted again. */
+static void tensors_end_delete(const char *id)
+{
+    int i;
+    pthread_mutex_lock(&tensors_mu);
+    i = tensors_index_locked(id);
+    if (i >= 0) tensors_table[i].deleting = 0;
+    pthread_mutex_unlock(&tensors_mu);
+}
+
 void route_tensor_delete(http_request *req)
 {
     tensor_entry t;
@@ -599,6 +665,10 @@ void route_tensor_delete(http_request *req)
         http_send_error(req, &e);
         return;
     }
+    if (rc == 0 && tensors_begin_delete(t.id, &e) != 0) { /* 409 while runs read it */
+        http_send_error(req, &e);
+        return;
+    }
     if (rc == 0) {
         msg = cJSON_CreateObject();
         cJSON_AddStringToObject(msg, "type", "tensor_delete");
@@ -608,6 +678,7 @@ void route_tensor_delete(http_request *req)
         cJSON_Delete(reply);
         if (reply_fd >= 0) close(reply_fd);
         if (rc != 0 && e.status != 410) {
+            tensors_end_delete(t.id);
             http_send_error(req, &e);
             return;
         }
@@ -738,43 +809,106 @@ static double tensors_run_bytes(const run_request *r)
     return need;
 }
 
-int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
+/* Drop the pins tensors_prepare_run took on r's inputs (bit i of mask: q, k, v). A tensor
+ * that left the table meanwhile (deleted as gone) has none to drop. Under tensors_mu. */
+static void tensors_unpin_locked(const run_request *r, unsigned mask)
 {
-    if (r->keep_output && r->async_run)
-        return api_fail(e, 422, "unsupported", "keep_output", "keep_output needs a synchronous run (drop async=true)");
-    if (r->q_tensor[0] || r->k_tensor[0] || r->v_tensor[0]) r->verify_cpu_max_macs = 0; /* GPU fp32 reference */
-    if (tensors_reserve(r->device, tensors_run_bytes(r), budget_bytes, "the run", e) != 0) return -1;
-    if (r->keep_output) {
-        pthread_mutex_lock(&tensors_mu);
-        tensors_new_id_locked(r->output_tensor, sizeof r->output_tensor, r->device);
-        pthread_mutex_unlock(&tensors_mu);
+    const char *ids[3] = {r->q_tensor, r->k_tensor, r->v_tensor};
+    int i, at;
+
+    for (i = 0; i < 3; i++) {
+        if (!(mask & (1u << i)) || !ids[i][0]) continue;
+        at = tensors_index_locked(ids[i]);
+        if (at >= 0 && tensors_table[at].readers > 0) tensors_table[at].readers--;
     }
-    return 0;
 }
 
-void tensors_finish_run(const run_request *r, int status, const cJSON *record)
+int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
+{
+    const char *ids[3] = {r->q_tensor, r->k_tensor, r->v_tensor}, *names[3] = {"q", "k", "v"};
+    double need = tensors_run_bytes(r);
+    unsigned pinned = 0;
+    int i, rc = 0, out_issued = 0;
+
+    if (ids[0][0] || ids[1][0] || ids[2][0]) r->verify_cpu_max_macs = 0; /* GPU fp32 reference */
+    if (tensors_reserve(r->device, need, budget_bytes, "the run", e) != 0) return -1;
+    pthread_mutex_lock(&tensors_mu);
+    /* Pin the inputs: from here to the run's end (tensors_finish_run) DELETE answers 409. A
+     * tensor deleted since tensors_apply_run looked it up is not pinned: the run is refused. */
+    for (i = 0; i < 3 && rc == 0; i++) {
+        int at;
+        if (!ids[i][0]) continue;
+        at = tensors_index_locked(ids[i]);
+        if (at < 0 || tensors_table[at].deleting || tensors_table[at].pending) {
+            rc = api_fail(e, 404, "not_found", names[i], "tensor %s (%s) was deleted while the run was being checked",
+                          ids[i], names[i]);
+            break;
+        }
+        tensors_table[at].readers++;
+        pinned |= 1u << i;
+    }
+    if (rc == 0 && r->keep_output) { /* the output's id, held as a pending (unlisted) entry */
+        tensor_entry t;
+        memset(&t, 0, sizeof t);
+        tensors_new_id_locked(r->output_tensor, sizeof r->output_tensor, r->device);
+        out_issued = 1;
+        snprintf(t.id, sizeof t.id, "%s", r->output_tensor);
+        snprintf(t.name, sizeof t.name, "output of a run not finished yet");
+        snprintf(t.device, sizeof t.device, "%s", r->device);
+        t.generation = -1;
+        t.pending = 1;
+        if (tensors_count >= TENSORS_MAX || tensors_add_locked(&t) != 0)
+            rc = api_fail(e, 507, "insufficient_storage", "keep_output",
+                          "the tensor table is full (%d tensors, gone ones included): delete some to keep an output",
+                          TENSORS_MAX);
+    }
+    if (rc != 0) {
+        tensors_unpin_locked(r, pinned);
+        tensors_unreserve_locked(r->device, need);
+    }
+    pthread_mutex_unlock(&tensors_mu);
+    if (rc != 0 && out_issued) {
+        store_tensor_forget(strtoll(r->output_tensor + 1, NULL, 10));
+        r->output_tensor[0] = '\0';
+    }
+    return rc;
+}
+
+void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJSON *record, int generation)
 {
     const cJSON *out = cJSON_GetObjectItem(record, "output");
     const cJSON *tensor = cJSON_GetObjectItem(out, "tensor"), *fp = cJSON_GetObjectItem(out, "fingerprint");
     const cJSON *id = cJSON_GetObjectItem(record, "id");
     const attn_problem *p = &r->problem;
-    tensor_entry t;
+    int has_output = r->keep_output && r->output_tensor[0];
+    int kept = has_output && outcome == POOL_RUN_DONE && cJSON_IsString(tensor) &&
+               !strcmp(tensor->valuestring, r->output_tensor);
+    int at;
 
-    tensors_unreserve(r->device, tensors_run_bytes(r));
-    if (!r->keep_output || status != 200 || !cJSON_IsString(tensor) || strcmp(tensor->valuestring, r->output_tensor))
-        return;
-    memset(&t, 0, sizeof t);
-    snprintf(t.id, sizeof t.id, "%s", r->output_tensor);
-    snprintf(t.name, sizeof t.name, "output of run %.0f", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
-    snprintf(t.device, sizeof t.device, "%s", r->device);
-    t.generation = pool_device_generation(r->device); /* it answered just now */
-    t.dtype = p->dtype;
-    t.ndim = 4;
-    t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = p->head_dim;
-    t.bytes = (uint64_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
-    snprintf(t.fingerprint, sizeof t.fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
-    clock_text_now_iso(t.created, sizeof t.created);
     pthread_mutex_lock(&tensors_mu);
-    if (tensors_add_locked(&t) != 0) log_error("tensor table: no room for output tensor %s", t.id);
+    tensors_unreserve_locked(r->device, tensors_run_bytes(r));
+    tensors_unpin_locked(r, 7u);
+    at = has_output ? tensors_index_locked(r->output_tensor) : -1;
+    if (kept) { /* the worker holds it now: fill in the pending entry (re-add it if it went) */
+        tensor_entry t;
+        memset(&t, 0, sizeof t);
+        snprintf(t.id, sizeof t.id, "%s", r->output_tensor);
+        snprintf(t.name, sizeof t.name, "output of run %.0f", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+        snprintf(t.device, sizeof t.device, "%s", r->device);
+        t.generation = generation; /* the worker that ran it holds it */
+        t.dtype = p->dtype;
+        t.ndim = 4;
+        t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = p->head_dim;
+        t.bytes = (uint64_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
+        snprintf(t.fingerprint, sizeof t.fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
+        clock_text_now_iso(t.created, sizeof t.created);
+        if (at >= 0)
+            tensors_table[at] = t;
+        else if (tensors_add_locked(&t) != 0)
+            log_error("tensor table: no room for output tensor %s", t.id);
+    } else if (at >= 0 && tensors_table[at].pending) { /* not done, or no output: its id is released */
+        tensors_remove_locked(at);
+    }
     pthread_mutex_unlock(&tensors_mu);
+    if (has_output && !kept) store_tensor_forget(strtoll(r->output_tensor + 1, NULL, 10));
 }

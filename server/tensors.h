@@ -8,6 +8,10 @@
  * them, and answers 410 for any whose generation is older than the worker's, until they
  * are deleted. A per-device budget (memory_budget_bytes; 0: the device's free memory,
  * checked by the worker) refuses uploads and runs with 507 before anything is allocated.
+ *
+ * Runs, synchronous or async, hold their resident inputs from tensors_prepare_run until
+ * their end (tensors_finish_run, the pool's end hook): while a run that reads a tensor is
+ * queued or running, DELETE of that tensor answers 409 `in_use` naming the runs.
  */
 #ifndef TENSORS_H
 #define TENSORS_H
@@ -16,6 +20,7 @@
 
 #include "api_error.h"
 #include "http.h"
+#include "pool.h"
 #include "run_request.h"
 
 /* Routes (routes.c table). POST streams its body (http_route.streaming_body). */
@@ -30,13 +35,17 @@ void route_tensor_delete(http_request *req);
  * set r->device to the tensors' device when the client gave none. 0, or -1 with e. */
 int tensors_apply_run(run_request *r, api_error *e);
 
-/* Once the run is ready to queue: the budget check (507), the output tensor's id when
- * keep_output, and the GPU fp32 verify for resident inputs (the cpu reference regenerates
- * inputs from the seed). s: the server's settings. 0, or -1 with e. */
+/* Once the run is ready to queue (sync or async): the budget check and reservation (507),
+ * a pin on each resident input (so DELETE answers 409 until the run ends; 404 when one was
+ * deleted since tensors_apply_run), the output tensor's id when keep_output (reserved in the
+ * table, not listed, until the run is done), and the GPU fp32 verify for resident inputs
+ * (the cpu reference regenerates inputs from the seed). 0, or -1 with e (nothing held). */
 int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e);
 
-/* After the run answered (status, record): register a kept output; release the budget
- * reservation of tensors_prepare_run. Call exactly once per successful prepare. */
-void tensors_finish_run(const run_request *r, int status, const cJSON *record);
+/* The run's end (a pool_run_end_fn: pass it to pool_run, which calls it exactly once, for
+ * every outcome, before the end is stored): release the budget reservation and the pins;
+ * when done with the output kept, register it (generation: the worker it ran on), else
+ * forget its id. Takes only the table's lock, never calls the pool. */
+void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJSON *record, int generation);
 
 #endif

@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "../kernels/cudnn_loader.h"
 #include "api_error.h"
 #include "cpu_worker.h"
 #include "gpu_worker.h"
@@ -213,6 +214,10 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
     cJSON *hello;
 
     log_init(device, s->log_level);
+    /* Before anything can load cuDNN: the worker reads the front's flags, environment and
+     * config file (pool.c), so it opens the same cuDNN as the front reports. */
+    if (cudnn_set_library(s->cudnn_library) != 0)
+        log_warn("cudnn_library '%s' not applied: cuDNN was already loaded", s->cudnn_library);
     /* Die with the front. If it died before prctl took effect we were reparented, and its
      * end of the socket is closed (the front may itself be pid 1 in a container, so
      * getppid() == 1 alone proves nothing). */

@@ -295,3 +295,71 @@ def safetensors_bytes(tensors):
     h = json.dumps(header).encode()
     h += b" " * (-len(h) % 8)
     return struct.pack("<Q", len(h)) + h + data
+
+
+# ---------------------------------------------------------------- process memory (tests/api and tests/gpu)
+
+def peak_rss_bytes(pid):
+    """VmHWM of process pid: its peak resident set since it started, or since reset_peak_rss."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmHWM in /proc/%d/status" % pid)
+
+
+def reset_peak_rss(pid):
+    """Set pid's VmHWM back to its current RSS ("5" to /proc/PID/clear_refs, Linux >= 4.0), so
+    that a later peak_rss_bytes covers only what came after. False when the kernel refused:
+    VmHWM then stays the lifetime peak, still an upper bound."""
+    try:
+        with open("/proc/%d/clear_refs" % pid, "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+class MemfdSampler:
+    """While running, polls the memfds process pid holds open (attnd names them "attnd-…")
+    every interval_s: the peak of their allocated bytes, and of VmRSS plus those bytes.
+    Pages written to a memfd and not mapped are not in VmRSS or VmHWM, yet they are memory
+    the process holds (an upload's body lives in one). A sampled peak is a lower bound."""
+
+    def __init__(self, pid, interval_s=0.01):
+        self.pid, self.interval_s = pid, interval_s
+        self.peak_memfd = self.peak_total = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _memfd_bytes(self):
+        total, fd_dir = 0, "/proc/%d/fd" % self.pid
+        for name in os.listdir(fd_dir):
+            try:
+                if os.readlink(os.path.join(fd_dir, name)).startswith("/memfd:attnd"):
+                    total += os.stat(os.path.join(fd_dir, name)).st_blocks * 512
+            except OSError:  # closed between the listing and the look
+                pass
+        return total
+
+    def _rss_bytes(self):
+        with open("/proc/%d/status" % self.pid) as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                m = self._memfd_bytes()
+                self.peak_memfd = max(self.peak_memfd, m)
+                self.peak_total = max(self.peak_total, self._rss_bytes() + m)
+            except (OSError, StopIteration):  # the process is gone: nothing more to see
+                return
+            self._stop.wait(self.interval_s)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)

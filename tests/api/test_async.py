@@ -52,9 +52,9 @@ def test_async_refused_before_queueing_is_not_stored(api):
     assert r.status_code == 400
     r = api.run(params=dict(tiny(), **{"async": "maybe"}))
     assert r.status_code == 400 and error_of(r)["field"] == "async"
-    # Resident tensors need the synchronous path for now (their end is tracked by the handler).
-    r = api.run(params=dict(tiny(), keep_output="true", **{"async": "true"}))
-    assert r.status_code == 400 and error_of(r)["code"] == "conflict" and error_of(r)["field"] == "async", r.text
+    # Resident tensors are checked before queueing too (async runs on them: test_async_tensors.py).
+    r = api.run(params=dict(tiny(), q="t999999", **{"async": "true"}))
+    assert r.status_code == 404 and error_of(r)["field"] == "q", r.text
 
 
 @pytest.fixture

@@ -2,6 +2,9 @@
 
     ATTND_URL   a running attnd to test (tests/gpu/run.sh starts one and exports it);
                 unset: start one here (ATTND_BIN, --devices all, fault injection on).
+    ATTND_PID   the pid of that attnd's front process (run.sh and scripts/gpu-quick.sh
+                export it with ATTND_URL): tests that watch the front's memory read it;
+                unset with ATTND_URL set, they say so and leave that check out.
     ATTND_REQUIRE_GPU=1  fail (rather than skip) when the server has no cuda:0 (run.sh
                 sets it when nvidia-smi lists a GPU).
     OUT         when set, facts worth reading (host_us, latency, kernel counts, errors)
@@ -39,6 +42,7 @@ STUDY = dict(batch=8, heads=16, seq=1024, head_dim=64, dtype="bf16", mask="causa
 
 _rng = random.SystemRandom()
 _facts = {}
+_started_pid = None  # the front's pid when gpu_server started the server itself
 
 
 def fresh_seed():
@@ -63,6 +67,7 @@ class GpuApi(Api):
 
 @pytest.fixture(scope="session")
 def gpu_server():
+    global _started_pid
     url = os.environ.get("ATTND_URL")
     if url:
         url = url.rstrip("/")
@@ -80,11 +85,26 @@ def gpu_server():
         yield url
         return
     srv = AttndServer(devices="all", extra=["--enable-fault-injection", "true", "--job-timeout-s", "60"]).start()
+    _started_pid = srv.proc.pid
     try:
         yield srv.url
         srv.stop_checked()
     finally:
         srv.cleanup()
+
+
+@pytest.fixture(scope="session")
+def front_pid(gpu_server):
+    """The pid of the server's front (the HTTP process; its workers are child processes):
+    ATTND_PID, or the server gpu_server started; None when ATTND_URL came without ATTND_PID."""
+    if os.environ.get("ATTND_URL"):
+        pid = os.environ.get("ATTND_PID")
+        if not pid:
+            return None
+        if not os.path.exists("/proc/%s/status" % pid):
+            pytest.fail("ATTND_PID=%s is not a running process on this machine" % pid, pytrace=False)
+        return int(pid)
+    return _started_pid
 
 
 @pytest.fixture(scope="session")

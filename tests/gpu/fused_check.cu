@@ -28,6 +28,7 @@
 #include "kernels/attn.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/exec_context.h"
+#include "kernels/flash_wgmma.cuh"
 #include "kernels/fused.h"
 
 #define CHECK_CUDA(call)                                                                              \
@@ -48,8 +49,9 @@ struct fused_variant {
 };
 /* Every selectable kernel of kernels/fused.h is checked and timed in one run: "flash" and
  * "efficient" are the defaults (or whatever ATTND_FLASH_IMPL / ATTND_FLASH_LEGACY /
- * ATTND_EFFICIENT_LEGACY select); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy"
- * force one kernel where it differs from the others (head_dim 96/128; efficient: 128), and
+ * ATTND_EFFICIENT_LEGACY select: on an H200 built with sm_90a, flash is the wgmma kernel at
+ * head_dim 64/128); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy" force one
+ * kernel where it differs from the others (head_dim 96/128, legacy also 64; efficient: 128), and
  * skip other problems silently (same kernel as the default). */
 static int flash_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
@@ -79,6 +81,14 @@ static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
     }
     return flash_check(p, why, why_len);
 }
+static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->head_dim != 64 && p->head_dim != 96 && p->head_dim != 128) {
+        why[0] = '\0'; /* silent skip */
+        return -1;
+    }
+    return flash_check(p, why, why_len);
+}
 static int efficient_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
     efficient_set_impl(EFFICIENT_IMPL_ENV);
@@ -97,13 +107,45 @@ static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_
     }
     return efficient_check(p, why, why_len);
 }
+/* Each wgmma configuration forced on every problem (kernels/flash.cu picks one per problem:
+ * the "flash" rows), so that each is checked on every case and timed side by side:
+ * "flash@wgW sS [d] [_bnN]" = W warpgroups, S stages, d: P·V deferred, N keys per block
+ * (default 128). Only in a build with sm_90a code, on sm_90; otherwise skipped silently. */
+static int fused_cc = 0;
+template <class TR> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
+{
+#ifdef FLASH_HAVE_SM90A
+    if (p->head_dim == TR::D && fused_cc == 90) return flash_check(p, why, why_len);
+#endif
+    why[0] = '\0';
+    return -1;
+}
+template <class TR> static int flash_wg_fwd(exec_context *c, const attn_problem *p, const attn_tensors *t, void *)
+{
+    return p->dtype == ATTN_BF16 ? flash_wg_launch<TR, __nv_bfloat16, true>(c, p, t, "flash_wg")
+                                 : flash_wg_launch<TR, __half, false>(c, p, t, "flash_wg");
+}
+typedef flash_wg_traits<128, 128, 2, 3, true> wg_d128_w2s3d;
+typedef flash_wg_traits<128, 128, 3, 2, false> wg_d128_w3s2;
+typedef flash_wg_traits<128, 128, 2, 2, false> wg_d128_w2s2;
+typedef flash_wg_traits<128, 64, 3, 3, true> wg_d128_w3s3d_bn64;
+typedef flash_wg_traits<64, 128, 2, 3, true> wg_d64_w2s3d;
+typedef flash_wg_traits<64, 128, 3, 3, true> wg_d64_w3s3d;
+#define WG_VARIANT(name, TR) {name, flash_wg_check<TR>, flash_wg_fwd<TR>}
+
 static const fused_variant check_variants[] = {
     {"efficient", efficient_check, efficient_fwd_default},
     {"efficient@legacy", efficient_check_d128_16, efficient_fwd_legacy},
     {"flash", flash_check, flash_fwd_default},
     {"flash@w8", flash_check_d96_128, flash_fwd_w8},
     {"flash@w4", flash_check_d96_128, flash_fwd_w4},
-    {"flash@legacy", flash_check_d96_128, flash_fwd_legacy},
+    {"flash@legacy", flash_check_d64_96_128, flash_fwd_legacy},
+    WG_VARIANT("flash@wg2s2", wg_d128_w2s2),
+    WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
+    WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
+    WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
+    WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
+    WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
 };
 
 /* ------------------------------------------------------------------ inputs */
@@ -371,6 +413,7 @@ int main(int argc, char **argv)
     memset(&ctx, 0, sizeof ctx);
     ctx.device = 0;
     ctx.cc = prop.major * 10 + prop.minor;
+    fused_cc = ctx.cc;
     ctx.sm_count = prop.multiProcessorCount;
     ctx.l2_bytes = (size_t)prop.l2CacheSize;
     ctx.smem_optin_bytes = prop.sharedMemPerBlockOptin;
@@ -389,6 +432,8 @@ int main(int argc, char **argv)
          * Sq < Skv (bottom-right rows see many blocks), Sq > Skv (rows with no key), many CTAs */
         {1, 1, 1, 1, 128},     {1, 1, 255, 255, 96},  {1, 2, 200, 1000, 128}, {1, 2, 1000, 200, 96},
         {1, 1, 4097, 4097, 96}, {2500, 1, 17, 33, 128},
+        /* the wgmma kernel (flash_wgmma.cuh) at 64/128: the same cases at 64 */
+        {1, 1, 255, 255, 64},  {1, 2, 200, 1000, 64}, {1, 2, 1000, 200, 64}, {2500, 1, 17, 33, 64},
     };
     const attn_dtype dtypes[] = {ATTN_BF16, ATTN_FP16, ATTN_FP32};
     printf("correctness (tolerances rel_l2: bf16 1.6e-2, fp16 2e-3, fp32 1e-5)\n");

@@ -57,7 +57,7 @@ if [ -z "$ATTND_URL" ]; then
     tail -n 60 "$OUT/attnd-stderr.log"
     exit 1
 fi
-export ATTND_URL
+export ATTND_URL ATTND_PID=$SERVER_PID # ATTND_PID: the front, whose memory tests watch
 echo "attnd at $ATTND_URL (pid $SERVER_PID, data $DATA)"
 curl -s --max-time 10 "$ATTND_URL/v1/device"; echo
 

@@ -74,6 +74,28 @@ static void test_defaults(void)
     CHECK(s.verify_cpu_max_macs == 1000000000LL, "verify_cpu_max_macs");
     CHECK(s.cpu_threads == 0, "cpu_threads");
     CHECK(s.enable_fault_injection == 0, "enable_fault_injection");
+    CHECK(!strcmp(s.cudnn_library, ""), "cudnn_library '%s'", s.cudnn_library);
+}
+
+/* cudnn_library in its three spellings: any string (the loader reports a bad one in
+ * /v1/variants, it does not stop the server). */
+static void test_cudnn_library(void)
+{
+    settings s;
+    char err[512], path[300];
+
+    snprintf(path, sizeof path, "%s/c.json", tmpdir);
+    write_file(path, "{\"cudnn_library\": \"/from/file\"}");
+    CHECK(LOAD(&s, err, "--config", path) == 0 && !strcmp(s.cudnn_library, "/from/file"), "file: %s '%s'", err,
+          s.cudnn_library);
+    setenv("ATTND_CUDNN_LIBRARY", "/from/env/libcudnn.so.9", 1);
+    CHECK(LOAD(&s, err, "--config", path) == 0 && !strcmp(s.cudnn_library, "/from/env/libcudnn.so.9"),
+          "env over file: %s '%s'", err, s.cudnn_library);
+    CHECK(LOAD(&s, err, "--cudnn-library", "/from/flag") == 0 && !strcmp(s.cudnn_library, "/from/flag"),
+          "flag over env: %s '%s'", err, s.cudnn_library);
+    CHECK(LOAD(&s, err, "--cudnn-library=") == 0 && !strcmp(s.cudnn_library, ""), "empty flag: the search");
+    unsetenv("ATTND_CUDNN_LIBRARY");
+    unlink(path);
 }
 
 static void test_precedence(void)
@@ -190,7 +212,8 @@ static void test_help(void)
                                        "64",            "1..100000",           "--data-dir",      "--max-body-bytes",
                                        "--token-file",  "--log-level",         "--verify-cpu-max-macs",
                                        "--cpu-threads", "--enable-fault-injection", "--devices", "--job-timeout-s",
-                                       "--memory-budget-bytes", "--config", "127.0.0.1:8080"};
+                                       "--memory-budget-bytes", "--config", "127.0.0.1:8080",
+                                       "--cudnn-library PATH", "ATTND_CUDNN_LIBRARY"};
     size_t i;
 
     /* --help prints on stdout and returns 1, even with a broken setting beside it. */
@@ -235,6 +258,7 @@ int main(void)
 
     test_defaults();
     test_precedence();
+    test_cudnn_library();
     test_errors();
     test_help();
 
