@@ -127,6 +127,9 @@ def ratio(a, b):
 
 
 def commit_id():
+    # ATTND_COMMIT first: a copy of the tree on a lent machine may carry a stale .git
+    if os.environ.get("ATTND_COMMIT"):
+        return os.environ["ATTND_COMMIT"]
     try:
         p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                            timeout=10)
@@ -134,7 +137,7 @@ def commit_id():
             return p.stdout.strip()
     except (OSError, subprocess.SubprocessError):
         pass
-    return os.environ.get("ATTND_COMMIT") or "nocommit"
+    return "nocommit"
 
 
 def slug(s):

@@ -220,25 +220,9 @@ template <int D> static int efficient_launch_f32(exec_context *ctx, const attn_p
 {
     const size_t smem = efficient_f32_traits<D>::SMEM_BYTES;
     const int64_t bh = pr->batch * pr->heads;
-    char why[160];
-    if (smem > ctx->smem_optin_bytes) {
-        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
-                 ctx->smem_optin_bytes);
-        return exec_fail(ctx, __FILE__, __LINE__, "efficient_forward", why);
-    }
-    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
-        return exec_fail(ctx, __FILE__, __LINE__, "efficient_forward", "q, k, v and out must be 16-byte aligned");
-    if (bh == 0 || pr->seq_q == 0) return 0;
     flash_params kp;
-    kp.q = t->q;
-    kp.k = t->k;
-    kp.v = t->v;
-    kp.out = t->out;
-    kp.seq_q = (int)pr->seq_q;
-    kp.seq_kv = (int)pr->seq_kv;
-    kp.head_dim = (int)pr->head_dim;
-    kp.mask = (int)pr->mask;
-    kp.scale_log2 = (float)(pr->scale * 1.4426950408889634);
+    const int rc = flash_prepare_launch(ctx, pr, t, smem, "efficient_forward", &kp);
+    if (rc != 0) return rc < 0 ? rc : 0;
     CUDA_TRY(ctx, cudaFuncSetAttribute(efficient_f32_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)((pr->seq_q + EFF32_BM - 1) / EFF32_BM));
     efficient_f32_kernel<D><<<grid, EFF32_THREADS, smem, ctx->stream>>>(kp);

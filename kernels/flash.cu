@@ -1,6 +1,7 @@
 /* flash.cu — the `flash` variant: FlashAttention-2 style fused forward for fp16/bf16
- * (kernel bodies in flash_kernel.cuh and, for head_dim 96/128, flash_exact.cuh;
- * primitives in flash_mma.cuh).
+ * (kernel bodies in flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper,
+ * flash_wgmma.cuh for 64/128; primitives in flash_mma.cuh and wgmma.cuh). This file picks
+ * the kernel and its configuration per problem.
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
  * 1720 / 1555 / 134 us on the shapes of /work/shared/peers-h200.md):
@@ -32,10 +33,17 @@
  *       sm_80..89 spill 28 B there, so they get BN 48). w8 = v1's shape (8 warps x 16 rows,
  *       Q in registers) with the v4 body, kept for comparison and for sm_86/89.
  *       Predicted (bench/NOTES.md): w4 290-340 TFLOP/s at B2 H16 S8192 D128 causal.
+ *       Measured: 359 (w4); 342 at B4 S4096 D128 non-causal, a tie with FA2.
+ *   v5  sm_90a, head_dim 64/128 (flash_wgmma.cuh): both products on wgmma — Q, K and V read
+ *       by the tensor cores from 128-byte-swizzled smem, P from registers; 2-3 warpgroups x
+ *       64 rows; 3-stage ring with P·V left in flight across the barrier where smem allows.
+ *       Predicted 430-520 TFLOP/s at D128; measured 446 (non-causal S4096), 459-485 (causal
+ *       S8192), D64 331 at S4096 causal (v3 278). mma.sync kernels stay for sm_80..89, D96
+ *       and builds without sm_90a.
  *
- * Configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on sm_90, 48
- * before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB opt-in
- * as well as sm_80's 163 KB and sm_90's 227 KB.
+ * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
+ * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
+ * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 needs up to 225 KB: sm_90 only.
  */
 #include "kernels/fused.h"
 
@@ -79,10 +87,10 @@ typedef flash_xtraits<96, 64, 8, 1, true, 1> flash_xcfg_d96_w8;
  * problems of seq_q ≤ 1536, wcfg_long otherwise.
  *                                    D    BN   WGs stages defer-P·V   smem
  */
-typedef flash_wg_traits<128, 128, 3, 2, false> flash_wcfg_d128_long;  /* 177 KB */
-typedef flash_wg_traits<128, 128, 2, 3, true> flash_wcfg_d128_short;  /* 225 KB */
-typedef flash_wg_traits<64, 128, 3, 3, true> flash_wcfg_d64_long;     /* 121 KB */
-typedef flash_wg_traits<64, 128, 2, 3, true> flash_wcfg_d64_short;    /* 113 KB */
+typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> flash_wcfg_d128_long; /* 177 KB */
+typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d128_short; /* 225 KB */
+typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wcfg_d64_long;    /* 121 KB */
+typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d64_short;   /* 113 KB */
 
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
 

@@ -334,44 +334,17 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
 template <class TR, class T, bool BF16>
 static int flash_x_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    char why[160];
     const size_t smem = TR::SMEM_BYTES;
     const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
     const int64_t bh = pr->batch * pr->heads;
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (TR::SM90_ONLY && ctx->cc < 90) return exec_fail(ctx, __FILE__, __LINE__, who, "configuration is sm_90 only");
-    if (smem > ctx->smem_optin_bytes) {
-        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
-                 ctx->smem_optin_bytes);
-        return exec_fail(ctx, __FILE__, __LINE__, who, why);
-    }
-    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
-        return exec_fail(ctx, __FILE__, __LINE__, who, "q, k, v and out must be 16-byte aligned");
-    if (bh == 0 || pr->seq_q == 0) return 0; /* nothing to write */
     if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
     flash_params kp;
-    kp.q = t->q;
-    kp.k = t->k;
-    kp.v = t->v;
-    kp.out = t->out;
-    kp.seq_q = (int)pr->seq_q;
-    kp.seq_kv = (int)pr->seq_kv;
-    kp.head_dim = (int)pr->head_dim;
-    kp.mask = (int)pr->mask;
-    kp.scale_log2 = (float)(pr->scale * 1.4426950408889634);
-    /* Function attributes are per device and stay set: once per device (bit ctx->device; a
-     * race only sets them twice). Devices ≥ 64 set them on every call. */
-    static std::atomic<unsigned long long> attrs_set(0);
-    const unsigned long long bit = ctx->device >= 0 && ctx->device < 64 ? 1ull << ctx->device : 0;
-    if (!bit || !(attrs_set.load(std::memory_order_relaxed) & bit)) {
-        CUDA_TRY(ctx, cudaFuncSetAttribute(flash_x_kernel<TR, T, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)smem));
-        /* all of the unified L1/smem as smem: MIN_BLOCKS CTAs of up to 96 KB side by side */
-        CUDA_TRY(ctx, cudaFuncSetAttribute(flash_x_kernel<TR, T, BF16>,
-                                           cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           (int)cudaSharedmemCarveoutMaxShared));
-        attrs_set.fetch_or(bit);
-    }
+    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    static std::atomic<unsigned long long> smem_set(0);
+    if (flash_kernel_smem_once(ctx, flash_x_kernel<TR, T, BF16>, smem, smem_set) != 0) return -1;
     dim3 grid((unsigned)bh, (unsigned)m_tiles);
     flash_x_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
     LAUNCH_TRY(ctx);

@@ -37,6 +37,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <atomic>
+
 #include "kernels/attn.h"
 #include "kernels/flash_mma.cuh"
 
@@ -48,6 +50,50 @@ typedef struct flash_params {
     int mask;         /* attn_mask */
     float scale_log2; /* scale · log2(e): exp(scale·s − m) = 2^(scale_log2·s − m') */
 } flash_params;
+
+/* What every fused launch checks before it launches: the kernel's shared memory fits the
+ * device, the tensors are 16-byte aligned. Returns -1 after exec_fail, 1 when there is nothing
+ * to write (B·H or seq_q is 0), else 0 with *kp filled in. */
+static inline int flash_prepare_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, size_t smem,
+                                       const char *who, flash_params *kp)
+{
+    char why[160];
+    if (smem > ctx->smem_optin_bytes) {
+        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
+                 ctx->smem_optin_bytes);
+        return exec_fail(ctx, __FILE__, __LINE__, who, why);
+    }
+    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
+        return exec_fail(ctx, __FILE__, __LINE__, who, "q, k, v and out must be 16-byte aligned");
+    if (pr->batch * pr->heads == 0 || pr->seq_q == 0) return 1;
+    kp->q = t->q;
+    kp->k = t->k;
+    kp->v = t->v;
+    kp->out = t->out;
+    kp->seq_q = (int)pr->seq_q;
+    kp->seq_kv = (int)pr->seq_kv;
+    kp->head_dim = (int)pr->head_dim;
+    kp->mask = (int)pr->mask;
+    kp->scale_log2 = (float)(pr->scale * 1.4426950408889634);
+    return 0;
+}
+
+/* Raise `kernel`'s dynamic shared memory limit to smem bytes and ask for all of the unified
+ * L1/shared memory as shared memory (MIN_BLOCKS CTAs side by side). Function attributes are
+ * per device and stay set, so each kernel does this once per device (`done` holds one bit per
+ * device; a race only sets them twice; devices >= 64 set them on every call). */
+template <class Kernel>
+static inline int flash_kernel_smem_once(exec_context *ctx, Kernel *kernel, size_t smem,
+                                         std::atomic<unsigned long long> &done)
+{
+    const unsigned long long bit = ctx->device >= 0 && ctx->device < 64 ? 1ull << ctx->device : 0;
+    if (bit && (done.load(std::memory_order_relaxed) & bit)) return 0;
+    CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                       (int)cudaSharedmemCarveoutMaxShared));
+    done.fetch_or(bit);
+    return 0;
+}
 
 template <int D_, int BM_, int BN_, int WARPS_, int STAGES_, bool Q_IN_REGS_, int MI_ = 1, bool EXACT_D_ = false>
 struct flash_traits {
@@ -329,28 +375,12 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
 template <class TR, class T, bool BF16>
 static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    char why[160];
     const size_t smem = TR::SMEM_BYTES;
     const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
     const int64_t bh = pr->batch * pr->heads;
-    if (smem > ctx->smem_optin_bytes) {
-        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
-                 ctx->smem_optin_bytes);
-        return exec_fail(ctx, __FILE__, __LINE__, who, why);
-    }
-    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
-        return exec_fail(ctx, __FILE__, __LINE__, who, "q, k, v and out must be 16-byte aligned");
-    if (bh == 0 || pr->seq_q == 0) return 0; /* nothing to write */
     flash_params kp;
-    kp.q = t->q;
-    kp.k = t->k;
-    kp.v = t->v;
-    kp.out = t->out;
-    kp.seq_q = (int)pr->seq_q;
-    kp.seq_kv = (int)pr->seq_kv;
-    kp.head_dim = (int)pr->head_dim;
-    kp.mask = (int)pr->mask;
-    kp.scale_log2 = (float)(pr->scale * 1.4426950408889634);
+    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
+    if (rc != 0) return rc < 0 ? rc : 0;
     CUDA_TRY(ctx, cudaFuncSetAttribute(flash_fwd_kernel<TR, T, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)smem));
     dim3 grid((unsigned)bh, (unsigned)m_tiles);

@@ -40,13 +40,21 @@
 #include "kernels/flash_kernel.cuh"
 #include "kernels/wgmma.cuh"
 
-/* D head dim, BN keys per block, WARPGROUPS x 64 query rows per CTA, STAGES of the K/V ring;
- * DEFER_PV: leave P·V_j in flight until the next block's S is waited for (needs 3 stages: the
- * loads issued during block j+1 must not land in the stage P·V_j still reads). */
-template <int D_, int BN_, int WARPGROUPS_, int STAGES_, bool DEFER_PV_, int MIN_BLOCKS_ = 1>
+/* How a warpgroup orders its two products within a key block j:
+ *   SERIAL   S_j, wait, softmax, P·V_j, wait (2 or 3 stages);
+ *   DEFER    as SERIAL, but P·V_j stays in flight until S_j+1 is waited for: the tensor
+ *            cores run P·V_j and S_j+1 back to back while the warps pass the barrier;
+ *   OVERLAP  FA3's intra-warpgroup pipelining: issue S_j, then P·V_j-1, wait for S_j only,
+ *            softmax_j runs while P·V_j-1 is on the tensor cores, then wait, rescale O.
+ * DEFER and OVERLAP leave P·V reading stage j-1 while the loads of block j+1 land: 3 stages. */
+enum { FLASH_WG_SERIAL = 0, FLASH_WG_DEFER = 1, FLASH_WG_OVERLAP = 2 };
+
+/* D head dim, BN keys per block, WARPGROUPS x 64 query rows per CTA, STAGES of the K/V ring,
+ * SCHEDULE (above). */
+template <int D_, int BN_, int WARPGROUPS_, int STAGES_, int SCHEDULE_, int MIN_BLOCKS_ = 1>
 struct flash_wg_traits {
     static constexpr int D = D_, BN = BN_, WARPGROUPS = WARPGROUPS_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
-    static constexpr bool DEFER_PV = DEFER_PV_;
+    static constexpr int SCHEDULE = SCHEDULE_;
     static constexpr int THREADS = WARPGROUPS * 128, BM = WARPGROUPS * 64;
     static constexpr int CHUNKS = D / 8;    /* 16-byte chunks per row */
     static constexpr int SUBTILES = D / 64; /* 64-column (128-byte) swizzle sub-tiles per row */
@@ -55,7 +63,7 @@ struct flash_wg_traits {
     static_assert(D == 64 || D == 128, "wgmma tiles: head_dim 64 or 128");
     static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
     static_assert(STAGES == 2 || STAGES == 3, "2 or 3 stages");
-    static_assert(!DEFER_PV || STAGES == 3, "a deferred P·V needs a third stage");
+    static_assert(SCHEDULE == FLASH_WG_SERIAL || STAGES == 3, "P·V in flight across blocks needs a third stage");
 };
 
 /* Byte offset of 16-byte chunk c of row r in a ROWS-row tile stored as 64-column swizzled
@@ -90,7 +98,7 @@ __device__ __forceinline__ void flash_wg_load(uint32_t dst, const T *gbase, int 
     }
 }
 
-/* Keeps the compiler from moving ordinary accesses to O across a wgmma issue or wait. */
+/* After a wgmma wait: keeps the compiler from moving ordinary accesses to O above the wait. */
 template <class TR> __device__ __forceinline__ void flash_wg_fence_o(float (&o)[TR::SUBTILES][32])
 {
 #pragma unroll
@@ -99,11 +107,128 @@ template <class TR> __device__ __forceinline__ void flash_wg_fence_o(float (&o)[
         for (int i = 0; i < 32; ++i) wgmma_fence_operand(o[h][i]);
 }
 
+/* Issue O += P·V (one group): P (16-bit, registers) times the V tile at shared address s_vt.
+ * No operand fence on O here: the asm's "+f" operands already order the writes before it, and
+ * an empty asm "defining" O between wgmma_fence and this issue makes ptxas serialize every
+ * wgmma of the stage (warning C7515). */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_wg_issue_pv(float (&o)[TR::SUBTILES][32], const uint32_t (&pa)[TR::BN / 16][4],
+                                                  uint32_t s_vt)
+{
+#pragma unroll
+    for (int kk = 0; kk < TR::BN / 16; ++kk)
+#pragma unroll
+        for (int h = 0; h < TR::SUBTILES; ++h) {
+            /* keys 16kk.. = 16 rows of 128 bytes into sub-tile h (wgmma.cuh: both offsets 1024,
+             * since one 64-column sub-tile is all an n64 product reads) */
+            const uint64_t dv = wgmma_desc_sw128(s_vt + h * TR::BN * 128 + kk * 16 * 128, 1024, 1024);
+            wgmma_rs_tb<BF16>(o[h], pa[kk], dv);
+        }
+    wgmma_commit();
+}
+
+/* Issue S = Q·K_jᵀ (one group) for this warpgroup's 64 rows: D/16 k steps, each reading the
+ * Q rows at s_qw and the K tile at s_kt (k step ks: sub-tile ks/4, 32 bytes into its rows). */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_wg_issue_s(float (&s)[TR::BN / 2], uint32_t s_qw, uint32_t s_kt)
+{
+#pragma unroll
+    for (int ks = 0; ks < TR::D / 16; ++ks) {
+        const uint32_t koff = (ks & 3) << 5;
+        const uint64_t da = wgmma_desc_sw128(s_qw + (ks >> 2) * TR::BM * 128 + koff, 16, 1024);
+        const uint64_t db = wgmma_desc_sw128(s_kt + (ks >> 2) * TR::BN * 128 + koff, 16, 1024);
+        wgmma_ss<TR::BN, BF16>(s, da, db, ks > 0);
+    }
+    wgmma_commit();
+}
+
+/* The running softmax state of this thread's two rows (row r: my_row0 + 8r). */
+struct flash_wg_rows {
+    float max[2], sum[2];
+};
+
+/* Online softmax of block j (keys n0..n0+BN-1) in place: S scaled into log2 space, masked,
+ * exponentiated against the new row max; the row sums updated; alpha = the factor O must be
+ * rescaled by (exactly 1 where the max held). flash_exact.cuh explains each step. */
+template <class TR>
+__device__ __forceinline__ void flash_wg_softmax(float (&s)[TR::BN / 2], flash_wg_rows &st, float (&alpha)[2],
+                                                 const flash_params &p, int row0, int n0, bool need_mask, int t)
+{
+    constexpr int BN = TR::BN;
+#pragma unroll
+    for (int i = 0; i < BN / 2; ++i) s[i] *= p.scale_log2;
+    if (need_mask) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = -INFINITY;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_new = fmaxf(st.max[r], mx);
+        const float m_use = m_new == -INFINITY ? 0.f : m_new; /* no −inf − −inf */
+        alpha[r] = flash_exp2(st.max[r] - m_use);
+        st.max[r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            s[4 * i + 2 * r] = flash_exp2(s[4 * i + 2 * r] - m_use);
+            s[4 * i + 2 * r + 1] = flash_exp2(s[4 * i + 2 * r + 1] - m_use);
+            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+        }
+        st.sum[r] = st.sum[r] * alpha[r] + sum; /* partial over this lane's columns */
+    }
+}
+
+/* O *= alpha per row, skipped when no row of the warp got a new max (warp-uniform branch). */
+template <class TR> __device__ __forceinline__ void flash_wg_rescale(float (&o)[TR::SUBTILES][32], const float (&alpha)[2])
+{
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+    for (int h = 0; h < TR::SUBTILES; ++h)
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+            o[h][4 * i] *= alpha[0];
+            o[h][4 * i + 1] *= alpha[0];
+            o[h][4 * i + 2] *= alpha[1];
+            o[h][4 * i + 3] *= alpha[1];
+        }
+}
+
+/* P packed to 16 bits: the A operand of P·V (k step kk = keys 16kk..16kk+15; wgmma.cuh). */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_wg_pack_p(const float (&s)[TR::BN / 2], uint32_t (&pa)[TR::BN / 16][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < TR::BN / 16; ++kk) {
+        pa[kk][0] = flash_pack2<BF16>(s[8 * kk + 0], s[8 * kk + 1]);
+        pa[kk][1] = flash_pack2<BF16>(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = flash_pack2<BF16>(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = flash_pack2<BF16>(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+}
+
+template <class TR> __device__ __forceinline__ void flash_wg_fence_s(float (&s)[TR::BN / 2])
+{
+#pragma unroll
+    for (int i = 0; i < TR::BN / 2; ++i) wgmma_fence_operand(s[i]);
+}
+
 template <class TR, class T, bool BF16>
 __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(const flash_params p)
 {
 #if WGMMA_AVAILABLE
-    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, KS = D / 16;
+    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN;
     extern __shared__ uint8_t flash_wg_smem[];
     /* tiles on 1024-byte boundaries (the swizzle pattern repeats every 1024 bytes) */
     const uint32_t raw = flash_smem_addr(flash_wg_smem);
@@ -153,117 +278,64 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
     for (int h = 0; h < TR::SUBTILES; ++h)
 #pragma unroll
         for (int i = 0; i < 32; ++i) o[h][i] = 0.f;
-    float row_max[2] = {-INFINITY, -INFINITY}, row_sum[2] = {0.f, 0.f};
 
-    int stage = 0; /* j % STAGES */
+    constexpr int SCHED = TR::SCHEDULE;
+    const uint32_t s_qw = s_q + wg_row0 * 128; /* this warpgroup's Q rows */
+    uint32_t pa[BN / 16][4];                   /* P of the last softmax: the A operand of its P·V */
+    flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
+    int stage = 0, prev = 0; /* j % STAGES, (j-1) % STAGES */
     for (int j = 0; j < n_blocks; ++j) {
         const int next = stage + 1 == TR::STAGES ? 0 : stage + 1;
-        const uint32_t s_kj = s_k + stage * TR::KV_BYTES, s_vj = s_v + stage * TR::KV_BYTES;
 
         flash_cp_async_wait<0>(); /* K_j, V_j (and Q) landed: the only group in flight */
         fence_proxy_async();      /* ... and are visible to wgmma once the barrier is passed */
-        __syncthreads();          /* every warpgroup is past block j-1 (and, deferred, has
-                                     waited for P·V_j-2): stage `next` is free */
+        __syncthreads();          /* every warpgroup is past block j-1 and has waited for every
+                                     product reading stage `next` (j-2 with 3 stages) */
         if (j + 1 < n_blocks) {
             flash_wg_load<TR, BN>(s_k + next * TR::KV_BYTES, g_k, (j + 1) * BN, seq_kv);
             flash_wg_load<TR, BN>(s_v + next * TR::KV_BYTES, g_v, (j + 1) * BN, seq_kv);
             flash_cp_async_commit();
         }
 
-        /* S = Q·K_jᵀ: this warpgroup's 64 rows x BN keys */
-        float s[BN / 2];
-        wgmma_fence();
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            /* k step ks: sub-tile ks/4, 32 bytes per step into its 128-byte rows */
-            const uint32_t koff = (ks & 3) << 5;
-            const uint64_t da = wgmma_desc_sw128(s_q + (ks >> 2) * BM * 128 + wg_row0 * 128 + koff, 16, 1024);
-            const uint64_t db = wgmma_desc_sw128(s_kj + (ks >> 2) * BN * 128 + koff, 16, 1024);
-            wgmma_ss<BN, BF16>(s, da, db, ks > 0);
-        }
-        wgmma_commit();
-        wgmma_wait<0>(); /* S_j, and a deferred P·V_j-1 before it */
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) wgmma_fence_operand(s[i]);
-        if constexpr (TR::DEFER_PV) flash_wg_fence_o<TR>(o);
-
-        /* scale into log2 space, mask, online softmax (flash_exact.cuh explains each step) */
+        float s[BN / 2], alpha[2];
         const int n0 = j * BN;
         const bool need_mask = n0 + BN > vis_min; /* also every block reaching past seq_kv */
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) s[i] *= p.scale_log2;
-        if (need_mask) {
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                const int vis = flash_visible(p.mask, seq_q, seq_kv, m0 + my_row0 + 8 * r);
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                    for (int e = 0; e < 2; ++e)
-                        if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = -INFINITY;
-            }
-        }
-        float alpha[2];
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(row_max[r], mx);
-            const float m_use = m_new == -INFINITY ? 0.f : m_new; /* no −inf − −inf */
-            alpha[r] = flash_exp2(row_max[r] - m_use);            /* exactly 1 when the max holds */
-            row_max[r] = m_new;
-            float sum = 0.f;
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) {
-                s[4 * i + 2 * r] = flash_exp2(s[4 * i + 2 * r] - m_use);
-                s[4 * i + 2 * r + 1] = flash_exp2(s[4 * i + 2 * r + 1] - m_use);
-                sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
-            }
-            row_sum[r] = row_sum[r] * alpha[r] + sum; /* partial over this lane's columns */
-        }
-        if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
-#pragma unroll
-            for (int h = 0; h < TR::SUBTILES; ++h)
-#pragma unroll
-                for (int i = 0; i < 8; ++i) {
-                    o[h][4 * i] *= alpha[0];
-                    o[h][4 * i + 1] *= alpha[0];
-                    o[h][4 * i + 2] *= alpha[1];
-                    o[h][4 * i + 3] *= alpha[1];
-                }
-        }
-
-        /* O += P·V_j: P packed to 16 bits is the A operand (k step kk = keys 16kk..16kk+15) */
-        uint32_t pa[BN / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            pa[kk][0] = flash_pack2<BF16>(s[8 * kk + 0], s[8 * kk + 1]);
-            pa[kk][1] = flash_pack2<BF16>(s[8 * kk + 2], s[8 * kk + 3]);
-            pa[kk][2] = flash_pack2<BF16>(s[8 * kk + 4], s[8 * kk + 5]);
-            pa[kk][3] = flash_pack2<BF16>(s[8 * kk + 6], s[8 * kk + 7]);
-        }
-        flash_wg_fence_o<TR>(o);
-        wgmma_fence();
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk)
-#pragma unroll
-            for (int h = 0; h < TR::SUBTILES; ++h) {
-                /* keys 16kk.. = 16 rows of 128 bytes into sub-tile h (wgmma.cuh: both offsets
-                 * 1024, since one 64-column sub-tile is all an n64 product reads) */
-                const uint64_t dv = wgmma_desc_sw128(s_vj + h * BN * 128 + kk * 16 * 128, 1024, 1024);
-                wgmma_rs_tb<BF16>(o[h], pa[kk], dv);
-            }
-        wgmma_commit();
-        if constexpr (!TR::DEFER_PV) {
-            wgmma_wait<0>();
+        wgmma_fence(); /* O and P were last written by ordinary code */
+        flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + stage * TR::KV_BYTES);
+        if (SCHED == FLASH_WG_OVERLAP && j > 0) {
+            /* P·V_j-1 behind S_j; softmax_j runs while it is on the tensor cores. Block 0 takes
+             * the other branch: every wait below sees one shape of pipeline per branch, which
+             * ptxas needs to keep the products asynchronous (else warning C7515). */
+            flash_wg_issue_pv<TR, BF16>(o, pa, s_v + prev * TR::KV_BYTES);
+            wgmma_wait<1>(); /* S_j only */
+            flash_wg_fence_s<TR>(s);
+            flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
+            wgmma_wait<0>(); /* P·V_j-1: O and the old P are free */
             flash_wg_fence_o<TR>(o);
+        } else {
+            wgmma_wait<0>(); /* S_j, and with DEFER the P·V_j-1 issued before it */
+            flash_wg_fence_s<TR>(s);
+            if constexpr (SCHED == FLASH_WG_DEFER) flash_wg_fence_o<TR>(o);
+            flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
         }
+        flash_wg_rescale<TR>(o, alpha);
+        flash_wg_pack_p<TR, BF16>(s, pa);
+        if constexpr (SCHED != FLASH_WG_OVERLAP) { /* OVERLAP issues it behind S_j+1 */
+            wgmma_fence();
+            flash_wg_issue_pv<TR, BF16>(o, pa, s_v + stage * TR::KV_BYTES);
+            if constexpr (SCHED == FLASH_WG_SERIAL) {
+                wgmma_wait<0>();
+                flash_wg_fence_o<TR>(o);
+            }
+        }
+        prev = stage;
         stage = next;
     }
-    if constexpr (TR::DEFER_PV) {
+    if constexpr (SCHED == FLASH_WG_OVERLAP) { /* the last block's P·V */
+        wgmma_fence();
+        flash_wg_issue_pv<TR, BF16>(o, pa, s_v + prev * TR::KV_BYTES);
+    }
+    if constexpr (SCHED != FLASH_WG_SERIAL) {
         wgmma_wait<0>();
         flash_wg_fence_o<TR>(o);
     }
@@ -273,7 +345,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
      * they have completed), then each warp stores its 16 rows as 16-byte chunks. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float l = row_sum[r];
+        float l = st.sum[r];
         l += __shfl_xor_sync(0xffffffffu, l, 1);
         l += __shfl_xor_sync(0xffffffffu, l, 2);
         const float inv = l > 0.f ? 1.f / l : 0.f; /* no visible key: zeros */
@@ -304,42 +376,17 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
 template <class TR, class T, bool BF16>
 static int flash_wg_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    char why[160];
     const size_t smem = TR::SMEM_BYTES;
     const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
     const int64_t bh = pr->batch * pr->heads;
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the wgmma kernel runs on sm_90 only");
-    if (smem > ctx->smem_optin_bytes) {
-        snprintf(why, sizeof why, "needs %zu bytes of shared memory per block, the device allows %zu", smem,
-                 ctx->smem_optin_bytes);
-        return exec_fail(ctx, __FILE__, __LINE__, who, why);
-    }
-    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) & 15u)
-        return exec_fail(ctx, __FILE__, __LINE__, who, "q, k, v and out must be 16-byte aligned");
-    if (bh == 0 || pr->seq_q == 0) return 0; /* nothing to write */
     if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
     flash_params kp;
-    kp.q = t->q;
-    kp.k = t->k;
-    kp.v = t->v;
-    kp.out = t->out;
-    kp.seq_q = (int)pr->seq_q;
-    kp.seq_kv = (int)pr->seq_kv;
-    kp.head_dim = (int)pr->head_dim;
-    kp.mask = (int)pr->mask;
-    kp.scale_log2 = (float)(pr->scale * 1.4426950408889634);
-    /* function attributes are per device and stay set: once per device (see flash_x_launch) */
-    static std::atomic<unsigned long long> attrs_set(0);
-    const unsigned long long bit = ctx->device >= 0 && ctx->device < 64 ? 1ull << ctx->device : 0;
-    if (!bit || !(attrs_set.load(std::memory_order_relaxed) & bit)) {
-        CUDA_TRY(ctx, cudaFuncSetAttribute(flash_wg_kernel<TR, T, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           (int)smem));
-        CUDA_TRY(ctx, cudaFuncSetAttribute(flash_wg_kernel<TR, T, BF16>,
-                                           cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           (int)cudaSharedmemCarveoutMaxShared));
-        attrs_set.fetch_or(bit);
-    }
+    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    static std::atomic<unsigned long long> smem_set(0);
+    if (flash_kernel_smem_once(ctx, flash_wg_kernel<TR, T, BF16>, smem, smem_set) != 0) return -1;
     dim3 grid((unsigned)bh, (unsigned)m_tiles);
     flash_wg_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
     LAUNCH_TRY(ctx);

@@ -109,7 +109,8 @@ static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_
 }
 /* Each wgmma configuration forced on every problem (kernels/flash.cu picks one per problem:
  * the "flash" rows), so that each is checked on every case and timed side by side:
- * "flash@wgW sS [d] [_bnN]" = W warpgroups, S stages, d: P·V deferred, N keys per block
+ * "flash@wgW sS [d|o] [_bnN]" = W warpgroups, S stages, d: P·V deferred, o: P·V_j-1
+ * overlapping softmax_j (flash_wgmma.cuh: FLASH_WG_DEFER / _OVERLAP), N keys per block
  * (default 128). Only in a build with sm_90a code, on sm_90; otherwise skipped silently. */
 static int fused_cc = 0;
 template <class TR> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
@@ -125,12 +126,15 @@ template <class TR> static int flash_wg_fwd(exec_context *c, const attn_problem 
     return p->dtype == ATTN_BF16 ? flash_wg_launch<TR, __nv_bfloat16, true>(c, p, t, "flash_wg")
                                  : flash_wg_launch<TR, __half, false>(c, p, t, "flash_wg");
 }
-typedef flash_wg_traits<128, 128, 2, 3, true> wg_d128_w2s3d;
-typedef flash_wg_traits<128, 128, 3, 2, false> wg_d128_w3s2;
-typedef flash_wg_traits<128, 128, 2, 2, false> wg_d128_w2s2;
-typedef flash_wg_traits<128, 64, 3, 3, true> wg_d128_w3s3d_bn64;
-typedef flash_wg_traits<64, 128, 2, 3, true> wg_d64_w2s3d;
-typedef flash_wg_traits<64, 128, 3, 3, true> wg_d64_w3s3d;
+typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> wg_d128_w2s3d;
+typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_OVERLAP> wg_d128_w2s3o;
+typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> wg_d128_w3s2;
+typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_DEFER> wg_d128_w3s3d_bn64;
+typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_OVERLAP> wg_d128_w3s3o_bn64;
+typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> wg_d64_w2s3d;
+typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_OVERLAP> wg_d64_w2s3o;
+typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> wg_d64_w3s3d;
+typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_OVERLAP> wg_d64_w3s3o;
 #define WG_VARIANT(name, TR) {name, flash_wg_check<TR>, flash_wg_fwd<TR>}
 
 static const fused_variant check_variants[] = {
@@ -140,12 +144,15 @@ static const fused_variant check_variants[] = {
     {"flash@w8", flash_check_d96_128, flash_fwd_w8},
     {"flash@w4", flash_check_d96_128, flash_fwd_w4},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_legacy},
-    WG_VARIANT("flash@wg2s2", wg_d128_w2s2),
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
+    WG_VARIANT("flash@wg2s3o", wg_d128_w2s3o),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
+    WG_VARIANT("flash@wg3s3o_bn64", wg_d128_w3s3o_bn64),
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
+    WG_VARIANT("flash@wg2s3o", wg_d64_w2s3o),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
+    WG_VARIANT("flash@wg3s3o", wg_d64_w3s3o),
 };
 
 /* ------------------------------------------------------------------ inputs */

@@ -67,7 +67,10 @@ TESTS_RC=${PIPESTATUS[0]}
 
 BENCH_RC=skipped
 if [ "${SKIP_BENCH:-0}" != "1" ]; then
-    timeout -k 10 "${BENCH_TIMEOUT_S:-150}" bash bench/run.sh 2>&1 | tee "$OUT/bench.log"
+    # bench/ starts its own attnd (same binary): that one loads the cuDNN PyTorch uses
+    # (BENCH_CUDNN, bench/README.md), so the cudnn rows compare like with like
+    env -u ATTND_URL -u ATTND_PID ATTND_BIN="$BIN" timeout -k 10 "${BENCH_TIMEOUT_S:-150}" bash bench/run.sh 2>&1 \
+        | tee "$OUT/bench.log"
     BENCH_RC=${PIPESTATUS[0]}
 fi
 
