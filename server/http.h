@@ -30,10 +30,14 @@ typedef struct http_request {
     size_t body_len;         /* bytes of body, the terminating NUL not counted */
     int body_fd;             /* streaming routes: a memfd holding the body_len bytes (body is
                                 NULL); -1 otherwise. Owned by http.c: dup it to keep it */
+    double arrived_s;        /* CLOCK_MONOTONIC seconds (http_clock_s) when the headers were in */
+    double received_s;       /* … when the last body byte was (= arrived_s without a body):
+                                received_s - arrived_s is the time the body took to arrive */
     const settings *settings;
 
     /* private to http.c */
     void *conn;              /* struct MHD_Connection * */
+    void *conn_state;        /* http.c's per-request state (http_conn) */
     int answered;            /* an http_send_* call queued the answer (or failed to) */
     int status;              /* the status answered (for /metrics) */
     const char *route;       /* the pattern of the route that handled it; NULL when none */
@@ -99,9 +103,15 @@ void http_send_json_text(http_request *req, int status, const char *text, size_t
 /* Answer with bytes of any type (a static file, /metrics text). Copies data. */
 void http_send_bytes(http_request *req, int status, const char *content_type, const void *data, size_t len);
 
-/* Answer with the size bytes of fd from its start (a memfd: streamed by libmicrohttpd,
- * never copied into memory). Takes ownership of fd, whatever happens. */
-void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size);
+/* Answer with the size bytes of fd from its start (a memfd: libmicrohttpd sends it with
+ * sendfile, never copying it into memory; read + send under TLS). Takes ownership of fd,
+ * whatever happens. log_note, when not NULL, is logged at info level once the last byte has
+ * left (or the client went away), followed by how long the send took and its rate. */
+void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size,
+                  const char *log_note);
+
+/* CLOCK_MONOTONIC in seconds: the clock of http_request.arrived_s and received_s. */
+double http_clock_s(void);
 
 /* Answer {"error":{"code","message","field"}} with e->status; field null when empty. */
 void http_send_error(http_request *req, const api_error *e);

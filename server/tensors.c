@@ -6,6 +6,8 @@
  * passes the memfd to the device's worker through its queue (pool_tensor_op), which copies
  * each tensor out of it into device (or host) memory. The body exists once, in the memfd.
  * Download: the worker fills a memfd (npy header + bytes) and libmicrohttpd sends it.
+ * Both log one info line with their phases' times and rates (upload: receive, queue, copy,
+ * fingerprint; download: queue, fill, send), and the upload's answer carries its "timing".
  *
  * Runs hold what they read: tensors_prepare_run pins each resident input (readers++) and
  * reserves the kept output's id as a pending entry; tensors_finish_run, the pool's end hook
@@ -217,6 +219,30 @@ static int tensors_lookup(const char *id, const char *field, tensor_entry *out, 
 }
 
 /* ---------------------------------------------------------------- upload ---------------- */
+
+/* bytes / seconds in GB/s, for the log lines (0 when no time passed). */
+static double tensors_gbps(double bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0.0; }
+
+/* Where an upload's time went, in seconds (docs/tensors.md, "timing"). */
+typedef struct upload_timing {
+    double receive_s;     /* the body's arrival: headers in → last byte in the memfd */
+    double queue_s;       /* waiting for the device's worker (jobs ahead of it) and the messages */
+    double copy_s;        /* the worker mapping the memfd, allocating and copying to the device */
+    double fingerprint_s; /* the worker fingerprinting what it stored */
+    double total_s;       /* headers in → the answer */
+} upload_timing;
+
+static cJSON *upload_timing_json(const upload_timing *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o || !cJSON_AddNumberToObject(o, "receive_s", t->receive_s) || !cJSON_AddNumberToObject(o, "queue_s", t->queue_s) ||
+        !cJSON_AddNumberToObject(o, "copy_s", t->copy_s) || !cJSON_AddNumberToObject(o, "fingerprint_s", t->fingerprint_s) ||
+        !cJSON_AddNumberToObject(o, "total_s", t->total_s)) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    return o;
+}
 
 typedef struct upload_spec {
     char name[TENSOR_NAME_MAX];
@@ -438,9 +464,11 @@ void route_tensor_upload(http_request *req)
     upload_spec *specs = NULL;
     int count = 0, multi = 0, i, j, gen = -1, reply_fd = -1;
     char device[16], what[64];
-    double total = 0.0;
+    double total = 0.0, sent_s;
+    upload_timing timing;
     api_error e;
-    cJSON *msg = NULL, *list, *reply = NULL, *answer = NULL, *arr;
+    cJSON *msg = NULL, *list, *reply = NULL, *answer = NULL, *arr, *timing_json;
+    const cJSON *worker_copy_s, *worker_fingerprint_s;
     tensor_entry *entries = NULL;
 
     memset(&e, 0, sizeof e);
@@ -480,8 +508,17 @@ void route_tensor_upload(http_request *req)
         cJSON_AddNumberToObject(t, "bytes", (double)specs[i].bytes);
         cJSON_AddItemToArray(list, t);
     }
+    sent_s = http_clock_s();
     if (tensors_exchange(device, msg, req->body_fd, &reply, &reply_fd, &gen, &e) != 0) goto out;
     if (reply_fd >= 0) close(reply_fd);
+    worker_copy_s = cJSON_GetObjectItem(reply, "copy_s");
+    worker_fingerprint_s = cJSON_GetObjectItem(reply, "fingerprint_s");
+    memset(&timing, 0, sizeof timing);
+    timing.receive_s = req->received_s - req->arrived_s;
+    timing.copy_s = cJSON_IsNumber(worker_copy_s) ? worker_copy_s->valuedouble : 0.0;
+    timing.fingerprint_s = cJSON_IsNumber(worker_fingerprint_s) ? worker_fingerprint_s->valuedouble : 0.0;
+    timing.queue_s = http_clock_s() - sent_s - timing.copy_s - timing.fingerprint_s;
+    if (timing.queue_s < 0) timing.queue_s = 0.0;
 
     arr = cJSON_GetObjectItem(reply, "tensors");
     answer = multi ? cJSON_CreateObject() : NULL;
@@ -508,7 +545,21 @@ void route_tensor_upload(http_request *req)
     } else {
         answer = tensor_json(&entries[0], 0);
     }
-    log_info("tensors: %d uploaded to %s (%.0f bytes)", count, device, total);
+    timing.total_s = http_clock_s() - req->arrived_s;
+    timing_json = upload_timing_json(&timing);
+    if (!answer || !timing_json || !cJSON_AddItemToObject(answer, "timing", timing_json)) {
+        cJSON_Delete(timing_json);
+        cJSON_Delete(answer); /* the tensors are stored and listed: only the answer is lost */
+        answer = NULL;
+        api_fail(&e, 500, "internal", "", "out of memory for the answer (the upload is stored: GET /v1/tensors)");
+        goto out;
+    }
+    log_info("tensors: %s%s uploaded to %s, %.0f bytes: received in %.3f s (%.2f GB/s), queued %.3f s, "
+             "copied %.3f s (%.2f GB/s), fingerprinted %.3f s (%.2f GB/s); %.3f s in all (%.2f GB/s)",
+             entries[0].id, count > 1 ? " and more" : "", device, (double)req->body_len, timing.receive_s,
+             tensors_gbps((double)req->body_len, timing.receive_s), timing.queue_s, timing.copy_s,
+             tensors_gbps(total, timing.copy_s), timing.fingerprint_s, tensors_gbps(total, timing.fingerprint_s),
+             timing.total_s, tensors_gbps((double)req->body_len, timing.total_s));
 
 out:
     tensors_unreserve(device, total);
@@ -573,7 +624,9 @@ void route_tensor_data(http_request *req)
     api_error e;
     cJSON *msg, *reply = NULL;
     int reply_fd = -1, gen;
-    const cJSON *bytes;
+    const cJSON *bytes, *fill;
+    double sent_s, exchange_s, fill_s;
+    char note[256];
 
     if (format && strcmp(format, "npy") && strcmp(format, "raw")) {
         http_fail(req, 400, "bad_value", "format", "format must be npy or raw, got '%.40s'", format);
@@ -592,20 +645,28 @@ void route_tensor_data(http_request *req)
         for (i = 0; i < t.ndim; i++) cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t.shape[i]));
         cJSON_AddStringToObject(msg, "npy_dtype", attn_dtype_name(t.dtype));
     }
+    sent_s = http_clock_s();
     if (tensors_exchange(t.device, msg, -1, &reply, &reply_fd, &gen, &e) != 0) {
         cJSON_Delete(msg);
         http_send_error(req, &e);
         return;
     }
+    exchange_s = http_clock_s() - sent_s;
     cJSON_Delete(msg);
     bytes = cJSON_GetObjectItem(reply, "bytes");
+    fill = cJSON_GetObjectItem(reply, "fill_s");
+    fill_s = cJSON_IsNumber(fill) ? fill->valuedouble : 0.0;
     if (reply_fd < 0 || !cJSON_IsNumber(bytes)) {
         cJSON_Delete(reply);
         if (reply_fd >= 0) close(reply_fd);
         http_fail(req, 500, "internal", "", "the worker sent no data for tensor %s", t.id);
         return;
     }
-    http_send_fd(req, 200, "application/octet-stream", reply_fd, (size_t)bytes->valuedouble);
+    /* http.c logs it with the send's time once the last byte has left. */
+    snprintf(note, sizeof note, "tensors: %s downloaded (%s) from %s: queued %.3f s, filled %.3f s (%.2f GB/s)", t.id,
+             format ? format : "npy", t.device, exchange_s - fill_s > 0 ? exchange_s - fill_s : 0.0, fill_s,
+             tensors_gbps(bytes->valuedouble, fill_s));
+    http_send_fd(req, 200, "application/octet-stream", reply_fd, (size_t)bytes->valuedouble, note);
     cJSON_Delete(reply);
 }
 

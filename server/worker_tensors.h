@@ -8,10 +8,13 @@
  * Messages (ipc.h), all answered {"type":"tensor_result","job":J,…} or an error/failed:
  *   {"type":"tensor_put","job":J,"budget":B,"tensors":[{"id","offset","bytes"}]} + memfd
  *       copies each span of the memfd into a new buffer; answers "tensors":[{"id",
- *       "fingerprint"}]. All or nothing: on any failure what this message allocated is freed.
- *       507 when the bytes exceed the device's free memory (budget 0) before allocating.
- *   {"type":"tensor_get","job":J,"id":ID,"prefix":TEXT}
- *       answers "bytes":N + a memfd holding TEXT (e.g. an npy header) then the tensor.
+ *       "fingerprint"}], "copy_s" and "fingerprint_s" (seconds the worker spent mapping,
+ *       allocating and copying, and fingerprinting). All or nothing: on any failure what
+ *       this message allocated is freed. 507 when the bytes exceed the device's free memory
+ *       (budget 0) before allocating.
+ *   {"type":"tensor_get","job":J,"id":ID,"npy_shape":[…],"npy_dtype":D}
+ *       answers "bytes":N + a memfd holding the tensor (after an npy header when npy_shape
+ *       and npy_dtype are given), and "fill_s" (seconds spent making and filling it).
  *   {"type":"tensor_delete","job":J,"id":ID}
  * Unknown ids answer 410 (the front knew it, so this worker must have restarted).
  */

@@ -333,3 +333,41 @@ def test_upload_larger_than_max_body_bytes_streams(api):
     assert t["bytes"] == a.nbytes and t["fingerprint"] == gen.fingerprint_hex(a.tobytes())
     assert download(api, t["id"], "raw") == a.tobytes()
     assert api.request("DELETE", "/v1/tensors/%s" % t["id"]).status_code == 200
+
+
+# ---------------------------------------------------------------- timing
+
+TIMING_KEYS = {"receive_s", "queue_s", "copy_s", "fingerprint_s", "total_s"}
+
+
+def check_timing(timing):
+    assert set(timing) == TIMING_KEYS, timing
+    assert all(isinstance(v, (int, float)) and v >= 0 for v in timing.values()), timing
+    parts = timing["receive_s"] + timing["queue_s"] + timing["copy_s"] + timing["fingerprint_s"]
+    assert parts <= timing["total_s"] + 1e-6, timing  # the phases are disjoint parts of the whole
+
+
+def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
+    """The upload's answer says where its time went ("timing", docs/tensors.md); the front logs
+    one line per upload and per download at info level, the download's once it is sent."""
+    from attnd_api_helpers import Api
+    srv = start_server(extra=["--log-level", "info", "--cpu-threads", "2"])
+    api = Api(srv.url)
+    a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: several pieces of the body
+    t = upload(api, a.tobytes(), dtype="fp32", shape=str(a.size), device="cpu")
+    check_timing(t["timing"])
+    assert t["timing"]["total_s"] > 0 and t["timing"]["copy_s"] > 0
+    assert "timing" not in api.get("/v1/tensors/%s" % t["id"]).json()  # only the upload's answer
+    assert all("timing" not in x for x in api.get("/v1/tensors").json()["tensors"])
+    r = api.post("/v1/tensors", params={"device": "cpu"},
+                 data=safetensors_bytes([("a", "F32", rand((4,), 70)), ("b", "F16", rand((2,), 71).astype(np.float16))]))
+    assert r.status_code == 201, r.text
+    body = r.json()
+    check_timing(body["timing"])  # one for the whole file, beside the list
+    assert all("timing" not in x for x in body["tensors"])
+    assert download(api, t["id"], "raw") == a.tobytes()
+    srv.stop_checked()  # flushes the log: the download's line is written once its last byte left
+    log = srv.stderr_text()
+    assert "tensors: %s uploaded to cpu, %d bytes: received in" % (t["id"], a.nbytes) in log, log[-2000:]
+    assert "tensors: %s downloaded (raw) from cpu: queued" % t["id"] in log, log[-2000:]
+    assert "sent %d bytes in" % a.nbytes in log, log[-2000:]
