@@ -31,8 +31,8 @@ typedef struct http_request {
     int body_fd;             /* streaming routes: a memfd holding the body_len bytes (body is
                                 NULL); -1 otherwise. Owned by http.c: dup it to keep it */
     double arrived_s;        /* CLOCK_MONOTONIC seconds (http_clock_s) when the headers were in */
-    double received_s;       /* … when the last body byte was (= arrived_s without a body):
-                                received_s - arrived_s is the time the body took to arrive */
+    double received_s;       /* … when the last body byte was in (≈ arrived_s without a
+                                body): received_s - arrived_s is the body's arrival time */
     const settings *settings;
 
     /* private to http.c */

@@ -625,8 +625,8 @@ void route_tensor_data(http_request *req)
     cJSON *msg, *reply = NULL;
     int reply_fd = -1, gen;
     const cJSON *bytes, *fill;
-    double sent_s, exchange_s, fill_s;
-    char note[256];
+    double sent_s, exchange_s, fill_s, queue_s;
+    char note[256], timing[80];
 
     if (format && strcmp(format, "npy") && strcmp(format, "raw")) {
         http_fail(req, 400, "bad_value", "format", "format must be npy or raw, got '%.40s'", format);
@@ -662,10 +662,13 @@ void route_tensor_data(http_request *req)
         http_fail(req, 500, "internal", "", "the worker sent no data for tensor %s", t.id);
         return;
     }
+    queue_s = exchange_s - fill_s > 0 ? exchange_s - fill_s : 0.0;
+    /* The phases before the first byte, for clients (curl -D): Server-Timing, in ms. */
+    snprintf(timing, sizeof timing, "queue;dur=%.1f, fill;dur=%.1f", queue_s * 1e3, fill_s * 1e3);
+    (void)http_add_header(req, "Server-Timing", timing); /* logs when it cannot; the bytes go without it */
     /* http.c logs it with the send's time once the last byte has left. */
     snprintf(note, sizeof note, "tensors: %s downloaded (%s) from %s: queued %.3f s, filled %.3f s (%.2f GB/s)", t.id,
-             format ? format : "npy", t.device, exchange_s - fill_s > 0 ? exchange_s - fill_s : 0.0, fill_s,
-             tensors_gbps(bytes->valuedouble, fill_s));
+             format ? format : "npy", t.device, queue_s, fill_s, tensors_gbps(bytes->valuedouble, fill_s));
     http_send_fd(req, 200, "application/octet-stream", reply_fd, (size_t)bytes->valuedouble, note);
     cJSON_Delete(reply);
 }

@@ -348,8 +348,9 @@ def check_timing(timing):
 
 
 def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
-    """The upload's answer says where its time went ("timing", docs/tensors.md); the front logs
-    one line per upload and per download at info level, the download's once it is sent."""
+    """The upload's answer says where its time went ("timing", docs/tensors.md), a download's
+    Server-Timing header its phases before the first byte; the front logs one line per upload
+    and per download at info level, the download's once it is sent."""
     from attnd_api_helpers import Api
     srv = start_server(extra=["--log-level", "info", "--cpu-threads", "2"])
     api = Api(srv.url)
@@ -365,7 +366,10 @@ def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
     body = r.json()
     check_timing(body["timing"])  # one for the whole file, beside the list
     assert all("timing" not in x for x in body["tensors"])
-    assert download(api, t["id"], "raw") == a.tobytes()
+    r = api.get("/v1/tensors/%s/data" % t["id"], params={"format": "raw"})
+    assert r.status_code == 200 and r.content == a.tobytes()
+    st = dict(part.strip().split(";dur=") for part in r.headers["Server-Timing"].split(","))
+    assert set(st) == {"queue", "fill"} and all(float(v) >= 0 for v in st.values()), r.headers["Server-Timing"]
     srv.stop_checked()  # flushes the log: the download's line is written once its last byte left
     log = srv.stderr_text()
     assert "tensors: %s uploaded to cpu, %d bytes: received in" % (t["id"], a.nbytes) in log, log[-2000:]
