@@ -334,21 +334,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
 template <class TR, class T, bool BF16>
 static int flash_x_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    const size_t smem = TR::SMEM_BYTES;
-    const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
-    const int64_t bh = pr->batch * pr->heads;
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (TR::SM90_ONLY && ctx->cc < 90) return exec_fail(ctx, __FILE__, __LINE__, who, "configuration is sm_90 only");
-    if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
-    flash_params kp;
-    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
-    if (rc != 0) return rc < 0 ? rc : 0;
     static std::atomic<unsigned long long> smem_set(0);
-    if (flash_kernel_smem_once(ctx, flash_x_kernel<TR, T, BF16>, smem, smem_set) != 0) return -1;
-    dim3 grid((unsigned)bh, (unsigned)m_tiles);
-    flash_x_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
-    LAUNCH_TRY(ctx);
-    return 0;
+    return flash_launch_tiles(ctx, pr, t, who, flash_x_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
+                              smem_set);
 }
 
 #endif

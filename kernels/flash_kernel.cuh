@@ -95,6 +95,26 @@ static inline int flash_kernel_smem_once(exec_context *ctx, Kernel *kernel, size
     return 0;
 }
 
+/* Launch `kernel` on ctx->stream over (B·H) x ceil(seq_q / bm) CTAs of `threads` threads and
+ * smem bytes each, after flash_prepare_launch's checks (smem_set: flash_kernel_smem_once's
+ * per-kernel record). The kernels take their rows' tile from blockIdx.y (< 65536). */
+template <class Kernel>
+static inline int flash_launch_tiles(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who,
+                                     Kernel *kernel, int bm, int threads, size_t smem,
+                                     std::atomic<unsigned long long> &smem_set)
+{
+    const int64_t m_tiles = (pr->seq_q + bm - 1) / bm;
+    if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
+    flash_params kp;
+    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    if (flash_kernel_smem_once(ctx, kernel, smem, smem_set) != 0) return -1;
+    dim3 grid((unsigned)(pr->batch * pr->heads), (unsigned)m_tiles);
+    kernel<<<grid, threads, smem, ctx->stream>>>(kp);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
 template <int D_, int BM_, int BN_, int WARPS_, int STAGES_, bool Q_IN_REGS_, int MI_ = 1, bool EXACT_D_ = false>
 struct flash_traits {
     static constexpr int D = D_, BM = BM_, BN = BN_, WARPS = WARPS_, STAGES = STAGES_, MI = MI_;

@@ -376,21 +376,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
 template <class TR, class T, bool BF16>
 static int flash_wg_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    const size_t smem = TR::SMEM_BYTES;
-    const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
-    const int64_t bh = pr->batch * pr->heads;
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the wgmma kernel runs on sm_90 only");
-    if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
-    flash_params kp;
-    const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
-    if (rc != 0) return rc < 0 ? rc : 0;
     static std::atomic<unsigned long long> smem_set(0);
-    if (flash_kernel_smem_once(ctx, flash_wg_kernel<TR, T, BF16>, smem, smem_set) != 0) return -1;
-    dim3 grid((unsigned)bh, (unsigned)m_tiles);
-    flash_wg_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
-    LAUNCH_TRY(ctx);
-    return 0;
+    return flash_launch_tiles(ctx, pr, t, who, flash_wg_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
+                              smem_set);
 }
 
 #endif
