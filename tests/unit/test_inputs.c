@@ -89,6 +89,37 @@ static void test_fingerprint(void)
     }
 }
 
+/* Above 32 MiB the sum is split across threads (fingerprint.c): the same value as the
+ * one-word-at-a-time definition, also with a partial last word and an unaligned start. */
+static void test_fingerprint_parallel(void)
+{
+    const size_t n = ((size_t)40 << 20) + 5;
+    unsigned char *raw = malloc(n + 1), *b = raw + 1;
+    uint64_t state = 1, sum = 0;
+    size_t i;
+
+    CHECK(raw != NULL, "40 MiB for the parallel fingerprint test");
+    if (!raw) return;
+    for (i = 0; i < n; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        b[i] = (unsigned char)(state >> 56);
+    }
+    for (i = 0; i < n / 8; i++) {
+        uint64_t w;
+        memcpy(&w, b + 8 * i, 8); /* little-endian host (the CI machines) */
+        sum += fingerprint_term(w, i);
+    }
+    {
+        uint64_t w = 0;
+        memcpy(&w, b + 8 * (n / 8), n % 8);
+        sum += fingerprint_term(w, n / 8);
+    }
+    CHECK(fingerprint_bytes(b, n) == fingerprint_finish(sum, n), "40 MiB + 5 bytes, threads = the serial definition");
+    b[n / 2] ^= 1;
+    CHECK(fingerprint_bytes(b, n) != fingerprint_finish(sum, n), "one flipped bit in the middle changes it");
+    free(raw);
+}
+
 static void test_statistics(void)
 {
     const int64_t n = 1 << 20;
@@ -142,6 +173,7 @@ int main(void)
 {
     test_golden();
     test_fingerprint();
+    test_fingerprint_parallel();
     test_statistics();
     return CHECK_DONE();
 }
