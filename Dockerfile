@@ -17,7 +17,7 @@ WORKDIR /src
 COPY Makefile ./
 COPY kernels/ kernels/
 COPY server/ server/
-# The fat binary: sm_80 sm_86 sm_89 sm_90 and PTX (the Makefile's default GENCODE).
+# The fat binary: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
 RUN make -j"$(nproc)" BUILD=/out /out/attnd \
  && mkdir -p /out/lib \
  && cp -L /usr/local/cuda/lib64/libcupti.so.13 /out/lib/

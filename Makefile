@@ -1,6 +1,6 @@
 # attnd — build, run, test.  `make V=1` shows the full commands.
 #
-#   make            the fat binary build/attnd (sm_80 sm_86 sm_89 sm_90 + PTX)
+#   make            the fat binary build/attnd (sm_80 sm_86 sm_89 sm_90a + compute_90 PTX)
 #   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
 #   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
 #   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)

@@ -2,8 +2,9 @@
  * (`efficient`, `flash`; kernels/fused.h). Needs a GPU of compute capability 8.0+.
  *
  * Build (from the repository root; tests/gpu/fused_check.sh does this and runs it):
- *   nvcc -std=c++17 -O3 -arch=sm_90 -I. -o build/fused_check tests/gpu/fused_check.cu \
- *        kernels/efficient.cu kernels/flash.cu kernels/exec_context.c kernels/attn.c -lcublas
+ *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DFLASH_HAVE_SM90A -I. \
+ *        -o build/fused_check tests/gpu/fused_check.cu kernels/efficient.cu kernels/flash.cu \
+ *        kernels/exec_context.c kernels/attn.c -lcublas
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# scripts/gpu-build.sh — build here (no GPU needed) everything a lent-GPU call runs, so the call
+# spends its minutes running, not compiling: build/test/attnd for sm_90a with its libraries
+# beside it (build/test/lib) and the fused-kernel harness build/test/fused_check. Then, with the
+# device tool: carry ["build/test/attnd", "build/test/lib", "build/test/fused_check"] and run
+# scripts/gpu-session.sh (everything) or scripts/gpu-quick.sh (a subset of tests/gpu).
+#
+# The kernel objects are rebuilt from scratch: make does not notice a GENCODE change, and
+# objects compiled for plain sm_90 would lack the wgmma kernel (kernels/flash.cu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
+rm -f build/test/kernels/*.o build/test/attnd
+make -j"$(nproc)" BUILD=build/test GENCODE="$GENCODE" build/test/attnd
+sh scripts/bundle-libs.sh build/test
+case "$GENCODE" in *sm_90a*) HAVE_SM90A=-DFLASH_HAVE_SM90A ;; *) HAVE_SM90A= ;; esac
+"${NVCC:-nvcc}" -std=c++17 -O3 $GENCODE $HAVE_SM90A -I. -o build/test/fused_check tests/gpu/fused_check.cu \
+    kernels/efficient.cu kernels/flash.cu kernels/exec_context.c kernels/attn.c -lcublas
+echo "built: build/test/attnd, build/test/lib/, build/test/fused_check"
