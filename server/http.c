@@ -200,6 +200,65 @@ void http_send_fd(http_request *req, int status, const char *content_type, int f
     }
 }
 
+/* A streamed answer (http_send_stream) as libmicrohttpd's content reader sees it. */
+typedef struct http_stream {
+    http_stream_reader reader;
+    http_stream_done done;
+    void *cls;
+    unsigned long long size, sent;
+} http_stream;
+
+static ssize_t http_stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    http_stream *st = cls;
+    long n = st->reader(st->cls, pos, buf, max);
+
+    if (n <= 0) return MHD_CONTENT_READER_END_WITH_ERROR; /* closes the connection: a short body */
+    if (pos + (uint64_t)n > st->sent) st->sent = pos + (uint64_t)n;
+    return (ssize_t)n;
+}
+
+/* libmicrohttpd is done with the response (sent, cut, or never queued). */
+static void http_stream_free(void *cls)
+{
+    http_stream *st = cls;
+
+    st->done(st->cls, st->sent, st->sent == st->size);
+    free(st);
+}
+
+void http_send_stream(http_request *req, int status, const char *content_type, unsigned long long size,
+                      size_t block_size, http_stream_reader reader, http_stream_done done, void *cls)
+{
+    struct MHD_Response *resp;
+    http_stream *st;
+
+    if (req->answered) {
+        log_error("%s %s: a second answer (%d) was dropped", req->method, req->path, status);
+        done(cls, 0, 0);
+        return;
+    }
+    req->answered = 1;
+    req->status = status;
+    st = calloc(1, sizeof *st);
+    if (!st) {
+        log_error("%s %s: out of memory for a streamed answer", req->method, req->path);
+        req->queue_failed = 1;
+        done(cls, 0, 0);
+        return;
+    }
+    st->reader = reader, st->done = done, st->cls = cls, st->size = size;
+    /* The response owns a block_size buffer: each reader call fills it and the connection
+     * sends it (one pread + one send per block, not per pool-sized piece). */
+    resp = MHD_create_response_from_callback(size, block_size, &http_stream_read, st, &http_stream_free);
+    if (MHD_FAILED(resp != NULL, "MHD_create_response_from_callback")) {
+        http_stream_free(st);
+        req->queue_failed = 1;
+        return;
+    }
+    http_queue_response(req, status, content_type, resp); /* http_stream_free runs once it is done with */
+}
+
 void http_send_json_text(http_request *req, int status, const char *text, size_t len)
 {
     char *buf = malloc(len + 2);

@@ -110,6 +110,23 @@ void http_send_bytes(http_request *req, int status, const char *content_type, co
 void http_send_fd(http_request *req, int status, const char *content_type, int fd, size_t size,
                   const char *log_note);
 
+/* The reader of a streamed answer (http_send_stream): up to max bytes of the body from
+ * offset pos into buf. Returns how many (> 0; it may block until some are ready), or -1
+ * when the body cannot be completed: the connection is then closed, so the client sees a
+ * body shorter than its Content-Length. Called on the connection's thread. */
+typedef long (*http_stream_reader)(void *cls, unsigned long long pos, char *buf, size_t max);
+
+/* Called once libmicrohttpd is done with a streamed answer: sent = bytes the reader gave
+ * (all size of them when complete = 1; complete = 0: the client went away, the reader
+ * failed, or the answer could not be queued). cls may be freed here. */
+typedef void (*http_stream_done)(void *cls, unsigned long long sent, int complete);
+
+/* Answer with size bytes that the reader produces as the connection sends them (a body
+ * that is still being written), block_size bytes per call at most. Content-Length is
+ * size. done(cls, …) is called exactly once, whatever happens (also when this fails). */
+void http_send_stream(http_request *req, int status, const char *content_type, unsigned long long size,
+                      size_t block_size, http_stream_reader reader, http_stream_done done, void *cls);
+
 /* CLOCK_MONOTONIC in seconds: the clock of http_request.arrived_s and received_s. */
 double http_clock_s(void);
 

@@ -11,7 +11,9 @@
  * (WT_STAGING_BYTES at a time) from a GPU. pwrite lets the kernel allocate each page of the
  * memfd as it copies into it; the earlier mmap(MAP_POPULATE) + memcpy zeroed every page
  * first and then copied over it, and took 2-3x as long (1 GiB on the cpu device: 0.7-2.3 s
- * against 0.35 s on the 2-core test machine).
+ * against 0.35 s on the 2-core test machine). A streamed download (the front sends while
+ * the worker fills) is written into the front's memfd, in order, piece by piece, with the
+ * bytes filled so far published in a shared page past the body (tensor_download_progress).
  *
  * Each reply says how long the worker's part took (seconds, CLOCK_MONOTONIC): tensor_put
  * "copy_s" (map the memfd, allocate, copy) and "fingerprint_s"; tensor_get "fill_s" (the
@@ -153,14 +155,43 @@ static int wt_write_failed(size_t bytes, api_error *e)
                     "writing the download (%zu bytes) to its memfd: %s", bytes, strerror(errno));
 }
 
-/* The bytes of a tensor (src: device or host pointer, as the worker is) into fd at off.
- * 0, or -1 with e. */
-static int wt_write_out(int fd, uint64_t off, const void *src, size_t bytes, api_error *e)
+/* A streamed download's pieces on the cpu device: each pwrite is followed by a progress
+ * store the front can send up to. 16 MiB: ~5 ms of pwrite, so the front waits little for
+ * the first piece, and the extra atomics and cancel checks cost nothing measurable. */
+#define WT_STREAM_PIECE_BYTES ((size_t)16 << 20)
+
+/* A streamed download's progress (p NULL when the download is not streamed): publish that
+ * [0, filled) is in the memfd. 0, or -1 when the front asked to stop (cancel). */
+static int wt_publish(tensor_download_progress *p, uint64_t filled)
+{
+    if (!p) return 0;
+    __atomic_store_n(&p->filled, filled, __ATOMIC_RELEASE);
+    return __atomic_load_n(&p->cancel, __ATOMIC_ACQUIRE) ? -1 : 0;
+}
+
+/* The front cancelled a streamed download (its client went away). Returns -1. */
+static int wt_cancelled(api_error *e)
+{
+    return api_fail(e, 499, "cancelled", "", "the download was cancelled: the client went away");
+}
+
+/* The bytes of a tensor (src: device or host pointer, as the worker is) into fd at off,
+ * publishing progress after each piece when p is not NULL. 0, or -1 with e. */
+static int wt_write_out(int fd, uint64_t off, const void *src, size_t bytes, tensor_download_progress *p,
+                        api_error *e)
 {
     size_t done, piece;
     cudaError_t ce;
 
-    if (!wt_on_gpu) return wt_pwrite_all(fd, src, bytes, off) == 0 ? 0 : wt_write_failed(bytes, e);
+    if (!wt_on_gpu) {
+        size_t step = p ? WT_STREAM_PIECE_BYTES : bytes;
+        for (done = 0; done < bytes; done += piece) {
+            piece = bytes - done < step ? bytes - done : step;
+            if (wt_pwrite_all(fd, (const uint8_t *)src + done, piece, off + done) != 0) return wt_write_failed(bytes, e);
+            if (wt_publish(p, off + done + piece) != 0) return wt_cancelled(e);
+        }
+        return 0;
+    }
     if (!wt_staging) {
         ce = cudaMallocHost(&wt_staging, WT_STAGING_BYTES);
         wt_staging_pinned = ce == cudaSuccess;
@@ -183,6 +214,7 @@ static int wt_write_out(int fd, uint64_t off, const void *src, size_t bytes, api
         ce = cudaMemcpy(wt_staging, (const uint8_t *)src + done, piece, cudaMemcpyDeviceToHost);
         if (ce == cudaSuccess && wt_pwrite_all(fd, wt_staging, piece, off + done) != 0)
             return wt_write_failed(bytes, e);
+        if (ce == cudaSuccess && wt_publish(p, off + done + piece) != 0) return wt_cancelled(e);
     }
     if (ce == cudaSuccess) return 0;
     (void)cudaGetLastError();
@@ -368,15 +400,43 @@ fail:
     return NULL;
 }
 
-static cJSON *wt_get(const cJSON *msg, int *out_fd, api_error *e)
+/* A streamed download (worker_tensors.h): map the progress page of the front's memfd fd at
+ * offset "progress_offset" for a body of total bytes. The mapping, or NULL with e (400:
+ * the memfd or the offset do not fit). */
+static tensor_download_progress *wt_map_progress(int fd, const cJSON *offset, size_t total, api_error *e)
+{
+    struct stat st;
+    long page = sysconf(_SC_PAGESIZE);
+    double p = offset->valuedouble;
+    void *map;
+
+    if (fd < 0 || page <= 0 || fstat(fd, &st) != 0 || p < (double)total || p > 1e18 ||
+        (uint64_t)p % (uint64_t)page != 0 || (double)st.st_size < p + (double)sizeof(tensor_download_progress)) {
+        api_fail(e, 400, "bad_message", "", "tensor_get: a streamed download needs a memfd with its progress page "
+                                            "past the %zu-byte body", total);
+        return NULL;
+    }
+    map = mmap(NULL, sizeof(tensor_download_progress), PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)p);
+    if (map == MAP_FAILED) {
+        api_fail(e, 500, "internal", "", "mapping the download's progress page: %s", strerror(errno));
+        return NULL;
+    }
+    return map;
+}
+
+/* tensor_get: into a fresh memfd (answered with it), or, with "progress_offset", into the
+ * front's memfd in_fd while publishing progress (a streamed download). */
+static cJSON *wt_get(const cJSON *msg, int in_fd, int *out_fd, api_error *e)
 {
     const cJSON *id = cJSON_GetObjectItem(msg, "id"), *shape = cJSON_GetObjectItem(msg, "npy_shape"),
-                *dtype = cJSON_GetObjectItem(msg, "npy_dtype"), *d;
+                *dtype = cJSON_GetObjectItem(msg, "npy_dtype"), *offset = cJSON_GetObjectItem(msg, "progress_offset"),
+                *d;
     size_t plen = 0, bytes = 0, total;
     void *src = cJSON_IsString(id) ? worker_tensors_find(id->valuestring, &bytes) : NULL;
     char prefix[512];
     cJSON *out;
-    int fd;
+    int fd, failed = 1;
+    tensor_download_progress *progress = NULL;
     double t0 = wt_clock_s();
 
     if (!src) {
@@ -396,26 +456,41 @@ static cJSON *wt_get(const cJSON *msg, int *out_fd, api_error *e)
         }
     }
     total = plen + bytes;
-    fd = memfd_create("attnd-download", MFD_CLOEXEC);
-    if (fd < 0) {
-        api_fail(e, 500, "internal", "", "memfd for the download (%zu bytes): %s", total, strerror(errno));
-        return NULL;
+    if (cJSON_IsNumber(offset)) {
+        progress = wt_map_progress(in_fd, offset, total, e);
+        if (!progress) return NULL;
+        fd = in_fd;
+        __atomic_store_n(&progress->total, (uint64_t)total, __ATOMIC_RELAXED);
+        __atomic_store_n(&progress->state, TENSOR_DOWNLOAD_STARTED, __ATOMIC_RELEASE);
+    } else {
+        fd = memfd_create("attnd-download", MFD_CLOEXEC);
+        if (fd < 0) {
+            api_fail(e, 500, "internal", "", "memfd for the download (%zu bytes): %s", total, strerror(errno));
+            return NULL;
+        }
     }
-    if (plen && wt_pwrite_all(fd, prefix, plen, 0) != 0) {
+    if (plen && wt_pwrite_all(fd, prefix, plen, 0) != 0)
         api_fail(e, 500, "internal", "", "writing the download's npy header to its memfd: %s", strerror(errno));
-        close(fd);
-        return NULL;
-    }
-    if (bytes && wt_write_out(fd, plen, src, bytes, e) != 0) {
-        close(fd);
-        return NULL;
-    }
-    out = cJSON_CreateObject();
-    if (!out || !cJSON_AddNumberToObject(out, "bytes", (double)total) ||
-        !cJSON_AddNumberToObject(out, "fill_s", wt_clock_s() - t0)) {
+    else if (plen && wt_publish(progress, plen) != 0)
+        wt_cancelled(e);
+    else if (!bytes || wt_write_out(fd, plen, src, bytes, progress, e) == 0)
+        failed = 0;
+    out = failed ? NULL : cJSON_CreateObject();
+    if (!failed && (!out || !cJSON_AddNumberToObject(out, "bytes", (double)total) ||
+                    !cJSON_AddNumberToObject(out, "fill_s", wt_clock_s() - t0))) {
         cJSON_Delete(out);
-        close(fd);
+        out = NULL;
+        failed = 1;
         api_fail(e, 500, "internal", "", "out of memory");
+    }
+    if (progress) { /* the front learns the end from the reply too; this is only sooner */
+        if (!failed) __atomic_store_n(&progress->filled, (uint64_t)total, __ATOMIC_RELEASE);
+        __atomic_store_n(&progress->state, failed ? TENSOR_DOWNLOAD_FAILED : TENSOR_DOWNLOAD_DONE, __ATOMIC_RELEASE);
+        munmap(progress, sizeof *progress);
+        return out; /* the memfd stays the front's */
+    }
+    if (failed) {
+        close(fd);
         return NULL;
     }
     *out_fd = fd;
@@ -440,7 +515,7 @@ cJSON *worker_tensors_handle(const char *type, const cJSON *msg, int fd, int *ou
 {
     *out_fd = -1;
     if (strcmp(type, "tensor_put") == 0) return wt_put(msg, fd, e);
-    if (strcmp(type, "tensor_get") == 0) return wt_get(msg, out_fd, e);
+    if (strcmp(type, "tensor_get") == 0) return wt_get(msg, fd, out_fd, e);
     if (strcmp(type, "tensor_delete") == 0) return wt_delete(msg, e);
     api_fail(e, 400, "bad_message", "", "unknown tensor message %s", type);
     return NULL;

@@ -15,6 +15,12 @@
  *   {"type":"tensor_get","job":J,"id":ID,"npy_shape":[…],"npy_dtype":D}
  *       answers "bytes":N + a memfd holding the tensor (after an npy header when npy_shape
  *       and npy_dtype are given), and "fill_s" (seconds spent making and filling it).
+ *   {"type":"tensor_get",…,"progress_offset":P} + memfd   (a streamed download)
+ *       fills the front's memfd instead (N bytes from offset 0; it must be at least P +
+ *       sizeof(tensor_download_progress) long, P page-aligned and ≥ N), publishing its
+ *       progress in the tensor_download_progress at P as it goes (below), so the front can
+ *       send what is filled while the rest is written. Answers "bytes" and "fill_s", no fd;
+ *       499 `cancelled` when the front set "cancel" (its client went away).
  *   {"type":"tensor_delete","job":J,"id":ID}
  * Unknown ids answer 410 (the front knew it, so this worker must have restarted).
  */
@@ -22,10 +28,24 @@
 #define WORKER_TENSORS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include <cjson/cJSON.h>
 
 #include "api_error.h"
+
+/* The progress of a streamed download, shared by the front and the worker through a page
+ * of the download's memfd past its body (both map it MAP_SHARED). Read and written with
+ * __atomic builtins: the worker stores "filled" with release order after each piece is in
+ * the memfd, so a reader that loads it with acquire order may pread [0, filled). */
+typedef struct tensor_download_progress {
+    uint64_t filled;  /* worker: bytes [0, filled) of the body are in the memfd */
+    uint64_t total;   /* worker: the body's size, N (set before state becomes STARTED) */
+    uint32_t state;   /* worker: TENSOR_DOWNLOAD_* (0 until the worker starts) */
+    uint32_t cancel;  /* front: nobody will read the rest (the client went away): stop */
+} tensor_download_progress;
+
+enum { TENSOR_DOWNLOAD_WAITING = 0, TENSOR_DOWNLOAD_STARTED = 1, TENSOR_DOWNLOAD_DONE = 2, TENSOR_DOWNLOAD_FAILED = 3 };
 
 /* Set once at worker start: on_gpu selects cudaMalloc/cudaMemcpy over malloc/memcpy. */
 void worker_tensors_init(int on_gpu);

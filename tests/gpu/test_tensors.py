@@ -122,7 +122,8 @@ ROUND_TRIPS = 3  # medians: one 1 GiB round trip varies by ±20% on the lent mac
 
 
 def server_timing(headers):
-    """{'queue': ms, 'fill': ms} from a download's Server-Timing header (docs/tensors.md)."""
+    """{'queue': ms, 'ttfb': ms} (streamed downloads; small ones: 'fill') from a download's
+    Server-Timing header (docs/tensors.md)."""
     out = {}
     for line in headers.splitlines():
         if line.lower().startswith("server-timing:"):
