@@ -55,7 +55,7 @@ else
 Q = @
 endif
 
-.PHONY: all run test test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
+.PHONY: FORCE all run test test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
 
 all: $(BUILD)/attnd
 
@@ -63,12 +63,21 @@ $(BUILD)/attnd: $(LIB_OBJS) $(MAIN_OBJ)
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS)
 
-$(BUILD)/%.o: %.c
+# Every object depends on the flags it was built with: $(BUILD)/.flags is rewritten only when
+# they change (another GENCODE, say), and then everything rebuilds. Without it an object built
+# for sm_90 would silently stay, without the wgmma kernel, after a switch to sm_90a.
+BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS)
+$(BUILD)/.flags: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/%.o: %.cu
+$(BUILD)/%.o: %.cu $(BUILD)/.flags
 	@mkdir -p $(dir $@)
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@

@@ -5,12 +5,11 @@
 # device tool: carry ["build/test/attnd", "build/test/lib", "build/test/fused_check"] and run
 # scripts/gpu-session.sh (everything) or scripts/gpu-quick.sh (a subset of tests/gpu).
 #
-# The kernel objects are rebuilt from scratch: make does not notice a GENCODE change, and
-# objects compiled for plain sm_90 would lack the wgmma kernel (kernels/flash.cu).
+# make rebuilds whatever was compiled with other flags (the Makefile's $(BUILD)/.flags), so
+# objects left from a plain sm_90 build, which lack the wgmma kernel, do not survive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
-rm -f build/test/kernels/*.o build/test/attnd
 make -j"$(nproc)" BUILD=build/test GENCODE="$GENCODE" build/test/attnd
 sh scripts/bundle-libs.sh build/test
 case "$GENCODE" in *sm_90a*) HAVE_SM90A=-DFLASH_HAVE_SM90A ;; *) HAVE_SM90A= ;; esac
