@@ -7,24 +7,13 @@
  * refused rather than guessed at: the bytes come from the network.
  */
 #include "npy.h"
+#include "parse_error.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 static const uint8_t npy_magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
 
-static int npy_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int npy_fail(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && err_len) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static uint32_t npy_le(const uint8_t *p, int bytes)
 {
@@ -41,21 +30,21 @@ int npy_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t
     int major, field;
 
     if (n > file_size) n = (size_t)file_size;
-    if (n < 8) return npy_fail(err, err_len, "npy: the file is %zu bytes, too short for the magic and version", n);
+    if (n < 8) return parse_fail(err, err_len, "npy: the file is %zu bytes, too short for the magic and version", n);
     if (memcmp(buf, npy_magic, sizeof npy_magic) != 0)
-        return npy_fail(err, err_len, "npy: the file does not start with the magic \\x93NUMPY");
+        return parse_fail(err, err_len, "npy: the file does not start with the magic \\x93NUMPY");
     major = buf[6];
     if (major < 1 || major > 3 || buf[7] != 0)
-        return npy_fail(err, err_len, "npy: format version %d.%d is not supported (1.0, 2.0, 3.0)", major, buf[7]);
+        return parse_fail(err, err_len, "npy: format version %d.%d is not supported (1.0, 2.0, 3.0)", major, buf[7]);
     field = major == 1 ? 2 : 4;
-    if (n < (size_t)(8 + field)) return npy_fail(err, err_len, "npy: the header length field is truncated");
+    if (n < (size_t)(8 + field)) return parse_fail(err, err_len, "npy: the header length field is truncated");
     len = npy_le(buf + 8, field);
     if (len > NPY_MAX_HEADER_BYTES)
-        return npy_fail(err, err_len, "npy: the header claims %u bytes; at most %u are accepted", len,
+        return parse_fail(err, err_len, "npy: the header claims %u bytes; at most %u are accepted", len,
                         NPY_MAX_HEADER_BYTES);
     *header_len = 8u + (uint64_t)field + len;
     if (*header_len > file_size)
-        return npy_fail(err, err_len, "npy: the header claims %llu bytes but the file has only %llu",
+        return parse_fail(err, err_len, "npy: the header claims %llu bytes but the file has only %llu",
                         (unsigned long long)*header_len, (unsigned long long)file_size);
     return 0;
 }
@@ -115,25 +104,25 @@ static int npy_word(npy_cursor *c, const char *w)
 static int npy_tuple(npy_cursor *c, npy_info *out, char *err, size_t err_len)
 {
     out->ndim = 0;
-    if (!npy_eat(c, '(')) return npy_fail(err, err_len, "npy: 'shape' is not a tuple");
+    if (!npy_eat(c, '(')) return parse_fail(err, err_len, "npy: 'shape' is not a tuple");
     for (;;) {
         uint64_t v = 0;
         int digits = 0;
         if (npy_eat(c, ')')) return 0;
         npy_skip_space(c);
         while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
-            if (v > (uint64_t)INT64_MAX / 10) return npy_fail(err, err_len, "npy: a dimension overflows 64 bits");
+            if (v > (uint64_t)INT64_MAX / 10) return parse_fail(err, err_len, "npy: a dimension overflows 64 bits");
             v = v * 10 + (uint64_t)(*c->p - '0');
             c->p++;
             digits++;
         }
-        if (!digits) return npy_fail(err, err_len, "npy: 'shape' holds something other than non-negative integers");
+        if (!digits) return parse_fail(err, err_len, "npy: 'shape' holds something other than non-negative integers");
         if (c->p < c->end && *c->p == 'L') c->p++; /* Python 2 long */
-        if (out->ndim >= NPY_MAX_DIMS) return npy_fail(err, err_len, "npy: more than %d dimensions", NPY_MAX_DIMS);
+        if (out->ndim >= NPY_MAX_DIMS) return parse_fail(err, err_len, "npy: more than %d dimensions", NPY_MAX_DIMS);
         out->shape[out->ndim++] = (int64_t)v;
         if (npy_eat(c, ',')) continue;
         if (npy_eat(c, ')')) return 0;
-        return npy_fail(err, err_len, "npy: 'shape' is not a well-formed tuple");
+        return parse_fail(err, err_len, "npy: 'shape' is not a well-formed tuple");
     }
 }
 
@@ -144,9 +133,9 @@ static int npy_descr(const char *descr, const char *hint, attn_dtype *dtype, cha
     int have_hint = hint && hint[0];
 
     if (have_hint && attn_dtype_parse(hint, &want) != 0)
-        return npy_fail(err, err_len, "dtype must be bf16, fp16 or fp32, got '%.20s'", hint);
+        return parse_fail(err, err_len, "dtype must be bf16, fp16 or fp32, got '%.20s'", hint);
     if (descr[0] == '>' || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
-        return npy_fail(err, err_len, "npy: descr '%.20s' is not little-endian; only little-endian arrays are accepted",
+        return parse_fail(err, err_len, "npy: descr '%.20s' is not little-endian; only little-endian arrays are accepted",
                         descr);
     if (strcmp(descr + 1, "f4") == 0 && descr[0] != '|') {
         *dtype = ATTN_FP32;
@@ -154,15 +143,15 @@ static int npy_descr(const char *descr, const char *hint, attn_dtype *dtype, cha
         *dtype = ATTN_FP16;
     } else if ((strcmp(descr + 1, "u2") == 0 && descr[0] != '|') || strcmp(descr + 1, "V2") == 0) {
         if (!have_hint || want != ATTN_BF16)
-            return npy_fail(err, err_len, "npy: descr '%s' holds 2-byte words; add dtype=bf16 to upload them as bf16",
+            return parse_fail(err, err_len, "npy: descr '%s' holds 2-byte words; add dtype=bf16 to upload them as bf16",
                             descr);
         *dtype = ATTN_BF16;
     } else {
-        return npy_fail(err, err_len, "npy: dtype '%.20s' is not supported ('<f4', '<f2', or '<u2'/'|V2' with dtype=bf16)",
+        return parse_fail(err, err_len, "npy: dtype '%.20s' is not supported ('<f4', '<f2', or '<u2'/'|V2' with dtype=bf16)",
                         descr);
     }
     if (have_hint && want != *dtype)
-        return npy_fail(err, err_len, "npy: the file holds %s but dtype=%s was given", attn_dtype_name(*dtype), hint);
+        return parse_fail(err, err_len, "npy: the file holds %s but dtype=%s was given", attn_dtype_name(*dtype), hint);
     return 0;
 }
 
@@ -176,54 +165,54 @@ int npy_parse(const uint8_t *buf, size_t n, uint64_t file_size, const char *dtyp
 
     memset(out, 0, sizeof *out);
     if (npy_header_length(buf, n, file_size, &header_len, err, err_len) != 0) return -1;
-    if (n < header_len) return npy_fail(err, err_len, "npy: the header is truncated");
+    if (n < header_len) return parse_fail(err, err_len, "npy: the header is truncated");
     field = buf[6] == 1 ? 2 : 4;
     c.p = (const char *)buf + 8 + field;
     c.end = (const char *)buf + header_len;
     if (memchr(c.p, '\0', (size_t)(c.end - c.p)))
-        return npy_fail(err, err_len, "npy: the header contains a NUL byte");
+        return parse_fail(err, err_len, "npy: the header contains a NUL byte");
 
-    if (!npy_eat(&c, '{')) return npy_fail(err, err_len, "npy: the header is not a dictionary");
+    if (!npy_eat(&c, '{')) return parse_fail(err, err_len, "npy: the header is not a dictionary");
     for (;;) {
         if (npy_eat(&c, '}')) break;
-        if (npy_string(&c, key, sizeof key) != 0) return npy_fail(err, err_len, "npy: a header key is malformed");
-        if (!npy_eat(&c, ':')) return npy_fail(err, err_len, "npy: ':' expected after '%s'", key);
+        if (npy_string(&c, key, sizeof key) != 0) return parse_fail(err, err_len, "npy: a header key is malformed");
+        if (!npy_eat(&c, ':')) return parse_fail(err, err_len, "npy: ':' expected after '%s'", key);
         if (strcmp(key, "descr") == 0 && !have_descr) {
             if (npy_string(&c, descr, sizeof descr) != 0)
-                return npy_fail(err, err_len, "npy: 'descr' is not a simple type string (structured arrays are not accepted)");
+                return parse_fail(err, err_len, "npy: 'descr' is not a simple type string (structured arrays are not accepted)");
             have_descr = 1;
         } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
             if (npy_word(&c, "True"))
                 fortran = 1;
             else if (!npy_word(&c, "False"))
-                return npy_fail(err, err_len, "npy: 'fortran_order' is neither True nor False");
+                return parse_fail(err, err_len, "npy: 'fortran_order' is neither True nor False");
             have_order = 1;
         } else if (strcmp(key, "shape") == 0 && !have_shape) {
             if (npy_tuple(&c, out, err, err_len) != 0) return -1;
             have_shape = 1;
         } else {
-            return npy_fail(err, err_len, "npy: unexpected or repeated header key '%s'", key);
+            return parse_fail(err, err_len, "npy: unexpected or repeated header key '%s'", key);
         }
         if (npy_eat(&c, ',')) continue;
         if (npy_eat(&c, '}')) break;
-        return npy_fail(err, err_len, "npy: ',' or '}' expected in the header");
+        return parse_fail(err, err_len, "npy: ',' or '}' expected in the header");
     }
     npy_skip_space(&c);
-    if (c.p != c.end) return npy_fail(err, err_len, "npy: bytes after the header dictionary");
+    if (c.p != c.end) return parse_fail(err, err_len, "npy: bytes after the header dictionary");
     if (!have_descr || !have_order || !have_shape)
-        return npy_fail(err, err_len, "npy: the header lacks %s", !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'");
-    if (fortran) return npy_fail(err, err_len, "npy: fortran_order arrays are not accepted; save a C-order array");
+        return parse_fail(err, err_len, "npy: the header lacks %s", !have_descr ? "'descr'" : !have_order ? "'fortran_order'" : "'shape'");
+    if (fortran) return parse_fail(err, err_len, "npy: fortran_order arrays are not accepted; save a C-order array");
     if (npy_descr(descr, dtype_hint, &out->dtype, err, err_len) != 0) return -1;
 
     for (i = 0; i < out->ndim; i++)
         if (__builtin_mul_overflow(elems, (uint64_t)out->shape[i], &elems))
-            return npy_fail(err, err_len, "npy: the shape's element count overflows");
+            return parse_fail(err, err_len, "npy: the shape's element count overflows");
     if (__builtin_mul_overflow(elems, (uint64_t)attn_dtype_bytes(out->dtype), &bytes))
-        return npy_fail(err, err_len, "npy: the shape's byte count overflows");
+        return parse_fail(err, err_len, "npy: the shape's byte count overflows");
     out->data_offset = header_len;
     out->data_bytes = bytes;
     if (file_size - header_len != bytes)
-        return npy_fail(err, err_len, "npy: the shape needs %llu data bytes but the file has %llu after its header",
+        return parse_fail(err, err_len, "npy: the shape needs %llu data bytes but the file has %llu after its header",
                         (unsigned long long)bytes, (unsigned long long)(file_size - header_len));
     return 0;
 }

@@ -440,6 +440,19 @@ static void job_end_hook(pool_job *j, pool_run_outcome outcome)
     fn(&j->req, outcome, j->record, j->generation);
 }
 
+/* Mark the run failed: {"code","message"} as its record's error, the end hook, the stored
+ * final record. Under pool_mu or not, as job_end_hook. */
+static void job_record_failure(pool_job *j, const char *code, const char *message)
+{
+    cJSON *error = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(error, "code", code);
+    cJSON_AddStringToObject(error, "message", message);
+    pool_set(j->record, "error", error);
+    job_end_hook(j, POOL_RUN_FAILED);
+    job_store_final(j, "failed");
+}
+
 /* Hand the end to the waiter. Under pool_mu. A detached (async) job has no waiter: it is
  * freed here, so the caller must not touch j afterwards. */
 static void job_finish_locked(pool_job *j, int http_status, cJSON *response)
@@ -472,12 +485,7 @@ static void job_refuse_locked(pool_job *j, int http_status, const char *code, co
         return;
     }
     if (j->detached) { /* the client holds its id (202): keep the run, failed with the reason */
-        cJSON *error = cJSON_CreateObject();
-        cJSON_AddStringToObject(error, "code", code);
-        cJSON_AddStringToObject(error, "message", message);
-        pool_set(j->record, "error", error);
-        job_end_hook(j, POOL_RUN_FAILED);
-        job_store_final(j, "failed");
+        job_record_failure(j, code, message);
         job_finish_locked(j, http_status, NULL);
         return;
     }
@@ -553,13 +561,7 @@ static void job_done(pool_job *j, cJSON *result)
 
 static void job_failed(pool_job *j, const char *code, const char *message)
 {
-    cJSON *error = cJSON_CreateObject();
-
-    cJSON_AddStringToObject(error, "code", code);
-    cJSON_AddStringToObject(error, "message", message);
-    pool_set(j->record, "error", error);
-    job_end_hook(j, POOL_RUN_FAILED);
-    job_store_final(j, "failed");
+    job_record_failure(j, code, message);
     log_warn("run %lld failed: %s: %s", j->id, code, message);
     pthread_mutex_lock(&pool_mu);
     job_finish_locked(j, 500, j->record);

@@ -1,24 +1,13 @@
 /* safetensors.c — the safetensors header (safetensors.h). */
 #include "safetensors.h"
+#include "parse_error.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-static int st_fail(char *err, size_t err_len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int st_fail(char *err, size_t err_len, const char *fmt, ...)
-{
-    va_list ap;
-    if (err && err_len) {
-        va_start(ap, fmt);
-        vsnprintf(err, err_len, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 int st_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t *header_len, char *err,
                      size_t err_len)
@@ -27,14 +16,14 @@ int st_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t 
     int i;
 
     if (n > file_size) n = (size_t)file_size;
-    if (n < 8) return st_fail(err, err_len, "safetensors: the file is %zu bytes, too short for the header length", n);
+    if (n < 8) return parse_fail(err, err_len, "safetensors: the file is %zu bytes, too short for the header length", n);
     for (i = 7; i >= 0; i--) len = (len << 8) | buf[i];
     if (len > ST_MAX_HEADER_BYTES)
-        return st_fail(err, err_len, "safetensors: the header claims %llu bytes; at most %u are accepted",
+        return parse_fail(err, err_len, "safetensors: the header claims %llu bytes; at most %u are accepted",
                        (unsigned long long)len, ST_MAX_HEADER_BYTES);
-    if (len < 2) return st_fail(err, err_len, "safetensors: the header is too short to be a JSON object");
+    if (len < 2) return parse_fail(err, err_len, "safetensors: the header is too short to be a JSON object");
     if (8 + len > file_size)
-        return st_fail(err, err_len, "safetensors: the header claims %llu bytes but the file has only %llu after the length",
+        return parse_fail(err, err_len, "safetensors: the header claims %llu bytes but the file has only %llu after the length",
                        (unsigned long long)len, (unsigned long long)(file_size - 8));
     *header_len = 8 + len;
     return 0;
@@ -68,50 +57,50 @@ static int st_entry(const cJSON *item, uint64_t data_size, uint64_t data_start, 
     int n = 0;
 
     if (!cJSON_IsObject(item))
-        return st_fail(err, err_len, "safetensors: entry '%.60s' is not an object", item->string);
+        return parse_fail(err, err_len, "safetensors: entry '%.60s' is not an object", item->string);
     cJSON_ArrayForEach(member, item) {
         if (strcmp(member->string, "dtype") && strcmp(member->string, "shape") && strcmp(member->string, "data_offsets"))
-            return st_fail(err, err_len, "safetensors: entry '%.60s' has an unknown key '%.40s'", item->string,
+            return parse_fail(err, err_len, "safetensors: entry '%.60s' has an unknown key '%.40s'", item->string,
                            member->string);
         n++;
     }
     if (n != 3 || !cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(offs))
-        return st_fail(err, err_len, "safetensors: entry '%.60s' needs exactly dtype (string), shape and data_offsets (arrays)",
+        return parse_fail(err, err_len, "safetensors: entry '%.60s' needs exactly dtype (string), shape and data_offsets (arrays)",
                        item->string);
     if (st_dtype(dtype->valuestring, &t->dtype) != 0)
-        return st_fail(err, err_len, "safetensors: tensor '%.60s' has dtype %.20s; only BF16, F16 and F32 are accepted",
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s' has dtype %.20s; only BF16, F16 and F32 are accepted",
                        item->string, dtype->valuestring);
     if (strlen(item->string) == 0 || strlen(item->string) >= sizeof t->name)
-        return st_fail(err, err_len, "safetensors: a tensor name is empty or longer than %d bytes", ST_MAX_NAME - 1);
+        return parse_fail(err, err_len, "safetensors: a tensor name is empty or longer than %d bytes", ST_MAX_NAME - 1);
     snprintf(t->name, sizeof t->name, "%s", item->string);
     t->ndim = 0;
     cJSON_ArrayForEach(d, shape) {
         double v = d->valuedouble;
         if (!cJSON_IsNumber(d) || !(v >= 0 && v <= 9007199254740992.0) || v != (double)(int64_t)v)
-            return st_fail(err, err_len, "safetensors: tensor '%.60s' has a shape entry that is not a non-negative integer",
+            return parse_fail(err, err_len, "safetensors: tensor '%.60s' has a shape entry that is not a non-negative integer",
                            t->name);
         if (t->ndim >= ST_MAX_DIMS)
-            return st_fail(err, err_len, "safetensors: tensor '%.60s' has more than %d dimensions", t->name, ST_MAX_DIMS);
+            return parse_fail(err, err_len, "safetensors: tensor '%.60s' has more than %d dimensions", t->name, ST_MAX_DIMS);
         t->shape[t->ndim++] = (int64_t)v;
         if (__builtin_mul_overflow(elems, (uint64_t)v, &elems))
-            return st_fail(err, err_len, "safetensors: tensor '%.60s': the element count overflows", t->name);
+            return parse_fail(err, err_len, "safetensors: tensor '%.60s': the element count overflows", t->name);
     }
     if (__builtin_mul_overflow(elems, (uint64_t)attn_dtype_bytes(t->dtype), &bytes))
-        return st_fail(err, err_len, "safetensors: tensor '%.60s': the byte count overflows", t->name);
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s': the byte count overflows", t->name);
     if (cJSON_GetArraySize(offs) != 2 || !cJSON_IsNumber(offs->child) || !cJSON_IsNumber(offs->child->next))
-        return st_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets must be [begin, end]", t->name);
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets must be [begin, end]", t->name);
     {
         double b = offs->child->valuedouble, e = offs->child->next->valuedouble;
         if (!(b >= 0 && b <= 9007199254740992.0) || !(e >= 0 && e <= 9007199254740992.0) ||
             b != (double)(int64_t)b || e != (double)(int64_t)e)
-            return st_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets are not non-negative integers", t->name);
+            return parse_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets are not non-negative integers", t->name);
         begin = (uint64_t)b, end = (uint64_t)e;
     }
     if (end < begin || end > data_size)
-        return st_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets [%llu, %llu] lie outside the %llu data bytes",
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s': data_offsets [%llu, %llu] lie outside the %llu data bytes",
                        t->name, (unsigned long long)begin, (unsigned long long)end, (unsigned long long)data_size);
     if (end - begin != bytes)
-        return st_fail(err, err_len, "safetensors: tensor '%.60s': shape and dtype need %llu bytes, data_offsets span %llu",
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s': shape and dtype need %llu bytes, data_offsets span %llu",
                        t->name, (unsigned long long)bytes, (unsigned long long)(end - begin));
     t->offset = data_start + begin;
     t->bytes = bytes;
@@ -130,30 +119,30 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     *out = NULL;
     *count = 0;
     if (st_header_length(buf, n, file_size, &header_len, err, err_len) != 0) return -1;
-    if (n < header_len) return st_fail(err, err_len, "safetensors: the header is truncated");
+    if (n < header_len) return parse_fail(err, err_len, "safetensors: the header is truncated");
     if (memchr(buf + 8, '\0', (size_t)(header_len - 8)))
-        return st_fail(err, err_len, "safetensors: the header contains a NUL byte");
+        return parse_fail(err, err_len, "safetensors: the header contains a NUL byte");
     root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)(header_len - 8), &end, 0);
-    if (!root) return st_fail(err, err_len, "safetensors: the header is not valid JSON");
+    if (!root) return parse_fail(err, err_len, "safetensors: the header is not valid JSON");
     for (; end && end < (const char *)buf + header_len; end++)
         if (*end != ' ') {
             cJSON_Delete(root);
-            return st_fail(err, err_len, "safetensors: bytes other than spaces after the header's JSON");
+            return parse_fail(err, err_len, "safetensors: bytes other than spaces after the header's JSON");
         }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return st_fail(err, err_len, "safetensors: the header is not a JSON object");
+        return parse_fail(err, err_len, "safetensors: the header is not a JSON object");
     }
     cJSON_ArrayForEach(item, root) total++;
     if (total > ST_MAX_TENSORS + 1) {
         cJSON_Delete(root);
-        return st_fail(err, err_len, "safetensors: more than %d tensors", ST_MAX_TENSORS);
+        return parse_fail(err, err_len, "safetensors: more than %d tensors", ST_MAX_TENSORS);
     }
     data_size = file_size - header_len;
     t = calloc((size_t)(total ? total : 1), sizeof *t);
     if (!t) {
         cJSON_Delete(root);
-        return st_fail(err, err_len, "safetensors: out of memory");
+        return parse_fail(err, err_len, "safetensors: out of memory");
     }
     cJSON_ArrayForEach(item, root) {
         const cJSON *other;
@@ -161,7 +150,7 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
         /* cJSON keeps repeated keys; the format forbids them. */
         for (other = root->child; other != item; other = other->next)
             if (strcmp(other->string, item->string) == 0) {
-                st_fail(err, err_len, "safetensors: the name '%.60s' appears twice", item->string);
+                parse_fail(err, err_len, "safetensors: the name '%.60s' appears twice", item->string);
                 goto fail;
             }
         if (strcmp(item->string, "__metadata__") == 0) {
@@ -180,7 +169,7 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
      * the last ended, the last ends at the end of the file. */
     sorted = malloc((size_t)(k ? k : 1) * sizeof *sorted);
     if (!sorted) {
-        st_fail(err, err_len, "safetensors: out of memory");
+        parse_fail(err, err_len, "safetensors: out of memory");
         goto fail;
     }
     memcpy(sorted, t, (size_t)k * sizeof *t);
@@ -188,7 +177,7 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     at = header_len;
     for (j = 0; j < k; j++) {
         if (sorted[j].offset != at) {
-            st_fail(err, err_len, "safetensors: tensor '%.60s' starts at data byte %llu; expected %llu (%s)",
+            parse_fail(err, err_len, "safetensors: tensor '%.60s' starts at data byte %llu; expected %llu (%s)",
                     sorted[j].name, (unsigned long long)(sorted[j].offset - header_len),
                     (unsigned long long)(at - header_len), sorted[j].offset < at ? "overlap" : "gap");
             goto fail;
@@ -196,7 +185,7 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
         at += sorted[j].bytes;
     }
     if (at != file_size) {
-        st_fail(err, err_len, "safetensors: the tensors cover %llu data bytes; the file has %llu",
+        parse_fail(err, err_len, "safetensors: the tensors cover %llu data bytes; the file has %llu",
                 (unsigned long long)(at - header_len), (unsigned long long)data_size);
         goto fail;
     }
@@ -206,10 +195,10 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     return 0;
 
 bad_meta:
-    st_fail(err, err_len, "safetensors: __metadata__ must be an object of strings");
+    parse_fail(err, err_len, "safetensors: __metadata__ must be an object of strings");
     goto fail;
 bad_json:
-    st_fail(err, err_len, "safetensors: the header is malformed");
+    parse_fail(err, err_len, "safetensors: the header is malformed");
 fail:
     cJSON_Delete(root);
     free(sorted);
