@@ -112,28 +112,18 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     T *s_k = s_q + TR::Q_ELEMS;
     T *s_v = s_k + 2 * TR::KV_ELEMS;
 
-    const int64_t bh = blockIdx.x;
-    const int m_block = (int)(gridDim.y - 1 - blockIdx.y);
-    const int m0 = m_block * BM;
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    const T *g_q = static_cast<const T *>(p.q) + bh * seq_q * D;
-    const T *g_k = static_cast<const T *>(p.k) + bh * seq_kv * D;
-    const T *g_v = static_cast<const T *>(p.v) + bh * seq_kv * D;
-    T *g_o = static_cast<T *>(p.out) + bh * seq_q * D;
+    const flash_tile<T> tile = flash_tile_of<T>(p, BM, D);
+    const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
+    T *g_o = tile.o;
+    const int m0 = tile.m0;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-    const int row_last = min(m0 + BM, seq_q) - 1;
-    const int vis_max = flash_visible(p.mask, seq_q, seq_kv, row_last);
-    const int vis_min = flash_visible(p.mask, seq_q, seq_kv, m0);
-    const int n_blocks = (vis_max + BN - 1) / BN;
-
-    if (n_blocks == 0) { /* every row of the tile is fully masked: zeros */
-        for (int i = tid; i < BM * TR::CHUNKS; i += TR::THREADS) {
-            const int r = i / TR::CHUNKS, c = i % TR::CHUNKS;
-            if (m0 + r < seq_q)
-                *reinterpret_cast<uint4 *>(g_o + (int64_t)(m0 + r) * D + c * 8) = make_uint4(0, 0, 0, 0);
-        }
+    const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
+    const int vis_min = keys.vis_min, n_blocks = keys.n_blocks;
+    if (n_blocks == 0) {
+        flash_store_zero_rows<TR::THREADS>(g_o, m0, BM, seq_q, D, tid);
         return;
     }
 
@@ -188,32 +178,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
 
         /* S = Q·K_jᵀ for this warp's MI x 16 rows x BN keys */
         float s[MI][BN / 8][4];
-#pragma unroll
-        for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i) s[mi][i][0] = s[mi][i][1] = s[mi][i][2] = s[mi][i][3] = 0.f;
-#pragma unroll
-        for (int ks = 0; ks < KS; ++ks) {
-            uint32_t a_loc[TR::Q_IN_REGS ? 1 : MI][4];
-            if constexpr (!TR::Q_IN_REGS) {
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi)
-                    flash_ldmatrix_x4(a_loc[mi], s_q + flash_smem_off<TR>(a_row + mi * 16, ks * 2 + a_chunk));
-            }
-#pragma unroll
-            for (int np = 0; np < BN / 16; ++np) {
-                uint32_t b[4];
-                flash_ldmatrix_x4(b, s_kj + flash_smem_off<TR>(np * 16 + k_row, ks * 2 + k_chunk));
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    const uint32_t *a;
-                    if constexpr (TR::Q_IN_REGS) a = q_frag[mi][ks];
-                    else a = a_loc[mi];
-                    flash_mma<BF16>(s[mi][2 * np], a, b[0], b[1]);
-                    flash_mma<BF16>(s[mi][2 * np + 1], a, b[2], b[3]);
-                }
-            }
-        }
+        flash_block_qk<TR, MI, BN, KS, BF16>(s, q_frag, s_q, s_kj, a_row, a_chunk, k_row, k_chunk, D);
 
         /* scale into log2 space, mask, online softmax. (Folding the scale into the exponent's
          * FFMA, FA2-style, would save BN·MI/2 FMULs per block but tips w4 at sm_90 into a
@@ -222,42 +187,10 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
         const bool need_mask = n0 + BN > vis_min; /* also every block reaching past seq_kv */
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) s[mi][i][e] *= p.scale_log2;
-            if (need_mask) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    const int vis = flash_visible(p.mask, seq_q, seq_kv, m0 + warp_row0 + mi * 16 + g + 8 * r);
-#pragma unroll
-                    for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                        for (int e = 0; e < 2; ++e)
-                            if (n0 + i * 8 + 2 * t + e >= vis) s[mi][i][2 * r + e] = -INFINITY;
-                }
-            }
+            flash_block_scale_mask<BN>(s[mi], p, m0 + warp_row0 + mi * 16 + g, n0, need_mask, t);
             float alpha[2];
 #pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = -INFINITY;
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[mi][i][2 * r], s[mi][i][2 * r + 1]));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float m_new = fmaxf(row_max[mi][r], mx);
-                const float m_use = m_new == -INFINITY ? 0.f : m_new; /* no −inf − −inf */
-                alpha[r] = flash_exp2(row_max[mi][r] - m_use); /* exactly 1 when the max holds */
-                row_max[mi][r] = m_new;
-                float sum = 0.f;
-#pragma unroll
-                for (int i = 0; i < BN / 8; ++i) {
-                    s[mi][i][2 * r] = flash_exp2(s[mi][i][2 * r] - m_use);
-                    s[mi][i][2 * r + 1] = flash_exp2(s[mi][i][2 * r + 1] - m_use);
-                    sum += s[mi][i][2 * r] + s[mi][i][2 * r + 1];
-                }
-                row_sum[mi][r] = row_sum[mi][r] * alpha[r] + sum; /* partial over this lane's columns */
-            }
+            for (int r = 0; r < 2; ++r) alpha[r] = flash_block_softmax_row<BN>(s[mi], r, row_max[mi][r], row_sum[mi][r]);
             /* rescale O only when some row of the warp got a new max (warp-uniform branch):
              * past the first few blocks of a row that is most blocks, D/4 FMULs saved each */
             if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
@@ -272,27 +205,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
         }
 
         /* O += P·V_j */
-#pragma unroll
-        for (int kk = 0; kk < BN / 16; ++kk) {
-            uint32_t a[MI][4];
-#pragma unroll
-            for (int mi = 0; mi < MI; ++mi) {
-                a[mi][0] = flash_pack2<BF16>(s[mi][2 * kk][0], s[mi][2 * kk][1]);
-                a[mi][1] = flash_pack2<BF16>(s[mi][2 * kk][2], s[mi][2 * kk][3]);
-                a[mi][2] = flash_pack2<BF16>(s[mi][2 * kk + 1][0], s[mi][2 * kk + 1][1]);
-                a[mi][3] = flash_pack2<BF16>(s[mi][2 * kk + 1][2], s[mi][2 * kk + 1][3]);
-            }
-#pragma unroll
-            for (int dp = 0; dp < D / 16; ++dp) {
-                uint32_t b[4];
-                flash_ldmatrix_x4_trans(b, s_vj + flash_smem_off<TR>(kk * 16 + v_row, dp * 2 + v_chunk));
-#pragma unroll
-                for (int mi = 0; mi < MI; ++mi) {
-                    flash_mma<BF16>(o[mi][2 * dp], a[mi], b[0], b[1]);
-                    flash_mma<BF16>(o[mi][2 * dp + 1], a[mi], b[2], b[3]);
-                }
-            }
-        }
+        flash_block_pv<TR, MI, BN, D, BF16>(o, s, s_vj, v_row, v_chunk, D);
     }
     /* Nothing is in flight here: the last block issued no loads. */
 
@@ -304,10 +217,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float l = row_sum[mi][r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.f ? 1.f / l : 0.f; /* no visible key: zeros */
+            const float inv = flash_row_inv(row_sum[mi][r]);
             const int lr = warp_row0 + mi * 16 + g + 8 * r;
 #pragma unroll
             for (int i = 0; i < D / 8; ++i)

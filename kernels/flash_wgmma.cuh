@@ -237,28 +237,18 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
     const uint32_t s_v = s_k + TR::STAGES * TR::KV_BYTES; /* STAGES x V */
     uint8_t *q_ptr = flash_wg_smem + (s_q - raw); /* the same bytes, for the epilogue's ordinary accesses */
 
-    const int64_t bh = blockIdx.x;
-    const int m_block = (int)(gridDim.y - 1 - blockIdx.y);
-    const int m0 = m_block * BM;
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    const T *g_q = static_cast<const T *>(p.q) + bh * seq_q * D;
-    const T *g_k = static_cast<const T *>(p.k) + bh * seq_kv * D;
-    const T *g_v = static_cast<const T *>(p.v) + bh * seq_kv * D;
-    T *g_o = static_cast<T *>(p.out) + bh * seq_q * D;
+    const flash_tile<T> tile = flash_tile_of<T>(p, BM, D);
+    const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
+    T *g_o = tile.o;
+    const int m0 = tile.m0;
 
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-    const int row_last = min(m0 + BM, seq_q) - 1;
-    const int vis_max = flash_visible(p.mask, seq_q, seq_kv, row_last);
-    const int vis_min = flash_visible(p.mask, seq_q, seq_kv, m0);
-    const int n_blocks = (vis_max + BN - 1) / BN;
-
-    if (n_blocks == 0) { /* every row of the tile is fully masked: zeros */
-        for (int i = tid; i < BM * TR::CHUNKS; i += TR::THREADS) {
-            const int r = i / TR::CHUNKS, c = i % TR::CHUNKS;
-            if (m0 + r < seq_q)
-                *reinterpret_cast<uint4 *>(g_o + (int64_t)(m0 + r) * D + c * 8) = make_uint4(0, 0, 0, 0);
-        }
+    const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
+    const int vis_min = keys.vis_min, n_blocks = keys.n_blocks;
+    if (n_blocks == 0) {
+        flash_store_zero_rows<TR::THREADS>(g_o, m0, BM, seq_q, D, tid);
         return;
     }
 
