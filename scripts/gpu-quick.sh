@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 BIN=${ATTND_BIN:-$PWD/build/test/attnd}
 D=$(mktemp -d)
 "$BIN" --listen 127.0.0.1:0 --data-dir "$D" --devices all --enable-fault-injection true --job-timeout-s 60 \
-    --log-level warn > "$D/stdout" 2> "$OUT/attnd-stderr.log" &
+    --log-level "${ATTND_LOG_LEVEL:-warn}" > "$D/stdout" 2> "$OUT/attnd-stderr.log" &
 PID=$!
 for _ in $(seq 1 200); do
     ATTND_URL=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$D/stdout" 2>/dev/null) && break

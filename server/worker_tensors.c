@@ -3,17 +3,25 @@
  * A small array of {id, pointer, bytes}: a worker holds tens of tensors, not thousands,
  * and one thread (the worker's loop) touches it, so there is no lock.
  *
- * Uploads are copied straight out of the front's memfd (mapped read-only) into the
- * buffer: on a GPU one cudaMemcpy per tensor from the mapping (pageable, so the driver
- * stages it), then a device synchronise so no later kernel on the worker's non-blocking
- * stream can see a copy still in flight. Downloads are written into a fresh memfd with
- * pwrite: straight from the buffer on the cpu device, through a pinned staging buffer
- * (WT_STAGING_BYTES at a time) from a GPU. pwrite lets the kernel allocate each page of the
- * memfd as it copies into it; the earlier mmap(MAP_POPULATE) + memcpy zeroed every page
- * first and then copied over it, and took 2-3x as long (1 GiB on the cpu device: 0.7-2.3 s
- * against 0.35 s on the 2-core test machine). A streamed download (the front sends while
- * the worker fills) is written into the front's memfd, in order, piece by piece, with the
- * bytes filled so far published in a shared page past the body (tensor_download_progress).
+ * Uploads are copied out of the front's memfd into the buffer: on the cpu device one
+ * memcpy from the mapping; on a GPU the worker page-locks its read-only mapping of the memfd
+ * (cudaHostRegister) and the copy is a DMA straight out of the memfd's pages, queued on the
+ * worker's copy stream while the CPU computes the fingerprint, then synchronised (so no
+ * later kernel can see it in flight) and the mapping unlocked. Where the driver refuses to
+ * lock the mapping, each piece is pread into one half of the pinned staging buffer while
+ * the other half's DMA runs. On the H200 (1 GiB) one cudaMemcpy from the pageable mapping,
+ * staged by the driver, took 0.27 s, and the pread staging 0.34 s: one thread copies memory
+ * at ~3 GB/s on that VM, so the copy that costs nothing is the one not made.
+ *
+ * Downloads are written into a fresh memfd with pwrite: straight from the buffer on the cpu
+ * device, through a pinned staging buffer (WT_STAGING_BYTES at a time) from a GPU. (They are
+ * at curl's loopback ceiling already: bench/loopback_ceiling.py.) pwrite lets the kernel
+ * allocate each page of the memfd as it copies into it; the earlier mmap(MAP_POPULATE) +
+ * memcpy zeroed every page first and then copied over it, and took 2-3x as long (1 GiB on the
+ * cpu device: 0.7-2.3 s against 0.35 s on the 2-core test machine). A streamed download (the
+ * front sends while the worker fills) is written into the front's memfd, in order, piece by
+ * piece, with the bytes filled so far published in a shared page past the body
+ * (tensor_download_progress).
  *
  * Each reply says how long the worker's part took (seconds, CLOCK_MONOTONIC): tensor_put
  * "copy_s" (map the memfd, allocate, copy) and "fingerprint_s"; tensor_get "fill_s" (the
@@ -51,15 +59,22 @@ static wt_entry *wt_table;
 static int wt_count, wt_cap;
 static int wt_on_gpu;
 
-/* Downloads from a GPU: device → this buffer (page-locked, so the DMA goes straight into
- * it) → pwrite into the memfd, one piece at a time. Allocated at the first download, kept
- * for the worker's life; plain malloc when cudaMallocHost refuses (the copy is then staged
- * by the driver, slower but correct). 32 MiB: a piece's DMA should take ~1 ms at H200 PCIe
- * rates, small beside its pwrite (~5-10 ms at 3-6 GB/s), so overlapping the two (double
- * buffering) would gain under ~10% (estimated; the GPU log's fill rate will tell). */
+/* Transfers between a GPU and a memfd go through this buffer (page-locked, so the DMA
+ * reads or writes it directly), one piece at a time: downloads device → buffer → pwrite;
+ * uploads pread → one half of it while the other half's DMA runs. Allocated at the first
+ * transfer, kept for the worker's life; plain malloc when cudaMallocHost refuses (the copy
+ * is then staged by the driver, slower but correct). 32 MiB: a piece's DMA takes ~1 ms at
+ * H200 PCIe rates, small beside its pwrite or pread (~5-10 ms at 3-6 GB/s). */
 #define WT_STAGING_BYTES ((size_t)32 << 20)
 static void *wt_staging;
 static int wt_staging_pinned;
+/* Uploads from this size on are copied from their page-locked mapping (wt_pin_upload);
+ * smaller ones through the staging buffer, where locking and unlocking pages would cost more
+ * than the copy. */
+#define WT_PIN_MIN_BYTES ((size_t)4 << 20)
+/* The uploads' copies: their own stream, and one event per staging half (its DMA done). */
+static cudaStream_t wt_copy_stream;
+static cudaEvent_t wt_half_free[2];
 
 void worker_tensors_init(int on_gpu) { wt_on_gpu = on_gpu; }
 
@@ -115,20 +130,132 @@ static void wt_release(void *p)
     }
 }
 
-/* dst (device) ← src (host), bytes (plain memcpy on the cpu). */
-static int wt_copy_in(void *dst, const void *src, size_t bytes, api_error *e)
+/* The staging buffer, made at the first transfer. 0, or -1 with e. */
+static int wt_staging_ready(api_error *e)
 {
     cudaError_t ce;
+
+    if (wt_staging) return 0;
+    ce = cudaMallocHost(&wt_staging, WT_STAGING_BYTES);
+    wt_staging_pinned = ce == cudaSuccess;
+    if (ce == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    log_warn("cudaMallocHost of the %zu-byte staging buffer failed at %s:%d: %s; using pageable memory",
+             WT_STAGING_BYTES, __FILE__, __LINE__, cudaGetErrorString(ce));
+    wt_staging = malloc(WT_STAGING_BYTES);
+    if (wt_staging) return 0;
+    return api_fail(e, 500, "internal", "", "no memory for the staging buffer (%zu bytes)", WT_STAGING_BYTES);
+}
+
+/* All n bytes at offset off of fd into buf. 0, or -1 with errno. */
+static int wt_pread_all(int fd, void *buf, size_t n, uint64_t off)
+{
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            if (r == 0) errno = EIO; /* the front sized the memfd: short means it shrank */
+            return -1;
+        }
+        p += r, n -= (size_t)r, off += (uint64_t)r;
+    }
+    return 0;
+}
+
+static int wt_cuda_failed(cudaError_t ce, const char *what, size_t bytes, api_error *e)
+{
+    (void)cudaGetLastError();
+    return api_fail(e, 500, "cuda_error", "", "%s (%zu bytes) failed: %s", what, bytes, cudaGetErrorString(ce));
+}
+
+/* The uploads' copy stream and its events, made at the first upload. 0, or -1 with e. */
+static int wt_copy_stream_ready(api_error *e)
+{
+    cudaError_t ce;
+    int i;
+
+    if (wt_copy_stream) return 0;
+    ce = cudaStreamCreateWithFlags(&wt_copy_stream, cudaStreamNonBlocking);
+    for (i = 0; i < 2 && ce == cudaSuccess; i++) ce = cudaEventCreateWithFlags(&wt_half_free[i], cudaEventDisableTiming);
+    if (ce == cudaSuccess) return 0;
+    wt_copy_stream = NULL; /* what was made stays; the next upload tries again */
+    return wt_cuda_failed(ce, "creating the upload copy stream", 0, e);
+}
+
+/* Page-lock an upload's mapping so its copies are DMA straight out of the memfd's pages:
+ * no CPU copy at all. 1 when it is registered (unregister it after the copies), 0 when
+ * the driver refused (the copies then go through the staging buffer; said once). */
+static int wt_pin_upload(void *map, size_t bytes)
+{
+    static int said;
+    cudaError_t ce = cudaHostRegister(map, bytes, cudaHostRegisterReadOnly);
+
+    if (ce == cudaSuccess) return 1;
+    (void)cudaGetLastError();
+    if (!said++)
+        log_info("cudaHostRegister of an upload's read-only mapping (%zu bytes) failed: %s; uploads are copied "
+                 "through the staging buffer", bytes, cudaGetErrorString(ce));
+    return 0;
+}
+
+static void wt_unpin_upload(void *map)
+{
+    cudaError_t ce = cudaHostUnregister(map);
+    if (ce == cudaSuccess) return;
+    (void)cudaGetLastError();
+    log_warn("cudaHostUnregister of an upload's mapping failed at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+}
+
+/* An upload's span [off, off + bytes) of the memfd fd (src: the same bytes, mapped;
+ * src_pinned: that mapping is page-locked) into dst (device memory on a GPU, host memory
+ * on the cpu device). 0, or -1 with e. From a pinned mapping the copy is only queued on
+ * wt_copy_stream: wt_copies_done waits for it. */
+static int wt_copy_in(void *dst, int fd, uint64_t off, const void *src, int src_pinned, size_t bytes, api_error *e)
+{
+    const size_t half = WT_STAGING_BYTES / 2;
+    size_t done, piece;
+    cudaError_t ce = cudaSuccess;
+    int i;
+
     if (!wt_on_gpu) {
         memcpy(dst, src, bytes);
         return 0;
     }
-    ce = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-    if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
-    if (ce == cudaSuccess) return 0;
-    (void)cudaGetLastError();
-    return api_fail(e, 500, "cuda_error", "", "cudaMemcpy HtoD (%zu bytes) failed at %s:%d: %s", bytes, __FILE__,
-                    __LINE__, cudaGetErrorString(ce));
+    if (wt_copy_stream_ready(e) != 0) return -1;
+    if (src_pinned) { /* only queued: the caller fingerprints while it runs, then wt_copies_done */
+        ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, wt_copy_stream);
+        return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpyAsync HtoD from the pinned upload", bytes, e);
+    }
+    if (wt_staging_ready(e) != 0) return -1;
+    if (!wt_staging_pinned) { /* the driver stages pageable memory itself */
+        ce = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+        if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
+        return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpy HtoD (pageable)", bytes, e);
+    }
+    for (done = 0, i = 0; done < bytes; done += piece, i ^= 1) {
+        uint8_t *buf = (uint8_t *)wt_staging + (size_t)i * half;
+        piece = bytes - done < half ? bytes - done : half;
+        /* This half's previous DMA must have read it before pread overwrites it. */
+        if (done >= 2 * half && (ce = cudaEventSynchronize(wt_half_free[i])) != cudaSuccess) break;
+        if (wt_pread_all(fd, buf, piece, off + done) != 0) {
+            (void)cudaStreamSynchronize(wt_copy_stream);
+            return api_fail(e, 500, "internal", "", "reading the upload from its memfd: %s", strerror(errno));
+        }
+        ce = cudaMemcpyAsync((uint8_t *)dst + done, buf, piece, cudaMemcpyHostToDevice, wt_copy_stream);
+        if (ce == cudaSuccess) ce = cudaEventRecord(wt_half_free[i], wt_copy_stream);
+        if (ce != cudaSuccess) break;
+    }
+    if (ce == cudaSuccess) ce = cudaStreamSynchronize(wt_copy_stream);
+    else (void)cudaStreamSynchronize(wt_copy_stream);
+    return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpyAsync HtoD through the staging buffer", bytes, e);
+}
+
+/* The copies wt_copy_in queued from a pinned upload have ended. 0, or -1 with e. */
+static int wt_copies_done(api_error *e)
+{
+    cudaError_t ce = cudaStreamSynchronize(wt_copy_stream);
+    return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "the upload's copies (cudaStreamSynchronize)", 0, e);
 }
 
 /* All n bytes of src into fd at offset off. 0, or -1 with errno. */
@@ -192,19 +319,7 @@ static int wt_write_out(int fd, uint64_t off, const void *src, size_t bytes, ten
         }
         return 0;
     }
-    if (!wt_staging) {
-        ce = cudaMallocHost(&wt_staging, WT_STAGING_BYTES);
-        wt_staging_pinned = ce == cudaSuccess;
-        if (ce != cudaSuccess) {
-            (void)cudaGetLastError();
-            log_warn("cudaMallocHost of the %zu-byte download staging buffer failed at %s:%d: %s; using "
-                     "pageable memory", WT_STAGING_BYTES, __FILE__, __LINE__, cudaGetErrorString(ce));
-            wt_staging = malloc(WT_STAGING_BYTES);
-            if (!wt_staging)
-                return api_fail(e, 500, "internal", "", "no memory for the download staging buffer (%zu bytes)",
-                                WT_STAGING_BYTES);
-        }
-    }
+    if (wt_staging_ready(e) != 0) return -1;
     /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream, which
      * the legacy stream of cudaMemcpy does not wait for) has finished before it is read. */
     ce = cudaDeviceSynchronize();
@@ -310,7 +425,7 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
     void *map = MAP_FAILED;
     size_t map_bytes = 0;
     double need = 0.0, avail, t0 = wt_clock_s(), fingerprint_s = 0.0, fp_start;
-    int n = 0, added = 0, i;
+    int n = 0, added = 0, i, map_pinned = 0;
     cJSON *out = NULL, *arr;
 
     if (fd < 0 || !cJSON_IsArray(list) || fstat(fd, &st) != 0) {
@@ -344,11 +459,14 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
         }
     }
     if (map_bytes > 0) {
-        map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0); /* no fault per page */
+        /* The cpu device memcpys from the mapping: populated, no fault per page. On a GPU
+         * it is page-locked, which faults it in (wt_pin_upload). */
+        map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED | (wt_on_gpu ? 0 : MAP_POPULATE), fd, 0);
         if (map == MAP_FAILED) {
             api_fail(e, 500, "internal", "", "mmap of the upload (%zu bytes) failed: %s", map_bytes, strerror(errno));
             return NULL;
         }
+        if (wt_on_gpu && map_bytes >= WT_PIN_MIN_BYTES) map_pinned = wt_pin_upload(map, map_bytes);
     }
     out = cJSON_CreateObject();
     arr = out ? cJSON_AddArrayToObject(out, "tensors") : NULL;
@@ -366,8 +484,9 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
         cJSON *o;
 
         if (wt_alloc(&p, bytes, id, e) != 0) goto fail;
-        if ((bytes && wt_copy_in(p, src, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
+        if ((bytes && wt_copy_in(p, fd, off, src, map_pinned, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
             if (!e->status) api_fail(e, 500, "internal", "", "out of memory for the tensor table");
+            if (map_pinned) (void)cudaStreamSynchronize(wt_copy_stream); /* no copy still writes p */
             wt_release(p);
             goto fail;
         }
@@ -383,7 +502,11 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
             goto fail;
         }
     }
+    if (map_pinned && wt_copies_done(e) != 0) goto fail;
+    if (map_pinned) wt_unpin_upload(map);
     if (map != MAP_FAILED) munmap(map, map_bytes);
+    /* copy_s: the worker's time not spent fingerprinting. From a pinned mapping the DMA runs
+     * while the fingerprint is computed, so it is what the copy added, not its duration. */
     if (!cJSON_AddNumberToObject(out, "copy_s", wt_clock_s() - t0 - fingerprint_s) ||
         !cJSON_AddNumberToObject(out, "fingerprint_s", fingerprint_s)) {
         api_fail(e, 500, "internal", "", "out of memory");
@@ -394,6 +517,10 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
 
 fail:
     /* All or nothing: drop what this message added (the newest entries). */
+    if (map_pinned && map != MAP_FAILED) { /* no copy may still read the mapping or write a buffer */
+        (void)cudaStreamSynchronize(wt_copy_stream);
+        wt_unpin_upload(map);
+    }
     for (i = 0; i < added; i++) wt_remove(wt_count - 1);
     if (map != MAP_FAILED) munmap(map, map_bytes);
     cJSON_Delete(out);

@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""bench/loopback_ceiling.py — what curl alone reaches through loopback on this machine, so
+attnd's tensor transfer rates (tests/gpu/test_tensors.py, issue 4's 1 GB/s target) can be
+read against the machine rather than in a vacuum.
+
+Two minimal servers, each doing the least work an HTTP server can: the sink answers a POST
+after reading it into a reused 1 MiB buffer (no copy out, no store), the source answers a GET with
+sendfile from the file (no copy through user space). curl is run exactly as the attnd test
+runs it (-T FILE for uploads, -o FILE for downloads; files in /dev/shm where there is one).
+attnd does strictly more than these servers (it stores the upload in a memfd, then the worker
+copies it to the GPU), so its rates should sit below these.
+
+    python3 bench/loopback_ceiling.py [--mib 1024] [--repeats 3]
+
+Prints one JSON object: each repeat's GB/s and the medians.
+"""
+import argparse
+import http.server
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+
+class CeilingHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    source_path = None
+
+    def log_message(self, *args):
+        pass
+
+    def do_POST(self):  # the sink: read and drop
+        left = int(self.headers.get("Content-Length", "0"))
+        buf = bytearray(1 << 20)
+        view = memoryview(buf)
+        if self.headers.get("Expect", "").lower() == "100-continue":
+            self.send_response_only(100)
+            self.end_headers()
+        while left > 0:
+            n = self.rfile.readinto(view[: min(left, len(buf))])
+            if n == 0:
+                break
+            left -= n
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    def do_GET(self):  # the source: sendfile
+        size = os.path.getsize(self.source_path)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(size))
+        self.end_headers()
+        self.wfile.flush()
+        with open(self.source_path, "rb") as f:
+            sent = 0
+            while sent < size:
+                sent += os.sendfile(self.connection.fileno(), f.fileno(), sent, size - sent)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--mib", type=int, default=1024)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    n = args.mib << 20
+    files = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    try:
+        src, dst = os.path.join(files, "up.bin"), os.path.join(files, "down.bin")
+        with open(src, "wb") as f:
+            f.write(os.urandom(1 << 20) * args.mib)
+        CeilingHandler.source_path = src
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), CeilingHandler)
+        server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        url = "http://127.0.0.1:%d/" % server.server_address[1]
+        ups, downs = [], []
+        for _ in range(args.repeats):
+            t0 = time.monotonic()
+            subprocess.run(["curl", "-sS", "--fail", "-X", "POST", "-T", src, "-o", "/dev/null", url], check=True)
+            ups.append(n / (time.monotonic() - t0) / 1e9)
+            t0 = time.monotonic()
+            subprocess.run(["curl", "-sS", "--fail", "-o", dst, url], check=True)
+            downs.append(n / (time.monotonic() - t0) / 1e9)
+            if os.path.getsize(dst) != n:
+                raise SystemExit("download short: %d of %d bytes" % (os.path.getsize(dst), n))
+        server.shutdown()
+        print(json.dumps({"mib": args.mib, "cpus": os.cpu_count(),
+                          "curl upload to a recv-only sink GB/s": [round(x, 3) for x in ups],
+                          "curl download from a sendfile source GB/s": [round(x, 3) for x in downs],
+                          "median upload GB/s": round(statistics.median(ups), 3),
+                          "median download GB/s": round(statistics.median(downs), 3)}, indent=1))
+    finally:
+        shutil.rmtree(files, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
