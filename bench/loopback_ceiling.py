@@ -3,12 +3,14 @@
 attnd's tensor transfer rates (tests/gpu/test_tensors.py, issue 4's 1 GB/s target) can be
 read against the machine rather than in a vacuum.
 
-Two minimal servers, each doing the least work an HTTP server can: the sink answers a POST
-after reading it into a reused 1 MiB buffer (no copy out, no store), the source answers a GET with
-sendfile from the file (no copy through user space). curl is run exactly as the attnd test
-runs it (-T FILE for uploads, -o FILE for downloads; files in /dev/shm where there is one).
-attnd does strictly more than these servers (it stores the upload in a memfd, then the worker
-copies it to the GPU), so its rates should sit below these.
+Two minimal servers, each doing the least work an HTTP server can: the sink answers a
+POST after reading it into a reused 1 MiB buffer (no copy out, no store), the source
+answers a GET with sendfile from the file (no copy through user space). curl is run
+exactly as the attnd test runs it (-T FILE for uploads, -o FILE for downloads; files in
+/dev/shm where there is one). attnd does strictly more than these servers (it stores the
+upload in a memfd, then the worker copies it to the GPU), so its rates should sit below
+these. On the H200 machine (16 cores): upload 2.36 GB/s, download 1.50 GB/s (medians of 3,
+bench/results/2026-12-02-nvidia-h200-loopback-ceiling.json).
 
     python3 bench/loopback_ceiling.py [--mib 1024] [--repeats 3]
 
