@@ -15,3 +15,10 @@ void clock_text_now_iso(char *buf, size_t len)
     n = strftime(buf, len, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(buf + n, len - n, ".%03ldZ", ts.tv_nsec / 1000000L);
 }
+
+double clock_monotonic_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -31,6 +31,7 @@
 #include <microhttpd.h>
 
 #include "auth.h"
+#include "clock_text.h"
 #include "log.h"
 #include "metrics.h"
 #include "tls.h"
@@ -82,19 +83,12 @@ typedef struct http_conn {
     size_t len, cap;
     int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
-    double arrived_s, received_s; /* http_clock_s: headers in; last body byte in */
+    double arrived_s, received_s; /* clock_monotonic_s: headers in; last body byte in */
     /* An answer from a file (http_send_fd) with a log note: logged once it has been sent. */
     double answer_queued_s;
     size_t answer_bytes;
     char answer_note[256];
 } http_conn;
-
-double http_clock_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- answers --------------- */
 
@@ -196,7 +190,7 @@ void http_send_fd(http_request *req, int status, const char *content_type, int f
     if (log_note && c && !req->queue_failed) { /* http_completed logs it with the send's time */
         snprintf(c->answer_note, sizeof c->answer_note, "%s", log_note);
         c->answer_bytes = size;
-        c->answer_queued_s = http_clock_s();
+        c->answer_queued_s = clock_monotonic_s();
     }
 }
 
@@ -464,7 +458,7 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
     req.body_fd = -1;
     req.conn_state = c;
     req.arrived_s = c->arrived_s;
-    req.received_s = c->received_s = http_clock_s();
+    req.received_s = c->received_s = clock_monotonic_s();
 
     q.obj = cJSON_CreateObject();
     if (!q.obj) {
@@ -520,7 +514,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         *con_cls = c;
         atomic_fetch_add(&http_requests_in_flight, 1);
         c->fd = -1;
-        c->arrived_s = http_clock_s();
+        c->arrived_s = clock_monotonic_s();
         /* A request that needs a token and lacks a valid one is answered 401 now, before any
          * of its body is read: an upload must not stream gigabytes unauthenticated (auth.c). */
         if (!auth_check(method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
@@ -608,7 +602,7 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
 
     if (!c) return;
     if (c->answer_note[0]) {
-        double now = http_clock_s(), send_s = now - c->answer_queued_s;
+        double now = clock_monotonic_s(), send_s = now - c->answer_queued_s;
         log_info("%s; sent %zu bytes in %.3f s (%.2f GB/s), %.3f s from the request%s", c->answer_note,
                  c->answer_bytes, send_s, send_s > 0 ? (double)c->answer_bytes / send_s / 1e9 : 0.0,
                  now - c->arrived_s,

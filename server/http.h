@@ -30,7 +30,7 @@ typedef struct http_request {
     size_t body_len;         /* bytes of body, the terminating NUL not counted */
     int body_fd;             /* streaming routes: a memfd holding the body_len bytes (body is
                                 NULL); -1 otherwise. Owned by http.c: dup it to keep it */
-    double arrived_s;        /* CLOCK_MONOTONIC seconds (http_clock_s) when the headers were in */
+    double arrived_s;        /* CLOCK_MONOTONIC seconds (clock_monotonic_s) when the headers were in */
     double received_s;       /* … when the last body byte was in (≈ arrived_s without a
                                 body): received_s - arrived_s is the body's arrival time */
     const settings *settings;
@@ -126,9 +126,6 @@ typedef void (*http_stream_done)(void *cls, unsigned long long sent, int complet
  * size. done(cls, …) is called exactly once, whatever happens (also when this fails). */
 void http_send_stream(http_request *req, int status, const char *content_type, unsigned long long size,
                       size_t block_size, http_stream_reader reader, http_stream_done done, void *cls);
-
-/* CLOCK_MONOTONIC in seconds: the clock of http_request.arrived_s and received_s. */
-double http_clock_s(void);
 
 /* Answer {"error":{"code","message","field"}} with e->status; field null when empty. */
 void http_send_error(http_request *req, const api_error *e);

@@ -512,7 +512,7 @@ void route_tensor_upload(http_request *req)
         cJSON_AddNumberToObject(t, "bytes", (double)specs[i].bytes);
         cJSON_AddItemToArray(list, t);
     }
-    sent_s = http_clock_s();
+    sent_s = clock_monotonic_s();
     if (tensors_exchange(device, msg, req->body_fd, &reply, &reply_fd, &gen, &e) != 0) goto out;
     if (reply_fd >= 0) close(reply_fd);
     worker_copy_s = cJSON_GetObjectItem(reply, "copy_s");
@@ -521,7 +521,7 @@ void route_tensor_upload(http_request *req)
     timing.receive_s = req->received_s - req->arrived_s;
     timing.copy_s = cJSON_IsNumber(worker_copy_s) ? worker_copy_s->valuedouble : 0.0;
     timing.fingerprint_s = cJSON_IsNumber(worker_fingerprint_s) ? worker_fingerprint_s->valuedouble : 0.0;
-    timing.queue_s = http_clock_s() - sent_s - timing.copy_s - timing.fingerprint_s;
+    timing.queue_s = clock_monotonic_s() - sent_s - timing.copy_s - timing.fingerprint_s;
     if (timing.queue_s < 0) timing.queue_s = 0.0;
 
     arr = cJSON_GetObjectItem(reply, "tensors");
@@ -549,7 +549,7 @@ void route_tensor_upload(http_request *req)
     } else {
         answer = tensor_json(&entries[0], 0);
     }
-    timing.total_s = http_clock_s() - req->arrived_s;
+    timing.total_s = clock_monotonic_s() - req->arrived_s;
     timing_json = upload_timing_json(&timing);
     if (!answer || !timing_json || !cJSON_AddItemToObject(answer, "timing", timing_json)) {
         cJSON_Delete(timing_json);
@@ -707,7 +707,7 @@ static void *tensors_download_exchange(void *arg)
     d->status = status;
     d->ok = status == 200 && cJSON_IsString(type) && !strcmp(type->valuestring, "tensor_result");
     d->fill_s = d->ok && cJSON_IsNumber(fill) ? fill->valuedouble : 0.0;
-    d->ended_s = http_clock_s();
+    d->ended_s = clock_monotonic_s();
     __atomic_store_n(&d->done, 1, __ATOMIC_RELEASE);
     tensors_download_release(d);
     return NULL;
@@ -755,7 +755,7 @@ static void tensors_download_answered(void *cls, unsigned long long sent, int co
 {
     tensor_download *d = cls;
 
-    d->answered_s = http_clock_s();
+    d->answered_s = clock_monotonic_s();
     d->bytes_sent = sent;
     d->complete = complete;
     if (!complete) __atomic_store_n(&d->progress->cancel, 1, __ATOMIC_RELEASE);
@@ -804,7 +804,7 @@ static void tensors_download_streamed(http_request *req, const tensor_entry *t, 
     snprintf(d->device, sizeof d->device, "%s", t->device);
     snprintf(d->format, sizeof d->format, "%s", format ? format : "npy");
     d->arrived_s = req->arrived_s;
-    d->sent_s = http_clock_s();
+    d->sent_s = clock_monotonic_s();
     err = pthread_attr_init(&attr);
     if (!err) {
         (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -822,7 +822,7 @@ static void tensors_download_streamed(http_request *req, const tensor_entry *t, 
     while (__atomic_load_n(&d->progress->state, __ATOMIC_ACQUIRE) == TENSOR_DOWNLOAD_WAITING &&
            !__atomic_load_n(&d->done, __ATOMIC_ACQUIRE))
         tensors_backoff(&ns);
-    d->started_s = http_clock_s();
+    d->started_s = clock_monotonic_s();
     if (__atomic_load_n(&d->done, __ATOMIC_ACQUIRE) && !d->ok) {
         tensors_reply_error(d->reply, d->status, &e);
         tensors_download_release(d);
@@ -840,10 +840,10 @@ static void tensors_download_streamed(http_request *req, const tensor_entry *t, 
     /* For clients (curl -D), in ms: the wait for the worker, and the time to the first
      * byte. The fill overlaps the send, so it is no longer a phase before the first byte. */
     snprintf(timing, sizeof timing, "queue;dur=%.1f, ttfb;dur=%.1f", (d->started_s - d->sent_s) * 1e3,
-             (http_clock_s() - req->arrived_s) * 1e3);
+             (clock_monotonic_s() - req->arrived_s) * 1e3);
     (void)http_add_header(req, "Server-Timing", timing); /* logs when it cannot; the bytes go without it */
     d->answered = 1;
-    d->queued_s = http_clock_s();
+    d->queued_s = clock_monotonic_s();
     http_send_stream(req, 200, "application/octet-stream", total, TENSORS_STREAM_BLOCK_BYTES, &tensors_download_read,
                      &tensors_download_answered, d);
 }
@@ -885,13 +885,13 @@ void route_tensor_data(http_request *req)
             return;
         }
     }
-    sent_s = http_clock_s();
+    sent_s = clock_monotonic_s();
     if (tensors_exchange(t.device, msg, -1, &reply, &reply_fd, &gen, &e) != 0) {
         cJSON_Delete(msg);
         http_send_error(req, &e);
         return;
     }
-    exchange_s = http_clock_s() - sent_s;
+    exchange_s = clock_monotonic_s() - sent_s;
     cJSON_Delete(msg);
     bytes = cJSON_GetObjectItem(reply, "bytes");
     fill = cJSON_GetObjectItem(reply, "fill_s");

@@ -4,14 +4,15 @@
  * and one thread (the worker's loop) touches it, so there is no lock.
  *
  * Uploads are copied out of the front's memfd into the buffer: on the cpu device one
- * memcpy from the mapping; on a GPU the worker page-locks its read-only mapping of the memfd
- * (cudaHostRegister) and the copy is a DMA straight out of the memfd's pages, queued on the
- * worker's copy stream while the CPU computes the fingerprint, then synchronised (so no
- * later kernel can see it in flight) and the mapping unlocked. Where the driver refuses to
- * lock the mapping, each piece is pread into one half of the pinned staging buffer while
- * the other half's DMA runs. On the H200 (1 GiB) one cudaMemcpy from the pageable mapping,
- * staged by the driver, took 0.27 s, and the pread staging 0.34 s: one thread copies memory
- * at ~3 GB/s on that VM, so the copy that costs nothing is the one not made.
+ * memcpy from the mapping; on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its
+ * read-only mapping of the memfd (cudaHostRegister) and the copy is a DMA straight out of
+ * the memfd's pages, queued on the worker's copy stream while the CPU computes the
+ * fingerprint, then synchronised (so no later kernel can see it in flight) and the mapping
+ * unlocked. Smaller uploads, and any the driver refuses to lock, are one cudaMemcpy from the
+ * pageable mapping, which the driver stages. On the H200 (1 GiB) that staged copy took
+ * 0.27 s, the page-locked one 0.11 s; a pread through a pinned double buffer took 0.34 s,
+ * worse than the driver: one thread copies memory at ~3 GB/s on that VM, so the copy that
+ * costs nothing is the one not made.
  *
  * Downloads are written into a fresh memfd with pwrite: straight from the buffer on the cpu
  * device, through a pinned staging buffer (WT_STAGING_BYTES at a time) from a GPU. (They are
@@ -30,6 +31,7 @@
  */
 #include "worker_tensors.h"
 
+#include "clock_text.h"
 #include "host_memory.h"
 
 #include <errno.h>
@@ -39,7 +41,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
@@ -59,31 +60,22 @@ static wt_entry *wt_table;
 static int wt_count, wt_cap;
 static int wt_on_gpu;
 
-/* Transfers between a GPU and a memfd go through this buffer (page-locked, so the DMA
- * reads or writes it directly), one piece at a time: downloads device → buffer → pwrite;
- * uploads pread → one half of it while the other half's DMA runs. Allocated at the first
- * transfer, kept for the worker's life; plain malloc when cudaMallocHost refuses (the copy
- * is then staged by the driver, slower but correct). 32 MiB: a piece's DMA takes ~1 ms at
- * H200 PCIe rates, small beside its pwrite or pread (~5-10 ms at 3-6 GB/s). */
+/* Downloads from a GPU: device → this buffer (page-locked, so the DMA goes straight into
+ * it) → pwrite into the memfd, one piece at a time. Allocated at the first download, kept
+ * for the worker's life; plain malloc when cudaMallocHost refuses (the copy is then staged
+ * by the driver, slower but correct). 32 MiB: a piece's DMA takes ~1 ms at H200 PCIe rates,
+ * small beside its pwrite (~5-10 ms at 3-6 GB/s). */
 #define WT_STAGING_BYTES ((size_t)32 << 20)
 static void *wt_staging;
 static int wt_staging_pinned;
 /* Uploads from this size on are copied from their page-locked mapping (wt_pin_upload);
- * smaller ones through the staging buffer, where locking and unlocking pages would cost more
- * than the copy. */
+ * smaller ones with one driver-staged cudaMemcpy, where locking and unlocking the pages
+ * would cost more than the copy. */
 #define WT_PIN_MIN_BYTES ((size_t)4 << 20)
-/* The uploads' copies: their own stream, and one event per staging half (its DMA done). */
+/* The copies from page-locked uploads: queued here, so the fingerprint can run meanwhile. */
 static cudaStream_t wt_copy_stream;
-static cudaEvent_t wt_half_free[2];
 
 void worker_tensors_init(int on_gpu) { wt_on_gpu = on_gpu; }
-
-static double wt_clock_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- memory ---------------- */
 
@@ -130,7 +122,7 @@ static void wt_release(void *p)
     }
 }
 
-/* The staging buffer, made at the first transfer. 0, or -1 with e. */
+/* The download staging buffer, made at the first download. 0, or -1 with e. */
 static int wt_staging_ready(api_error *e)
 {
     cudaError_t ce;
@@ -140,27 +132,11 @@ static int wt_staging_ready(api_error *e)
     wt_staging_pinned = ce == cudaSuccess;
     if (ce == cudaSuccess) return 0;
     (void)cudaGetLastError();
-    log_warn("cudaMallocHost of the %zu-byte staging buffer failed at %s:%d: %s; using pageable memory",
+    log_warn("cudaMallocHost of the %zu-byte download staging buffer failed at %s:%d: %s; using pageable memory",
              WT_STAGING_BYTES, __FILE__, __LINE__, cudaGetErrorString(ce));
     wt_staging = malloc(WT_STAGING_BYTES);
     if (wt_staging) return 0;
-    return api_fail(e, 500, "internal", "", "no memory for the staging buffer (%zu bytes)", WT_STAGING_BYTES);
-}
-
-/* All n bytes at offset off of fd into buf. 0, or -1 with errno. */
-static int wt_pread_all(int fd, void *buf, size_t n, uint64_t off)
-{
-    uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t r = pread(fd, p, n, (off_t)off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            if (r == 0) errno = EIO; /* the front sized the memfd: short means it shrank */
-            return -1;
-        }
-        p += r, n -= (size_t)r, off += (uint64_t)r;
-    }
-    return 0;
+    return api_fail(e, 500, "internal", "", "no memory for the download staging buffer (%zu bytes)", WT_STAGING_BYTES);
 }
 
 static int wt_cuda_failed(cudaError_t ce, const char *what, size_t bytes, api_error *e)
@@ -169,23 +145,21 @@ static int wt_cuda_failed(cudaError_t ce, const char *what, size_t bytes, api_er
     return api_fail(e, 500, "cuda_error", "", "%s (%zu bytes) failed: %s", what, bytes, cudaGetErrorString(ce));
 }
 
-/* The uploads' copy stream and its events, made at the first upload. 0, or -1 with e. */
+/* The copy stream, made at the first page-locked upload. 0, or -1 with e. */
 static int wt_copy_stream_ready(api_error *e)
 {
     cudaError_t ce;
-    int i;
 
     if (wt_copy_stream) return 0;
     ce = cudaStreamCreateWithFlags(&wt_copy_stream, cudaStreamNonBlocking);
-    for (i = 0; i < 2 && ce == cudaSuccess; i++) ce = cudaEventCreateWithFlags(&wt_half_free[i], cudaEventDisableTiming);
     if (ce == cudaSuccess) return 0;
-    wt_copy_stream = NULL; /* what was made stays; the next upload tries again */
+    wt_copy_stream = NULL;
     return wt_cuda_failed(ce, "creating the upload copy stream", 0, e);
 }
 
 /* Page-lock an upload's mapping so its copies are DMA straight out of the memfd's pages:
  * no CPU copy at all. 1 when it is registered (unregister it after the copies), 0 when
- * the driver refused (the copies then go through the staging buffer; said once). */
+ * the driver refused (the copies are then staged by the driver; said once). */
 static int wt_pin_upload(void *map, size_t bytes)
 {
     static int said;
@@ -194,8 +168,8 @@ static int wt_pin_upload(void *map, size_t bytes)
     if (ce == cudaSuccess) return 1;
     (void)cudaGetLastError();
     if (!said++)
-        log_info("cudaHostRegister of an upload's read-only mapping (%zu bytes) failed: %s; uploads are copied "
-                 "through the staging buffer", bytes, cudaGetErrorString(ce));
+        log_info("cudaHostRegister of an upload's read-only mapping (%zu bytes) failed: %s; uploads are staged "
+                 "by the driver", bytes, cudaGetErrorString(ce));
     return 0;
 }
 
@@ -207,48 +181,27 @@ static void wt_unpin_upload(void *map)
     log_warn("cudaHostUnregister of an upload's mapping failed at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
 }
 
-/* An upload's span [off, off + bytes) of the memfd fd (src: the same bytes, mapped;
- * src_pinned: that mapping is page-locked) into dst (device memory on a GPU, host memory
- * on the cpu device). 0, or -1 with e. From a pinned mapping the copy is only queued on
- * wt_copy_stream: wt_copies_done waits for it. */
-static int wt_copy_in(void *dst, int fd, uint64_t off, const void *src, int src_pinned, size_t bytes, api_error *e)
+/* An upload's bytes at src (the mapping of its memfd; src_pinned: page-locked) into dst
+ * (device memory on a GPU, host memory on the cpu device). 0, or -1 with e. From a
+ * page-locked mapping the copy is only queued on wt_copy_stream: wt_copies_done waits for it. */
+static int wt_copy_in(void *dst, const void *src, int src_pinned, size_t bytes, api_error *e)
 {
-    const size_t half = WT_STAGING_BYTES / 2;
-    size_t done, piece;
-    cudaError_t ce = cudaSuccess;
-    int i;
+    cudaError_t ce;
 
     if (!wt_on_gpu) {
         memcpy(dst, src, bytes);
         return 0;
     }
-    if (wt_copy_stream_ready(e) != 0) return -1;
     if (src_pinned) { /* only queued: the caller fingerprints while it runs, then wt_copies_done */
+        if (wt_copy_stream_ready(e) != 0) return -1;
         ce = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, wt_copy_stream);
-        return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpyAsync HtoD from the pinned upload", bytes, e);
+        return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpyAsync HtoD from the page-locked upload", bytes, e);
     }
-    if (wt_staging_ready(e) != 0) return -1;
-    if (!wt_staging_pinned) { /* the driver stages pageable memory itself */
-        ce = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
-        if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
-        return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpy HtoD (pageable)", bytes, e);
-    }
-    for (done = 0, i = 0; done < bytes; done += piece, i ^= 1) {
-        uint8_t *buf = (uint8_t *)wt_staging + (size_t)i * half;
-        piece = bytes - done < half ? bytes - done : half;
-        /* This half's previous DMA must have read it before pread overwrites it. */
-        if (done >= 2 * half && (ce = cudaEventSynchronize(wt_half_free[i])) != cudaSuccess) break;
-        if (wt_pread_all(fd, buf, piece, off + done) != 0) {
-            (void)cudaStreamSynchronize(wt_copy_stream);
-            return api_fail(e, 500, "internal", "", "reading the upload from its memfd: %s", strerror(errno));
-        }
-        ce = cudaMemcpyAsync((uint8_t *)dst + done, buf, piece, cudaMemcpyHostToDevice, wt_copy_stream);
-        if (ce == cudaSuccess) ce = cudaEventRecord(wt_half_free[i], wt_copy_stream);
-        if (ce != cudaSuccess) break;
-    }
-    if (ce == cudaSuccess) ce = cudaStreamSynchronize(wt_copy_stream);
-    else (void)cudaStreamSynchronize(wt_copy_stream);
-    return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpyAsync HtoD through the staging buffer", bytes, e);
+    /* Pageable: the driver stages it. The synchronise orders it before any later kernel on
+     * the worker's non-blocking stream. */
+    ce = cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice);
+    if (ce == cudaSuccess) ce = cudaDeviceSynchronize();
+    return ce == cudaSuccess ? 0 : wt_cuda_failed(ce, "cudaMemcpy HtoD", bytes, e);
 }
 
 /* The copies wt_copy_in queued from a pinned upload have ended. 0, or -1 with e. */
@@ -424,7 +377,7 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
     struct stat st;
     void *map = MAP_FAILED;
     size_t map_bytes = 0;
-    double need = 0.0, avail, t0 = wt_clock_s(), fingerprint_s = 0.0, fp_start;
+    double need = 0.0, avail, t0 = clock_monotonic_s(), fingerprint_s = 0.0, fp_start;
     int n = 0, added = 0, i, map_pinned = 0;
     cJSON *out = NULL, *arr;
 
@@ -459,14 +412,15 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
         }
     }
     if (map_bytes > 0) {
-        /* The cpu device memcpys from the mapping: populated, no fault per page. On a GPU
-         * it is page-locked, which faults it in (wt_pin_upload). */
-        map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED | (wt_on_gpu ? 0 : MAP_POPULATE), fd, 0);
+        /* Populated (no fault per page during the copy), unless it is to be page-locked,
+         * which faults it in itself (wt_pin_upload). */
+        const int to_pin = wt_on_gpu && map_bytes >= WT_PIN_MIN_BYTES;
+        map = mmap(NULL, map_bytes, PROT_READ, MAP_SHARED | (to_pin ? 0 : MAP_POPULATE), fd, 0);
         if (map == MAP_FAILED) {
             api_fail(e, 500, "internal", "", "mmap of the upload (%zu bytes) failed: %s", map_bytes, strerror(errno));
             return NULL;
         }
-        if (wt_on_gpu && map_bytes >= WT_PIN_MIN_BYTES) map_pinned = wt_pin_upload(map, map_bytes);
+        if (to_pin) map_pinned = wt_pin_upload(map, map_bytes);
     }
     out = cJSON_CreateObject();
     arr = out ? cJSON_AddArrayToObject(out, "tensors") : NULL;
@@ -484,16 +438,16 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
         cJSON *o;
 
         if (wt_alloc(&p, bytes, id, e) != 0) goto fail;
-        if ((bytes && wt_copy_in(p, fd, off, src, map_pinned, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
+        if ((bytes && wt_copy_in(p, src, map_pinned, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
             if (!e->status) api_fail(e, 500, "internal", "", "out of memory for the tensor table");
             if (map_pinned) (void)cudaStreamSynchronize(wt_copy_stream); /* no copy still writes p */
             wt_release(p);
             goto fail;
         }
         added++;
-        fp_start = wt_clock_s();
+        fp_start = clock_monotonic_s();
         snprintf(fp, sizeof fp, "%016llx", (unsigned long long)fingerprint_bytes(bytes ? src : (const void *)"", bytes));
-        fingerprint_s += wt_clock_s() - fp_start;
+        fingerprint_s += clock_monotonic_s() - fp_start;
         o = cJSON_CreateObject();
         if (!o || !cJSON_AddStringToObject(o, "id", id) || !cJSON_AddStringToObject(o, "fingerprint", fp) ||
             !cJSON_AddItemToArray(arr, o)) {
@@ -507,7 +461,7 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
     if (map != MAP_FAILED) munmap(map, map_bytes);
     /* copy_s: the worker's time not spent fingerprinting. From a pinned mapping the DMA runs
      * while the fingerprint is computed, so it is what the copy added, not its duration. */
-    if (!cJSON_AddNumberToObject(out, "copy_s", wt_clock_s() - t0 - fingerprint_s) ||
+    if (!cJSON_AddNumberToObject(out, "copy_s", clock_monotonic_s() - t0 - fingerprint_s) ||
         !cJSON_AddNumberToObject(out, "fingerprint_s", fingerprint_s)) {
         api_fail(e, 500, "internal", "", "out of memory");
         map = MAP_FAILED;
@@ -564,7 +518,7 @@ static cJSON *wt_get(const cJSON *msg, int in_fd, int *out_fd, api_error *e)
     cJSON *out;
     int fd, failed = 1;
     tensor_download_progress *progress = NULL;
-    double t0 = wt_clock_s();
+    double t0 = clock_monotonic_s();
 
     if (!src) {
         api_fail(e, 410, "gone", "id", "tensor %s is not on this worker (it restarted)",
@@ -604,7 +558,7 @@ static cJSON *wt_get(const cJSON *msg, int in_fd, int *out_fd, api_error *e)
         failed = 0;
     out = failed ? NULL : cJSON_CreateObject();
     if (!failed && (!out || !cJSON_AddNumberToObject(out, "bytes", (double)total) ||
-                    !cJSON_AddNumberToObject(out, "fill_s", wt_clock_s() - t0))) {
+                    !cJSON_AddNumberToObject(out, "fill_s", clock_monotonic_s() - t0))) {
         cJSON_Delete(out);
         out = NULL;
         failed = 1;
