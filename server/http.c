@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <poll.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -397,17 +398,18 @@ static int http_route_match(const char *pattern, const char *path, const char **
     return 1;
 }
 
-/* Does the route for method and url take its body as a stream (http_streaming_routes)? */
-static int http_streaming_route(const char *method, const char *url)
+/* The streaming route (http_stream_routes) for method and url; NULL when its body is held. */
+static const http_stream_route *http_streaming_route(const char *method, const char *url)
 {
     char id_buf[128];
     const char *id;
     size_t i;
 
-    if (strcmp(method, "POST") != 0) return 0;
-    for (i = 0; http_streaming_routes[i]; i++)
-        if (http_route_match(http_streaming_routes[i], url, &id, id_buf, sizeof id_buf)) return 1;
-    return 0;
+    if (strcmp(method, "POST") != 0) return NULL;
+    for (i = 0; http_stream_routes[i].pattern; i++)
+        if (http_route_match(http_stream_routes[i].pattern, url, &id, id_buf, sizeof id_buf))
+            return &http_stream_routes[i];
+    return NULL;
 }
 
 static void http_route_request(http_request *req)
@@ -520,7 +522,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!auth_check(method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_AUTHORIZATION)))
             return http_dispatch(conn, url, method, c);
-        if (http_streaming_route(method, url)) {
+        if (http_streaming_route(method, url) != NULL) {
             c->fd = memfd_create("attnd-upload", MFD_CLOEXEC);
             if (c->fd < 0) {
                 log_error("memfd_create for an upload: %s", strerror(errno));
@@ -738,6 +740,20 @@ void http_quiesce(void)
 }
 
 int http_in_flight(void) { return atomic_load(&http_requests_in_flight); }
+
+int http_client_gone(const http_request *req)
+{
+    const union MHD_ConnectionInfo *info =
+        req->conn ? MHD_get_connection_info(req->conn, MHD_CONNECTION_INFO_CONNECTION_FD) : NULL;
+    struct pollfd p;
+
+    if (!info) return 0;
+    p.fd = info->connect_fd;
+    p.events = POLLRDHUP;
+    p.revents = 0;
+    /* The peer closed its side (POLLRDHUP) or the socket failed: nobody will read the answer. */
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
 
 void http_stop(void)
 {

@@ -43,6 +43,7 @@ typedef struct http_request {
     const char *route;       /* the pattern of the route that handled it; NULL when none */
     char id_buf[128];        /* the {id} segment, NUL-terminated */
     int queue_failed;        /* libmicrohttpd refused the answer: close the connection */
+    void *hold;              /* streaming routes: what the route's admit set (http_stream_route) */
     int n_headers;
     char header_name[HTTP_MAX_EXTRA_HEADERS][32];
     char header_value[HTTP_MAX_EXTRA_HEADERS][96];
@@ -65,10 +66,31 @@ typedef struct http_route {
 extern const http_route http_routes[];
 extern const size_t http_routes_count;
 
-/* Patterns of the POST routes whose body streams (routes.c; NULL-terminated): it is written
- * to a memfd as it arrives (http_request.body_fd), never held in memory, and bounded by
- * 64 GiB instead of max_body_bytes (the handler checks the memory budget). */
-extern const char *const http_streaming_routes[];
+/* A POST route whose body streams: it is written to a memfd as it arrives
+ * (http_request.body_fd), never held in memory, and bounded by max_upload_bytes and by the
+ * route's own admission control instead of max_body_bytes. */
+#define HTTP_LENGTH_CHUNKED (~0ULL) /* admit's declared length of a chunked body */
+typedef struct http_stream_route {
+    const char *pattern;
+    /* When the headers are in, before any body byte is read (req has method, path, query and
+     * settings; no body). declared: the Content-Length, or HTTP_LENGTH_CHUNKED. 0 to admit,
+     * with *hold set (NULL allowed); -1 with e to refuse: e is answered at once, the body is
+     * never read and the connection closes. */
+    int (*admit)(const http_request *req, unsigned long long declared, void **hold, api_error *e);
+    /* Before the body grows to total bytes, when that is more than was declared (a chunked
+     * body: every piece). 0 to go on; -1 with e to cut the body off (answered e, connection
+     * closed). NULL: only max_upload_bytes bounds it. */
+    int (*grow)(void *hold, unsigned long long total, api_error *e);
+    /* Once, when the request ends, whatever happened; after the handler when it ran. */
+    void (*release)(void *hold);
+} http_stream_route;
+
+/* The streaming routes (routes.c), ended by an entry whose pattern is NULL. */
+extern const http_stream_route http_stream_routes[];
+
+/* Has the client of req gone away (closed or reset its connection)? For handlers that wait
+ * (a queued synchronous run): 1 gone, 0 still there. Never blocks, never reads request bytes. */
+int http_client_gone(const http_request *req);
 
 /* Listen on s->listen and serve until http_stop. Prints one line on stdout once listening:
  *   attnd listening on http://HOST:PORT

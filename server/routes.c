@@ -337,4 +337,7 @@ const http_route http_routes[] = {
 const size_t http_routes_count = sizeof http_routes / sizeof http_routes[0];
 
 /* POST bodies written to a memfd as they arrive (http.h): tensor uploads. */
-const char *const http_streaming_routes[] = {"/v1/tensors", NULL};
+const http_stream_route http_stream_routes[] = {
+    {"/v1/tensors", tensors_upload_admit, tensors_upload_grow, tensors_upload_release},
+    {NULL, NULL, NULL, NULL},
+};

@@ -61,8 +61,24 @@ static const setting_def setting_table[] = {
      "a job running longer is failed and its worker killed and restarted", NULL},
     {"max_body_bytes", SETTING_INT64, FIELD(max_body_bytes), "1048576", 1024, 64LL << 30, "bytes",
      "request bodies larger than this get 413", NULL},
+    {"max_upload_bytes", SETTING_INT64, FIELD(max_upload_bytes), "68719476736", 1024, 1LL << 40, "bytes",
+     "tensor uploads (streamed bodies) larger than this get 413 before any byte is read", NULL},
+    {"max_connections", SETTING_INT, FIELD(max_connections), "512", 16, 65536, "connections",
+     "open HTTP connections (one thread each); beyond it new connections are refused, and under "
+     "pressure the oldest ones still sending their request head are closed first", NULL},
+    {"max_connections_per_ip", SETTING_INT, FIELD(max_connections_per_ip), "64", 1, 65536, "connections",
+     "open HTTP connections from one client address; more are closed as they are accepted", NULL},
+    {"header_timeout_s", SETTING_INT, FIELD(header_timeout_s), "60", 1, 3600, "s",
+     "a request's whole head (request line and headers) must arrive within this, however it "
+     "trickles; else the connection is closed (nginx's client_header_timeout)", NULL},
+    {"idle_timeout_s", SETTING_INT, FIELD(idle_timeout_s), "75", 1, 86400, "s",
+     "a connection that sends or takes no byte this long is closed: keep-alive, a stalled body "
+     "or a stalled reader (nginx's keepalive_timeout)", NULL},
     {"memory_budget_bytes", SETTING_INT64, FIELD(memory_budget_bytes), "0", 0, 1LL << 50, "bytes",
      "device memory a worker may hold per device; 0: the device's free memory", NULL},
+    {"max_tensors", SETTING_INT, FIELD(max_tensors), "4096", 1, 1000000, "tensors",
+     "resident tensors held at once, gone ones included until deleted; an upload past it gets 507 "
+     "before anything is stored", NULL},
     {"token_file", SETTING_STRING, FIELD(token_file), "", 0, 0, "path",
      "file of bearer tokens, one a line; empty: no authentication", NULL},
     {"public_reads", SETTING_BOOL, FIELD(public_reads), "false", 0, 1, "",
@@ -76,6 +92,9 @@ static const setting_def setting_table[] = {
     {"verify_cpu_max_macs", SETTING_INT64, FIELD(verify_cpu_max_macs), "1000000000", 0,
      1000000000000000LL, "MACs",
      "verify on the cpu fp64 reference up to this many B*H*Sq*Skv*D; above, a GPU fp32 reference", NULL},
+    {"cpu_max_macs", SETTING_INT64, FIELD(cpu_max_macs), "50000000000", 0, 1000000000000000LL, "MACs",
+     "a run on the cpu device whose forward costs more than this many B*H*Sq*Skv*D is refused 422 "
+     "with the estimate (it would hold the cpu worker for minutes); 0: no limit", NULL},
     {"cpu_threads", SETTING_INT, FIELD(cpu_threads), "0", 0, 1024, "threads",
      "threads of the cpu reference; 0: one per core", NULL},
     {"enable_fault_injection", SETTING_BOOL, FIELD(enable_fault_injection), "false", 0, 1, "",

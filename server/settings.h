@@ -14,6 +14,13 @@ typedef struct settings {
     int queue_depth;              /* jobs waiting per device before 429 */
     int job_timeout_s;            /* a job running longer is killed with its worker */
     long long max_body_bytes;     /* request bodies larger get 413 */
+    long long max_upload_bytes;   /* a streamed body (tensor upload) larger gets 413 */
+    int max_connections;          /* open HTTP connections (one thread each) */
+    int max_connections_per_ip;   /* open HTTP connections from one client address */
+    int header_timeout_s;         /* a request's whole head must arrive within this */
+    int idle_timeout_s;           /* a connection silent this long is closed */
+    int max_tensors;              /* resident tensors in the table at once */
+    long long cpu_max_macs;       /* a cpu run whose forward costs more is refused 422 */
     long long memory_budget_bytes;/* per device; 0: the device's free memory */
     char token_file[512];         /* bearer tokens, one a line; "": no auth */
     int public_reads;             /* with token_file: GET/HEAD need no token */

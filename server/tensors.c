@@ -584,6 +584,17 @@ out:
     free(specs);
 }
 
+/* Admission control of uploads (tensors.h). Placeholder: admits everything. */
+int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e)
+{
+    *hold = NULL;
+    return 0;
+}
+
+int tensors_upload_grow(void *hold, unsigned long long total, api_error *e) { return 0; }
+
+void tensors_upload_release(void *hold) {}
+
 /* ---------------------------------------------------------------- reads, delete --------- */
 
 void route_tensor_list(http_request *req)

@@ -30,6 +30,13 @@ void route_tensor_get(http_request *req);
 void route_tensor_data(http_request *req);
 void route_tensor_delete(http_request *req);
 
+/* POST /v1/tensors' admission control (http_stream_route): the upload's bytes are checked
+ * against max_upload_bytes, the device's memory and memory_budget_bytes, and reserved, before
+ * any is read; a chunked body is reserved as it grows. The handler finds the hold in req->hold. */
+int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e);
+int tensors_upload_grow(void *hold, unsigned long long total, api_error *e);
+void tensors_upload_release(void *hold);
+
 /* Before the device is resolved: take shape and dtype from r's q/k/v tensors and check them
  * (404 unknown, 410 gone, 422 mismatched shapes, dtypes, devices or explicit parameters);
  * set r->device to the tensors' device when the client gave none. 0, or -1 with e. */
