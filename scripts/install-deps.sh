@@ -5,7 +5,8 @@
 #   sh scripts/install-deps.sh build       build and serve: libmicrohttpd, cJSON, SQLite headers
 #   sh scripts/install-deps.sh test        build + what make test uses (the default):
 #       apt: clang (libFuzzer targets of tests/fuzz), chromium (the dashboard test drives it
-#            headless), openssl (self-signed certificates for the TLS tests)
+#            headless), openssl (self-signed certificates for the TLS tests), jq (the README's
+#            examples are run as printed)
 #       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
 #            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
 #            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), setuptools and wheel
@@ -29,6 +30,7 @@ test)
     need_command clang clang
     need_command chromium chromium
     need_command openssl openssl
+    need_command jq jq
     for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
              schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
              setuptools:setuptools wheel:wheel; do

@@ -1,5 +1,7 @@
 """The server as a process and its read-only endpoints: --help, settings precedence,
 /healthz, /readyz, /v1/device, /v1/variants, unknown paths and methods, SIGTERM."""
+import json
+import re
 import subprocess
 
 import pytest
@@ -9,7 +11,8 @@ from attnd_api_helpers import REPO, attnd_bin, error_of, tiny
 
 SETTINGS = ["listen", "data_dir", "config", "devices", "queue_depth", "job_timeout_s", "max_body_bytes",
             "memory_budget_bytes", "token_file", "log_level", "verify_cpu_max_macs", "cpu_threads",
-            "enable_fault_injection"]
+            "enable_fault_injection", "max_upload_bytes", "max_connections", "max_connections_per_ip",
+            "header_timeout_s", "idle_timeout_s", "max_tensors", "cpu_max_macs"]
 
 CPU_VARIANTS = {"reference"}
 GPU_VARIANTS = {"naive", "naive_inplace", "math"}
@@ -131,3 +134,18 @@ def test_sigterm_exits_zero_promptly(start_server):
     assert r.status_code == 200, r.text[:500]
     secs = srv.stop_checked()
     assert secs < 10.0
+
+
+def test_readme_gpu_example_shows_the_error_without_a_gpu(server):
+    # The README's curl | jq example, run as printed against this GPU-less server: the
+    # answer is the 503 body, not a jq error.
+    with open(REPO + "/README.md") as f:
+        readme = f.read()
+    m = re.search(r"^(curl -s -X POST 'localhost:8080/run\?backend=math' \| jq .*)$", readme, re.M)
+    assert m, "the README's GPU example is gone"
+    cmd = m.group(1).replace("localhost:8080", server.url.split("//", 1)[1])
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    err = json.loads(p.stdout)["error"]
+    assert err["code"] == "no_device" and err["field"] == "device"
+    assert err["message"] in readme  # the README shows the same answer

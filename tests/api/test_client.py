@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -279,3 +280,58 @@ def test_upload_torch_like_tensor(client):
     assert t["dtype"] == "bf16"
     got = client.download(t["id"])
     assert got.view(np.uint16).tobytes() == b.view(torch.int16).numpy().tobytes()
+
+
+def test_big_seeds_travel_as_strings(client):
+    # JSON numbers above 2^53 lose digits in every double-based reader: the client sends
+    # them as decimal strings, and the record keeps every digit.
+    for seed in (2 ** 53 + 1, 2 ** 64 - 1):
+        rec = client.run(**tiny(seed=seed))
+        assert rec["params"]["seed"] == str(seed)
+    assert client.run(**tiny(seed=12345))["params"]["seed"] == 12345  # small ones stay numbers
+
+
+def test_429_is_retried_after_retry_after(start_server):
+    # One job hangs on the worker and one waits (queue_depth 1): a third is refused 429
+    # until the hung job times out. With retry_429 the client waits Retry-After and gets in.
+    import threading
+
+    srv = start_server(extra=["--enable-fault-injection", "true", "--queue-depth", "1", "--job-timeout-s", "3",
+                              "--cpu-threads", "1"])
+    blockers = [threading.Thread(target=lambda: attnd.Client(srv.url, timeout=60).run(check=False,
+                                                                                      **tiny(fault="hang")))
+                for _ in range(2)]
+    for t in blockers:
+        t.start()
+        time.sleep(0.5)
+    try:
+        with pytest.raises(attnd.AttndError) as ei:
+            attnd.Client(srv.url, timeout=60).run(**tiny())
+        assert ei.value.status == 429 and ei.value.code == "queue_full" and ei.value.retry_after is not None
+        t0 = time.monotonic()
+        rec = attnd.Client(srv.url, timeout=60, retry_429=30).run(**tiny())
+        assert rec["status"] == "done" and time.monotonic() - t0 >= 1.0
+    finally:
+        for t in blockers:
+            t.join(timeout=30)
+
+
+def test_connection_is_retried_until_the_server_is_up(start_server):
+    import socket
+    import threading
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    started = {}
+    starter = threading.Timer(1.5, lambda: started.setdefault(
+        "srv", start_server(extra=["--listen", "127.0.0.1:%d" % port, "--cpu-threads", "1"])))
+    starter.start()
+    try:
+        c = attnd.Client("http://127.0.0.1:%d" % port, timeout=30, retry_connect=8)
+        assert c.health() == {"status": "ok"}
+        with pytest.raises(attnd.AttndError) as ei:  # without retries the same gap is an error at once
+            attnd.Client("http://127.0.0.1:9", timeout=5).health()
+        assert ei.value.code == "connection_error"
+    finally:
+        starter.join()

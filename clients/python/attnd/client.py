@@ -16,9 +16,15 @@ import urllib.parse
 
 import numpy as np
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 TERMINAL_STATUSES = ("done", "failed", "cancelled")
+# A JSON number is a double to most readers (the server's cJSON too): integers beyond this
+# travel as strings, which the server reads exactly (seeds go up to 2**64 - 1).
+JSON_SAFE_INT = 2**53 - 1
+RETRY_AFTER_MAX_S = 60.0
 
 
 class AttndError(Exception):
@@ -42,6 +48,14 @@ class AttndError(Exception):
         self.retry_after = retry_after
         where = " (field %s)" % self.field if self.field else ""
         super().__init__("%s %s: %s%s" % (status, code, message, where))
+
+
+class _CappedRetry(Retry):
+    """urllib3's Retry, with a server's Retry-After waited for at most RETRY_AFTER_MAX_S."""
+
+    def get_retry_after(self, response):
+        seconds = super().get_retry_after(response)
+        return None if seconds is None else min(seconds, RETRY_AFTER_MAX_S)
 
 
 def _retry_after(resp):
@@ -109,17 +123,37 @@ class Client:
     timeout  seconds for one HTTP exchange (a synchronous run included)
     verify   TLS: True (system CAs), False, or a CA bundle path (a self-signed server)
     retry_429  how many times to retry a 429 queue_full after its Retry-After (default 0)
+    retry_connect  how many times to retry a connection that could not be made (default 0):
+             nothing was sent, so a POST is safe to repeat; a request cut off after it was
+             sent is never retried (the run may have been queued)
+    Both retries are urllib3's Retry, mounted on the session's adapters.
     """
 
-    def __init__(self, url=None, token=None, timeout=600.0, verify=True, retry_429=0, session=None):
+    def __init__(self, url=None, token=None, timeout=600.0, verify=True, retry_429=0, session=None,
+                 retry_connect=0):
         self.url = (url or os.environ.get("ATTND_URL") or DEFAULT_URL).rstrip("/")
         self.token = token if token is not None else os.environ.get("ATTND_TOKEN") or None
         self.timeout = timeout
         self.verify = verify
         self.retry_429 = retry_429
+        self.retry_connect = retry_connect
         self.session = session or requests.Session()
+        if retry_429 or retry_connect:
+            self._mount_retries()
         if self.token:
             self.session.headers["Authorization"] = "Bearer " + self.token
+
+    def _mount_retries(self):
+        # 429 means the server refused before queueing: any method may repeat it, after the
+        # server's Retry-After. raise_on_status=False: the last 429 comes back as an answer
+        # (and becomes AttndError with its code), not as urllib3's MaxRetryError.
+        retry = _CappedRetry(total=None, connect=self.retry_connect, read=0, redirect=0, other=0,
+                             status=self.retry_429, status_forcelist=(429,) if self.retry_429 else (),
+                             allowed_methods=None, respect_retry_after_header=True, raise_on_status=False,
+                             backoff_factor=0.5, backoff_max=RETRY_AFTER_MAX_S)
+        adapter = HTTPAdapter(max_retries=retry)
+        self.session.mount("http://", adapter)
+        self.session.mount("https://", adapter)
 
     def __repr__(self):
         return "attnd.Client(%r)" % self.url
@@ -127,24 +161,18 @@ class Client:
     # -------------------------------------------------------------------- plumbing --
     def request(self, method, path, params=None, json=None, data=None, headers=None, timeout=None, ok=()):
         """One exchange; returns the requests.Response of a 2xx (or of a status in ok), else
-        raises AttndError. 429 is retried retry_429 times after Retry-After."""
-        attempt = 0
-        while True:
-            try:
-                resp = self.session.request(method, self.url + path, params=params, json=json, data=data,
-                                            headers=headers, timeout=timeout or self.timeout, verify=self.verify)
-            except requests.Timeout as exc:
-                raise AttndError(0, "timeout", "%s %s: no answer within %s s (%s)"
-                                 % (method, path, timeout or self.timeout, exc)) from exc
-            except requests.RequestException as exc:
-                raise AttndError(0, "connection_error", "%s %s%s: %s" % (method, self.url, path, exc)) from exc
-            if resp.status_code == 429 and attempt < self.retry_429:
-                attempt += 1
-                time.sleep(min(_retry_after(resp) or 1.0, 60.0))
-                continue
-            if 200 <= resp.status_code < 300 or resp.status_code in ok:
-                return resp
-            raise _error_from_response(resp)
+        raises AttndError. Retries (429, connections) happen below, in the session's Retry."""
+        try:
+            resp = self.session.request(method, self.url + path, params=params, json=json, data=data,
+                                        headers=headers, timeout=timeout or self.timeout, verify=self.verify)
+        except requests.Timeout as exc:
+            raise AttndError(0, "timeout", "%s %s: no answer within %s s (%s)"
+                             % (method, path, timeout or self.timeout, exc)) from exc
+        except requests.RequestException as exc:
+            raise AttndError(0, "connection_error", "%s %s%s: %s" % (method, self.url, path, exc)) from exc
+        if 200 <= resp.status_code < 300 or resp.status_code in ok:
+            return resp
+        raise _error_from_response(resp)
 
     def _json(self, method, path, **kw):
         resp = self.request(method, path, **kw)
@@ -184,6 +212,8 @@ class Client:
                 continue
             if k == "async_":
                 k = "async"
+            if isinstance(v, int) and not isinstance(v, bool) and abs(v) > JSON_SAFE_INT:
+                v = str(v)
             out[k] = v
         return out
 
