@@ -13,6 +13,8 @@ const runs = new Map();          // id -> record
 let cursor = 0;                  // next_after of the last page
 let shapeFollowsLatest = true;   // the shape selector follows the newest run until the user picks one
 let selectedRun = null;
+let pollError = null;            // why the last poll failed (null: it worked, or none yet)
+let polledOnce = false;          // the first poll has answered: an empty table means no runs
 
 const $ = (sel) => document.querySelector(sel);
 
@@ -85,14 +87,49 @@ async function pollHistory() {
 async function tick() {
   try {
     await pollHistory();
+    pollError = null;
+    polledOnce = true;
+    if ($("#notice").dataset.kind === "error") loadDevices();   // back: say again what it serves
     $("#conn").textContent = `live · ${runs.size} runs · after=${cursor}`;
     $("#conn").className = "muted";
-    render();
   } catch (e) {
-    $("#conn").textContent = `disconnected: ${e.message}`;
+    pollError = e.message === "Failed to fetch" ? "the server does not answer" : e.message;
+    $("#conn").textContent = `disconnected: ${pollError}`;
     $("#conn").className = "error";
   }
+  render();
   setTimeout(tick, POLL_MS);
+}
+
+// A note above the page: the server has no GPU (kind "info"), or it cannot be read ("error").
+function showNotice(kind, text) {
+  const n = $("#notice");
+  n.hidden = !text;
+  n.className = kind === "error" ? "notice error" : "notice";
+  n.dataset.kind = text ? kind : "";
+  n.textContent = text || "";
+}
+
+async function loadDevices() {
+  try {
+    const { status, body } = await getJSON("/v1/device");
+    if (status === 401) {
+      showNotice("error", "This server needs a token to read: type it in the form's token field.");
+      return;
+    }
+    if (status !== 200 || !body || !Array.isArray(body.devices)) {
+      showNotice("error", `GET /v1/device answered ${status}: the device list is not available.`);
+      return;
+    }
+    const gpus = body.devices.filter((d) => String(d.id || "").startsWith("cuda"));
+    if (!gpus.length)
+      showNotice("info", "No GPU on this server: only the cpu device serves here (backend reference, the fp64 " +
+        "oracle). GPU backends answer 503 no_device.");
+    else
+      showNotice("info", "");
+  } catch (e) {
+    showNotice("error", "The server does not answer (GET /v1/device); retrying with every poll.");
+  }
 }
 
 // ------------------------------------------------------------------------- rendering --
@@ -104,8 +141,18 @@ function render() {
   if (selectedRun != null && runs.has(selectedRun)) renderDetail(runs.get(selectedRun));
 }
 
+function emptyText() {
+  if (pollError) return `cannot read the history: ${pollError}`;
+  if (!polledOnce) return "loading the history…";
+  return "no runs yet: start one with the form above, or POST /v1/runs";
+}
+
 function renderTable() {
   const tbody = $("#runs tbody");
+  if (!runs.size) {
+    tbody.replaceChildren(el("tr", { class: "empty" }, el("td", { colSpan: 8, class: pollError ? "error" : "muted" }, emptyText())));
+    return;
+  }
   const seen = new Set([...tbody.children].map((tr) => Number(tr.dataset.id)));
   const ids = [...runs.keys()].sort((a, b) => b - a);
   const rows = ids.map((id) => {
@@ -136,15 +183,16 @@ function barChart(svg, data, label) {
   svg.setAttribute("height", Math.max(60, 20 + data.length * rowH));
   const max = Math.max(1e-12, ...data.map((d) => d.value || 0));
   const kids = [];
-  if (!data.length) kids.push(svgEl("text", { x: 10, y: 30 }, "no done run of this shape yet"));
+  if (!data.length)
+    kids.push(svgEl("text", { x: 10, y: 30, class: "empty" }, runs.size ? "no done run of this shape yet" : emptyText()));
   data.forEach((d, i) => {
     const y = 10 + i * rowH, w = d.value == null ? 0 : Math.max(1, (W - left - right) * d.value / max);
     const g = svgEl("g", { "data-backend": d.backend, "data-run": d.run });
     g.append(svgEl("text", { x: 4, y: y + 15 }, d.backend));
     const bar = svgEl("rect", { class: "bar", x: left, y: y + 3, width: w, height: rowH - 8, "data-run": d.run, "data-backend": d.backend });
-    bar.append(svgEl("title", {}, `run ${d.run}: ${label(d.value)}`));
+    bar.append(svgEl("title", {}, `run ${d.run}: ${label(d.value, d)}`));
     bar.addEventListener("click", () => { selectedRun = d.run; renderDetail(runs.get(d.run)); });
-    g.append(bar, svgEl("text", { x: left + w + 4, y: y + 15 }, label(d.value)));
+    g.append(bar, svgEl("text", { x: left + w + 4, y: y + 15, class: "value" }, label(d.value, d)));
     kids.push(g);
   });
   svg.replaceChildren(...kids);
@@ -158,8 +206,16 @@ function renderCharts() {
       latest.set(r.backend, r);
   const list = [...latest.values()].sort((a, b) => a.backend.localeCompare(b.backend));
   barChart($("#chart-timing"), list.map((r) => ({ backend: r.backend, value: median(r), run: r.id })), (v) => `${fmt(v, 2)} µs`);
-  barChart($("#chart-kernels"), list.map((r) => ({ backend: r.backend, value: kernelsPerForward(r), run: r.id })),
-    (v) => (v == null ? "n/a (no profile)" : String(v)));
+  barChart($("#chart-kernels"), list.map((r) => ({ backend: r.backend, value: kernelsPerForward(r), run: r.id,
+    why: noKernelsWhy(r) })), (v, d) => (v == null ? `n/a (${d.why})` : String(v)));
+}
+
+// Why a done run has no kernel count: it did not ask for one, or it launched no GPU kernel.
+function noKernelsWhy(r) {
+  const p = r.params || {};
+  if (p.profile === false) return "profile off";
+  if (deviceOf(r) === "cpu") return "cpu run: no GPU kernels";
+  return "no kernel table";
 }
 
 function renderDetail(r) {
@@ -175,7 +231,7 @@ function renderDetail(r) {
     el("td", {}, k.kind), el("td", { class: "name" }, k.name), el("td", {}, k.calls), el("td", {}, fmt(k.gpu_us, 2)),
     el("td", {}, k.launch_api || ""), el("td", {}, k.grid ? k.grid.join("×") : ""), el("td", {}, k.block ? k.block.join("×") : ""),
     el("td", {}, k.regs ?? ""), el("td", {}, k.occupancy == null ? "" : fmt(k.occupancy * 100, 0) + "%")));
-  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 9, class: "muted" }, "no kernel table (cpu run, or profile=false)")));
+  if (!rows.length) rows.push(el("tr", {}, el("td", { colSpan: 9, class: "muted" }, `no kernel table (${noKernelsWhy(r)})`)));
   $("#kernel-table tbody").replaceChildren(...rows);
 }
 
@@ -231,5 +287,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#f-token").value = sessionStorage.getItem("attnd-token") || "";
   $("#f-token").addEventListener("change", (e) => sessionStorage.setItem("attnd-token", e.target.value));
   $("#shape").addEventListener("change", () => { shapeFollowsLatest = false; renderCharts(); });
+  render();                      // the empty states, before the first answer
+  loadDevices();
   loadVariants().finally(tick);
 });

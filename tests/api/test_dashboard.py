@@ -193,3 +193,33 @@ def test_form_run_appears_in_table_and_chart(api, browser):
     href = browser.eval("(() => { document.querySelector('#runs tbody tr[data-id=\"%d\"]').click();"
                         " return document.querySelector('#d-trace').getAttribute('href'); })()" % run_id)
     assert href == "/v1/runs/%d/trace" % run_id
+
+
+def test_empty_no_gpu_and_error_states(start_server, browser):
+    # A fresh server with no history and no GPU: the page says so from its first paint, and
+    # says what went wrong when the server stops answering.
+    srv = start_server(extra=["--cpu-threads", "1"])
+    browser.navigate(srv.url + "/")
+    browser.wait_for("document.readyState === 'complete'", "the page")
+    first = browser.eval("document.querySelector('#runs tbody').innerText.trim()")
+    assert first in ("loading the history…", "no runs yet: start one with the form above, or POST /v1/runs"), first
+    browser.wait_for("document.querySelector('#conn').textContent.startsWith('live')", "the first poll")
+    assert browser.eval("document.querySelector('#runs tbody').innerText.trim()").startswith("no runs yet")
+    assert browser.eval("document.querySelector('#chart-timing text.empty').textContent").startswith("no runs yet")
+    note = browser.wait_for("(() => { const n = document.querySelector('#notice');"
+                            " return !n.hidden && n.dataset.kind === 'info' ? n.textContent : ''; })()", "the no-GPU note")
+    assert note.startswith("No GPU on this server")
+    # A cpu run asked to profile has no kernel table: the chart says why, not "no profile".
+    import requests
+    r = requests.post(srv.url + "/v1/runs", json={"backend": "reference", "device": "cpu", "batch": 1, "heads": 1,
+                                                   "seq": 8, "head_dim": 8, "iters": 1, "warmup": 0,
+                                                   "profile": True}, timeout=60)
+    assert r.status_code == 200, r.text
+    label = browser.wait_for("(() => { const t = document.querySelector('#chart-kernels text.value');"
+                             " return t ? t.textContent : ''; })()", "the kernels chart label")
+    assert label == "n/a (cpu run: no GPU kernels)", label
+    # The server goes away: the header and the note say so.
+    srv.stop_checked()
+    browser.wait_for("document.querySelector('#conn').textContent.startsWith('disconnected: the server does not answer')",
+                     "the disconnected state")
+    assert browser.eval("document.querySelector('#conn').className") == "error"
