@@ -3,7 +3,7 @@
  * Warm-up forwards first (module load, cuBLAS heuristics and first-touch stay out), then
  * timed forwards, each between its own pair of CUDA events, until the stopping rule says
  * enough: at least min_iters and min_time_ms, then stop when the relative standard error
- * of the mean falls below target_noise, or at max_iters / max_time_ms. `iters` > 0 times
+ * of the mean (rse) falls to target_noise, or at max_iters / max_time_ms. `iters` > 0 times
  * exactly that many. Cold mode flushes L2 (a memset of a buffer twice the L2, allocated
  * once per worker) before each timed forward, outside its events. Graph mode captures one
  * forward into a CUDA graph and times its replays. The SM clock is sampled through NVML
@@ -22,10 +22,12 @@ typedef int (*forward_fn)(exec_context *ctx, void *arg);
 
 typedef struct timing_stats {
     double median_us, mean_us, min_us, max_us, p10_us, p90_us, stdev_us;
-    double noise;          /* stdev / mean of the samples */
-    double rse;            /* relative standard error of the mean: noise / sqrt(iters) */
+    double spread;         /* stdev / mean: how far one sample strays; NAN (null) for one sample */
+    double rse;            /* relative standard error of the mean, spread / sqrt(iters): the
+                              statistic target_noise bounds; NAN (null) for one sample */
     int iters, warmup;
-    const char *stop_reason; /* "iters" (fixed count), "noise", "max_iters", "max_time" */
+    const char *stop_reason; /* "iters" (fixed count), "rse", "max_iters", "max_time",
+                                "max_time_before_min_iters" (docs/measurement.md) */
     double host_us;        /* median CPU time to enqueue one forward (graph: one replay) */
     double total_ms;       /* wall time spent timing */
     int cache_cold, graph;

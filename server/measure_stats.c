@@ -53,7 +53,7 @@ void timing_summarize(double *samples_us, int n, timing_stats *s)
     double mean, stdev;
     if (n <= 0 || !samples_us) {
         s->median_us = s->mean_us = s->min_us = s->max_us = s->p10_us = s->p90_us = s->stdev_us = 0.0;
-        s->noise = s->rse = 0.0;
+        s->spread = s->rse = NAN;
         s->iters = 0;
         return;
     }
@@ -67,8 +67,9 @@ void timing_summarize(double *samples_us, int n, timing_stats *s)
     s->p90_us = measure_percentile_sorted(samples_us, n, 0.9);
     s->mean_us = mean;
     s->stdev_us = stdev;
-    s->noise = mean > 0.0 ? stdev / mean : 0.0;
-    s->rse = s->noise / sqrt((double)n);
+    /* One sample has no spread to speak of: unknown (null), not 0. */
+    s->spread = n > 1 && mean > 0.0 ? stdev / mean : NAN;
+    s->rse = s->spread / sqrt((double)n);
 }
 
 /* ---------------------------------------------------------------- stopping rule ------- */
@@ -78,13 +79,14 @@ const char *timing_stop_reason(const run_request *r, const double *samples_us, i
     double mean, stdev, rse;
     if (r->iters > 0) return n >= r->iters ? "iters" : NULL;
     if (r->max_iters > 0 && n >= r->max_iters) return "max_iters";
-    if (r->max_time_ms > 0.0 && elapsed_ms >= r->max_time_ms && n >= 1) return "max_time";
+    if (r->max_time_ms > 0.0 && elapsed_ms >= r->max_time_ms && n >= 1)
+        return n < r->min_iters ? "max_time_before_min_iters" : "max_time";
     /* A spread needs two samples: one sample has stdev 0 and would "converge" at once. */
     if (n < 2 || n < r->min_iters || elapsed_ms < r->min_time_ms) return NULL;
     measure_mean_stdev(samples_us, n, &mean, &stdev);
     if (mean <= 0.0) return NULL;
     rse = (stdev / mean) / sqrt((double)n);
-    return rse <= r->target_noise ? "noise" : NULL;
+    return rse <= r->target_noise ? "rse" : NULL;
 }
 
 /* ---------------------------------------------------------------- JSON ---------------- */
@@ -107,7 +109,7 @@ cJSON *timing_to_json(const timing_stats *s)
     measure_add_number(o, "p10_us", s->p10_us);
     measure_add_number(o, "p90_us", s->p90_us);
     measure_add_number(o, "stdev_us", s->stdev_us);
-    measure_add_number(o, "noise", s->noise);
+    measure_add_number(o, "spread", s->spread);
     measure_add_number(o, "rse", s->rse);
     cJSON_AddNumberToObject(o, "iters", s->iters);
     cJSON_AddNumberToObject(o, "warmup", s->warmup);

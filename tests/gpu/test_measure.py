@@ -6,7 +6,7 @@ import pytest
 
 from attnd_gpu_helpers import STUDY, error_of, fact, fresh_seed, need_variant
 
-STOP_REASONS = ("iters", "noise", "max_iters", "max_time")
+STOP_REASONS = ("iters", "rse", "max_iters", "max_time", "max_time_before_min_iters")
 
 
 def check_timing(t):

@@ -22,15 +22,15 @@ static void test_summarize(void)
     CHECK(near(s.p10_us, 1.9, 1e-12), "p10 %g", s.p10_us);
     CHECK(near(s.p90_us, 9.1, 1e-12), "p90 %g", s.p90_us);
     CHECK(near(s.stdev_us, sqrt(55.0 / 6.0), 1e-12), "stdev %g", s.stdev_us); /* sample stdev */
-    CHECK(near(s.noise, s.stdev_us / 5.5, 1e-12), "noise %g", s.noise);
-    CHECK(near(s.rse, s.noise / sqrt(10.0), 1e-12), "rse %g", s.rse);
+    CHECK(near(s.spread, s.stdev_us / 5.5, 1e-12), "spread %g", s.spread);
+    CHECK(near(s.rse, s.spread / sqrt(10.0), 1e-12), "rse %g", s.rse);
     CHECK(x[0] == 1 && x[9] == 10, "sorted in place");
 
     {
         double one[1] = {42};
         timing_summarize(one, 1, &s);
         CHECK(s.median_us == 42 && s.p10_us == 42 && s.p90_us == 42, "one sample");
-        CHECK(s.stdev_us == 0 && s.noise == 0 && s.rse == 0, "one sample: no spread");
+        CHECK(s.stdev_us == 0 && isnan(s.spread) && isnan(s.rse), "one sample: spread and rse unknown (NaN, null in JSON)");
     }
     {
         double odd[5] = {5, 1, 4, 2, 3};
@@ -55,26 +55,29 @@ static void test_stop_rule(void)
     r.target_noise = 0.01;
     for (i = 0; i < 200; i++) {
         flat[i] = 100.0 + (i % 2) * 0.1;     /* rse ≪ 1% */
-        noisy[i] = (i % 2) ? 50.0 : 150.0;   /* noise 50%: rse ≥ 1% until n > 2500 */
+        noisy[i] = (i % 2) ? 50.0 : 150.0;   /* spread 50%: rse ≥ 1% until n > 2500 */
     }
 
     CHECK(timing_stop_reason(&r, flat, 5, 100) == NULL, "below min_iters keeps going");
     CHECK(timing_stop_reason(&r, flat, 20, 1) == NULL, "below min_time keeps going");
-    CHECK(timing_stop_reason(&r, flat, 20, 6) && !strcmp(timing_stop_reason(&r, flat, 20, 6), "noise"),
-          "settled: noise");
+    CHECK(timing_stop_reason(&r, flat, 20, 6) && !strcmp(timing_stop_reason(&r, flat, 20, 6), "rse"),
+          "settled: rse at target_noise");
     CHECK(timing_stop_reason(&r, noisy, 20, 6) == NULL, "noisy keeps going");
     CHECK(timing_stop_reason(&r, noisy, 100, 6) && !strcmp(timing_stop_reason(&r, noisy, 100, 6), "max_iters"),
           "max_iters");
     CHECK(timing_stop_reason(&r, noisy, 30, 1000) && !strcmp(timing_stop_reason(&r, noisy, 30, 1000), "max_time"),
           "max_time");
-    CHECK(timing_stop_reason(&r, noisy, 1, 5000) && !strcmp(timing_stop_reason(&r, noisy, 1, 5000), "max_time"),
-          "max_time with one sample (a slow forward)");
+    CHECK(timing_stop_reason(&r, noisy, 1, 5000) &&
+              !strcmp(timing_stop_reason(&r, noisy, 1, 5000), "max_time_before_min_iters"),
+          "max_time with one sample (a slow forward) says min_iters was not reached");
+    CHECK(timing_stop_reason(&r, noisy, 10, 5000) && !strcmp(timing_stop_reason(&r, noisy, 10, 5000), "max_time"),
+          "max_time at min_iters");
     CHECK(timing_stop_reason(&r, noisy, 0, 5000) == NULL, "max_time needs a sample");
     {
         run_request one = r;
         one.min_iters = 1;
         one.min_time_ms = 0;
-        CHECK(timing_stop_reason(&one, flat, 1, 10) == NULL, "one sample never settles on noise");
+        CHECK(timing_stop_reason(&one, flat, 1, 10) == NULL, "one sample never settles on rse");
     }
 
     r.iters = 7;
@@ -85,7 +88,7 @@ static void test_stop_rule(void)
 }
 
 static const char *const timing_keys[] = {"median_us", "mean_us", "min_us", "max_us", "p10_us", "p90_us",
-                                          "stdev_us",  "noise",   "rse",    "iters",  "warmup", "stop_reason",
+                                          "stdev_us",  "spread",  "rse",    "iters",  "warmup", "stop_reason",
                                           "cache",     "graph",   "host_us", "total_ms", "clocks"};
 
 static void test_json(void)
@@ -98,10 +101,10 @@ static void test_json(void)
     s.median_us = 100;
     s.iters = 12;
     s.warmup = 5;
-    s.stop_reason = "noise";
+    s.stop_reason = "rse";
     s.cache_cold = 1;
     s.graph = 0;
-    s.noise = NAN; /* non-finite: null */
+    s.spread = NAN; /* non-finite: null */
     s.sm_clock_min_mhz = 1500;
     s.sm_clock_max_mhz = 1980;
     s.sm_clock_limit_mhz = 1980;
@@ -112,8 +115,9 @@ static void test_json(void)
         CHECK(cJSON_GetObjectItem(j, timing_keys[i]) != NULL, "timing key %s", timing_keys[i]);
     CHECK(!strcmp(cJSON_GetObjectItem(j, "cache")->valuestring, "cold"), "cache cold");
     CHECK(cJSON_IsFalse(cJSON_GetObjectItem(j, "graph")), "graph false");
-    CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "noise")), "NaN is null");
-    CHECK(!strcmp(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "noise"), "stop_reason");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "spread")), "NaN is null");
+    CHECK(!cJSON_GetObjectItem(j, "noise"), "no field named noise: spread and rse say which statistic");
+    CHECK(!strcmp(cJSON_GetObjectItem(j, "stop_reason")->valuestring, "rse"), "stop_reason");
     CHECK(cJSON_GetObjectItem(j, "iters")->valuedouble == 12, "iters");
     c = cJSON_GetObjectItem(j, "clocks");
     CHECK(c && cJSON_GetObjectItem(c, "sm_min_mhz") && cJSON_GetObjectItem(c, "sm_max_mhz") &&

@@ -24,7 +24,7 @@ STR_PARAMS = ("device", "dtype", "mask", "cache")
 BOOL_PARAMS = ("causal", "graph", "verify", "profile")
 
 TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "seq_q", "seq_kv", "head_dim", "dtype", "mask",
-                 "status", "median_us", "noise", "tflops", "kernels", "error")
+                 "status", "median_us", "rse", "tflops", "kernels", "error")
 
 
 def _bool(text):
@@ -168,7 +168,7 @@ def row_of(rec, params=None, error=None):
         "mask": p.get("mask"),
         "status": rec.get("status") or ("refused" if error else None),
         "median_us": timing.get("median_us"),
-        "noise": timing.get("noise"),
+        "rse": timing.get("rse"),
         "tflops": perf.get("tflops"),
         "kernels": kernels.get("per_forward"),
         "error": err,
