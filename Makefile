@@ -36,7 +36,7 @@ KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient
 SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
             server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \
-            server/clocks.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
+            server/clocks.c server/roofline.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
             server/auth.c server/tls.c
 SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c
 SERVER_C += server/npy.c server/safetensors.c server/tensors.c server/worker_tensors.c

@@ -1,7 +1,10 @@
-/* clocks.h — the SM clock through NVML, loaded at run time (dlopen libnvidia-ml.so.1), so
- * that attnd runs where NVML is missing and simply reports no clock. */
+/* clocks.h — clocks, power, energy and the memory's shape through NVML, loaded at run time
+ * (dlopen libnvidia-ml.so.1), so that attnd runs where NVML is missing and simply reports
+ * them as unknown. */
 #ifndef CLOCKS_H
 #define CLOCKS_H
+
+#include <cjson/cJSON.h>
 
 /* 0 when NVML loaded and the device is found; -1 otherwise (clocks then read 0). */
 int clocks_open(int cuda_device);
@@ -14,5 +17,23 @@ unsigned clocks_sm_max_mhz(void);
 
 /* Driver version string from NVML ("580.159.04"), "" when unknown. */
 const char *clocks_driver_version(void);
+
+/* The memory's maximum clock in MHz and its bus width in bits, 0 when unknown. */
+unsigned clocks_mem_max_mhz(void);
+unsigned clocks_bus_bits(void);
+
+/* The board's energy counter in mJ (since the driver loaded). 0; or -1 with *why (static
+ * text) when there is none: no NVML, an old driver, or a GPU without the counter. */
+int clocks_energy_mj(unsigned long long *mj, const char **why);
+
+/* The board's power draw in mW, 0 when unknown. */
+unsigned clocks_power_mw(void);
+
+/* The reasons the clocks are held below their maximum now (nvmlClocksEventReasons bits).
+ * 0, or -1 when unknown. */
+int clocks_event_reasons(unsigned long long *bits);
+
+/* Those bits as an array of names ("sw_power_cap", "hw_thermal_slowdown", …). */
+cJSON *clocks_reasons_json(unsigned long long bits);
 
 #endif

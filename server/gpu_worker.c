@@ -41,6 +41,7 @@
 #include "measure.h"
 #include "output_stats.h"
 #include "profile.h"
+#include "roofline.h"
 #include "worker_tensors.h"
 
 #define GPU_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -52,10 +53,28 @@ struct gpu_worker {
     void *d_flush;        /* L2 flush buffer for cache=cold, 2 × L2 bytes */
     size_t flush_bytes;
     int profile_ok;       /* CUPTI subscribed; else profile requests fail with profile_error */
+    double price_per_hour; /* settings.price_per_hour; 0: not reported */
+    char currency[4];
     char profile_error[512];
 };
 
 /* ------------------------------------------------------------ open / close ------------ */
+
+/* "perf" with the roofline of this GPU at the SM clock measured while timing, and "energy". */
+static int gpu_add_perf(gpu_worker *w, cJSON *res, const attn_problem *p, const timing_stats *ts)
+{
+    roofline_peak peak;
+    cJSON *perf = perf_to_json(p, ts->median_us), *energy;
+
+    roofline_peak_of(w->prop.major, w->prop.minor, w->prop.multiProcessorCount, ts->sm_clock_max_mhz, p->dtype,
+                     clocks_mem_max_mhz(), (int)clocks_bus_bits(), &peak);
+    if (!perf || roofline_add_to_perf(perf, &peak, NULL) != 0 || !cJSON_AddItemToObject(res, "perf", perf)) {
+        cJSON_Delete(perf);
+        return -1;
+    }
+    energy = energy_to_json(ts, attn_flops(p), w->price_per_hour, w->currency);
+    return energy && cJSON_AddItemToObject(res, "energy", energy) ? 0 : (cJSON_Delete(energy), -1);
+}
 
 static int gpu_open_inner(gpu_worker *w, int device)
 {
@@ -96,7 +115,7 @@ static int gpu_open_inner(gpu_worker *w, int device)
     return 0;
 }
 
-gpu_worker *gpu_worker_open(int device, char *err, size_t err_len)
+gpu_worker *gpu_worker_open(int device, const settings *s, char *err, size_t err_len)
 {
     gpu_worker *w = calloc(1, sizeof *w);
     if (!w) {
@@ -104,6 +123,7 @@ gpu_worker *gpu_worker_open(int device, char *err, size_t err_len)
         return NULL;
     }
     w->ctx.device = device;
+    if (settings_price(s, &w->price_per_hour, w->currency) != 0) w->price_per_hour = 0.0;
     if (gpu_open_inner(w, device) != 0) {
         snprintf(err, err_len, "cuda:%d: %s", device, w->ctx.error);
         gpu_worker_close(w);
@@ -472,7 +492,12 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     /* With an output memfd the front fills "verify" from the cpu worker's answer. */
     if (have_verify) cJSON_AddItemToObject(res, "verify", verify_to_json(&vr));
     else cJSON_AddNullToObject(res, "verify");
-    cJSON_AddItemToObject(res, "perf", perf_to_json(p, ts.median_us));
+    if (gpu_add_perf(w, res, p, &ts) != 0) {
+        api_fail(e, 500, "internal", "", "out of memory building the result");
+        cJSON_Delete(res);
+        res = NULL;
+        goto cleanup;
+    }
     if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
     if (v->library_info) gpu_add_library(res, v);
     if (r->keep_output) { /* the output becomes a resident tensor (issue 4): not freed below */

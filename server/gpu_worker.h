@@ -16,12 +16,14 @@
 
 #include "api_error.h"
 #include "run_request.h"
+#include "settings.h"
 
 typedef struct gpu_worker gpu_worker;
 
 /* Create the context of CUDA device `device`: stream, cuBLAS handle and workspace, CUPTI
- * subscription, NVML, L2 flush buffer. NULL with err filled on failure. */
-gpu_worker *gpu_worker_open(int device, char *err, size_t err_len);
+ * subscription, NVML, L2 flush buffer. s: the settings (price_per_hour). NULL with err
+ * filled on failure. */
+gpu_worker *gpu_worker_open(int device, const settings *s, char *err, size_t err_len);
 void gpu_worker_close(gpu_worker *w);
 
 /* The device object of /v1/device: id, name, compute_capability, sms, memory_total_bytes,

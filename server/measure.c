@@ -22,6 +22,8 @@
  */
 #include "measure.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -109,10 +111,30 @@ static int measure_batch_size(const run_request *r, int n, double elapsed_ms)
 }
 
 /* Enqueue one batch of timed iterations, wait for it, append its samples. */
-static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, int batch, int cold,
-                         void *d_flush, size_t flush_bytes, double *clock_min, double *clock_max)
+/* Clocks, power and clock-event reasons read while a batch runs (the GPU under load). */
+static void measure_sample_board(timing_stats *out)
 {
-    unsigned mhz;
+    unsigned mhz = clocks_sm_mhz(), mw = clocks_power_mw();
+    unsigned long long reasons;
+
+    if (mhz > 0) {
+        if (out->sm_clock_min_mhz == 0.0 || mhz < out->sm_clock_min_mhz) out->sm_clock_min_mhz = mhz;
+        if (mhz > out->sm_clock_max_mhz) out->sm_clock_max_mhz = mhz;
+    }
+    if (mw > 0) {
+        double w = mw * 1e-3;
+        if (out->power_min_w == 0.0 || w < out->power_min_w) out->power_min_w = w;
+        if (w > out->power_max_w) out->power_max_w = w;
+    }
+    if (clocks_event_reasons(&reasons) == 0) {
+        out->clock_reasons |= reasons;
+        out->have_clock_reasons = 1;
+    }
+}
+
+static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, int batch, int cold,
+                         void *d_flush, size_t flush_bytes, timing_stats *out)
+{
     int i;
     TRY(measure_reserve(ctx, st, batch));
     for (i = 0; i < batch; i++) {
@@ -130,11 +152,7 @@ static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, vo
     }
     /* The batch is enqueued and the GPU is running it: a clock read now is a clock under
      * load (after the sync the GPU would be idle and may already be clocking down). */
-    mhz = clocks_sm_mhz();
-    if (mhz > 0) {
-        if (*clock_min == 0.0 || mhz < *clock_min) *clock_min = mhz;
-        if (mhz > *clock_max) *clock_max = mhz;
-    }
+    measure_sample_board(out);
     CUDA_TRY(ctx, cudaEventSynchronize(st->end[batch - 1]));
     for (i = 0; i < batch; i++) {
         float ms = 0.0f;
@@ -162,12 +180,36 @@ static int measure_warmup(exec_context *ctx, measure_state *st, forward_fn fn, v
     return 0;
 }
 
+/* The energy of the timed window from the counter's two readings, or why there is none. */
+static void measure_energy(timing_stats *out, int have_energy, unsigned long long mj_begin, unsigned long long mj_end,
+                           const char *why)
+{
+    static char short_why[160];
+    out->energy_j = NAN;
+    out->energy_window_ms = out->total_ms;
+    if (!have_energy) {
+        out->energy_why = why;
+    } else if (out->total_ms < MEASURE_ENERGY_MIN_WINDOW_MS) {
+        /* One job at a time per worker: the static buffer is never shared. */
+        snprintf(short_why, sizeof short_why,
+                 "the timed window (%.1f ms) is shorter than the %.0f ms the energy counter needs: ask for "
+                 "min_time_ms=%.0f or more", out->total_ms, MEASURE_ENERGY_MIN_WINDOW_MS, MEASURE_ENERGY_MIN_WINDOW_MS);
+        out->energy_why = short_why;
+    } else if (mj_end <= mj_begin) {
+        out->energy_why = "the energy counter did not advance over the timed window";
+    } else {
+        out->energy_j = (double)(mj_end - mj_begin) * 1e-3;
+        out->energy_why = NULL;
+    }
+}
+
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
                        void *d_flush, size_t flush_bytes, timing_stats *out)
 {
-    const char *reason = NULL;
-    double t_begin, clock_min = 0.0, clock_max = 0.0;
-    int i, rc;
+    const char *reason = NULL, *energy_why = NULL;
+    double t_begin;
+    unsigned long long mj_begin = 0, mj_end = 0;
+    int i, rc, have_energy;
 
     for (i = 0; i < MEASURE_EVENT_POOL; i++) {
         CUDA_TRY(ctx, cudaEventCreate(&st->start[i]));
@@ -181,25 +223,29 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     if (rc != 0) return -1;
 
     nvtxRangePushA("timed");
+    /* The warm-up ended with a synchronisation: the counter starts on an idle GPU, and the
+     * loop ends with one, so the window holds exactly the timed forwards. */
+    have_energy = clocks_energy_mj(&mj_begin, &energy_why) == 0;
     t_begin = measure_now_ms();
     while (!reason) {
         int batch = measure_batch_size(r, st->n, measure_now_ms() - t_begin);
-        if (measure_batch(ctx, st, fn, arg, batch, out->cache_cold, d_flush, flush_bytes, &clock_min, &clock_max)) {
+        if (measure_batch(ctx, st, fn, arg, batch, out->cache_cold, d_flush, flush_bytes, out)) {
             nvtxRangePop();
             return -1;
         }
         reason = timing_stop_reason(r, st->gpu_us, st->n, measure_now_ms() - t_begin);
     }
     out->total_ms = measure_now_ms() - t_begin;
+    have_energy = have_energy && clocks_energy_mj(&mj_end, &energy_why) == 0;
     nvtxRangePop();
+    measure_energy(out, have_energy, mj_begin, mj_end, energy_why);
 
     out->stop_reason = reason;
     timing_summarize(st->host_us, st->n, out); /* host samples first: only their median is kept */
     out->host_us = out->median_us;
     timing_summarize(st->gpu_us, st->n, out);
-    out->sm_clock_min_mhz = clock_min;
-    out->sm_clock_max_mhz = clock_max;
-    out->throttled = clock_min > 0.0 && out->sm_clock_limit_mhz > 0.0 && clock_min < 0.75 * out->sm_clock_limit_mhz;
+    out->throttled = out->sm_clock_min_mhz > 0.0 && out->sm_clock_limit_mhz > 0.0 &&
+                     out->sm_clock_min_mhz < 0.75 * out->sm_clock_limit_mhz;
     return 0;
 }
 

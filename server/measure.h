@@ -34,7 +34,18 @@ typedef struct timing_stats {
     double sm_clock_min_mhz, sm_clock_max_mhz; /* sampled during timing; 0 when NVML is absent */
     double sm_clock_limit_mhz; /* the card's maximum SM clock; 0 when unknown */
     int throttled;         /* min sample < 75% of the limit */
+    double power_min_w, power_max_w; /* board power sampled during timing; 0 when unknown */
+    unsigned long long clock_reasons; /* why clocks were held down, OR of the samples */
+    int have_clock_reasons;  /* clock_reasons was read (NVML has it) */
+    /* The board's energy over the timed window (NVML's counter read before and after it);
+     * NAN with energy_why when unknown or when the window is too short to be read. */
+    double energy_j, energy_window_ms;
+    const char *energy_why;
 } timing_stats;
+
+/* The timed window the energy counter needs: below it, the counter's update period makes
+ * the reading too coarse (docs/measurement.md, "energy"). */
+#define MEASURE_ENERGY_MIN_WINDOW_MS 100.0
 
 /* Pure statistics and the stopping rule (measure_stats.c, unit-tested without a GPU). */
 
@@ -47,6 +58,12 @@ const char *timing_stop_reason(const run_request *r, const double *samples_us, i
 
 /* The "timing" object of the result. */
 cJSON *timing_to_json(const timing_stats *s);
+
+/* The "energy" object: joules_per_forward, avg_power_w, tflop_per_joule (flops: one
+ * forward's), window_ms, forwards, and why (null when measured; else every number is null).
+ * price_per_hour > 0 adds cost_per_million_forwards (and currency, when not "") at that
+ * price, for forwards at the median time. */
+cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour, const char *currency);
 
 /* The "perf" object: flops (attn_flops), tflops at the median, bytes (attn_min_bytes),
  * gbps at the median. */

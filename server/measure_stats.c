@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../kernels/attn.h"
+#include "clocks.h"
 
 /* ---------------------------------------------------------------- statistics ---------- */
 
@@ -125,7 +126,33 @@ cJSON *timing_to_json(const timing_stats *s)
         measure_add_number(clocks, "sm_max_mhz", s->sm_clock_max_mhz);
         measure_add_number(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz);
         cJSON_AddBoolToObject(clocks, "throttled", s->throttled != 0);
+        measure_add_number(clocks, "power_min_w", s->power_min_w > 0 ? s->power_min_w : NAN);
+        measure_add_number(clocks, "power_max_w", s->power_max_w > 0 ? s->power_max_w : NAN);
+        if (s->have_clock_reasons) cJSON_AddItemToObject(clocks, "event_reasons", clocks_reasons_json(s->clock_reasons));
+        else cJSON_AddNullToObject(clocks, "event_reasons");
     }
+    return o;
+}
+
+cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour, const char *currency)
+{
+    cJSON *o = cJSON_CreateObject();
+    int known = isfinite(s->energy_j) && s->energy_j > 0.0 && s->iters > 0 && s->energy_window_ms > 0.0;
+    double per_forward = known ? s->energy_j / s->iters : NAN;
+
+    if (!o) return NULL;
+    measure_add_number(o, "joules_per_forward", per_forward);
+    measure_add_number(o, "avg_power_w", known ? s->energy_j / (s->energy_window_ms * 1e-3) : NAN);
+    measure_add_number(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
+    measure_add_number(o, "window_ms", s->energy_window_ms);
+    cJSON_AddNumberToObject(o, "forwards", s->iters);
+    /* The box is paid by the hour: a million forwards at the median take median_us seconds. */
+    if (price_per_hour > 0.0) {
+        measure_add_number(o, "cost_per_million_forwards", s->iters > 0 ? price_per_hour / 3600.0 * s->median_us : NAN);
+        if (currency && currency[0]) cJSON_AddStringToObject(o, "currency", currency);
+    }
+    if (known) cJSON_AddNullToObject(o, "why");
+    else cJSON_AddStringToObject(o, "why", s->energy_why ? s->energy_why : "not measured");
     return o;
 }
 

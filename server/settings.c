@@ -42,6 +42,7 @@ typedef struct setting_def {
 static int check_listen(const char *value, char *why, size_t why_len);
 static int check_devices(const char *value, char *why, size_t why_len);
 static int check_log_level(const char *value, char *why, size_t why_len);
+static int check_price(const char *value, char *why, size_t why_len);
 
 #define FIELD(f) offsetof(settings, f), sizeof(((settings *)0)->f)
 
@@ -104,6 +105,9 @@ static const setting_def setting_table[] = {
     {"cudnn_library", SETTING_STRING, FIELD(cudnn_library), "", 0, 0, "path",
      "cuDNN for the cudnn variant: a libcudnn.so.9 or a directory holding it, whose sub-libraries "
      "are loaded from the same directory; empty: the dynamic loader's search for libcudnn.so.9", NULL},
+    {"price_per_hour", SETTING_STRING, FIELD(price_per_hour), "", 0, 0, "amount",
+     "what this machine costs an hour, e.g. 2.49 or \"2.49 USD\": GPU runs then report "
+     "energy.cost_per_million_forwards; empty: not reported", check_price},
 };
 
 #define SETTING_COUNT (sizeof setting_table / sizeof setting_table[0])
@@ -279,6 +283,44 @@ static int check_devices(const char *value, char *why, size_t why_len)
     }
     snprintf(why, why_len, "expected all, none, or CUDA ordinals separated by commas such as 0,2");
     return -1;
+}
+
+/* "2.49" or "2.49 USD": a positive finite decimal, then optionally one space and a
+ * three-letter currency code. */
+static int price_parse(const char *value, double *amount, char currency[4])
+{
+    char *end;
+    double x;
+
+    if (!value[0] || !(isdigit((unsigned char)value[0]) || value[0] == '.')) return -1;
+    errno = 0;
+    x = strtod(value, &end);
+    if (errno || !isfinite(x) || x <= 0.0) return -1;
+    currency[0] = '\0';
+    if (*end == ' ' && isupper((unsigned char)end[1]) && isupper((unsigned char)end[2]) &&
+        isupper((unsigned char)end[3]) && end[4] == '\0') {
+        memcpy(currency, end + 1, 3);
+        currency[3] = '\0';
+    } else if (*end != '\0') {
+        return -1;
+    }
+    *amount = x;
+    return 0;
+}
+
+static int check_price(const char *value, char *why, size_t why_len)
+{
+    double amount;
+    char currency[4];
+    if (!value[0] || price_parse(value, &amount, currency) == 0) return 0;
+    snprintf(why, why_len, "'%s' is not a price: a positive number, optionally followed by a space and a "
+             "currency code (2.49 or \"2.49 USD\")", value);
+    return -1;
+}
+
+int settings_price(const settings *s, double *amount, char currency[4])
+{
+    return s->price_per_hour[0] && price_parse(s->price_per_hour, amount, currency) == 0 ? 0 : -1;
 }
 
 static int check_log_level(const char *value, char *why, size_t why_len)

@@ -32,7 +32,12 @@ typedef struct settings {
     int enable_fault_injection;   /* accept the `fault` run parameter (tests only) */
     char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
     char cudnn_library[512];      /* libcudnn.so.9 or its directory; "": the loader's search */
+    char price_per_hour[32];      /* what the box costs an hour, "2.49" or "2.49 USD"; "": unknown */
 } settings;
+
+/* price_per_hour as an amount (> 0) and its currency ("" when none was given). 0, or -1
+ * when no price is set. */
+int settings_price(const settings *s, double *amount, char currency[4]);
 
 /* Fill s: defaults, then the config file (--config / ATTND_CONFIG, or config/attnd.json when
  * present), then ATTND_* variables, then flags. Returns 0; 1 when --help was printed (exit

@@ -243,7 +243,7 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         if (ordinal < 0 || !end || *end) {
             snprintf(err, sizeof err, "unknown device %s (cpu or cuda:N)", device);
         } else {
-            w.gpu = gpu_worker_open((int)ordinal, err, sizeof err);
+            w.gpu = gpu_worker_open((int)ordinal, s, err, sizeof err);
         }
         if (!w.gpu) {
             log_error("cannot open %s: %s", device, err);

@@ -137,3 +137,47 @@ def test_device_object(gapi):
     for key in ("name", "compute_capability", "sms", "memory_total_bytes"):
         assert key in d, d
     fact("device", {k: d.get(k) for k in ("name", "compute_capability", "sms", "driver", "cuda_runtime", "cublas")})
+
+
+def test_energy_roofline_and_clock_reasons(gapi, variants):
+    """A window long enough for NVML's energy counter: joules per forward, average power and
+    TFLOP/J are there and plausible; the roofline puts the kernel under the peak; the clocks
+    carry power and the event reasons."""
+    need_variant(variants, "flash")
+    rec = gapi.run_ok(backend="flash", seed=fresh_seed(), min_time_ms=400, max_time_ms=2000, min_iters=10,
+                      max_iters=100000, target_noise=0.001, **STUDY)
+    t, perf, en = rec["timing"], rec["perf"], rec["energy"]
+    check_timing(t)
+    assert en["why"] is None, en
+    assert en["window_ms"] >= 100 and en["forwards"] == t["iters"]
+    assert 30 <= en["avg_power_w"] <= 1500, en          # a board under load, not 0 or absurd
+    assert en["joules_per_forward"] > 0 and en["tflop_per_joule"] > 0
+    assert en["tflop_per_joule"] == pytest.approx(perf["flops"] / en["joules_per_forward"] / 1e12, rel=1e-6)
+    assert perf["peak_tflops"] > 0 and "FLOP/clock/SM" in perf["peak_tflops_basis"], perf
+    assert perf["peak_gbps"] > 0, perf
+    assert 0 < perf["fraction_of_peak"]["compute"] < 1 and perf["suspect"] is False, perf
+    c = t["clocks"]
+    assert c["power_max_w"] > 0 and isinstance(c["event_reasons"], list), c
+    fact("flash study energy", en)
+    fact("flash study roofline", {k: perf[k] for k in ("tflops", "peak_tflops", "peak_tflops_basis", "peak_gbps",
+                                                       "fraction_of_peak")})
+    fact("flash study clock reasons", c["event_reasons"])
+
+
+def test_energy_needs_a_long_enough_window(gapi, variants):
+    need_variant(variants, "flash")
+    rec = gapi.run_ok(backend="flash", seed=fresh_seed(), iters=3, warmup=1, **STUDY)
+    en = rec["energy"]
+    assert en["joules_per_forward"] is None and "min_time_ms" in en["why"], en
+
+
+def test_cudnn_fraction_of_peak_is_plausible(gapi, variants):
+    """cuDNN's fused SDPA at B2 H16 S8192 D128 causal runs near 0.6 of the dense bf16 peak on
+    Hopper (NVIDIA's published 644 TFLOP/s against ~1070 at 1980 MHz)."""
+    need_variant(variants, "cudnn")
+    rec = gapi.run_ok(backend="cudnn", seed=fresh_seed(), batch=2, heads=16, seq=8192, head_dim=128, dtype="bf16",
+                      mask="causal", min_time_ms=200)
+    frac = rec["perf"]["fraction_of_peak"]["compute"]
+    fact("cudnn B2 H16 S8192 D128 causal fraction_of_peak", frac)
+    fact("cudnn B2 H16 S8192 D128 causal energy", rec["energy"])
+    assert 0.4 <= frac <= 0.85, rec["perf"]

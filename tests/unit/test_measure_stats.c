@@ -191,9 +191,40 @@ static void test_measure_cpu(void)
     CHECK(strstr(ctx.error, "failing_forward failed at test:1: on purpose") != NULL, "error text: %s", ctx.error);
 }
 
+static void test_energy_json(void)
+{
+    timing_stats s;
+    cJSON *j;
+
+    memset(&s, 0, sizeof s);
+    s.iters = 100;
+    s.median_us = 1000.0;
+    s.energy_j = 50.0;           /* 0.5 J a forward over 250 ms: 200 W */
+    s.energy_window_ms = 250.0;
+    j = energy_to_json(&s, 2e12, 3.6, "USD");
+    CHECK(fabs(cJSON_GetObjectItem(j, "joules_per_forward")->valuedouble - 0.5) < 1e-12, "J/forward");
+    CHECK(fabs(cJSON_GetObjectItem(j, "avg_power_w")->valuedouble - 200.0) < 1e-9, "average power");
+    CHECK(fabs(cJSON_GetObjectItem(j, "tflop_per_joule")->valuedouble - 4.0) < 1e-12, "TFLOP/J");
+    /* 3.6 an hour is 0.001 a second; a million forwards of 1 ms take 1000 s. */
+    CHECK(fabs(cJSON_GetObjectItem(j, "cost_per_million_forwards")->valuedouble - 1.0) < 1e-12, "cost");
+    CHECK(!strcmp(cJSON_GetObjectItem(j, "currency")->valuestring, "USD"), "currency");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "why")), "measured: why is null");
+    cJSON_Delete(j);
+
+    s.energy_j = NAN;
+    s.energy_why = "NVML is not available in this container";
+    j = energy_to_json(&s, 2e12, 0.0, "");
+    CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "joules_per_forward")) && cJSON_IsNull(cJSON_GetObjectItem(j, "avg_power_w")) &&
+              cJSON_IsNull(cJSON_GetObjectItem(j, "tflop_per_joule")), "unknown: null numbers");
+    CHECK(!strcmp(cJSON_GetObjectItem(j, "why")->valuestring, "NVML is not available in this container"), "why");
+    CHECK(!cJSON_GetObjectItem(j, "cost_per_million_forwards"), "no price: no cost");
+    cJSON_Delete(j);
+}
+
 int main(void)
 {
     test_summarize();
+    test_energy_json();
     test_stop_rule();
     test_json();
     test_measure_cpu();

@@ -201,6 +201,24 @@ static void test_errors(void)
                  NULL);
 }
 
+static void test_price(void)
+{
+    settings s;
+    char err[512], currency[4];
+    double amount = 0;
+
+    CHECK(LOAD(&s, err, "--listen", "127.0.0.1:1") == 0 && settings_price(&s, &amount, currency) == -1,
+          "no price by default");
+    CHECK(LOAD(&s, err, "--price-per-hour", "2.49") == 0 && settings_price(&s, &amount, currency) == 0 &&
+              amount == 2.49 && currency[0] == '\0', "a bare amount");
+    CHECK(LOAD(&s, err, "--price-per-hour", "3.10 EUR") == 0 && settings_price(&s, &amount, currency) == 0 &&
+              amount == 3.10 && !strcmp(currency, "EUR"), "an amount and a currency");
+    CHECK(LOAD(&s, err, "--price-per-hour", "-1") == -1 && strstr(err, "price_per_hour") && strstr(err, "not a price"),
+          "negative refused: %s", err);
+    CHECK(LOAD(&s, err, "--price-per-hour", "2.49 dollars") == -1, "a word that is not a code refused");
+    CHECK(LOAD(&s, err, "--price-per-hour", "nan") == -1, "nan refused");
+}
+
 static void test_help(void)
 {
     settings s;
@@ -260,6 +278,7 @@ int main(void)
     test_precedence();
     test_cudnn_library();
     test_errors();
+    test_price();
     test_help();
 
     {
