@@ -1,7 +1,7 @@
 # attnd in a container: build on NVIDIA's CUDA 13 devel image, run on the matching runtime
 # image with cuDNN (the cudnn backend dlopens libcudnn.so.9; cuBLAS comes with the runtime).
 #
-#   docker build -t attnd .
+#   docker build -t attnd --build-arg ATTND_COMMIT=$(git rev-parse --short=12 HEAD) .
 #   docker run --gpus all -p 8080:8080 -v attnd-data:/var/lib/attnd attnd
 #
 # Configuration is by environment (ATTND_*: docs/operations.md lists every setting); the
@@ -18,7 +18,9 @@ COPY Makefile ./
 COPY kernels/ kernels/
 COPY server/ server/
 # The fat binary: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
-RUN make -j"$(nproc)" BUILD=/out /out/attnd \
+# The context has no .git: the commit comes as a build argument (attnd --version, "build").
+ARG ATTND_COMMIT=unknown
+RUN make -j"$(nproc)" BUILD=/out ATTND_COMMIT="$ATTND_COMMIT" /out/attnd \
  && mkdir -p /out/lib \
  && cp -L /usr/local/cuda/lib64/libcupti.so.13 /out/lib/
 

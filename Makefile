@@ -38,7 +38,7 @@ SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \
             server/clocks.c server/roofline.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
             server/auth.c server/tls.c
-SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c
+SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c server/build_info.c
 SERVER_C += server/npy.c server/safetensors.c server/tensors.c server/worker_tensors.c
 SERVER_CU = server/output_stats.cu
 MAIN_C    = server/main.c
@@ -62,6 +62,31 @@ all: $(BUILD)/attnd
 $(BUILD)/attnd: $(LIB_OBJS) $(MAIN_OBJ)
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+
+# What built the binary (server/build_info.c, `attnd --version`, the "build" object): the values
+# go into $(BUILD)/build_info_values.h, rewritten (with the time) only when one of them changes,
+# so an unchanged tree rebuilds nothing. A build without .git (a Docker context) may pass
+# ATTND_COMMIT; ATTND_DIRTY is 1 when tracked files differ from the commit.
+ATTND_VERSION := 0.1.0
+ATTND_COMMIT  ?= $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),unknown)
+ATTND_DIRTY   ?= $(if $(shell git status --porcelain --untracked-files=no 2>/dev/null),1,0)
+NVCC_VERSION  := $(shell $(NVCC) --version 2>/dev/null | sed -n 's/.*release \([0-9.]*\), V\([0-9.]*\).*/\1 \2/p')
+comma := ,
+BUILD_ARCHS   := $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(GENCODE))))
+BUILD_INFO_KEY = $(ATTND_VERSION) $(ATTND_COMMIT) $(ATTND_DIRTY) $(NVCC_VERSION) $(BUILD_ARCHS)
+$(BUILD)/build_info_values.h: FORCE
+	@mkdir -p $(BUILD)
+	@echo '$(BUILD_INFO_KEY)' | cmp -s - $@.key 2>/dev/null && [ -f $@ ] || { \
+	  echo '$(BUILD_INFO_KEY)' > $@.key; \
+	  { echo '#define BUILD_INFO_VERSION "$(ATTND_VERSION)"'; \
+	    echo '#define BUILD_INFO_COMMIT "$(ATTND_COMMIT)"'; \
+	    echo '#define BUILD_INFO_DIRTY $(ATTND_DIRTY)'; \
+	    echo '#define BUILD_INFO_CUDA "$(word 1,$(NVCC_VERSION))"'; \
+	    echo '#define BUILD_INFO_NVCC "$(word 2,$(NVCC_VERSION))"'; \
+	    echo '#define BUILD_INFO_GENCODE "$(BUILD_ARCHS)"'; \
+	    echo "#define BUILD_INFO_TIME \"$$(date -u +%Y-%m-%dT%H:%M:%SZ)\""; } > $@; }
+$(BUILD)/server/build_info.o: $(BUILD)/build_info_values.h
+$(BUILD)/server/build_info.o: CPPFLAGS += -I$(BUILD)
 
 # Every object depends on the flags it was built with: $(BUILD)/.flags is rewritten only when
 # they change (another GENCODE, say), and then everything rebuilds. Without it an object built
