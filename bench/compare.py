@@ -96,7 +96,10 @@ def cmd_attnd(args):
         for name in order:
             if not have[name].get("available"):
                 continue
-            params = dict(backend=name, device=args.device, dtype=cfg.get("dtype", "bf16"), **shape)
+            # min_time_ms: a timed window long enough for NVML's energy counter (energy.why
+            # says so when it was not).
+            params = dict(backend=name, device=args.device, dtype=cfg.get("dtype", "bf16"),
+                          min_time_ms=args.min_time_ms, **shape)
             status, body = http_json(url + "/v1/runs?" + urllib.parse.urlencode(params), method="POST")
             row = dict(shape, variant=name, http_status=status, record=body)
             out.write(json.dumps(row) + "\n")
@@ -150,14 +153,18 @@ def attnd_view(row):
     if row.get("http_status") != 200 or rec.get("status") != "done":
         err = rec.get("error") or {}
         return {"error": "%s %s" % (row.get("http_status"), err.get("code", ""))}
-    t, k, p = rec["timing"], rec.get("kernels") or {}, rec.get("perf") or {}
+    t, k, p, en = rec["timing"], rec.get("kernels") or {}, rec.get("perf") or {}, rec.get("energy") or {}
     ops = None
     if k.get("per_forward") is not None:
         ops = "%d+%d" % (k["per_forward"], k.get("memops_per_forward", 0))
     return {"gpu_us": t.get("median_us"), "host_us": t.get("host_us"), "ops": ops,
             "ops_n": (k.get("per_forward") or 0) + (k.get("memops_per_forward") or 0) if ops else None,
             "tflops": p.get("tflops"), "iters": t.get("iters"), "stop": t.get("stop_reason"),
-            "throttled": (t.get("clocks") or {}).get("throttled"), "id": rec.get("id")}
+            "throttled": (t.get("clocks") or {}).get("throttled"), "id": rec.get("id"),
+            "peak_fraction": (p.get("fraction_of_peak") or {}).get("compute"), "suspect": p.get("suspect"),
+            "tflop_per_joule": en.get("tflop_per_joule"), "avg_power_w": en.get("avg_power_w"),
+            "joules_per_forward": en.get("joules_per_forward"), "energy_why": en.get("why"),
+            "clock_reasons": (t.get("clocks") or {}).get("event_reasons")}
 
 
 def attnd_cudnn_library(attnd_rows, url):
@@ -246,6 +253,8 @@ def build(args):
     if gpu is None:
         gpu = next((r.get("gpu") for r in torch_rows if r.get("gpu")), None)
     torch_meta = next((r for r in torch_rows if r.get("torch")), None)
+    build_info = next(((r.get("record") or {}).get("build") for r in attnd_rows
+                       if (r.get("record") or {}).get("build")), None)
     attnd_cudnn = attnd_cudnn_library(attnd_rows, args.url)
 
     variants = list(cfg["variants"])
@@ -275,7 +284,7 @@ def build(args):
                 continue
             lines.append({"variant": v, "attnd": a, "torch": t, "torch_source": src})
         tables.append({"shape": shape, "rows": lines})
-    return {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": commit_id(),
+    return {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": commit_id(), "build": build_info,
             "torch": torch_meta and {k: torch_meta.get(k) for k in ("torch", "cuda", "cudnn", "gpu")},
             "attnd_cudnn": attnd_cudnn, "cudnn_choice": args.cudnn_choice,
             "recorded_peer_cudnn": cfg.get("recorded_peer", {}).get("cudnn"),
@@ -294,6 +303,11 @@ def markdown(doc, prediction_text):
     out.append("")
     out.extend(cudnn_lines(doc))
     out.append("")
+    b = doc.get("build") or {}
+    out.append("attnd build: %s" % ("version %s, commit %s%s, %s, nvcc %s (CUDA %s), for %s, built %s" % (
+        b.get("version"), b.get("commit"), " (dirty)" if b.get("dirty") else "", b.get("compiler"), b.get("nvcc"),
+        b.get("cuda_toolkit"), b.get("gencode"), b.get("built")) if b else "not reported by the server"))
+    out.append("")
     out.append("## Prediction before measuring")
     out.append("")
     out.append(prediction_text.strip() if prediction_text else
@@ -307,8 +321,9 @@ def markdown(doc, prediction_text):
         out.append("### B=%d H=%d S=%d D=%d, %s" % (s["batch"], s["heads"], s["seq"], s["head_dim"], s["mask"]))
         out.append("")
         out.append("| variant | attnd gpu us | torch gpu us | gpu ratio | attnd host us | torch host us | host ratio "
-                   "| attnd kernels+memops | torch ops | attnd TFLOP/s | torch TFLOP/s | note |")
-        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|")
+                   "| attnd kernels+memops | torch ops | attnd TFLOP/s | torch TFLOP/s | attnd of peak "
+                   "| attnd TFLOP/J | attnd W | note |")
+        out.append("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         for r in tb["rows"]:
             a, t = r["attnd"] or {}, r["torch"] or {}
             note = []
@@ -320,13 +335,20 @@ def markdown(doc, prediction_text):
                 note.append("throttled")
             if a.get("stop"):
                 note.append("%s/%s it" % (a["stop"], a.get("iters")))
+            if a.get("suspect"):
+                note.append("SUSPECT: above the peak")
+            if a.get("clock_reasons"):
+                note.append("clocks: " + ",".join(x for x in a["clock_reasons"] if x != "gpu_idle"))
+            if a.get("energy_why") and not a.get("error"):
+                note.append("no energy: " + a["energy_why"][:60])
             if r["torch_source"] != "live":
                 note.append("torch " + r["torch_source"])
-            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 r["variant"], fmt(a.get("gpu_us")), fmt(t.get("gpu_us")), fmt(ratio(a.get("gpu_us"), t.get("gpu_us")), 2),
                 fmt(a.get("host_us")), fmt(t.get("host_us")), fmt(ratio(a.get("host_us"), t.get("host_us")), 2),
                 a.get("ops") or "—", fmt(t.get("ops"), 0) if t.get("ops") is not None else "—",
-                fmt(a.get("tflops")), fmt(t.get("tflops")), "; ".join(note)))
+                fmt(a.get("tflops")), fmt(t.get("tflops")), fmt(a.get("peak_fraction"), 2),
+                fmt(a.get("tflop_per_joule"), 2), fmt(a.get("avg_power_w"), 0), "; ".join(note)))
     out.append("")
     out.append("Raw records: the .json file beside this one.")
     return "\n".join(out) + "\n"
@@ -365,6 +387,8 @@ def main():
     a.add_argument("--device", default="cuda:0")
     a.add_argument("--variants", default="", help="comma-separated attnd variants; default: every available one")
     a.add_argument("--out", required=True)
+    a.add_argument("--min-time-ms", type=float, default=200.0,
+                   help="each run's min_time_ms: energy needs a timed window of 100 ms or more (default 200)")
     r = sub.add_parser("report")
     r.add_argument("--attnd", required=True)
     r.add_argument("--torch", default=None)
