@@ -1,7 +1,7 @@
-/* flash.cu — the `flash` variant: FlashAttention-2 style fused forward for fp16/bf16
- * (kernel bodies in flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper,
- * flash_wgmma.cuh for 64/128; primitives in flash_mma.cuh and wgmma.cuh). This file picks
- * the kernel and its configuration per problem.
+/* flash.cu — the `flash` variant: fused forward for fp16/bf16 (kernel bodies in
+ * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh and
+ * flash_wgmma.cuh for 64/128; primitives in flash_mma.cuh, wgmma.cuh and tma.cuh). This file
+ * picks the kernel and its configuration per problem.
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
  * 1720 / 1555 / 134 us on the shapes of /work/shared/peers-h200.md):
@@ -40,14 +40,24 @@
  *       Predicted 430-520 TFLOP/s at D128; measured 446 (non-causal S4096), 459-485 (causal
  *       S8192), D64 331 at S4096 causal (v3 278). mma.sync kernels stay for sm_80..89, D96
  *       and builds without sm_90a.
+ *   v6  sm_90a, head_dim 64/128 (flash_tma.cuh, tma.cuh): FlashAttention-3's structure — a
+ *       producer warp loading Q/K/V by TMA into mbarrier-guarded rings, setmaxnreg, consumer
+ *       warpgroups overlapping softmax_j with S_j-1/P·V_j+1 and ping-ponged by named
+ *       barriers, persistent CTAs with a static or dynamic tile order (longest causal tiles
+ *       first, L2 sections of heads). Predicted 520-600 TFLOP/s causal S8192 D128, 540-620
+ *       non-causal. Measured (H200, against attnd's cudnn in the same binary): 597 TFLOP/s
+ *       causal S8192 (0.91 of cudnn's time), 624 non-causal S4096 (0.99), 0.84-0.99 on the
+ *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (ATTND_FLASH_IMPL=wgmma).
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
- * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 needs up to 225 KB: sm_90 only.
+ * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 needs up to 225 KB, v6 up to 193
+ * KB: sm_90 only.
  */
 #include "kernels/fused.h"
 
 #include <atomic>
+#include <cmath>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +65,7 @@
 
 #include "kernels/flash_exact.cuh"
 #include "kernels/flash_kernel.cuh"
+#include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
 /* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (flash_check) */
@@ -93,6 +104,44 @@ typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wcfg_d64_long;    /
 typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d64_short;   /* 113 KB */
 
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
+
+/* v6 (flash_tma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM, FA3's tiles, 2-stage K
+ * and V rings, ping-pong on. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
+ * dynamic tile counter wins on causal problems (S8192 D128 921 vs 994 us static, S1024 D128
+ * 81 vs 91), the static round-robin on non-causal ones (881 vs 948 us at S4096 D128); at D64
+ * 3 consumer warpgroups (192-row tiles) win on long causal problems (325 vs 368 us at S4096),
+ * 2 with a third stage on short ones (66 vs 75 us at S1024).
+ *                                    D    WGs  BN  stages ping-pong O-smem scheduler      smem */
+typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d128;         /* 193 KB */
+typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d128_causal; /* 193 KB */
+typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d64;           /* 113 KB */
+typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d64_causal;   /* 113 KB */
+typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d64_short;    /* 129 KB */
+
+/* Whether v6 serves this problem (head_dim 64/128; a finite nonzero scale). */
+static bool flash_tma_applies(const attn_problem *p)
+{
+    const double sl2 = p->scale * 1.4426950408889634;
+    return (p->head_dim == 64 || p->head_dim == 128) && sl2 != 0.0 && std::isfinite((float)sl2);
+}
+/* Whether v6 runs by default where it applies (bench/NOTES.md: measured faster than v5 and
+ * checked by fused_check on every case). */
+static bool flash_tma_default(const attn_problem *p)
+{
+    (void)p;
+    return true; /* every shape of fused_check: 1.15-1.5x v5 (bench/NOTES.md, flash v6 steps 1-2) */
+}
+/* v6's launch for this problem (persistent grid in every configuration). */
+template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
+{
+    const bool causal = p->mask != ATTN_MASK_NONE;
+    if (p->head_dim == 128)
+        return causal ? flash_tma_launch<flash_tcfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward", true)
+                      : flash_tma_launch<flash_tcfg_d128, T, BF16>(ctx, p, t, "flash_forward", true);
+    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward", true);
+    return causal ? flash_tma_launch<flash_tcfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward", true)
+                  : flash_tma_launch<flash_tcfg_d64, T, BF16>(ctx, p, t, "flash_forward", true);
+}
 
 /* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines
  * FLASH_HAVE_SM90A when GENCODE builds sm_90a (without it the kernel body is a trap). */
@@ -133,9 +182,9 @@ size_t flash_workspace_bytes(const attn_problem *p)
     return 0;
 }
 
-/* Which kernel runs head_dim 96/128: flash_set_impl's choice if one was made, else the
- * environment, read once (thread-safe static init): ATTND_FLASH_IMPL=legacy|w8|w4, or
- * ATTND_FLASH_LEGACY=1 (= legacy), else the per-architecture default (see above). */
+/* Which kernel runs head_dim 64/96/128: flash_set_impl's choice if one was made, else the
+ * environment, read once (thread-safe static init): ATTND_FLASH_IMPL=tma|wgmma|legacy|w8|w4,
+ * or ATTND_FLASH_LEGACY=1 (= legacy), else the per-architecture default (see above). */
 static std::atomic<int> flash_impl_forced(FLASH_IMPL_ENV);
 
 static int flash_impl_from_env()
@@ -145,6 +194,7 @@ static int flash_impl_from_env()
     if (e && strcmp(e, "w4") == 0) return FLASH_IMPL_W4;
     if (e && strcmp(e, "w8") == 0) return FLASH_IMPL_W8;
     if (e && strcmp(e, "wgmma") == 0) return FLASH_IMPL_WGMMA;
+    if (e && strcmp(e, "tma") == 0) return FLASH_IMPL_TMA;
     e = getenv("ATTND_FLASH_LEGACY");
     if (e && *e && strcmp(e, "0") != 0) return FLASH_IMPL_LEGACY;
     return FLASH_IMPL_ENV; /* the per-architecture default */
@@ -152,24 +202,30 @@ static int flash_impl_from_env()
 
 void flash_set_impl(int impl) { flash_impl_forced.store(impl); }
 
-static int flash_impl(int cc)
+/* The kernel family for this problem: the one asked for, else the default (on sm_90a: v6 where
+ * flash_tma_default says so, else v5). TMA where v6 does not apply runs v5. */
+static int flash_impl(int cc, const attn_problem *p)
 {
     static const int from_env = flash_impl_from_env();
+    const bool hopper = cc == 90 && flash_have_wgmma;
     int f = flash_impl_forced.load(std::memory_order_relaxed);
-    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4 && f != FLASH_IMPL_WGMMA) f = from_env;
-    if (f == FLASH_IMPL_WGMMA && !(cc == 90 && flash_have_wgmma)) f = FLASH_IMPL_ENV; /* not here: the default */
+    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4 && f != FLASH_IMPL_WGMMA && f != FLASH_IMPL_TMA)
+        f = from_env;
+    if ((f == FLASH_IMPL_WGMMA || f == FLASH_IMPL_TMA) && !hopper) f = FLASH_IMPL_ENV; /* not here: the default */
+    if (f == FLASH_IMPL_ENV && hopper) f = flash_tma_default(p) ? FLASH_IMPL_TMA : FLASH_IMPL_WGMMA;
+    if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
     if (f != FLASH_IMPL_ENV) return f;
-    if (cc == 90 && flash_have_wgmma) return FLASH_IMPL_WGMMA;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
 }
 
 template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
-    const int impl = flash_impl(ctx->cc);
+    const int impl = flash_impl(ctx->cc, p);
     switch (p->head_dim) {
     case 32: return flash_launch<flash_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
+        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
@@ -177,9 +233,11 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
     case 96:
         if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
         /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
-        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA) return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA || impl == FLASH_IMPL_TMA)
+            return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
+        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wcfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");

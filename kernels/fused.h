@@ -34,14 +34,22 @@ size_t flash_workspace_bytes(const attn_problem *p);
 int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 
 /* Which `flash` kernel runs head_dim 64, 96 and 128 (benchmarks and tests/gpu/fused_check.cu):
- * FLASH_IMPL_WGMMA (v5, Hopper wgmma, head_dim 64/128 on sm_90 in a binary built with sm_90a;
- * 96 runs w4), FLASH_IMPL_W4 (v4, 4 warps x 32 rows), FLASH_IMPL_W8 (v4, 8 warps x 16 rows),
+ * FLASH_IMPL_TMA (v6, Hopper TMA + mbarriers + warp specialisation, head_dim 64/128 on sm_90
+ * in a binary built with sm_90a; 96 runs w4), FLASH_IMPL_WGMMA (v5, Hopper wgmma, same
+ * conditions), FLASH_IMPL_W4 (v4, 4 warps x 32 rows), FLASH_IMPL_W8 (v4, 8 warps x 16 rows),
  * FLASH_IMPL_LEGACY (v3, flash_kernel.cuh; the only one for 32 and 256, and for 64 off the
  * wgmma path). FLASH_IMPL_ENV (the initial state) follows the environment, read once:
- * ATTND_FLASH_IMPL=wgmma|w4|w8|legacy, or ATTND_FLASH_LEGACY=1; unset: wgmma where it can
- * run, else w4, w8 on sm_86/sm_89 (kernels/flash.cu says why). wgmma asked for where it
- * cannot run means the default. */
-enum { FLASH_IMPL_ENV = -1, FLASH_IMPL_W8 = 0, FLASH_IMPL_LEGACY = 1, FLASH_IMPL_W4 = 2, FLASH_IMPL_WGMMA = 3 };
+ * ATTND_FLASH_IMPL=tma|wgmma|w4|w8|legacy, or ATTND_FLASH_LEGACY=1; unset: the per-problem
+ * default of kernels/flash.cu on sm_90a (v6 or v5), else w4, w8 on sm_86/sm_89. tma or wgmma
+ * asked for where they cannot run means the default. */
+enum {
+    FLASH_IMPL_ENV = -1,
+    FLASH_IMPL_W8 = 0,
+    FLASH_IMPL_LEGACY = 1,
+    FLASH_IMPL_W4 = 2,
+    FLASH_IMPL_WGMMA = 3,
+    FLASH_IMPL_TMA = 4
+};
 void flash_set_impl(int impl);
 /* Same for `efficient` at head_dim 128 in 16 bits: EFFICIENT_IMPL_EXACT (v2, the default) or
  * EFFICIENT_IMPL_LEGACY (v1); environment: ATTND_EFFICIENT_LEGACY=1. */

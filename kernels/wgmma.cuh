@@ -1,7 +1,7 @@
-/* wgmma.cuh — Hopper's warpgroup matrix multiply (wgmma, sm_90a only) as the flash kernel
- * uses it: shared-memory matrix descriptors for 128-byte-swizzled tiles, the m64nNk16
- * instructions with fp32 accumulators (A from shared memory or from registers, B from shared
- * memory), and the fences that order them.
+/* wgmma.cuh — Hopper's warpgroup matrix multiply (wgmma, sm_90a only) as the flash kernels
+ * (v5 flash_wgmma.cuh, v6 flash_tma.cuh) use it: shared-memory matrix descriptors for
+ * 128-byte-swizzled tiles, the m64nNk16 instructions with fp32 accumulators (A from shared
+ * memory or from registers, B from shared memory), and the fences that order them.
  *
  * A warpgroup is 4 consecutive warps (128 threads) starting at a warp index divisible by 4;
  * every wgmma here is issued by all 128 together and runs asynchronously on the tensor cores:
@@ -25,7 +25,8 @@
  *     leading offset is unused.
  *   MN-major operand (V as B with the transpose bit: keys are the reduction dimension, the
  *     head dim is contiguous): 8-key groups 1024 bytes apart; one k16 step = 16 rows = 2048
- *     bytes; used at n64 only (wgmma_rs_tb says why).
+ *     bytes; at n64 one sub-tile (wgmma_rs_tb), at n128 two, their distance in the leading
+ *     byte offset (wgmma_rs_tb128).
  *
  * Fragment layouts (PTX ISA, "Matrix fragments for wgmma .m64nNk16"), warp w of the group,
  * g = lane / 4, t = lane % 4 — the mma.sync m16n8k16 layouts of flash_mma.cuh, warp w owning
@@ -135,6 +136,28 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[32], const uint32_t (&a)[
         asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_REGS32
                      ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
                      : WGMMA_ACC32(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    }
+#endif
+}
+
+/* d += A·B, m64 x n128 x k16, A from registers, B MN-major with the transpose bit, spanning two
+ * 64-column sub-tiles: the descriptor's leading byte offset is the distance between them and
+ * the stride byte offset (8-key groups) 1024 — the assignment checked on the H200 with
+ * TMA-loaded V (an SS product; swapped, the result is garbage). Always accumulates. */
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_tb128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b)
+{
+#if WGMMA_AVAILABLE
+    if constexpr (BF16) {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                     : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
+                     : WGMMA_ACC64(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 #endif

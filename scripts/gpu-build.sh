@@ -12,7 +12,5 @@ cd "$(dirname "$0")/.."
 GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
 make -j"$(nproc)" BUILD=build/test GENCODE="$GENCODE" build/test/attnd
 sh scripts/bundle-libs.sh build/test
-case "$GENCODE" in *sm_90a*) HAVE_SM90A=-DFLASH_HAVE_SM90A ;; *) HAVE_SM90A= ;; esac
-"${NVCC:-nvcc}" -std=c++17 -O3 $GENCODE $HAVE_SM90A -I. -o build/test/fused_check tests/gpu/fused_check.cu \
-    kernels/efficient.cu kernels/flash.cu kernels/exec_context.c kernels/attn.c -lcublas
+GENCODE="$GENCODE" OUTBIN=build/test/fused_check BUILD_ONLY=1 bash tests/gpu/fused_check.sh
 echo "built: build/test/attnd, build/test/lib/, build/test/fused_check"

@@ -1,0 +1,523 @@
+/* flash_tma.cuh — the `flash` kernel v6 for Hopper (sm_90a): FlashAttention-3's structure, head
+ * dim 64 and 128. v5 (flash_wgmma.cuh) put both products on wgmma but kept FA2's machine: every
+ * thread copies K/V with cp.async and one CTA-wide barrier per key block holds the warpgroups
+ * in step, so softmax and the tensor cores take turns. Here the roles are split:
+ *
+ *   warpgroup 0, the producer: one thread issues every load as a TMA bulk tensor copy (tma.cuh;
+ *     Q once per tile, K_j then V_j+1 per key block into STAGES-deep rings) and hands each
+ *     buffer over through an mbarrier ("full": the bytes landed); it also picks the tiles and
+ *     passes each tile's number to the consumers in shared memory under the Q barrier. Its
+ *     warps give their registers up (setmaxnreg.dec) and all but that thread leave.
+ *   warpgroups 1..WGS, the consumers, 64 query rows each (BM = 64·WGS), take the registers
+ *     (setmaxnreg.inc) and release each buffer through another mbarrier ("empty": every
+ *     consumer warp's wgmma reading it has retired). No CTA barrier in the loop.
+ *
+ * Per key block j (walked from the last block down, so the masked blocks come first), each
+ * consumer warpgroup:
+ *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j+1·V_j+1 (P from
+ *      registers: the previous block's softmax) as two groups, without waiting;
+ *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
+ *      one FFMA per score before exp2) while P·V is still on the tensor cores;
+ *   3. waits for P·V, releases V_j+1, rescales O (only when a row max moved), packs P_j.
+ * With PINGPONG the issues of step 1 are a critical section passed round the consumer
+ * warpgroups by named barriers (bar.sync own, bar.arrive next): one warpgroup's softmax runs
+ * while the other's products run.
+ *
+ * Tiles: persistent grid (one CTA per SM) or one CTA per tile; the tile order is heads-fastest
+ * within L2 sections of heads whose K and V fit in 32 MB, query blocks descending (the longest
+ * causal tiles first). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when
+ * tiles are equal, non-causal) or the next from a counter (DYNAMIC: best for causal). Blocks
+ * above the causal diagonal are never loaded; only blocks reaching past the first row's visible
+ * keys are masked.
+ *
+ * Shared memory (1024-byte aligned tiles, 128-byte swizzle, 64-column panels): Q BM·D·2,
+ * K and V STAGES x BN·D·2 each, O staging BM·D·2 when O_SMEM (the epilogue packs O to 16 bits
+ * there, each warp its own 16 rows, and stores them as 16-byte rows; Q stays free for the next
+ * tile's load), 256 bytes of barriers and the tile slot. Measurements: bench/NOTES.md.
+ *
+ * Contract (flash_tma_launch checks): head_dim == TR::D, 16-bit types, q,k,v,out 16-byte
+ * aligned contiguous [B,H,S,D], scale ≠ 0 and finite, sm_90 and a binary with sm_90a code.
+ */
+#ifndef FLASH_TMA_CUH
+#define FLASH_TMA_CUH
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "kernels/flash_wgmma.cuh"
+#include "kernels/tma.cuh"
+
+/* How the CTAs of a persistent grid take tiles: STATIC tile = blockIdx.x + k·gridDim.x;
+ * DYNAMIC the next tile from a counter (atomicAdd) once a tile's loads are issued, so CTAs
+ * that drew short causal tiles take more. */
+enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
+
+/* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
+ * rings, PINGPONG: the consumers' products are issued in turn (named barriers 1..WGS);
+ * O_SMEM: O staged through its own smem tile for 16-byte stores (else 4-byte stores straight
+ * from registers, which leaves room for a third stage at D128); SCHED (above); NOLOAD: a
+ * diagnostic that loads each K/V stage once and then hands the stale tiles over again (wrong
+ * results: it times the kernel without its K/V traffic; never dispatched). */
+template <int D_, int WGS_, int BN_, int STAGES_, bool PINGPONG_, bool O_SMEM_ = true, int SCHED_ = FLASH_TMA_STATIC,
+          bool NOLOAD_ = false>
+struct flash_tma_traits {
+    static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
+    static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
+    static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
+    static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
+    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = O_SMEM ? BM * D * 2 : 0;
+    /* registers per thread after setmaxnreg: producer / consumers (FA3's split; 65536 in all) */
+    static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
+    static constexpr uint32_t BARS_BYTES = 256; /* the mbarriers and the tile slot, after the tiles */
+    static constexpr uint32_t TILE_SLOT = BARS_BYTES - 8;
+    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
+    static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+    static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
+    static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
+    static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
+    static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
+};
+
+/* What the host hands over besides the three tensor maps. */
+struct flash_tma_params {
+    flash_params p;
+    int bh;        /* batch·heads */
+    int m_tiles;   /* query tiles per head */
+    int sec_heads; /* heads per L2 section */
+    int n_tiles;   /* bh · m_tiles */
+    int ctr_slot;  /* DYNAMIC: this launch's counter in flash_tma_tile_ctr */
+};
+
+/* DYNAMIC's tile counters, zero between launches: the CTA that draws the last value resets its
+ * slot. Launches rotate over the slots, so launches that overlap on different streams use
+ * different counters (no allocation, no memset per launch). One array per translation unit. */
+#define FLASH_TMA_CTR_SLOTS 64
+static __device__ unsigned flash_tma_tile_ctr[FLASH_TMA_CTR_SLOTS];
+static std::atomic<unsigned> flash_tma_ctr_next(0); /* the host's rotation over the slots */
+
+/* Tile `tile` of the order described above: its head and query block. */
+__device__ __forceinline__ void flash_tma_tile(const flash_tma_params &a, int tile, int &bh, int &m_block)
+{
+    const int per_sec = a.sec_heads * a.m_tiles;
+    const int sec = tile / per_sec, r = tile - sec * per_sec;
+    const int h0 = sec * a.sec_heads, hn = min(a.sec_heads, a.bh - h0);
+    m_block = a.m_tiles - 1 - r / hn;
+    bh = h0 + r % hn;
+}
+
+/* Online softmax of one block in place, the scale folded into the exponent: with scale > 0
+ * (POS) the row max of the raw scores gives the max of the scaled ones, with scale < 0 the row
+ * min; masked scores become the value that scales to −inf. alpha = the factor O must be
+ * rescaled by; the sums are this lane's partial sums. */
+template <int BN, bool POS>
+__device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
+                                                  const flash_params &p, int row0, int n0, bool need_mask, int t)
+{
+    const float lost = POS ? -INFINITY : INFINITY;
+    if (need_mask) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = lost;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = lost;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            if (POS) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            else mx = fminf(mx, fminf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+        }
+        const float o1 = __shfl_xor_sync(0xffffffffu, mx, 1);
+        mx = POS ? fmaxf(mx, o1) : fminf(mx, o1);
+        const float o2 = __shfl_xor_sync(0xffffffffu, mx, 2);
+        mx = POS ? fmaxf(mx, o2) : fminf(mx, o2);
+        const float m_new = fmaxf(st.max[r], mx * p.scale_log2); /* ±inf·scale = −inf: nothing visible */
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;    /* no −inf − −inf */
+        alpha[r] = flash_exp2(st.max[r] - m_use);
+        st.max[r] = m_new;
+        float sum = 0.f;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+            s[4 * i + 2 * r] = flash_exp2(fmaf(s[4 * i + 2 * r], p.scale_log2, -m_use));
+            s[4 * i + 2 * r + 1] = flash_exp2(fmaf(s[4 * i + 2 * r + 1], p.scale_log2, -m_use));
+            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+        }
+        st.sum[r] = st.sum[r] * alpha[r] + sum;
+    }
+}
+
+template <int BN>
+__device__ __forceinline__ void flash_tma_softmax_any(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
+                                                      const flash_params &p, int row0, int n0, bool need_mask, int t)
+{
+    if (p.scale_log2 > 0.f) flash_tma_softmax<BN, true>(s, st, alpha, p, row0, n0, need_mask, t);
+    else flash_tma_softmax<BN, false>(s, st, alpha, p, row0, n0, need_mask, t);
+}
+
+/* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
+ * product spans both 64-column panels, whose distance is the descriptor's leading offset). */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const uint32_t (&pa)[TR::BN / 16][4],
+                                                   uint32_t s_vt)
+{
+#pragma unroll
+    for (int kk = 0; kk < TR::BN / 16; ++kk) {
+        if constexpr (TR::D == 128)
+            wgmma_rs_tb128<BF16>(o, pa[kk], wgmma_desc_sw128(s_vt + kk * 16 * 128, TR::BN * 128, 1024));
+        else
+            wgmma_rs_tb<BF16>(o, pa[kk], wgmma_desc_sw128(s_vt + kk * 16 * 128, 1024, 1024));
+    }
+    wgmma_commit();
+}
+
+/* Issue S = Q·Kᵀ (one group): this warpgroup's 64 Q rows at s_qw (panels BM rows apart) and
+ * the K tile at s_kt (panels BN rows apart). */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], uint32_t s_qw, uint32_t s_kt)
+{
+#pragma unroll
+    for (int ks = 0; ks < TR::D / 16; ++ks) {
+        const uint32_t koff = (ks & 3) << 5;
+        const uint64_t da = wgmma_desc_sw128(s_qw + (ks >> 2) * TR::BM * 128 + koff, 16, 1024);
+        const uint64_t db = wgmma_desc_sw128(s_kt + (ks >> 2) * TR::BN * 128 + koff, 16, 1024);
+        wgmma_ss<TR::BN, BF16>(s, da, db, ks > 0);
+    }
+    wgmma_commit();
+}
+
+template <int N> __device__ __forceinline__ void flash_tma_fence(float (&x)[N])
+{
+#pragma unroll
+    for (int i = 0; i < N; ++i) wgmma_fence_operand(x[i]);
+}
+
+/* O *= alpha per row, skipped when no row of the warp got a new max (warp-uniform branch). */
+template <int D> __device__ __forceinline__ void flash_tma_rescale(float (&o)[D / 2], const float (&alpha)[2])
+{
+    if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        o[4 * i] *= alpha[0];
+        o[4 * i + 1] *= alpha[0];
+        o[4 * i + 2] *= alpha[1];
+        o[4 * i + 3] *= alpha[1];
+    }
+}
+
+template <int BN, bool BF16>
+__device__ __forceinline__ void flash_tma_pack_p(const float (&s)[BN / 2], uint32_t (&pa)[BN / 16][4])
+{
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) pa[kk][q] = flash_pack2<BF16>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
+}
+
+/* Barrier slots (8 bytes each) after the tiles. */
+enum { FLASH_TMA_Q_FULL = 0, FLASH_TMA_Q_EMPTY = 1, FLASH_TMA_KV = 2 };
+
+template <class TR, class T, bool BF16>
+__global__ void __launch_bounds__(TR::THREADS, 1)
+    flash_tma_kernel(const __grid_constant__ CUtensorMap map_q, const __grid_constant__ CUtensorMap map_k,
+                     const __grid_constant__ CUtensorMap map_v, const flash_tma_params a)
+{
+#if WGMMA_AVAILABLE && TMA_AVAILABLE
+    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS;
+    extern __shared__ uint8_t flash_tma_smem[];
+    const uint32_t raw = flash_smem_addr(flash_tma_smem);
+    const uint32_t s_q = (raw + 1023u) & ~1023u;
+    const uint32_t s_k = s_q + TR::Q_BYTES;             /* STAGES x K */
+    const uint32_t s_v = s_k + STAGES * TR::KV_BYTES;   /* STAGES x V */
+    const uint32_t s_o = s_v + STAGES * TR::KV_BYTES;   /* O staging */
+    const uint32_t s_bar = s_o + TR::O_BYTES;           /* mbarriers */
+    uint8_t *o_ptr = flash_tma_smem + (s_o - raw);
+    volatile int *tile_slot = reinterpret_cast<volatile int *>(flash_tma_smem + (s_bar - raw) + TR::TILE_SLOT);
+    /* K ring: full[s] = bar(2+s), empty[s] = bar(2+STAGES+s); V ring after it */
+    auto bar = [&](int i) { return s_bar + 8u * (uint32_t)i; };
+    const int k_full = FLASH_TMA_KV, k_empty = FLASH_TMA_KV + STAGES, v_full = FLASH_TMA_KV + 2 * STAGES,
+              v_empty = FLASH_TMA_KV + 3 * STAGES;
+    const flash_params &p = a.p;
+
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+    if (tid == 0) {
+        tma_mbar_init(bar(FLASH_TMA_Q_FULL), 1);
+        tma_mbar_init(bar(FLASH_TMA_Q_EMPTY), 4 * WGS); /* lane 0 of every consumer warp */
+        for (int s = 0; s < STAGES; ++s) {
+            tma_mbar_init(bar(k_full + s), 1);
+            tma_mbar_init(bar(k_empty + s), 4 * WGS);
+            tma_mbar_init(bar(v_full + s), 1);
+            tma_mbar_init(bar(v_empty + s), 4 * WGS);
+        }
+        tma_fence_mbar_init();
+    }
+    __syncthreads(); /* the last CTA-wide barrier: the producer's warps leave below */
+
+    if (wg == 0) {
+        /* ------------------------------------------------ producer
+         * Per tile: wait until every consumer warp is done with Q (Q empty), write the tile's
+         * number into the tile slot, load Q (or, for a tile without visible keys and for the
+         * final "no more tiles" message, arrive on Q full without data), then K_j and V_j+1
+         * for the key blocks j from the last down (K first: S_j needs K_j while P·V still
+         * reads V_j+1), then the last V. The slot is read by the consumers after Q full. */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TR::PRODUCER_REGS));
+        if (warp != 0 || lane != 0) return;
+        tma_prefetch_map(&map_q);
+        tma_prefetch_map(&map_k);
+        tma_prefetch_map(&map_v);
+        uint32_t kv_iter = 0, tile_iter = 0;
+        auto load_kv = [&](const CUtensorMap *map, uint32_t ring, int full, int empty, uint32_t it, int j, int bh) {
+            const int st = (int)(it % STAGES);
+            tma_mbar_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
+            if (TR::NOLOAD && it >= STAGES) { /* diagnostic: hand the stale tile over again */
+                tma_mbar_arrive(bar(full + st));
+                return;
+            }
+            tma_mbar_expect_tx(bar(full + st), TR::KV_BYTES);
+#pragma unroll
+            for (int h = 0; h < TR::PANELS; ++h)
+                tma_load_3d(ring + st * TR::KV_BYTES + h * BN * 128, map, bar(full + st), 64 * h, j * BN, bh);
+        };
+        for (int tile = blockIdx.x;;) {
+            tma_mbar_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
+            *tile_slot = tile;
+            if (tile >= a.n_tiles) {
+                tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* "no more tiles" */
+                break;
+            }
+            int bh, m_block;
+            flash_tma_tile(a, tile, bh, m_block);
+            const int m0 = m_block * BM;
+            const int n_blocks = flash_tile_keys_of(p, m0, BM, BN).n_blocks;
+            if (n_blocks == 0) {
+                tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* the consumers write zeros */
+            } else {
+                tma_mbar_expect_tx(bar(FLASH_TMA_Q_FULL), TR::Q_BYTES);
+#pragma unroll
+                for (int h = 0; h < TR::PANELS; ++h)
+                    tma_load_3d(s_q + h * BM * 128, &map_q, bar(FLASH_TMA_Q_FULL), 64 * h, m0, bh);
+                for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
+                    load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                    if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
+                }
+                load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, 0, bh);
+            }
+            ++tile_iter;
+            if constexpr (TR::SCHED == FLASH_TMA_DYNAMIC) {
+                const unsigned f = atomicAdd(&flash_tma_tile_ctr[a.ctr_slot], 1u);
+                if (f == (unsigned)a.n_tiles - 1) flash_tma_tile_ctr[a.ctr_slot] = 0; /* the last draw of the launch */
+                tile = (int)min((unsigned)a.n_tiles, gridDim.x + f);
+            } else {
+                tile += gridDim.x;
+            }
+        }
+        return;
+    }
+
+    /* ---------------------------------------------------- consumers */
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(TR::CONSUMER_REGS));
+    const int wgi = wg - 1, g = lane >> 2, t = lane & 3;
+    const int wg_row0 = wgi * 64, my_row0 = wg_row0 + warp * 16 + g;
+    const uint32_t s_qw = s_q + wg_row0 * 128;
+    const int sched_me = 1 + wgi, sched_next = 1 + (wgi + 1) % WGS; /* named barrier ids */
+    auto turn_begin = [&]() {
+        if constexpr (TR::PINGPONG) tma_bar_sync(sched_me, 256);
+    };
+    auto turn_end = [&]() {
+        if constexpr (TR::PINGPONG) tma_bar_arrive(sched_next, 256);
+    };
+    auto release = [&](int b) {
+        if (lane == 0) tma_mbar_arrive(bar(b));
+    };
+    if constexpr (TR::PINGPONG)
+        if (wgi == 0) tma_bar_arrive(sched_me, 256); /* the first turn is warpgroup 1's */
+
+    uint32_t kv_iter = 0;
+    for (uint32_t tile_iter = 0;; ++tile_iter) {
+        tma_mbar_wait(bar(FLASH_TMA_Q_FULL), tile_iter & 1);
+        const int tile = *tile_slot;
+        if (tile >= a.n_tiles) break;
+        int bh, m_block;
+        flash_tma_tile(a, tile, bh, m_block);
+        const int m0 = m_block * BM;
+        const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
+        const int n_blocks = keys.n_blocks, vis_min = keys.vis_min;
+        T *g_o = static_cast<T *>(p.out) + (int64_t)bh * p.seq_q * D;
+        if (n_blocks == 0) { /* no row sees a key: zeros (this warpgroup's rows) */
+            for (int i = tid - 128 * wg; i < 64 * (D / 8); i += 128) {
+                const int row = m0 + wg_row0 + i / (D / 8);
+                if (row < p.seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+            }
+            __syncwarp(); /* every lane has read the tile slot */
+            release(FLASH_TMA_Q_EMPTY);
+            continue;
+        }
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+        uint32_t pa[BN / 16][4];
+        flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
+        float s[BN / 2], alpha[2];
+
+        /* first block visited: the last one (masked when it reaches past vis_min) */
+        int kst = (int)(kv_iter % STAGES);
+        tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
+        turn_begin();
+        wgmma_fence();
+        flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+        turn_end();
+        wgmma_wait<0>();
+        flash_tma_fence(s);
+        release(k_empty + kst);
+        if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
+        {
+            const int n0 = (n_blocks - 1) * BN;
+            flash_tma_softmax_any<BN>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+        }
+        flash_tma_pack_p<BN, BF16>(s, pa);
+        int vst = kst; /* V stage of the block P belongs to */
+        uint32_t vph = (kv_iter / STAGES) & 1;
+        ++kv_iter;
+
+        for (int j = n_blocks - 2; j >= 0; --j, ++kv_iter) {
+            kst = (int)(kv_iter % STAGES);
+            tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
+            tma_mbar_wait(bar(v_full + vst), vph);
+            turn_begin();
+            wgmma_fence();
+            flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
+            turn_end();
+            wgmma_wait<1>(); /* S_j; P·V_j+1 still running */
+            flash_tma_fence(s);
+            release(k_empty + kst);
+            if (j == 0) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
+            const int n0 = j * BN;
+            flash_tma_softmax_any<BN>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+            wgmma_wait<0>(); /* P·V_j+1: O and P free, V_j+1 read */
+            flash_tma_fence(o);
+            release(v_empty + vst);
+            flash_tma_rescale<D>(o, alpha);
+            flash_tma_pack_p<BN, BF16>(s, pa);
+            vst = kst;
+            vph = (kv_iter / STAGES) & 1;
+        }
+        /* the last block's P·V */
+        tma_mbar_wait(bar(v_full + vst), vph);
+        turn_begin();
+        wgmma_fence();
+        flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
+        turn_end();
+        wgmma_wait<0>();
+        flash_tma_fence(o);
+        release(v_empty + vst);
+
+        /* epilogue: O / l, then 16-byte rows through this warp's 16 rows of the staging tile,
+         * or 4-byte pieces straight from registers */
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            float l = st.sum[r];
+            l += __shfl_xor_sync(0xffffffffu, l, 1);
+            l += __shfl_xor_sync(0xffffffffu, l, 2);
+            const float inv = l > 0.f ? 1.f / l : 0.f; /* no visible key: zeros */
+            const int lr = my_row0 + 8 * r;
+            if constexpr (TR::O_SMEM) {
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    *reinterpret_cast<uint32_t *>(o_ptr + flash_wg_off<BM>(lr, i) + 4 * t) =
+                        flash_pack2<BF16>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+            } else if (m0 + lr < p.seq_q) {
+                T *dst = g_o + (int64_t)(m0 + lr) * D + 2 * t;
+#pragma unroll
+                for (int i = 0; i < D / 8; ++i)
+                    *reinterpret_cast<uint32_t *>(dst + 8 * i) =
+                        flash_pack2<BF16>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
+            }
+        }
+        if constexpr (TR::O_SMEM) {
+            __syncwarp();
+            constexpr int CH = D / 8, WARP_CHUNKS = 16 * CH;
+#pragma unroll
+            for (int it = 0; it < WARP_CHUNKS / 32; ++it) {
+                const int idx = it * 32 + lane;
+                const int lr = wg_row0 + warp * 16 + idx / CH, c = idx % CH;
+                const int row = m0 + lr;
+                if (row < p.seq_q)
+                    *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + c * 8) =
+                        *reinterpret_cast<const uint4 *>(o_ptr + flash_wg_off<BM>(lr, c));
+            }
+            __syncwarp(); /* the next tile's epilogue overwrites these rows */
+        }
+    }
+    if constexpr (TR::PINGPONG)
+        if (wgi == 0) tma_bar_sync(sched_me, 256); /* take back the last warpgroup's final arrive */
+#else
+    __trap(); /* not compiled for sm_90a: flash_tma_launch never launches it */
+#endif
+}
+
+/* The tensor maps of the last problem this host thread launched (encoding costs a few µs of
+ * host time; a benchmark repeats one problem). Keyed by everything the maps encode. */
+struct flash_tma_maps {
+    const void *q, *k, *v;
+    int64_t bh, seq_q, seq_kv;
+    int d, bm, bn;
+    bool bf16, valid;
+    CUtensorMap mq, mk, mv;
+};
+
+/* Host side: enqueue one forward of configuration TR on ctx->stream. persistent: one CTA per SM
+ * looping over tiles; else one CTA per tile (the hardware hands out tiles in order). */
+template <class TR, class T, bool BF16>
+static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who,
+                            bool persistent)
+{
+    if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
+    if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel runs on sm_90 only");
+    flash_tma_params a;
+    const int rc = flash_prepare_launch(ctx, pr, t, TR::SMEM_BYTES, who, &a.p);
+    if (rc != 0) return rc < 0 ? rc : 0;
+    if (!(a.p.scale_log2 != 0.f && std::isfinite(a.p.scale_log2)))
+        return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel needs a finite nonzero scale");
+    const int64_t bh = pr->batch * pr->heads, m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
+    if (bh * m_tiles > INT32_MAX) return exec_fail(ctx, __FILE__, __LINE__, who, "too many tiles");
+    a.bh = (int)bh;
+    a.m_tiles = (int)m_tiles;
+    a.n_tiles = (int)(bh * m_tiles);
+    const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
+    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, (32ll << 20) / std::max<int64_t>(kv_head_bytes, 1)));
+
+    static thread_local flash_tma_maps maps = {};
+    if (!(maps.valid && maps.q == t->q && maps.k == t->k && maps.v == t->v && maps.bh == bh &&
+          maps.seq_q == pr->seq_q && maps.seq_kv == pr->seq_kv && maps.d == TR::D && maps.bm == TR::BM &&
+          maps.bn == TR::BN && maps.bf16 == BF16)) {
+        maps.valid = false;
+        const uint64_t skv_rows = (uint64_t)std::max<int64_t>(pr->seq_kv, 1);
+        int e = tma_encode_3d(&maps.mq, t->q, BF16, TR::D, (uint64_t)pr->seq_q, (uint64_t)bh, TR::BM);
+        if (e == 0) e = tma_encode_3d(&maps.mk, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&maps.mv, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
+        if (e != 0) {
+            char why[96];
+            snprintf(why, sizeof why, "cuTensorMapEncodeTiled failed (CUresult %d)", e);
+            return exec_fail(ctx, __FILE__, __LINE__, who, why);
+        }
+        maps.q = t->q, maps.k = t->k, maps.v = t->v, maps.bh = bh, maps.seq_q = pr->seq_q, maps.seq_kv = pr->seq_kv;
+        maps.d = TR::D, maps.bm = TR::BM, maps.bn = TR::BN, maps.bf16 = BF16, maps.valid = true;
+    }
+    a.ctr_slot = (int)(flash_tma_ctr_next.fetch_add(1, std::memory_order_relaxed) % FLASH_TMA_CTR_SLOTS);
+    static std::atomic<unsigned long long> smem_set(0);
+    auto kernel = flash_tma_kernel<TR, T, BF16>;
+    if (flash_kernel_smem_once(ctx, kernel, TR::SMEM_BYTES, smem_set) != 0) return -1;
+    const int grid = persistent ? std::min(a.n_tiles, std::max(ctx->sm_count, 1)) : a.n_tiles;
+    kernel<<<grid, TR::THREADS, TR::SMEM_BYTES, ctx->stream>>>(maps.mq, maps.mk, maps.mv, a);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
+#endif
