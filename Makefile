@@ -34,7 +34,7 @@ KERNEL_C  = kernels/attn.c kernels/variants.c kernels/inputs_cpu.c kernels/finge
             kernels/reference.c kernels/exec_context.c kernels/cudnn_loader.c kernels/cudnn_sdpa.c
 KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient.cu kernels/flash.cu
 SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
-            server/http.c server/routes.c server/ipc.c server/pool.c server/store.c \
+            server/http.c server/http_guard.c server/routes.c server/ipc.c server/pool.c server/store.c \
             server/worker.c server/measure.c server/measure_stats.c server/profile.c \
             server/clocks.c server/roofline.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
             server/auth.c server/tls.c

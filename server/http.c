@@ -2,13 +2,18 @@
  * answer JSON (http.h).
  *
  * One thread per connection: a handler may block (a synchronous run waits for its job)
- * without holding up other clients; MHD_CONNECTION_LIMIT bounds the threads. A request
- * body is accumulated up to settings.max_body_bytes: a larger Content-Length is answered
- * 413 before any of the body is read; a chunked body that grows past the limit is dropped
- * as it arrives and answered 413 at its end. Routes listed in http_streaming_routes (tensor
- * uploads) get their body written to a memfd as it arrives instead (http_request.body_fd).
+ * without holding up other clients; max_connections bounds the threads. A request body is
+ * accumulated up to settings.max_body_bytes: a larger Content-Length is answered 413 before
+ * any of the body is read; a chunked body that grows past the limit is dropped as it
+ * arrives and answered 413 at its end. Routes listed in http_stream_routes (tensor uploads)
+ * are admitted by the route when their head is in, before any body byte is read (refused
+ * at once otherwise, and no 100 Continue is sent), and their body is written to a memfd as
+ * it arrives (http_request.body_fd), bounded by max_upload_bytes and the route's grow.
  * How large the pieces of a body are that libmicrohttpd hands over, and what that costs per
  * connection: HTTP_CONNECTION_MEMORY_BYTES below.
+ *
+ * Connection guards that libmicrohttpd lacks (a deadline for each request's head, shedding
+ * under pressure) are http_guard.c's.
  *
  * Every libmicrohttpd call is checked (MHD_CHECK): a failure is logged with the call, file
  * and line, and the connection is closed rather than the front crashing.
@@ -17,13 +22,18 @@
 
 #include <errno.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -33,13 +43,20 @@
 
 #include "auth.h"
 #include "clock_text.h"
+#include "http_guard.h"
 #include "log.h"
+#include "mhd_check.h"
 #include "metrics.h"
 #include "tls.h"
 
-#define HTTP_CONNECTION_LIMIT 512   /* concurrent connections (= threads) */
-#define HTTP_CONNECTION_TIMEOUT_S 120 /* idle connections are closed after this */
-#define HTTP_STREAM_MAX_BYTES (64ULL << 30) /* a streamed body (tensor uploads) */
+#define HTTP_MAX_QUERY_PARAMS 100   /* more get 400 too_many_parameters (the run has ~30) */
+#define HTTP_MHD_LOG_PER_S 20       /* libmicrohttpd lines logged per second; the rest counted */
+#define HTTP_SPARE_FDS 256          /* file descriptors besides connections: memfds, SQLite, workers */
+
+/* libmicrohttpd's own connection limit: max_connections, which http.c enforces on the
+ * connections it has not cut, plus room for the cut ones until libmicrohttpd has closed
+ * them (its count includes them; at its limit it refuses every new connection). */
+#define HTTP_MHD_CONNECTION_LIMIT(max) ((max) + (max) / 4 + 16)
 
 /* Each connection's libmicrohttpd memory pool (MHD_OPTION_CONNECTION_MEMORY_LIMIT): the
  * request's headers, the read buffer and the answer's headers. The read buffer is half of
@@ -63,14 +80,12 @@
  * It also bounds a request's headers: they must fit in the pool (a larger block is
  * answered 431; tests/api/test_reliability.py sends a 200 KB header and expects a refusal:
  * with 128 KiB, 100 KB passes and 140 KB is refused). 128 KiB takes most of the gain, keeps
- * that bound, and costs +0.125 MiB per idle keep-alive connection: at most 64 MiB at
- * HTTP_CONNECTION_LIMIT, freed as connections close (HTTP_CONNECTION_TIMEOUT_S idle).
+ * that bound, and costs +0.125 MiB per idle keep-alive connection: at most 64 MiB at the
+ * default max_connections, freed as connections close (header_timeout_s, idle_timeout_s).
  * Connections that have sent nothing cost the same at every size (~0.13 MiB each, their
  * thread). Uploads with curl send 64 KiB at a time anyway (its upload buffer). */
 #define HTTP_CONNECTION_MEMORY_BYTES ((size_t)128 << 10)
 
-/* Log a failed libmicrohttpd call that returns MHD_NO / NULL; evaluates to 1 when it failed. */
-#define MHD_FAILED(ok, call) ((ok) ? 0 : (log_error("%s failed at %s:%d", call, __FILE__, __LINE__), 1))
 
 static struct MHD_Daemon *http_daemon;
 static const settings *http_cfg;
@@ -78,18 +93,27 @@ static atomic_int http_requests_in_flight; /* live http_conn states */
 
 const settings *http_settings(void) { return http_cfg; }
 
-/* Per-connection state of one request (con_cls): the body read so far. */
+/* Per-request state (con_cls), from the access handler's first call to http_completed. */
 typedef struct http_conn {
     char *body;
     size_t len, cap;
     int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
+    cJSON *query;  /* the query string, parsed when the head is in; NULL when refused before */
+    api_error refusal; /* status != 0: answered this instead of routing */
+    const http_stream_route *stream; /* admitted by this streaming route: release(hold) at the end */
+    void *hold;
+    unsigned long long declared_bytes; /* a streamed body's Content-Length; 0 when chunked */
     double arrived_s, received_s; /* clock_monotonic_s: headers in; last body byte in */
     /* An answer from a file (http_send_fd) with a log note: logged once it has been sent. */
     double answer_queued_s;
     size_t answer_bytes;
     char answer_note[256];
 } http_conn;
+
+/* What http_uri_seen hands the access handler as con_cls instead of an http_conn: a
+ * refusal decided from the raw request line. */
+static char http_mark_many_params, http_mark_nul_path;
 
 /* ---------------------------------------------------------------- answers --------------- */
 
@@ -354,24 +378,118 @@ void http_fail(http_request *req, int status, const char *code, const char *fiel
 
 /* ---------------------------------------------------------------- requests -------------- */
 
+/* The request line, as libmicrohttpd saw it (MHD_OPTION_URI_LOG_CALLBACK), before it parses
+ * the query string into its per-connection pool. What this returns becomes con_cls: NULL,
+ * or a mark of a refusal that the access handler answers once the head is in.
+ *
+ * libmicrohttpd gives every parameter a record in the pool and, when thousands do not fit,
+ * closes the connection without an answer (0.9.75, 0.9.77). So a query string of more than
+ * HTTP_MAX_QUERY_PARAMS parameters is cut here, in the connection's read buffer that uri
+ * points into and that libmicrohttpd parses right after this call; it is refused 400. */
+static void *http_uri_seen(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    char *qmark = strchr(uri, '?');
+    size_t path_len = qmark ? (size_t)(qmark - uri) : strlen(uri), i, n = 1;
+
+    for (i = 0; i + 2 < path_len; i++) /* "%00" would end the path early once unescaped: 404 */
+        if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0') return &http_mark_nul_path;
+    if (!qmark || !qmark[1]) return NULL;
+    for (i = 1; qmark[i]; i++) n += qmark[i] == '&';
+    if (n <= HTTP_MAX_QUERY_PARAMS) return NULL;
+    qmark[1] = '\0';
+    return &http_mark_many_params;
+}
+
 typedef struct query_ctx {
     cJSON *obj;
-    char duplicate[64]; /* the first key given twice */
-    int oom;
+    api_error *e; /* the first refusal; e->status != 0 stops the walk */
 } query_ctx;
 
-static enum MHD_Result http_query_add(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
+static enum MHD_Result http_query_add(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                      const char *value, size_t value_len)
 {
     query_ctx *q = cls;
 
-    if (!key) return MHD_YES;
+    if (!key || q->e->status) return MHD_YES;
+    /* libmicrohttpd unescapes %00 into the value: strlen would see a shorter one. */
+    if (strlen(key) != key_len || (value && strlen(value) != value_len)) {
+        api_fail(q->e, 400, "bad_value", key, "query parameter '%.40s' holds a NUL byte (%%00)", key);
+        return MHD_YES;
+    }
     if (cJSON_GetObjectItemCaseSensitive(q->obj, key)) {
-        if (!q->duplicate[0]) snprintf(q->duplicate, sizeof q->duplicate, "%s", key);
+        api_fail(q->e, 400, "duplicate_parameter", key, "query parameter '%.40s' is given more than once", key);
         return MHD_YES;
     }
     /* "?verify" (no '=') arrives as NULL: an empty string, which no parameter accepts. */
-    if (!cJSON_AddStringToObject(q->obj, key, value ? value : "")) q->oom = 1;
+    if (!cJSON_AddStringToObject(q->obj, key, value ? value : ""))
+        api_fail(q->e, 500, "internal", "", "out of memory reading the query string");
     return MHD_YES;
+}
+
+/* Parse the query string into c->query; a refusal goes to c->refusal. */
+static void http_parse_query(struct MHD_Connection *conn, http_conn *c)
+{
+    query_ctx q;
+
+    q.obj = c->query = cJSON_CreateObject();
+    q.e = &c->refusal;
+    if (!q.obj) {
+        api_fail(&c->refusal, 500, "internal", "", "out of memory reading the query string");
+        return;
+    }
+    if (MHD_get_connection_values_n(conn, MHD_GET_ARGUMENT_KIND, http_query_add, &q) < 0) {
+        log_error("MHD_get_connection_values_n failed at %s:%d", __FILE__, __LINE__);
+        api_fail(&c->refusal, 500, "internal", "", "cannot read the query string");
+    }
+}
+
+/* The framing headers: every Content-Length and the Transfer-Encoding. */
+typedef struct framing_ctx {
+    const char *length, *encoding; /* the first of each; NULL when absent */
+    int lengths_differ;
+} framing_ctx;
+
+static enum MHD_Result http_framing_add(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
+                                        const char *value, size_t value_len)
+{
+    framing_ctx *f = cls;
+
+    if (!key || !value) return MHD_YES;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
+        if (!f->length) f->length = value;
+        else if (strcmp(f->length, value) != 0) f->lengths_differ = 1;
+    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) && !f->encoding) {
+        f->encoding = value;
+    }
+    return MHD_YES;
+}
+
+/* The body's declared length: its Content-Length, HTTP_LENGTH_CHUNKED, or 0 without a body.
+ * libmicrohttpd has refused (400/413, HTML) a Content-Length that is not a number below
+ * 2^64, and reads by the first one; framing it could read two ways is refused here. 0, or
+ * -1 with e filled. */
+static int http_declared_length(struct MHD_Connection *conn, unsigned long long *declared, api_error *e)
+{
+    framing_ctx f;
+
+    memset(&f, 0, sizeof f);
+    *declared = 0;
+    if (MHD_get_connection_values_n(conn, MHD_HEADER_KIND, http_framing_add, &f) < 0)
+        return api_fail(e, 500, "internal", "", "cannot read the request headers");
+    if (f.lengths_differ)
+        return api_fail(e, 400, "bad_header", "", "two different Content-Length headers");
+    if (f.encoding && f.length)
+        return api_fail(e, 400, "bad_header", "", "both Transfer-Encoding and Content-Length are given");
+    if (f.encoding) {
+        /* libmicrohttpd would read any other coding until the connection closes. */
+        if (strcasecmp(f.encoding, "chunked") != 0)
+            return api_fail(e, 400, "bad_header", "", "Transfer-Encoding '%.40s' is not supported; only chunked",
+                            f.encoding);
+        *declared = HTTP_LENGTH_CHUNKED;
+    } else if (f.length) {
+        *declared = strtoull(f.length, NULL, 10);
+    }
+    return 0;
 }
 
 /* Does path match pattern? A pattern "/a/{id}" matches "/a/X" for one non-empty segment X,
@@ -445,43 +563,37 @@ static void http_route_request(http_request *req)
               allow);
 }
 
+/* A request as a handler (or a streaming route's admit) sees it. */
+static void http_request_view(http_request *req, struct MHD_Connection *conn, const char *url, const char *method,
+                              http_conn *c)
+{
+    memset(req, 0, sizeof *req);
+    req->conn = conn;
+    req->method = method;
+    req->path = url;
+    req->query = c->query;
+    req->settings = http_cfg;
+    req->body_fd = -1;
+    req->conn_state = c;
+    req->arrived_s = c->arrived_s;
+    req->received_s = c->received_s;
+    req->hold = c->hold;
+}
+
+/* Answer the request: c->refusal when set, else auth (401) and the route. */
 static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *url, const char *method,
                                      http_conn *c)
 {
     http_request req;
-    query_ctx q;
 
-    memset(&req, 0, sizeof req);
-    memset(&q, 0, sizeof q);
-    req.conn = conn;
-    req.method = method;
-    req.path = url;
-    req.settings = http_cfg;
-    req.body_fd = -1;
-    req.conn_state = c;
-    req.arrived_s = c->arrived_s;
-    req.received_s = c->received_s = clock_monotonic_s();
-
-    q.obj = cJSON_CreateObject();
-    if (!q.obj) {
-        log_error("%s %s: out of memory for the query", method, url);
-        return MHD_NO;
-    }
-    req.query = q.obj;
-    if (MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, http_query_add, &q) < 0) {
-        log_error("MHD_get_connection_values failed at %s:%d", __FILE__, __LINE__);
-        q.oom = 1;
-    }
-
-    if (c->too_large)
-        http_fail(&req, 413, "body_too_large", "", "the request body is larger than max_body_bytes (%lld bytes)",
-                  http_cfg->max_body_bytes);
-    else if (q.oom)
-        http_fail(&req, 500, "internal", "", "out of memory reading the query string");
-    else if (q.duplicate[0])
-        http_fail(&req, 400, "duplicate_parameter", q.duplicate, "query parameter '%s' is given more than once",
-                  q.duplicate);
-    else {
+    c->received_s = clock_monotonic_s();
+    http_request_view(&req, conn, url, method, c);
+    if (c->too_large && !c->refusal.status)
+        api_fail(&c->refusal, 413, "body_too_large", "", "the request body is larger than max_body_bytes (%lld bytes)",
+                 http_cfg->max_body_bytes);
+    if (c->refusal.status) {
+        http_send_error(&req, &c->refusal);
+    } else if (auth_allow(&req)) { /* else auth.c answered 401 */
         if (c->fd >= 0) {
             req.body_fd = c->fd;
             req.body_len = c->len;
@@ -489,12 +601,90 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
             req.body = c->body;
             req.body_len = c->len;
         }
-        if (auth_allow(&req)) http_route_request(&req); /* auth.c: 401 when a token is needed */
+        if (c->query) http_route_request(&req);
+        else http_fail(&req, 500, "internal", "", "the query of %s %.200s was not read", method, url);
     }
     if (!req.answered) http_fail(&req, 500, "internal", "", "the handler of %s %.200s gave no answer", method, url);
     metrics_http_request(method, req.route, req.status);
-    cJSON_Delete(q.obj);
     return req.queue_failed ? MHD_NO : MHD_YES;
+}
+
+/* The head is in and a token, if needed, is valid: parse the query, check the framing, and
+ * admit a streamed body (http_stream_route.admit) or bound a held one, all before any body
+ * byte is read. A refusal is left in c->refusal. */
+static void http_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c)
+{
+    const http_stream_route *route = http_streaming_route(method, url);
+    unsigned long long declared;
+    http_request req;
+    api_error e;
+
+    http_parse_query(conn, c);
+    if (c->refusal.status || http_declared_length(conn, &declared, &c->refusal) != 0) return;
+    if (!route) {
+        if (declared != HTTP_LENGTH_CHUNKED && declared > (unsigned long long)http_cfg->max_body_bytes)
+            c->too_large = 1; /* answered 413 now; the connection closes after it */
+        return;
+    }
+    if (declared != HTTP_LENGTH_CHUNKED && declared > (unsigned long long)http_cfg->max_upload_bytes) {
+        api_fail(&c->refusal, 413, "body_too_large", "",
+                 "the upload's %llu bytes are over max_upload_bytes (%lld bytes)", declared, http_cfg->max_upload_bytes);
+        return;
+    }
+    http_request_view(&req, conn, url, method, c);
+    memset(&e, 0, sizeof e);
+    if (route->admit(&req, declared, &c->hold, &e) != 0) {
+        c->refusal = e;
+        if (!c->refusal.status) api_fail(&c->refusal, 500, "internal", "", "the upload was refused without a reason");
+        return;
+    }
+    c->stream = route; /* release(hold) in http_completed, whatever happens next */
+    c->declared_bytes = declared == HTTP_LENGTH_CHUNKED ? 0 : declared;
+    c->fd = memfd_create("attnd-upload", MFD_CLOEXEC);
+    if (c->fd < 0) {
+        log_error("memfd_create for an upload: %s", strerror(errno));
+        api_fail(&c->refusal, 500, "internal", "", "cannot hold the upload: %s", strerror(errno));
+    }
+}
+
+/* Cut off a streamed body that may not grow: libmicrohttpd (up to 1.0) cannot queue an
+ * answer while a body is arriving, so the connection is closed at once, without one. */
+static enum MHD_Result http_cut_upload(const char *method, const char *url, http_conn *c, const api_error *e)
+{
+    log_warn("%s %.200s: upload cut off after %zu bytes, connection closed: %d %s: %s", method, url, c->len, e->status,
+             e->code, e->message);
+    metrics_http_request(method, c->stream->pattern, e->status);
+    if (ftruncate(c->fd, 0) != 0) log_warn("ftruncate of an upload: %s", strerror(errno));
+    return MHD_NO;
+}
+
+/* A piece of a streamed body: straight to the memfd, never accumulated. */
+static enum MHD_Result http_stream_piece(const char *method, const char *url, http_conn *c, const char *data,
+                                         size_t n)
+{
+    unsigned long long total = (unsigned long long)c->len + n;
+    api_error e;
+
+    memset(&e, 0, sizeof e);
+    if (total > (unsigned long long)http_cfg->max_upload_bytes) { /* only a chunked body gets here */
+        api_fail(&e, 413, "body_too_large", "", "the upload passed max_upload_bytes (%lld bytes)",
+                 http_cfg->max_upload_bytes);
+        return http_cut_upload(method, url, c, &e);
+    }
+    if (total > c->declared_bytes && c->stream->grow && c->stream->grow(c->hold, total, &e) != 0) {
+        if (!e.status) api_fail(&e, 500, "internal", "", "the upload was cut off without a reason");
+        return http_cut_upload(method, url, c, &e);
+    }
+    while (n > 0) {
+        ssize_t w = write(c->fd, data, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) {
+            log_error("writing an upload to its memfd: %s", strerror(errno));
+            return MHD_NO;
+        }
+        data += w, n -= (size_t)w, c->len += (size_t)w;
+    }
+    return MHD_YES;
 }
 
 /* The access handler: called once when the headers are in, once per piece of body, and
@@ -506,11 +696,13 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
     http_conn *c = *con_cls;
     unsigned long long max = (unsigned long long)http_cfg->max_body_bytes;
 
-    if (!c) {
-        const char *cl;
+    if (!c || *con_cls == &http_mark_many_params || *con_cls == &http_mark_nul_path) {
+        void *mark = *con_cls;
+        http_guard_head_in(conn);
         c = calloc(1, sizeof *c);
         if (!c) {
-            log_error("out of memory for a connection");
+            log_error("out of memory for a request");
+            *con_cls = NULL;
             return MHD_NO;
         }
         *con_cls = c;
@@ -522,52 +714,24 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!auth_check(method, url, MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_AUTHORIZATION)))
             return http_dispatch(conn, url, method, c);
-        if (http_streaming_route(method, url) != NULL) {
-            c->fd = memfd_create("attnd-upload", MFD_CLOEXEC);
-            if (c->fd < 0) {
-                log_error("memfd_create for an upload: %s", strerror(errno));
-                return MHD_NO;
-            }
-            max = HTTP_STREAM_MAX_BYTES; /* the handler applies the memory budget (507) */
-        }
-        /* A declared body over the limit: answer now, before reading any of it (the
-         * connection is closed after the answer). */
-        cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl) {
-            char *end;
-            unsigned long long n;
-            errno = 0;
-            n = strtoull(cl, &end, 10);
-            if (errno == 0 && end != cl && *end == '\0' && n > max) {
-                c->too_large = 1;
-                return http_dispatch(conn, url, method, c);
-            }
-        }
+        if (mark == &http_mark_many_params)
+            api_fail(&c->refusal, 400, "too_many_parameters", "", "the query string has more than %d parameters",
+                     HTTP_MAX_QUERY_PARAMS);
+        else if (mark == &http_mark_nul_path)
+            api_fail(&c->refusal, 404, "not_found", "", "no such endpoint: the path holds a NUL byte (%%00)");
+        else
+            http_admit(conn, url, method, c);
+        /* Answered now, the body is never read and the connection closes after the answer;
+         * libmicrohttpd sends no 100 Continue once an answer is queued. */
+        if (c->refusal.status || c->too_large) return http_dispatch(conn, url, method, c);
         return MHD_YES;
     }
 
-    if (c->fd >= 0) max = HTTP_STREAM_MAX_BYTES;
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
         *upload_data_size = 0;
         if (c->too_large) return MHD_YES;
-        if (c->fd >= 0) { /* streaming: straight to the memfd, never accumulated */
-            if (c->len + n > max) {
-                c->too_large = 1;
-                if (ftruncate(c->fd, 0) != 0) log_warn("ftruncate of an upload: %s", strerror(errno));
-                return MHD_YES;
-            }
-            while (n > 0) {
-                ssize_t w = write(c->fd, upload_data, n);
-                if (w < 0 && errno == EINTR) continue;
-                if (w <= 0) {
-                    log_error("writing an upload to its memfd: %s", strerror(errno));
-                    return MHD_NO;
-                }
-                upload_data += w, n -= (size_t)w, c->len += (size_t)w;
-            }
-            return MHD_YES;
-        }
+        if (c->fd >= 0) return http_stream_piece(method, url, c, upload_data, n);
         if (c->len + n > max) {
             c->too_large = 1;
             free(c->body);
@@ -602,7 +766,9 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
 {
     http_conn *c = *con_cls;
 
-    if (!c) return;
+    if (toe == MHD_REQUEST_TERMINATED_COMPLETED_OK) http_guard_waiting(conn);
+    *con_cls = NULL;
+    if (!c || (void *)c == &http_mark_many_params || (void *)c == &http_mark_nul_path) return;
     if (c->answer_note[0]) {
         double now = clock_monotonic_s(), send_s = now - c->answer_queued_s;
         log_info("%s; sent %zu bytes in %.3f s (%.2f GB/s), %.3f s from the request%s", c->answer_note,
@@ -614,22 +780,61 @@ static void http_completed(void *cls, struct MHD_Connection *conn, void **con_cl
                  : toe == MHD_REQUEST_TERMINATED_DAEMON_SHUTDOWN ? " — cut short: the server is stopping"
                                                                    : " — cut short by an error");
     }
-    if (c->fd >= 0) close(c->fd);
+    if (c->fd >= 0) close(c->fd); /* the upload's memory goes before its budget does */
+    if (c->stream) c->stream->release(c->hold);
+    cJSON_Delete(c->query);
     free(c->body);
     free(c);
-    *con_cls = NULL;
     atomic_fetch_sub(&http_requests_in_flight, 1);
 }
 
+/* libmicrohttpd's messages (one per refused connection, bad request, …): at most
+ * HTTP_MHD_LOG_PER_S a second, so that a flood cannot fill the disk with them. */
 static void http_mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static double second_s;
+    static unsigned long in_second, dropped;
+    unsigned long dropped_before = 0;
+    double now = clock_monotonic_s();
     char line[512];
     size_t n;
+    int show;
 
+    pthread_mutex_lock(&mu);
+    if (now - second_s >= 1.0) {
+        dropped_before = dropped;
+        dropped = in_second = 0;
+        second_s = now;
+    }
+    show = ++in_second <= HTTP_MHD_LOG_PER_S;
+    if (!show) dropped++;
+    pthread_mutex_unlock(&mu);
+    if (dropped_before) log_warn("libmicrohttpd: %lu more messages not shown", dropped_before);
+    if (!show) return;
     vsnprintf(line, sizeof line, fmt, ap);
     n = strlen(line);
     while (n > 0 && line[n - 1] == '\n') line[--n] = '\0';
     log_warn("libmicrohttpd: %s", line);
+}
+
+/* Raise the soft limit on open files to what max_connections needs, when the hard one allows. */
+static void http_fit_fd_limit(const settings *s)
+{
+    rlim_t need = (rlim_t)HTTP_MHD_CONNECTION_LIMIT(s->max_connections) + HTTP_SPARE_FDS;
+    struct rlimit r;
+
+    if (getrlimit(RLIMIT_NOFILE, &r) != 0) {
+        log_warn("getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+        return;
+    }
+    if (r.rlim_cur != RLIM_INFINITY && r.rlim_cur < need) {
+        r.rlim_cur = r.rlim_max == RLIM_INFINITY || r.rlim_max >= need ? need : r.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &r) != 0) log_warn("setrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+    }
+    if (getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < need)
+        log_warn("max_connections=%d needs about %llu open files; the limit is %llu: connections past it are refused",
+                 s->max_connections, (unsigned long long)need, (unsigned long long)r.rlim_cur);
 }
 
 /* ---------------------------------------------------------------- start / stop ---------- */
@@ -665,9 +870,10 @@ int http_start(const settings *s, char *err, size_t err_len)
     struct addrinfo hints, *ai = NULL;
     const union MHD_DaemonInfo *info;
     char host[128], port[16];
-    /* MHD_USE_ITC: MHD_quiesce_daemon needs it in this threading mode. */
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    /* MHD_USE_ITC: MHD_quiesce_daemon needs it in this threading mode. MHD_USE_POLL: select
+     * would refuse every connection whose socket is past FD_SETSIZE (1024). */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC | MHD_USE_POLL;
     unsigned bound_port;
     int rc, v6, tls_on;
     struct MHD_OptionItem tls_opts[TLS_OPTIONS_MAX]; /* tls.c: empty without TLS */
@@ -694,13 +900,23 @@ int http_start(const settings *s, char *err, size_t err_len)
         return -1;
     }
     http_cfg = s;
+    http_fit_fd_limit(s);
+    if (http_guard_start(s, err, err_len) != 0) {
+        freeaddrinfo(ai);
+        http_cfg = NULL;
+        tls_release();
+        return -1;
+    }
     errno = 0;
     http_daemon = MHD_start_daemon(flags, (uint16_t)atoi(port), NULL, NULL, &http_access, NULL,
                                    MHD_OPTION_EXTERNAL_LOGGER, &http_mhd_log, NULL, /* first: see MHD docs */
                                    MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
-                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_CONNECTION_TIMEOUT_S,
+                                   MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_MHD_CONNECTION_LIMIT(s->max_connections),
+                                   MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)s->max_connections_per_ip,
+                                   MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)s->idle_timeout_s,
                                    MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)HTTP_CONNECTION_MEMORY_BYTES,
+                                   MHD_OPTION_NOTIFY_CONNECTION, &http_guard_notify, NULL,
+                                   MHD_OPTION_URI_LOG_CALLBACK, &http_uri_seen, NULL,
                                    MHD_OPTION_NOTIFY_COMPLETED, &http_completed, NULL,
                                    MHD_OPTION_ARRAY, tls_opts,
                                    MHD_OPTION_END);
@@ -708,6 +924,7 @@ int http_start(const settings *s, char *err, size_t err_len)
     if (!http_daemon) {
         snprintf(err, err_len, "cannot listen on %s%s%s", s->listen, errno ? ": " : " (see the log above)",
                  errno ? strerror(errno) : "");
+        http_guard_stop();
         http_cfg = NULL;
         tls_release();
         return -1;
@@ -758,7 +975,8 @@ int http_client_gone(const http_request *req)
 void http_stop(void)
 {
     if (!http_daemon) return;
-    MHD_stop_daemon(http_daemon);
+    MHD_stop_daemon(http_daemon); /* every connection CLOSED: the peer table is empty */
     http_daemon = NULL;
+    http_guard_stop();
     tls_release();
 }

@@ -4,7 +4,10 @@
  * handler while the job runs, and other connections go on. http.c reads the request (body
  * up to max_body_bytes, else 413), parses the query string, finds the route in
  * http_routes[] (404 unknown path, 405 wrong method with Allow) and calls its handler,
- * which answers through exactly one http_send_* call.
+ * which answers through exactly one http_send_* call. Whatever it refuses before a handler
+ * (a bad query, framing or upload size, 401) is the same JSON error; connections are bounded
+ * per address, in number, and in how long a request head may take (http.c, and
+ * docs/operations.md "Security model").
  */
 #ifndef HTTP_H
 #define HTTP_H

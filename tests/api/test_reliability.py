@@ -1,22 +1,30 @@
 """Reliability on the cpu device: workers killed mid-job, malformed and hostile requests,
-a full queue, restarts and SIGTERM with a job running, and a bounded soak with the front's
-memory flat. Every accepted job must end done or failed with a reason, nothing stored may be
-lost or duplicated, and the server must keep answering.
+a full queue, restarts and SIGTERM with a job running, connection floods (slowloris from one
+address and from many, heads that trickle), and a bounded soak with the front's memory flat.
+Every accepted job must end done or failed with a reason, nothing stored may be lost or
+duplicated, and the server must keep answering.
 
 ATTND_SOAK_S sets the soak's length (default 120 s, the issue's minimum).
 """
 import json
 import os
 import random
+import resource
+import select
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 import requests
 
-from attnd_api_helpers import AttndServer, Api, error_of, tiny
+from attnd_api_helpers import AttndServer, Api, MemfdSampler, error_of, tiny
+
+TOKEN = "tok-reliability-5d1e"
+PROMPT_S = 1.0  # what "keeps answering" means under a flood: each answer within this
 
 # A job of a few seconds on the cpu reference (≈2.5 s on 2 idle cores of an EPYC).
 SLOW = tiny(heads=8, seq=1024, head_dim=64, iters=12, profile="false")
@@ -387,3 +395,301 @@ def test_soak_rss_flat(start_server):
     assert len(ids) == len(set(ids))
     for i in ids[-20:]:
         assert api.get("/v1/runs/%d" % i).json()["status"] == "done"
+
+
+# ---------------------------------------------------------------- connection floods
+
+def raise_nofile(n):
+    """Raise this process's soft limit on open files to n (or the hard limit); the server
+    started after it inherits it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = n if hard == resource.RLIM_INFINITY else min(n, hard)
+    if soft != resource.RLIM_INFINITY and soft < want:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def port_of(srv):
+    return int(srv.url.rsplit(":", 1)[1])
+
+
+# The attacker: its own interpreter (it must not hold the test's GIL between a client's
+# connect and its send, and a fork of the multi-threaded test process could inherit a held
+# lock). argv: port, period_s, per_source, sources...; stops when stdin closes, then prints
+# {"open_peak", "reopened"} as JSON.
+FLOOD_SRC = r"""
+import json, select, socket, sys, threading
+port, period_s, per_source, sources = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100000
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
+
+def open_one(slot):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        s.bind((sources[slot % len(sources)], 0))
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+    except OSError:
+        s.close()
+        return None
+    return s
+
+socks = {k: [open_one(k), 0] for k in range(len(sources) * per_source)}
+open_peak = reopened = 0
+while not stop.is_set():
+    live = [(k, v[0]) for k, v in socks.items() if v[0] is not None]
+    # readable: the server closed it (EOF or reset); it never sends anything else
+    gone = set(select.select([s for _, s in live], [], [], 0)[0]) if live else set()
+    for k, s in live:
+        if s not in gone and k % 2 == 1:  # trickle one more byte of a head that never ends
+            sent = socks[k][1]
+            try:
+                s.send(HEAD[sent % len(HEAD):sent % len(HEAD) + 1])
+                socks[k][1] = sent + 1
+            except BlockingIOError:
+                pass  # the connect is not through yet
+            except OSError:
+                gone.add(s)
+    for k, s in live:
+        if s in gone:
+            s.close()
+            socks[k] = [None, 0]
+    open_peak = max(open_peak, len(live) - len(gone))
+    for k, v in socks.items():
+        if v[0] is None:
+            v[0] = open_one(k)
+            reopened += 1
+    stop.wait(period_s)
+print(json.dumps({"open_peak": open_peak, "reopened": reopened}))
+"""
+
+
+class Flood:
+    """Attacker sockets from the given source addresses (loopback takes any 127/8 one), n per
+    address, kept open: every period_s, a socket the server closed is opened again, and every
+    other one sends one more byte of a request head that never ends; the rest send nothing.
+    Runs in its own process (FLOOD_SRC) while the with block runs; then open_peak (most
+    sockets held at once, connects in flight included) and reopened (how many the server
+    closed) are set."""
+
+    def __init__(self, port, sources, per_source, period_s=1.0):
+        self.argv = [sys.executable, "-c", FLOOD_SRC, str(port), str(period_s), str(per_source)] + list(sources)
+        self.open_peak = self.reopened = 0
+
+    def __enter__(self):
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            out, _ = self.proc.communicate(input="", timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+        stats = json.loads(out)
+        self.open_peak, self.reopened = stats["open_peak"], stats["reopened"]
+
+
+def timed(fn):
+    t0 = time.monotonic()
+    r = fn()
+    return r, time.monotonic() - t0
+
+
+def token_server(start_server, tmp_path, extra=()):
+    path = tmp_path / "tokens"
+    path.write_text(TOKEN + "\n")
+    return start_server(extra=["--token-file", str(path), "--cpu-threads", "1"] + list(extra))
+
+
+def test_slowloris_from_one_address(start_server, tmp_path):
+    """1 000 sockets from 127.0.0.2, half silent and half trickling a header byte a second,
+    reopened as the server closes them; meanwhile /healthz and an authenticated run from
+    127.0.0.1 each answer within PROMPT_S, again and again. max_connections_per_ip (64)
+    keeps the flood to 64 of the 512 connections."""
+    assert raise_nofile(4096) >= 2048, "the test needs ~1 100 open files"
+    srv = token_server(start_server, tmp_path)
+    auth = {"Authorization": "Bearer " + TOKEN}
+    worst = {"healthz": 0.0, "run": 0.0}
+    with Flood(port_of(srv), ["127.0.0.2"], 1000) as flood:
+        time.sleep(2.0)  # the flood is on: 1 000 connects, 64 held
+        t_end = time.monotonic() + 8.0
+        n = 0
+        while time.monotonic() < t_end:
+            r, dt = timed(lambda: requests.get(srv.url + "/healthz", timeout=5))
+            assert r.status_code == 200 and dt < PROMPT_S, (r.status_code, dt)
+            worst["healthz"] = max(worst["healthz"], dt)
+            if n % 3 == 0:
+                r, dt = timed(lambda: requests.post(srv.url + "/v1/runs", params=tiny(profile="false"), headers=auth,
+                                                    timeout=5))
+                assert r.status_code == 200 and r.json()["status"] == "done", (r.status_code, r.text[:300])
+                assert dt < PROMPT_S, dt
+                worst["run"] = max(worst["run"], dt)
+            n += 1
+            time.sleep(0.2)
+    assert flood.open_peak >= 50, "the flood never held its connections: %d" % flood.open_peak
+    assert flood.reopened >= 900, "the server did not refuse the flood past the per-IP limit: %d" % flood.reopened
+    print("slowloris from one address: worst healthz %.3f s, run %.3f s over %d rounds; flood held %d, reopened %d"
+          % (worst["healthz"], worst["run"], n, flood.open_peak, flood.reopened))
+
+
+def test_many_addresses_shed_waiting_connections(start_server):
+    """39 addresses (127.0.0.2..40) each open their per-IP limit (8), 312 silent sockets
+    against max_connections 64: past 90% open, the oldest connections still waiting for a
+    head are shed, so /healthz keeps answering within PROMPT_S."""
+    assert raise_nofile(4096) >= 1024
+    srv = start_server(extra=["--max-connections", "64", "--max-connections-per-ip", "8", "--cpu-threads", "1"])
+    sources = ["127.0.0.%d" % i for i in range(2, 41)]
+    worst = 0.0
+    with Flood(port_of(srv), sources, 8, period_s=0.2) as flood:
+        time.sleep(1.5)
+        t_end = time.monotonic() + 6.0
+        n = 0
+        while time.monotonic() < t_end:
+            r, dt = timed(lambda: requests.get(srv.url + "/healthz", timeout=5))
+            assert r.status_code == 200 and dt < PROMPT_S, (r.status_code, dt)
+            worst = max(worst, dt)
+            n += 1
+            time.sleep(0.1)
+    assert flood.open_peak >= 40, flood.open_peak
+    assert flood.reopened >= 250, "nothing was shed: %d reopened" % flood.reopened
+    print("many addresses: worst healthz %.3f s over %d; flood held up to %d, reopened %d"
+          % (worst, n, flood.open_peak, flood.reopened))
+
+
+def closed_after(port, data, trickle=None, limit_s=10.0):
+    """Connect, send data, then one byte of trickle every 0.3 s; seconds until the server
+    closed the connection, and what it answered."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=limit_s)
+    t0 = time.monotonic()
+    got = b""
+    try:
+        s.sendall(data)
+        i = 0
+        while time.monotonic() - t0 < limit_s:
+            r, _, _ = select.select([s], [], [], 0.3)
+            if r:
+                try:
+                    b = s.recv(65536)
+                except ConnectionResetError:
+                    break
+                if not b:
+                    break
+                got += b
+                continue
+            if trickle is not None:
+                try:
+                    s.send(trickle[i % len(trickle):i % len(trickle) + 1])
+                except OSError:
+                    break
+                i += 1
+        return time.monotonic() - t0, got
+    finally:
+        s.close()
+
+
+def test_head_deadline(start_server):
+    """header_timeout_s 2: a head that trickles, garbage that libmicrohttpd takes for empty
+    lines, and an idle keep-alive connection after its answer are all closed ~2 s after they
+    began waiting; a slow head that completes in time is served. Run side by side."""
+    srv = start_server(extra=["--header-timeout-s", "2", "--idle-timeout-s", "30", "--cpu-threads", "1"])
+    port = port_of(srv)
+    out = {}
+
+    def run(name, *args):
+        out[name] = closed_after(port, *args)
+
+    def slow_but_in_time():
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        for i in range(0, len(head), 8):  # ~1 s for the whole head
+            s.sendall(head[i:i + 8])
+            time.sleep(0.15)
+        ans = s.recv(65536)
+        s.close()
+        out["slow_in_time"] = ans
+
+    jobs = [threading.Thread(target=run, args=("trickle", b"GET /healthz HTTP/1.1\r\n", b"X-Slow: aaaaaaaa")),
+            threading.Thread(target=run, args=("silent", b"")),
+            threading.Thread(target=run, args=("garbage", b"\x00\xff\xfe\r\n\r\n")),
+            threading.Thread(target=run, args=("keepalive", b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")),
+            threading.Thread(target=slow_but_in_time)]
+    for j in jobs:
+        j.start()
+    for j in jobs:
+        j.join(20)
+    for name in ("trickle", "silent", "garbage"):
+        secs, got = out[name]
+        assert 1.8 <= secs <= 3.5 and got == b"", (name, secs, got[:200])
+    secs, got = out["keepalive"]
+    assert got.startswith(b"HTTP/1.1 200") and 1.8 <= secs <= 3.5, (secs, got[:200])
+    assert out["slow_in_time"].startswith(b"HTTP/1.1 200"), out["slow_in_time"][:200]
+    print("head deadline 2 s: " + ", ".join("%s closed at %.2f s" % (k, out[k][0])
+                                            for k in ("trickle", "silent", "garbage", "keepalive")))
+    alive(Api(srv.url))
+
+
+def test_idle_timeout_cuts_a_stalled_body(start_server):
+    """idle_timeout_s 2: a body that stops arriving is closed ~2 s after its last byte."""
+    srv = start_server(extra=["--idle-timeout-s", "2", "--cpu-threads", "1"])
+    secs, got = closed_after(port_of(srv), b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"a\"")
+    assert 1.8 <= secs <= 4.0 and got == b"", (secs, got[:200])
+    alive(Api(srv.url))
+
+
+# ---------------------------------------------------------------- uploads over the memory budget
+
+BUDGET = 32 << 20
+
+
+def upload_exchange(port, head, body_piece=None, body_bytes=0):
+    """Send an upload's head, then up to body_bytes of body_piece, until the server answers or
+    closes. Returns (answer, body bytes sent, seconds from the head to the close)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    sent, got = 0, b""
+    try:
+        t0 = time.monotonic()
+        s.sendall(head)
+        try:
+            while sent < body_bytes:
+                s.sendall(body_piece)
+                sent += len(body_piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                got += b
+        except (ConnectionResetError, socket.timeout):
+            pass
+        return got, sent, time.monotonic() - t0
+    finally:
+        s.close()
+
+
+def test_upload_over_budget_refused_before_its_body(start_server):
+    """memory_budget_bytes 32 MiB on the cpu device. A declared 1 GiB upload, with
+    Expect: 100-continue, is answered 507 JSON as soon as its head is in (no 100 Continue,
+    no body read). A chunked one is cut off, the connection closed, once it passes the
+    budget: the server never holds more of it than the budget (plus one piece)."""
+    srv = start_server(extra=["--memory-budget-bytes", str(BUDGET), "--cpu-threads", "1"])
+    port = port_of(srv)
+    head = b"POST /v1/tensors?device=cpu&dtype=fp32&shape=%d HTTP/1.1\r\nHost: x\r\n" % (1 << 28)
+    expect = b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (1 << 30)
+    ans, _, declared_s = upload_exchange(port, head + expect)
+    assert status_of(ans) == 507 and b"100 Continue" not in ans, ans[:300]
+    err = json.loads(ans.partition(b"\r\n\r\n")[2])["error"]
+    assert err["code"] and err["field"] is None, err
+    assert declared_s < PROMPT_S, declared_s
+    piece = b"10000\r\n" + b"\0" * 65536 + b"\r\n"
+    with MemfdSampler(srv.proc.pid, interval_s=0.002) as mem:
+        ans, sent, secs = upload_exchange(port, head + b"Transfer-Encoding: chunked\r\n\r\n", piece, 1 << 30)
+    assert sent < BUDGET + (32 << 20), "the server took %d bytes of a body over budget" % sent
+    assert mem.peak_memfd <= BUDGET + (256 << 10), mem.peak_memfd
+    assert secs < 10, secs
+    print("over budget: declared answered in %.3f s; chunked cut after %.1f MiB sent, peak memfd %.1f MiB"
+          % (declared_s, sent / 2 ** 20, mem.peak_memfd / 2 ** 20))
+    alive(Api(srv.url))

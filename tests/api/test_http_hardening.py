@@ -1,0 +1,221 @@
+"""The HTTP front door under bad requests (server/http.c). Every refusal attnd makes is the
+API's JSON error, {"error": {"code", "message", "field"}} with "field" null unless a
+parameter is at fault; the few that libmicrohttpd answers itself, before attnd sees the
+request, are answered and closed at once. Uploads (the streaming route) are refused before
+any body byte is read, Expect: 100-continue included, and a chunked one is cut off at
+max_upload_bytes without its body piling up in the server.
+"""
+import json
+import socket
+import time
+
+import pytest
+import requests
+
+from attnd_api_helpers import MemfdSampler, error_of, peak_rss_bytes, reset_peak_rss
+
+PROMPT_S = 1.0  # a refusal, and the close that follows it, come within this
+MAX_UPLOAD = 1 << 20
+
+
+def port_of(url):
+    return int(url.rsplit(":", 1)[1])
+
+
+def exchange(url, data, wait_s=5.0):
+    """Send data on a new connection and read until the server closes it (or wait_s).
+    Returns (the bytes answered, seconds from the send to the close, closed)."""
+    s = socket.create_connection(("127.0.0.1", port_of(url)), timeout=wait_s)
+    got, closed = b"", False
+    try:
+        t0 = time.monotonic()
+        s.sendall(data)
+        while True:
+            try:
+                b = s.recv(65536)
+            except socket.timeout:
+                break
+            except ConnectionResetError:
+                closed = True
+                break
+            if not b:
+                closed = True
+                break
+            got += b
+        return got, time.monotonic() - t0, closed
+    finally:
+        s.close()
+
+
+def parse(answer):
+    """(status, headers as a lower-case dict, body) of one HTTP/1.1 answer."""
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0].startswith(b"HTTP/1.1 "), answer[:200]
+    headers = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(b":")
+        headers[k.strip().lower().decode()] = v.strip().decode()
+    return int(lines[0].split(b" ")[1]), headers, body
+
+
+def json_error(body):
+    err = json.loads(body)["error"]
+    assert set(err) == {"code", "message", "field"} and err["code"] and err["message"], err
+    return err
+
+
+def post(path, headers=(), body=b""):
+    return (b"POST " + path + b" HTTP/1.1\r\nHost: x\r\n" + b"".join(h + b"\r\n" for h in headers) + b"\r\n" + body)
+
+
+MANY = b"&".join(b"p%d=1" % i for i in range(2000))
+
+# name: (request, status, code, field). Answered by attnd: JSON, then closed.
+JSON_REFUSALS = {
+    "two Content-Length": (post(b"/v1/runs", [b"Content-Length: 2", b"Content-Length: 3"], b"{}"), 400,
+                           "bad_header", None),
+    "Content-Length and chunked": (post(b"/v1/runs", [b"Content-Length: 2", b"Transfer-Encoding: chunked"],
+                                        b"2\r\n{}\r\n0\r\n\r\n"), 400, "bad_header", None),
+    "Transfer-Encoding gzip": (post(b"/v1/runs", [b"Transfer-Encoding: gzip"], b"abc"), 400, "bad_header", None),
+    "2000 query parameters": (b"GET /healthz?" + MANY + b" HTTP/1.1\r\nHost: x\r\n\r\n", 400, "too_many_parameters",
+                              None),
+    "101 query parameters": (b"GET /healthz?" + b"&".join(b"p%d=1" % i for i in range(101)) +
+                             b" HTTP/1.1\r\nHost: x\r\n\r\n", 400, "too_many_parameters", None),
+    "NUL in a query value": (post(b"/v1/runs?backend=reference&device=cpu&batch=1%00garbage"), 400, "bad_value",
+                             "batch"),
+    "NUL in the path": (b"GET /v1/runs/1%00x HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found", None),
+    "declared body over max_body_bytes": (post(b"/v1/runs", [b"Content-Length: 2000000"]), 413, "body_too_large",
+                                          None),
+}
+
+# Answered by libmicrohttpd before attnd sees the request (its HTML, then closed).
+MHD_REFUSALS = {
+    "Content-Length -1": (post(b"/v1/runs", [b"Content-Length: -1"]), 400),
+    "Content-Length 2^64": (post(b"/v1/runs", [b"Content-Length: 18446744073709551616"]), 413),
+    "oversized chunk size": (post(b"/v1/runs", [b"Transfer-Encoding: chunked"], b"FFFFFFFFFFFFFFFFFF\r\nab"), 413),
+    "bad chunk": (post(b"/v1/runs", [b"Transfer-Encoding: chunked"], b"zz\r\nab\r\n"), 400),
+    "URL of 200 KB": (b"GET /v1/runs/" + b"9" * 200000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", 414),
+    "headers of 200 KB": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n", 431),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JSON_REFUSALS))
+def test_refusal_is_json_and_prompt(server, name):
+    data, status, code, field = JSON_REFUSALS[name]
+    answer, secs, closed = exchange(server.url, data)
+    got, headers, body = parse(answer)
+    assert got == status, (name, answer[:300])
+    assert headers.get("content-type") == "application/json", headers
+    err = json_error(body)
+    assert err["code"] == code and err["field"] == field, err
+    assert closed and secs < PROMPT_S, (name, closed, secs)
+
+
+def test_refusal_messages_name_the_limit(server):
+    answer, _, _ = exchange(server.url, JSON_REFUSALS["declared body over max_body_bytes"][0])
+    assert "max_body_bytes" in json_error(parse(answer)[2])["message"]
+    answer, _, _ = exchange(server.url, JSON_REFUSALS["2000 query parameters"][0])
+    assert "100" in json_error(parse(answer)[2])["message"]
+
+
+def test_query_parameters_up_to_the_bound_pass(api):
+    r = api.get("/healthz?" + "&".join("p%d=1" % i for i in range(100)))
+    assert r.status_code == 200, r.text[:300]
+
+
+@pytest.mark.parametrize("name", sorted(MHD_REFUSALS))
+def test_refusal_by_libmicrohttpd_is_prompt(server, api, name):
+    data, status = MHD_REFUSALS[name]
+    answer, secs, closed = exchange(server.url, data)
+    got, headers, _ = parse(answer)
+    assert got == status and headers.get("connection") == "close", (name, answer[:300])
+    assert closed and secs < PROMPT_S, (name, closed, secs)
+    assert api.get("/healthz").status_code == 200
+
+
+@pytest.fixture
+def upload_server(start_server):
+    return start_server(extra=["--max-upload-bytes", str(MAX_UPLOAD), "--cpu-threads", "1"])
+
+
+def upload_head(length_header, expect=False, shape=2621440):
+    return post(b"/v1/tensors?device=cpu&dtype=fp32&shape=%d" % shape,
+                [length_header] + ([b"Expect: 100-continue"] if expect else []))
+
+
+@pytest.mark.parametrize("expect", [True, False], ids=["expect-100-continue", "plain"])
+def test_upload_over_max_upload_bytes_refused_before_its_body(upload_server, expect):
+    """A declared 10 MiB upload against max_upload_bytes 1 MiB: 413 JSON naming
+    max_upload_bytes as soon as the head is in; no 100 Continue; not a body byte sent."""
+    answer, secs, closed = exchange(upload_server.url, upload_head(b"Content-Length: 10485760", expect))
+    assert b"100 Continue" not in answer, answer[:300]
+    status, _, body = parse(answer)
+    err = json_error(body)
+    assert status == 413 and err["code"] == "body_too_large" and err["field"] is None, answer[:300]
+    assert "max_upload_bytes" in err["message"] and str(MAX_UPLOAD) in err["message"], err
+    assert closed and secs < PROMPT_S, (closed, secs)
+
+
+def test_upload_within_max_upload_bytes_gets_100_continue(upload_server):
+    """At the limit, Expect: 100-continue is answered 100, and the upload then stored."""
+    s = socket.create_connection(("127.0.0.1", port_of(upload_server.url)), timeout=10)
+    try:
+        s.sendall(upload_head(b"Content-Length: %d" % MAX_UPLOAD, expect=True, shape=MAX_UPLOAD // 4))
+        interim = s.recv(65536)
+        assert interim.startswith(b"HTTP/1.1 100 Continue"), interim[:200]
+        s.sendall(b"\0" * MAX_UPLOAD)
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            b = s.recv(65536)
+            if not b:
+                break
+            answer += b
+    finally:
+        s.close()
+    status, _, body = parse(answer)
+    assert status == 201, answer[:500]
+
+
+def test_chunked_upload_cut_off_at_max_upload_bytes(upload_server):
+    """A chunked upload of 64 MiB against max_upload_bytes 1 MiB: the connection is closed
+    once the body passes 1 MiB; the server never holds much more than that of it."""
+    srv = upload_server
+    pid = srv.proc.pid
+    reset_peak_rss(pid)
+    rss0 = peak_rss_bytes(pid)
+    piece = b"\0" * (64 << 10)
+    sent = 0
+    with MemfdSampler(pid, interval_s=0.002) as mem:
+        s = socket.create_connection(("127.0.0.1", port_of(srv.url)), timeout=10)
+        t0 = time.monotonic()
+        try:
+            s.sendall(upload_head(b"Transfer-Encoding: chunked", shape=16 << 20))
+            while sent < (64 << 20):
+                s.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                sent += len(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        secs = time.monotonic() - t0
+        s.close()
+        time.sleep(0.1)
+    assert sent < (16 << 20), "the server took %d bytes of a body over max_upload_bytes" % sent
+    assert secs < 2.0, secs
+    assert mem.peak_memfd <= MAX_UPLOAD + (256 << 10), mem.peak_memfd
+    assert peak_rss_bytes(pid) - rss0 < (16 << 20), (rss0, peak_rss_bytes(pid))
+    # the server goes on, and the cut upload left nothing behind
+    r = requests.post(srv.url + "/v1/tensors", params={"device": "cpu", "dtype": "fp32", "shape": "4"},
+                      data=b"\0" * 16, timeout=30)
+    assert r.status_code == 201, r.text[:300]
+    listed = requests.get(srv.url + "/v1/tensors", timeout=10).json()["tensors"]
+    assert [t["id"] for t in listed] == [r.json()["id"]], listed
+    print("chunked upload cut after %.1f MiB sent in %.3f s; peak memfd %.2f MiB"
+          % (sent / 2 ** 20, secs, mem.peak_memfd / 2 ** 20))
+
+
+def test_error_answers_have_field_null(api):
+    """Errors not about one parameter carry "field": null, never ""."""
+    for r in (api.get("/no/such/path"), api.request("DELETE", "/healthz"),
+              api.post("/v1/runs", data=b" " * (2 << 20))):
+        assert r.status_code in (404, 405, 413), r.text[:200]
+        assert error_of(r)["field"] is None, r.text[:300]
