@@ -8,6 +8,87 @@
 
 #include <cjson/cJSON.h>
 
+/* The UTF-8 sequence at s (n bytes left): its length, with *cp the code point; 0 when the
+ * bytes there are not a well-formed sequence (overlong, a surrogate, past U+10FFFF, cut). */
+static size_t st_utf8_next(const unsigned char *s, size_t n, uint32_t *cp)
+{
+    size_t k, i;
+    uint32_t c;
+
+    if (s[0] < 0x80) return *cp = s[0], 1;
+    if (s[0] >= 0xC2 && s[0] <= 0xDF) k = 2, c = s[0] & 0x1Fu;
+    else if ((s[0] & 0xF0) == 0xE0) k = 3, c = s[0] & 0x0Fu;
+    else if (s[0] >= 0xF0 && s[0] <= 0xF4) k = 4, c = s[0] & 0x07u;
+    else return 0;
+    if (n < k) return 0;
+    for (i = 1; i < k; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        c = c << 6 | (s[i] & 0x3Fu);
+    }
+    if ((k == 3 && c < 0x800) || (k == 4 && (c < 0x10000 || c > 0x10FFFF)) || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    *cp = c;
+    return k;
+}
+
+/* Is s (len bytes) valid UTF-8? 0, or -1 with why. */
+static int st_utf8_check(const char *s, size_t len, char *why, size_t why_len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t at = 0, k;
+    uint32_t cp;
+
+    for (; at < len; at += k)
+        if ((k = st_utf8_next(p + at, len - at, &cp)) == 0)
+            return parse_fail(why, why_len, "byte %zu (0x%02x) is not valid UTF-8", at + 1, p[at]);
+    return 0;
+}
+
+int st_name_check(const char *s, size_t len, char *why, size_t why_len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t at = 0, k;
+    uint32_t cp;
+
+    for (; at < len; at += k) {
+        if ((k = st_utf8_next(p + at, len - at, &cp)) == 0)
+            return parse_fail(why, why_len, "byte %zu (0x%02x) is not valid UTF-8", at + 1, p[at]);
+        if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
+            return parse_fail(why, why_len, "byte %zu is a control character (U+%04X)", at + 1, (unsigned)cp);
+    }
+    return 0;
+}
+
+/* s with every byte outside printable ASCII written \xNN, for messages that name a string
+ * that may not be UTF-8 (at most out_len - 1 bytes, cut at a whole escape). */
+static const char *st_escaped(const char *s, char *out, size_t out_len)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n = 0;
+
+    for (; *p && n + 5 <= out_len; p++) {
+        if (*p >= 0x20 && *p < 0x7F) out[n++] = (char)*p;
+        else n += (size_t)snprintf(out + n, out_len - n, "\\x%02x", *p);
+    }
+    if (n + 5 > out_len && *p && n + 4 <= out_len) n += (size_t)snprintf(out + n, out_len - n, "...");
+    out[n] = '\0';
+    return out;
+}
+
+/* Does the JSON text (len bytes) escape a NUL (\u0000)? cJSON would decode it into a string
+ * that ends there, silently cutting a name short. */
+static int st_has_escaped_nul(const char *s, size_t len)
+{
+    size_t i, slashes = 0;
+
+    for (i = 0; i < len; i++) {
+        if (s[i] != '\\') {
+            slashes = 0;
+            continue;
+        }
+        if (++slashes % 2 == 1 && len - i >= 6 && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) return 1;
+    }
+    return 0;
+}
 
 int st_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t *header_len, char *err,
                      size_t err_len)
@@ -122,6 +203,8 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     if (n < header_len) return parse_fail(err, err_len, "safetensors: the header is truncated");
     if (memchr(buf + 8, '\0', (size_t)(header_len - 8)))
         return parse_fail(err, err_len, "safetensors: the header contains a NUL byte");
+    if (st_has_escaped_nul((const char *)buf + 8, (size_t)(header_len - 8)))
+        return parse_fail(err, err_len, "safetensors: the header escapes a NUL (\\u0000), which no name may hold");
     root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)(header_len - 8), &end, 0);
     if (!root) return parse_fail(err, err_len, "safetensors: the header is not valid JSON");
     for (; end && end < (const char *)buf + header_len; end++)
@@ -146,7 +229,16 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     }
     cJSON_ArrayForEach(item, root) {
         const cJSON *other;
+        char why[80], shown[80];
         if (!item->string) goto bad_json;
+        /* Names are listed as JSON and read by people (st_name_check); metadata is never
+         * shown, but the format requires UTF-8 and a careful reader should not choke on it. */
+        if (strcmp(item->string, "__metadata__") != 0 &&
+            st_name_check(item->string, strlen(item->string), why, sizeof why) != 0) {
+            parse_fail(err, err_len, "safetensors: the tensor name '%s' is refused: %s",
+                       st_escaped(item->string, shown, sizeof shown), why);
+            goto fail;
+        }
         /* cJSON keeps repeated keys; the format forbids them. */
         for (other = root->child; other != item; other = other->next)
             if (strcmp(other->string, item->string) == 0) {
@@ -156,7 +248,15 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
         if (strcmp(item->string, "__metadata__") == 0) {
             const cJSON *m;
             if (!cJSON_IsObject(item)) goto bad_meta;
-            cJSON_ArrayForEach(m, item) if (!cJSON_IsString(m)) goto bad_meta;
+            cJSON_ArrayForEach(m, item) {
+                if (!cJSON_IsString(m)) goto bad_meta;
+                if (st_utf8_check(m->string, strlen(m->string), why, sizeof why) != 0 ||
+                    st_utf8_check(m->valuestring, strlen(m->valuestring), why, sizeof why) != 0) {
+                    parse_fail(err, err_len, "safetensors: __metadata__ entry '%s' is not UTF-8: %s",
+                               st_escaped(m->string, shown, sizeof shown), why);
+                    goto fail;
+                }
+            }
             continue;
         }
         if (st_entry(item, data_size, header_len, &t[k], err, err_len) != 0) goto fail;

@@ -1,10 +1,13 @@
 /* tensors.c — resident tensors, the front's side (tensors.h, docs/tensors.md).
  *
- * Upload path, and who holds what: libmicrohttpd hands the body to http.c piece by piece,
- * which writes it to a memfd (the route streams); this file reads only the header bytes
- * back (pread), parses them (npy.c, safetensors.c: pure parsers), checks the budget, then
- * passes the memfd to the device's worker through its queue (pool_tensor_op), which copies
- * each tensor out of it into device (or host) memory. The body exists once, in the memfd.
+ * Upload path, and who holds what: when the headers are in, tensors_upload_admit checks the
+ * query and reserves the declared body's bytes on the device (budget, device and host
+ * memory) and a table entry, before any byte is read; libmicrohttpd then hands the body to
+ * http.c piece by piece, which writes it to a memfd (the route streams; a chunked body is
+ * reserved as it grows, tensors_upload_grow). This file reads only the header bytes back
+ * (pread), parses them (npy.c, safetensors.c: pure parsers), then passes the memfd to the
+ * device's worker through its queue (pool_tensor_op), which copies each tensor out of it
+ * into device (or host) memory. The body exists once, in the memfd.
  * Download: the worker fills a memfd (npy header + bytes) and libmicrohttpd sends it; from
  * 8 MiB on the front makes the memfd and sends each part as soon as the worker has filled
  * it (the fill and the send overlap; "streamed download" below).
@@ -28,6 +31,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -39,7 +43,9 @@
 #include <unistd.h>
 
 #include "../kernels/variants.h"
+#include "host_memory.h"
 #include "log.h"
+#include "metrics.h"
 #include "npy.h"
 #include "pool.h"
 #include "safetensors.h"
@@ -48,7 +54,6 @@
 
 #define TENSOR_MAX_DIMS 8
 #define TENSOR_NAME_MAX 128
-#define TENSORS_MAX 4096 /* entries in the table, gone ones included */
 
 typedef struct tensor_entry {
     char id[32];
@@ -69,6 +74,7 @@ typedef struct tensor_entry {
 static pthread_mutex_t tensors_mu = PTHREAD_MUTEX_INITIALIZER;
 static tensor_entry *tensors_table;
 static int tensors_count, tensors_cap;
+static int tensors_slots_held; /* entries promised to uploads under way (tensors_take_slots_locked) */
 static long long tensors_next_id = 1;
 
 /* Bytes promised to uploads and runs in flight, per device (budget checks count them). */
@@ -77,6 +83,13 @@ typedef struct tensor_reservation {
     double bytes;
 } tensor_reservation;
 static tensor_reservation tensors_reserved[64];
+
+/* Entries the table may hold, gone ones and pending outputs included (max_tensors). */
+static int tensors_max_entries(void)
+{
+    const settings *s = http_settings();
+    return s && s->max_tensors > 0 ? s->max_tensors : 4096;
+}
 
 /* ---------------------------------------------------------------- the table ------------- */
 
@@ -114,8 +127,37 @@ static int tensors_add_locked(const tensor_entry *t)
 
 static void tensors_remove_locked(int i) { memmove(&tensors_table[i], &tensors_table[i + 1], (size_t)(tensors_count - i - 1) * sizeof *tensors_table), tensors_count--; }
 
-/* Bytes held on device by live tensors (the worker's current generation) plus reservations. */
-static double tensors_used_locked(const char *device, int generation)
+/* Promise entries for an upload's need tensors, of which it holds held already, before its
+ * body goes to the worker: 507 when the table would pass max_tensors, counting gone entries,
+ * pending outputs and the entries promised to other uploads. The array is grown now, so
+ * adding the promised entries later cannot fail: a tensor the worker stored is always
+ * listed. what: who needs them, for the message. 0, or -1 with e. */
+static int tensors_take_slots_locked(int need, int held, const char *what, api_error *e)
+{
+    int max = tensors_max_entries(), taken = tensors_count + tensors_slots_held, n = need - held;
+
+    if (n <= 0) return 0;
+    if (n > max - taken)
+        return api_fail(e, 507, "insufficient_storage", "",
+                        "the tensor table is full: %s %d entr%s, and %d of max_tensors=%d %s free (gone tensors and "
+                        "uploads under way count); delete some (DELETE /v1/tensors/ID)",
+                        what, need, need == 1 ? "y" : "ies", max - taken + held, max,
+                        max - taken + held == 1 ? "is" : "are");
+    if (taken + n > tensors_cap) {
+        int cap = tensors_cap ? tensors_cap : 64;
+        tensor_entry *grown;
+        while (cap < taken + n) cap *= 2;
+        grown = realloc(tensors_table, (size_t)cap * sizeof *grown);
+        if (!grown) return api_fail(e, 500, "internal", "", "out of memory for the tensor table");
+        tensors_table = grown;
+        tensors_cap = cap;
+    }
+    tensors_slots_held += n;
+    return 0;
+}
+
+/* Bytes held on device by live tensors (the worker's current generation). */
+static double tensors_resident_locked(const char *device, int generation)
 {
     double used = 0.0;
     int i;
@@ -123,25 +165,29 @@ static double tensors_used_locked(const char *device, int generation)
         if (!strcmp(tensors_table[i].device, device) && tensors_table[i].generation == generation &&
             !tensors_table[i].pending)
             used += (double)tensors_table[i].bytes;
-    for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
-        if (!strcmp(tensors_reserved[i].device, device)) used += tensors_reserved[i].bytes;
     return used;
 }
 
-/* Reserve bytes on device under budget (> 0). 0, or -1 with e (507 and how much is free). */
-static int tensors_reserve(const char *device, double bytes, long long budget, const char *what, api_error *e)
+/* Bytes reserved on device by uploads and runs under way. */
+static double tensors_reserved_locked(const char *device)
 {
-    int i, gen = pool_device_generation(device), slot = -1;
-    double used;
+    int i;
+    for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++)
+        if (!strcmp(tensors_reserved[i].device, device)) return tensors_reserved[i].bytes;
+    return 0.0;
+}
 
-    pthread_mutex_lock(&tensors_mu);
-    used = tensors_used_locked(device, gen);
-    if (budget > 0 && used + bytes > (double)budget) {
-        pthread_mutex_unlock(&tensors_mu);
-        return api_fail(e, 507, "insufficient_storage", "",
-                        "%s needs %.0f bytes on %s; %.0f of memory_budget_bytes=%lld are free", what, bytes, device,
-                        (double)budget - used > 0 ? (double)budget - used : 0.0, budget);
-    }
+/* Bytes held on device by live tensors plus reservations. */
+static double tensors_used_locked(const char *device, int generation)
+{
+    return tensors_resident_locked(device, generation) + tensors_reserved_locked(device);
+}
+
+/* Add bytes to device's reservation. 0, or -1 when no row is left for another device
+ * (never with the devices one machine has: 64 rows). */
+static int tensors_reserve_add_locked(const char *device, double bytes)
+{
+    int i, slot = -1;
     for (i = 0; i < (int)(sizeof tensors_reserved / sizeof tensors_reserved[0]); i++) {
         if (!strcmp(tensors_reserved[i].device, device)) {
             slot = i;
@@ -149,12 +195,35 @@ static int tensors_reserve(const char *device, double bytes, long long budget, c
         }
         if (slot < 0 && !tensors_reserved[i].device[0]) slot = i;
     }
-    if (slot >= 0) {
-        snprintf(tensors_reserved[slot].device, sizeof tensors_reserved[slot].device, "%s", device);
-        tensors_reserved[slot].bytes += bytes;
-    }
-    pthread_mutex_unlock(&tensors_mu);
+    if (slot < 0) return -1;
+    snprintf(tensors_reserved[slot].device, sizeof tensors_reserved[slot].device, "%s", device);
+    tensors_reserved[slot].bytes += bytes;
     return 0;
+}
+
+/* The gauge attnd_resident_tensor_bytes of device (metrics.h): what its worker of
+ * generation holds. Called wherever that changes: uploads, deletes, kept outputs, restarts. */
+static void tensors_publish_locked(const char *device, int generation)
+{
+    metrics_set_tensor_bytes(device, tensors_resident_locked(device, generation));
+}
+
+/* Reserve bytes on device under budget (> 0). 0, or -1 with e (507 and how much is free). */
+static int tensors_reserve(const char *device, double bytes, long long budget, const char *what, api_error *e)
+{
+    int gen = pool_device_generation(device), rc = 0;
+    double used;
+
+    pthread_mutex_lock(&tensors_mu);
+    used = tensors_used_locked(device, gen);
+    if (budget > 0 && used + bytes > (double)budget)
+        rc = api_fail(e, 507, "insufficient_storage", "",
+                      "%s needs %.0f bytes on %s; %.0f of memory_budget_bytes=%lld are free", what, bytes, device,
+                      (double)budget - used > 0 ? (double)budget - used : 0.0, budget);
+    else if (tensors_reserve_add_locked(device, bytes) != 0)
+        rc = api_fail(e, 500, "internal", "", "no room to account for device %s's reservations", device);
+    pthread_mutex_unlock(&tensors_mu);
+    return rc;
 }
 
 static void tensors_unreserve_locked(const char *device, double bytes)
@@ -166,13 +235,6 @@ static void tensors_unreserve_locked(const char *device, double bytes)
             if (tensors_reserved[i].bytes < 0.5) tensors_reserved[i].bytes = 0.0;
             break;
         }
-}
-
-static void tensors_unreserve(const char *device, double bytes)
-{
-    pthread_mutex_lock(&tensors_mu);
-    tensors_unreserve_locked(device, bytes);
-    pthread_mutex_unlock(&tensors_mu);
 }
 
 static cJSON *tensor_json(const tensor_entry *t, int gone)
@@ -305,9 +367,7 @@ static int tensors_parse_body(http_request *req, upload_spec **specs, int *count
     char err[300];
     upload_spec *s;
 
-    *specs = NULL, *count = 0, *multi = 0;
-    if (name && (strlen(name) >= TENSOR_NAME_MAX))
-        return api_fail(e, 400, "bad_value", "name", "name is longer than %d bytes", TENSOR_NAME_MAX - 1);
+    *specs = NULL, *count = 0, *multi = 0; /* the query was checked at admission (tensors_check_query) */
     if (np && tensors_pread_all(req->body_fd, prefix, np, 0) != 0)
         return api_fail(e, 500, "internal", "", "cannot read the upload back: %s", strerror(errno));
     if (!format) { /* by content: the npy magic, else raw when a shape is given, else safetensors */
@@ -419,7 +479,7 @@ static int tensors_parse_body(http_request *req, upload_spec **specs, int *count
 }
 
 /* The device of an upload: ?device=, else the first GPU, else cpu. 0, or -1 with e. */
-static int tensors_pick_device(http_request *req, char *device, size_t len, api_error *e)
+static int tensors_pick_device(const http_request *req, char *device, size_t len, api_error *e)
 {
     const char *d = query_str(req, "device");
     if (!d) d = pool_default_device(0);
@@ -430,6 +490,238 @@ static int tensors_pick_device(http_request *req, char *device, size_t len, api_
         return api_fail(e, 503, "no_device", "device", "device %s is not served here or is down (see GET /v1/device)", d);
     snprintf(device, len, "%s", d);
     return 0;
+}
+
+/* ---------------------------------------------------------------- admission ------------- */
+
+/* What an upload holds from its headers to its end (tensors_upload_admit … _release): its
+ * device, the bytes reserved there for its body (as declared, or as a chunked body grows)
+ * and its entries promised in the table. The reservation covers the body while it arrives
+ * and the tensors while the worker copies them; the handler moves the tensors' bytes from it
+ * to the table when it lists them, under the same lock, so the budget never counts a byte
+ * twice or not at all.
+ *
+ * What the front knows of a device's memory, read once at admission: the worker's hello
+ * says the device's total memory and, on a GPU, the free memory when the worker started
+ * (before it held any tensor); the cpu device's free memory is the host's MemAvailable, read
+ * by the front itself (same host). The body is also staged in host memory (the memfd) on
+ * its way to any device, so it must fit in MemAvailable as well. */
+typedef struct tensor_upload_hold {
+    char device[16];
+    int on_cpu, chunked;
+    long long budget_bytes;       /* memory_budget_bytes; 0: the device's free memory */
+    long long max_upload_bytes;
+    double device_total_bytes;    /* the hello's memory_total_bytes; 0 when unknown */
+    double device_free_bytes;     /* a GPU's memory_free_bytes at its hello; < 0 when unknown */
+    double host_avail_bytes;      /* MemAvailable at the last reading */
+    double host_counted_bytes;    /* this body's bytes in the memfd at that reading */
+    double reserved_bytes;        /* this upload's part of tensors_reserved[device] */
+    int slots;                    /* this upload's part of tensors_slots_held */
+} tensor_upload_hold;
+
+/* A chunked body is reserved up to its next MiB (so its growth takes the lock once a MiB,
+ * not once a 64 KiB piece), or to the byte when that does not fit. MemAvailable is read
+ * again after each 64 MiB it grows. */
+#define TENSORS_GROW_STEP_BYTES ((double)(1 << 20))
+#define TENSORS_HOST_READ_BYTES ((double)(64 << 20))
+
+static const char *const tensors_upload_params[] = {"device", "format", "dtype", "shape", "name"};
+
+/* The query of an upload, as far as it can be judged without the body: unknown parameters,
+ * a bad name, format, dtype or shape, parameters that conflict with the format, and a raw
+ * body whose declared length (>= 0; -1 unknown) is not shape × dtype. 0, or -1 with e (400). */
+static int tensors_check_query(const http_request *req, long long declared, api_error *e)
+{
+    const char *format = query_str(req, "format"), *dtype = query_str(req, "dtype"),
+               *shape = query_str(req, "shape"), *name = query_str(req, "name");
+    const cJSON *item;
+    char why[80];
+    int64_t dims[TENSOR_MAX_DIMS];
+    int ndim = 0, i, n_params = (int)(sizeof tensors_upload_params / sizeof tensors_upload_params[0]);
+    attn_dtype dt;
+
+    cJSON_ArrayForEach(item, req->query) {
+        const char *key = item->string ? item->string : "";
+        for (i = 0; i < n_params && strcmp(key, tensors_upload_params[i]) != 0; i++) continue;
+        if (i == n_params)
+            return api_fail(e, 400, "unknown_parameter", key,
+                            "unknown parameter '%.60s'; known: device, format, dtype, shape, name", key);
+    }
+    if (name && strlen(name) >= TENSOR_NAME_MAX)
+        return api_fail(e, 400, "bad_value", "name", "name is longer than %d bytes", TENSOR_NAME_MAX - 1);
+    if (name && st_name_check(name, strlen(name), why, sizeof why) != 0)
+        return api_fail(e, 400, "bad_value", "name", "name is refused: %s (names must be UTF-8 without control characters)",
+                        why);
+    if (format && strcmp(format, "raw") && strcmp(format, "npy") && strcmp(format, "safetensors"))
+        return api_fail(e, 400, "bad_value", "format", "format must be raw, npy or safetensors, got '%.40s'", format);
+    if (format && !strcmp(format, "safetensors") && (shape || dtype || name))
+        return api_fail(e, 400, "conflict", shape ? "shape" : dtype ? "dtype" : "name",
+                        "a safetensors upload names and shapes its own tensors; drop shape, dtype and name");
+    if (format && !strcmp(format, "npy") && shape)
+        return api_fail(e, 400, "conflict", "shape", "an npy upload carries its own shape; drop shape=");
+    if (dtype && attn_dtype_parse(dtype, &dt) != 0)
+        return api_fail(e, 400, "bad_value", "dtype", "dtype must be bf16, fp16 or fp32, got '%.40s'", dtype);
+    if (shape && tensors_parse_shape(shape, dims, &ndim) != 0)
+        return api_fail(e, 400, "bad_value", "shape", "shape must be D0,D1,… (at most %d non-negative integers), got '%.40s'",
+                        TENSOR_MAX_DIMS, shape);
+    if (format && !strcmp(format, "raw") && !dtype)
+        return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16 or fp32");
+    if (format && !strcmp(format, "raw") && !shape)
+        return api_fail(e, 400, "bad_value", "shape", "a raw upload needs shape=D0,D1,… (at most %d non-negative integers)",
+                        TENSOR_MAX_DIMS);
+    /* Raw (given, or implied by shape=): the declared length must be shape × dtype. (A body
+     * that turns out to be npy with shape= is refused either way.) */
+    if ((!format || !strcmp(format, "raw")) && shape && dtype && declared >= 0) {
+        uint64_t bytes = attn_dtype_bytes(dt);
+        for (i = 0; i < ndim; i++)
+            if (__builtin_mul_overflow(bytes, (uint64_t)dims[i], &bytes))
+                return api_fail(e, 400, "size_mismatch", "shape", "shape [%s]: the byte count overflows", shape);
+        if (bytes != (uint64_t)declared)
+            return api_fail(e, 400, "size_mismatch", "shape", "shape [%s] of %s needs %llu bytes; the body has %lld bytes",
+                            shape, dtype, (unsigned long long)bytes, declared);
+    }
+    return 0;
+}
+
+/* May h's body grow to total bytes (more than it has reserved)? 0, or -1 with e: 507 past the
+ * budget, the device's memory or the host's (where the body waits). Under tensors_mu; gen:
+ * the device's worker generation (its live tensors count). */
+static int tensors_fits_locked(const tensor_upload_hold *h, int gen, double total, api_error *e)
+{
+    double others = tensors_reserved_locked(h->device) - h->reserved_bytes; /* other uploads' and runs' */
+    double resident = tensors_resident_locked(h->device, gen), free_bytes;
+    const char *cut = h->chunked ? " (a chunked body: cut off there)" : "";
+
+    if (h->device_total_bytes > 0 && total > h->device_total_bytes)
+        return api_fail(e, 507, "insufficient_storage", "", "the upload needs %.0f bytes%s; %s has %.0f bytes of memory in all",
+                        total, cut, h->device, h->device_total_bytes);
+    if (h->budget_bytes > 0) {
+        free_bytes = (double)h->budget_bytes - resident - others;
+        if (total > free_bytes)
+            return api_fail(e, 507, "insufficient_storage", "",
+                            "the upload needs %.0f bytes%s on %s; %.0f of memory_budget_bytes=%lld are free", total, cut,
+                            h->device, free_bytes > 0 ? free_bytes : 0.0, h->budget_bytes);
+    } else if (h->on_cpu) { /* resident tensors are already out of MemAvailable */
+        free_bytes = h->host_avail_bytes + h->host_counted_bytes - others;
+        if (total > free_bytes)
+            return api_fail(e, 507, "insufficient_storage", "",
+                            "the upload needs %.0f bytes%s on cpu; %.0f bytes of host memory are free (MemAvailable, less "
+                            "the uploads and runs under way; memory_budget_bytes=0)",
+                            total, cut, free_bytes > 0 ? free_bytes : 0.0);
+    } else if (h->device_free_bytes >= 0) {
+        free_bytes = h->device_free_bytes - resident - others;
+        if (total > free_bytes)
+            return api_fail(e, 507, "insufficient_storage", "",
+                            "the upload needs %.0f bytes%s on %s; about %.0f bytes are free there (memory_budget_bytes=0: "
+                            "the device's free memory when its worker started, less its tensors and the uploads and runs "
+                            "under way)", total, cut, h->device, free_bytes > 0 ? free_bytes : 0.0);
+    }
+    if (total - h->host_counted_bytes > h->host_avail_bytes)
+        return api_fail(e, 507, "insufficient_storage", "",
+                        "the upload needs %.0f bytes%s; its body waits in host memory until it is copied to %s, and the "
+                        "host has %.0f bytes available", total, cut, h->device, h->host_avail_bytes);
+    return 0;
+}
+
+/* Reserve h's body up to total bytes (to the next TENSORS_GROW_STEP_BYTES when that fits).
+ * 0, or -1 with e. Under tensors_mu. */
+static int tensors_grow_locked(tensor_upload_hold *h, int gen, double total, api_error *e)
+{
+    double target = total;
+
+    if (total <= h->reserved_bytes) return 0;
+    if (h->chunked) {
+        double step = ceil(total / TENSORS_GROW_STEP_BYTES) * TENSORS_GROW_STEP_BYTES;
+        if (h->max_upload_bytes > 0 && step > (double)h->max_upload_bytes) step = (double)h->max_upload_bytes;
+        if (step > total && tensors_fits_locked(h, gen, step, e) == 0) target = step;
+    }
+    if (target == total && tensors_fits_locked(h, gen, total, e) != 0) return -1;
+    if (tensors_reserve_add_locked(h->device, target - h->reserved_bytes) != 0)
+        return api_fail(e, 500, "internal", "", "no room to account for device %s's reservations", h->device);
+    h->reserved_bytes = target;
+    return 0;
+}
+
+int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e)
+{
+    tensor_upload_hold *h;
+    int chunked = declared == HTTP_LENGTH_CHUNKED, gen, rc;
+    const cJSON *total, *free_b;
+    cJSON *dev;
+
+    *hold = NULL;
+    if (tensors_check_query(req, chunked || declared > (unsigned long long)LLONG_MAX ? -1 : (long long)declared, e) != 0)
+        return -1;
+    if (!chunked && declared == 0)
+        return api_fail(e, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
+    h = calloc(1, sizeof *h);
+    if (!h) return api_fail(e, 500, "internal", "", "out of memory");
+    if (tensors_pick_device(req, h->device, sizeof h->device, e) != 0) {
+        free(h);
+        return -1;
+    }
+    h->on_cpu = !strcmp(h->device, "cpu");
+    h->chunked = chunked;
+    h->budget_bytes = req->settings->memory_budget_bytes;
+    h->max_upload_bytes = req->settings->max_upload_bytes;
+    if (!chunked && h->max_upload_bytes > 0 && declared > (unsigned long long)h->max_upload_bytes) {
+        free(h);
+        return api_fail(e, 413, "body_too_large", "", "the upload's %llu bytes are over max_upload_bytes=%lld", declared,
+                        req->settings->max_upload_bytes);
+    }
+    dev = pool_device_json(h->device);
+    total = cJSON_GetObjectItemCaseSensitive(dev, "memory_total_bytes");
+    free_b = cJSON_GetObjectItemCaseSensitive(dev, "memory_free_bytes");
+    h->device_total_bytes = cJSON_IsNumber(total) && total->valuedouble > 0 ? total->valuedouble : 0.0;
+    h->device_free_bytes = cJSON_IsNumber(free_b) ? free_b->valuedouble : -1.0;
+    cJSON_Delete(dev);
+    h->host_avail_bytes = host_memory_available_bytes();
+    gen = pool_device_generation(h->device);
+
+    pthread_mutex_lock(&tensors_mu);
+    rc = tensors_take_slots_locked(1, 0, "an upload needs", e);
+    if (rc == 0) h->slots = 1;
+    if (rc == 0 && !chunked) rc = tensors_grow_locked(h, gen, (double)declared, e);
+    tensors_publish_locked(h->device, gen); /* also catches up after a worker restart */
+    pthread_mutex_unlock(&tensors_mu);
+    if (rc != 0) {
+        tensors_upload_release(h);
+        return -1;
+    }
+    *hold = h;
+    return 0;
+}
+
+int tensors_upload_grow(void *hold, unsigned long long total, api_error *e)
+{
+    tensor_upload_hold *h = hold;
+    int gen, rc;
+
+    if (!h || (double)total <= h->reserved_bytes) return 0;
+    if (h->max_upload_bytes > 0 && total > (unsigned long long)h->max_upload_bytes)
+        return api_fail(e, 413, "body_too_large", "", "the upload passed max_upload_bytes=%lld (a chunked body: cut off there)",
+                        h->max_upload_bytes);
+    if ((double)total - h->host_counted_bytes > TENSORS_HOST_READ_BYTES) { /* read again, with what is in the memfd */
+        h->host_avail_bytes = host_memory_available_bytes();
+        h->host_counted_bytes = h->reserved_bytes;
+    }
+    gen = pool_device_generation(h->device);
+    pthread_mutex_lock(&tensors_mu);
+    rc = tensors_grow_locked(h, gen, (double)total, e);
+    pthread_mutex_unlock(&tensors_mu);
+    return rc;
+}
+
+void tensors_upload_release(void *hold)
+{
+    tensor_upload_hold *h = hold;
+
+    if (!h) return;
+    pthread_mutex_lock(&tensors_mu);
+    tensors_unreserve_locked(h->device, h->reserved_bytes);
+    tensors_slots_held -= h->slots;
+    pthread_mutex_unlock(&tensors_mu);
+    free(h);
 }
 
 /* The worker's error/failed reply as an api_error. */
@@ -463,35 +755,50 @@ static int tensors_exchange(const char *device, cJSON *msg, int fd, cJSON **repl
     return -1;
 }
 
+/* The upload's body was admitted (tensors_upload_admit: the query checked, its bytes and
+ * one table entry reserved on its device); here it is parsed, the rest of its entries are
+ * promised (a safetensors file holds several), and it goes to the worker. */
 void route_tensor_upload(http_request *req)
 {
     upload_spec *specs = NULL;
-    int count = 0, multi = 0, i, j, gen = -1, reply_fd = -1;
-    char device[16], what[64];
-    double total = 0.0, sent_s;
+    int count = 0, multi = 0, i, j, gen = -1, now_gen, reply_fd = -1, rc;
+    const char *device;
+    char what[64];
+    double total = 0.0, moved, sent_s;
     upload_timing timing;
     api_error e;
     cJSON *msg = NULL, *list, *reply = NULL, *answer = NULL, *arr, *timing_json;
     const cJSON *worker_copy_s, *worker_fingerprint_s;
     tensor_entry *entries = NULL;
+    tensor_upload_hold *hold = req->hold;
+    void *own = NULL; /* a hold admitted here, released at the end */
 
     memset(&e, 0, sizeof e);
-    if (req->body_fd < 0) {
-        http_fail(req, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
-        return;
+    /* http.c admits every upload before its body; a caller that did not gets it done here. */
+    if (!hold) {
+        if (tensors_upload_admit(req, req->body_fd >= 0 ? req->body_len : 0, &own, &e) != 0) {
+            http_send_error(req, &e);
+            return;
+        }
+        hold = own;
     }
-    if (tensors_parse_body(req, &specs, &count, &multi, &e) != 0 || tensors_pick_device(req, device, sizeof device, &e) != 0) {
-        free(specs);
-        http_send_error(req, &e);
-        return;
+    device = hold->device;
+    if (req->body_fd < 0 || req->body_len == 0) {
+        api_fail(&e, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
+        goto out;
     }
+    if (tensors_parse_body(req, &specs, &count, &multi, &e) != 0) goto out;
     for (i = 0; i < count; i++) total += (double)specs[i].bytes;
-    snprintf(what, sizeof what, "the upload");
-    if (tensors_reserve(device, total, req->settings->memory_budget_bytes, what, &e) != 0) {
-        free(specs);
-        http_send_error(req, &e);
-        return;
-    }
+    /* The body is reserved (the tensors lie inside it: total <= body_len); its table entries
+     * are promised before the worker stores anything, so every tensor it stores is listed. */
+    snprintf(what, sizeof what, "the file's %d tensors need", count);
+    gen = pool_device_generation(device);
+    pthread_mutex_lock(&tensors_mu);
+    rc = tensors_grow_locked(hold, gen, (double)req->body_len, &e);
+    if (rc == 0) rc = tensors_take_slots_locked(count, hold->slots, what, &e);
+    if (rc == 0 && count > hold->slots) hold->slots = count;
+    pthread_mutex_unlock(&tensors_mu);
+    if (rc != 0) goto out;
 
     entries = calloc((size_t)count, sizeof *entries);
     msg = cJSON_CreateObject();
@@ -526,6 +833,8 @@ void route_tensor_upload(http_request *req)
 
     arr = cJSON_GetObjectItem(reply, "tensors");
     answer = multi ? cJSON_CreateObject() : NULL;
+    /* Listed, and their bytes moved from the upload's reservation to the table, at once. */
+    now_gen = pool_device_generation(device); /* the gauge: what the worker holds now */
     pthread_mutex_lock(&tensors_mu);
     for (i = 0; i < count; i++) {
         tensor_entry *t = &entries[i];
@@ -539,9 +848,15 @@ void route_tensor_upload(http_request *req)
         t->bytes = specs[i].bytes;
         snprintf(t->fingerprint, sizeof t->fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
         clock_text_now_iso(t->created, sizeof t->created);
-        if (tensors_count >= TENSORS_MAX || tensors_add_locked(t) != 0)
-            log_error("tensor table full: tensor %s is on %s but not listed", t->id, device);
+        if (tensors_add_locked(t) != 0) /* cannot happen: the slot's room was made when it was promised */
+            log_error("tensor table: no room for tensor %s, which is on %s but not listed", t->id, device);
     }
+    tensors_slots_held -= count;
+    hold->slots -= count;
+    moved = total < hold->reserved_bytes ? total : hold->reserved_bytes;
+    tensors_unreserve_locked(device, moved);
+    hold->reserved_bytes -= moved;
+    tensors_publish_locked(device, now_gen);
     pthread_mutex_unlock(&tensors_mu);
     if (multi) {
         cJSON *items = cJSON_AddArrayToObject(answer, "tensors");
@@ -566,7 +881,6 @@ void route_tensor_upload(http_request *req)
              timing.total_s, tensors_gbps((double)req->body_len, timing.total_s));
 
 out:
-    tensors_unreserve(device, total);
     if (answer) {
         char loc[64];
         if (!multi) {
@@ -582,18 +896,8 @@ out:
     cJSON_Delete(msg);
     free(entries);
     free(specs);
+    tensors_upload_release(own); /* http.c releases the hold it admitted, after this returns */
 }
-
-/* Admission control of uploads (tensors.h). Placeholder: admits everything. */
-int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e)
-{
-    *hold = NULL;
-    return 0;
-}
-
-int tensors_upload_grow(void *hold, unsigned long long total, api_error *e) { return 0; }
-
-void tensors_upload_release(void *hold) {}
 
 /* ---------------------------------------------------------------- reads, delete --------- */
 
@@ -1000,9 +1304,11 @@ void route_tensor_delete(http_request *req)
     }
     /* Deleted, or gone with its worker or an earlier server: either way it leaves the table
      * and the store's ids (later requests answer 404). */
+    gen = rc == 0 ? pool_device_generation(t.device) : -1;
     pthread_mutex_lock(&tensors_mu);
     i = tensors_index_locked(req->id);
     if (i >= 0) tensors_remove_locked(i);
+    if (gen >= 0) tensors_publish_locked(t.device, gen);
     pthread_mutex_unlock(&tensors_mu);
     store_tensor_forget(strtoll(req->id + 1, NULL, 10));
     if (rc != 0) {
@@ -1172,10 +1478,13 @@ int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
         snprintf(t.device, sizeof t.device, "%s", r->device);
         t.generation = -1;
         t.pending = 1;
-        if (tensors_count >= TENSORS_MAX || tensors_add_locked(&t) != 0)
-            rc = api_fail(e, 507, "insufficient_storage", "keep_output",
-                          "the tensor table is full (%d tensors, gone ones included): delete some to keep an output",
-                          TENSORS_MAX);
+        if (tensors_take_slots_locked(1, 0, "keeping the output needs", e) != 0) {
+            snprintf(e->field, sizeof e->field, "keep_output");
+            rc = -1;
+        } else { /* the room was made: the add cannot fail */
+            tensors_slots_held--;
+            (void)tensors_add_locked(&t);
+        }
     }
     if (rc != 0) {
         tensors_unpin_locked(r, pinned);
@@ -1221,9 +1530,17 @@ void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJ
             tensors_table[at] = t;
         else if (tensors_add_locked(&t) != 0)
             log_error("tensor table: no room for output tensor %s", t.id);
+        tensors_publish_locked(r->device, generation);
     } else if (at >= 0 && tensors_table[at].pending) { /* not done, or no output: its id is released */
         tensors_remove_locked(at);
     }
     pthread_mutex_unlock(&tensors_mu);
     if (has_output && !kept) store_tensor_forget(strtoll(r->output_tensor + 1, NULL, 10));
+}
+
+void tensors_worker_restarted(const char *device, int generation)
+{
+    pthread_mutex_lock(&tensors_mu);
+    tensors_publish_locked(device, generation);
+    pthread_mutex_unlock(&tensors_mu);
 }

@@ -6,8 +6,9 @@
  * fingerprint, worker generation); the worker of the device holds the bytes
  * (worker_tensors.h). A worker that restarts loses its tensors: the table still knows
  * them, and answers 410 for any whose generation is older than the worker's, until they
- * are deleted. A per-device budget (memory_budget_bytes; 0: the device's free memory,
- * checked by the worker) refuses uploads and runs with 507 before anything is allocated.
+ * are deleted. A per-device budget (memory_budget_bytes; 0: the device's free memory, as
+ * the front knows it and as the worker checks it again) refuses uploads (from their headers)
+ * and runs with 507 before anything is allocated; max_tensors bounds the table.
  *
  * Runs, synchronous or async, hold their resident inputs from tensors_prepare_run until
  * their end (tensors_finish_run, the pool's end hook): while a run that reads a tensor is
@@ -30,9 +31,15 @@ void route_tensor_get(http_request *req);
 void route_tensor_data(http_request *req);
 void route_tensor_delete(http_request *req);
 
-/* POST /v1/tensors' admission control (http_stream_route): the upload's bytes are checked
- * against max_upload_bytes, the device's memory and memory_budget_bytes, and reserved, before
- * any is read; a chunked body is reserved as it grows. The handler finds the hold in req->hold. */
+/* POST /v1/tensors' admission control (http_stream_route), before any body byte is read: the
+ * query is checked (400: unknown parameters, bad values, a declared length that a raw
+ * shape × dtype rules out; an empty body), the device picked (400/503), and the declared
+ * length checked against max_upload_bytes (413), the device's memory and memory_budget_bytes
+ * and the host memory the body waits in (507), then reserved on the device with one table
+ * entry (507 when max_tensors is reached). A chunked body is reserved as it grows, and cut
+ * off (507) the moment it would pass. The handler finds the hold in req->hold, and promises
+ * the rest of a safetensors file's entries before the worker stores anything; release gives
+ * back whatever the upload did not turn into listed tensors. */
 int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e);
 int tensors_upload_grow(void *hold, unsigned long long total, api_error *e);
 void tensors_upload_release(void *hold);
@@ -54,5 +61,10 @@ int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e);
  * when done with the output kept, register it (generation: the worker it ran on), else
  * forget its id. Takes only the table's lock, never calls the pool. */
 void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJSON *record, int generation);
+
+/* device's worker was replaced by generation (its tensors are gone): sets the resident-bytes
+ * gauge (metrics_set_tensor_bytes) to what generation holds. For the pool, once per restart;
+ * takes only the table's lock, never calls the pool. */
+void tensors_worker_restarted(const char *device, int generation);
 
 #endif

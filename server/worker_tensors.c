@@ -1,7 +1,9 @@
 /* worker_tensors.c — the worker's resident tensors (worker_tensors.h).
  *
- * A small array of {id, pointer, bytes}: a worker holds tens of tensors, not thousands,
- * and one thread (the worker's loop) touches it, so there is no lock.
+ * A small array of {id, pointer, bytes}, grown as needed (no fixed size to overflow: the
+ * front bounds how many tensors there are, max_tensors, before it sends a tensor_put); a
+ * worker holds tens of tensors, not thousands, and one thread (the worker's loop) touches
+ * it, so there is no lock.
  *
  * Uploads are copied out of the front's memfd into the buffer: on the cpu device one
  * memcpy from the mapping; on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its

@@ -1,13 +1,15 @@
 """Resident tensors on cuda:0 (docs/tensors.md): upload q/k/v, run every available GPU
 variant on them, keep the output, download it and check it in numpy against the fp64
 reference; round trips bit for bit; a 1 GiB upload/download for the throughput target and
-the front's memory (ATTND_PID); 410 after the GPU worker restarts."""
+the front's memory (ATTND_PID); 410 after the GPU worker restarts; an upload over
+memory_budget_bytes or the GPU's memory refused from its headers, before its body is sent."""
 import contextlib
 import io
 import json
 import os
 import pathlib
 import shutil
+import socket
 import statistics
 import subprocess
 import tempfile
@@ -15,6 +17,7 @@ import time
 
 import numpy as np
 import pytest
+import requests
 
 from attnd_gpu_helpers import error_of, fact
 
@@ -242,3 +245,76 @@ def test_gpu_worker_restart_410(gapi):
     assert r.status_code == 410 and error_of(r)["code"] == "gone"
     r = gapi.run(params=dict(backend="math", device="cuda:0", q=t["id"]))
     assert r.status_code == 410
+
+
+def _head_only_upload(url, declared, query):
+    """Send only the head of an upload (Content-Length declared, Expect: 100-continue) and read
+    the answer: (status, error object or None, seconds to the answer, 100 Continue seen). The
+    client never sends a body byte."""
+    host, port = url.replace("http://", "").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=30)
+    try:
+        head = ("POST /v1/tensors?%s HTTP/1.1\r\nHost: attnd\r\nContent-Length: %d\r\n"
+                "Expect: 100-continue\r\n\r\n" % (query, declared)).encode()
+        t0 = time.monotonic()
+        s.sendall(head)
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            b = s.recv(65536)
+            if not b:
+                break
+            buf += b
+        answer_s = time.monotonic() - t0
+        top, _, rest = buf.partition(b"\r\n\r\n")
+        status = int(top.split()[1]) if top else None
+        if status == 100:
+            return status, None, answer_s, True
+        length = int(next((ln.split(b":")[1] for ln in top.split(b"\r\n") if ln.lower().startswith(b"content-length:")),
+                          b"0"))
+        while len(rest) < length:
+            b = s.recv(65536)
+            if not b:
+                break
+            rest += b
+        return status, json.loads(rest[:length])["error"], answer_s, False
+    finally:
+        s.close()
+
+
+def test_over_budget_upload_is_refused_before_its_bytes(gapi):
+    """On a server of its own with memory_budget_bytes = 1 GiB: an upload to cuda:0 that
+    declares 8 GiB is answered 507 from its headers alone, before the client sends a byte of
+    its body (it waits for a 100 Continue that never comes); one that declares more than the
+    GPU's whole memory is refused too; the front holds no memfd for either; and an upload
+    within the budget is still taken."""
+    budget = 1 << 30
+    device = next(d for d in gapi.get("/v1/device").json()["devices"] if d["id"] == "cuda:0")
+    srv = attnd_api_helpers.AttndServer(devices="all", extra=["--memory-budget-bytes", str(budget),
+                                                              "--max-upload-bytes", str(1 << 40)]).start()
+    try:
+        with MemfdSampler(srv.proc.pid, interval_s=0.002) as front:
+            status, err, answer_s, continued = _head_only_upload(srv.url, 8 << 30,
+                                                                 "device=cuda:0&dtype=bf16&shape=%d" % (4 << 30))
+            fact("over_budget_upload_answer_ms", round(answer_s * 1e3, 2))
+            assert status == 507 and not continued, (status, err)
+            assert err["code"] == "insufficient_storage" and "memory_budget_bytes=%d" % budget in err["message"], err
+            assert answer_s < 1.0, "answered after %.3f s" % answer_s
+
+            total = int(device["memory_total_bytes"])
+            declared = (total + (1 << 30)) // 2 * 2
+            status, err, answer_s, continued = _head_only_upload(srv.url, declared,
+                                                                 "device=cuda:0&dtype=bf16&shape=%d" % (declared // 2))
+            fact("over_device_memory_upload_answer_ms", round(answer_s * 1e3, 2))
+            assert status == 507 and not continued, (status, err)
+            assert "memory in all" in err["message"], err
+            assert answer_s < 1.0
+        assert front.peak_memfd == 0, "the front held %d bytes of refused uploads" % front.peak_memfd
+
+        body = np.zeros((64 << 20) // 4, np.float32).tobytes()
+        r = requests.post(srv.url + "/v1/tensors", data=body, timeout=120,
+                          params={"device": "cuda:0", "dtype": "fp32", "shape": str(len(body) // 4)})
+        assert r.status_code == 201, r.text[:500]
+        assert requests.delete(srv.url + "/v1/tensors/%s" % r.json()["id"], timeout=60).status_code == 200
+        srv.stop_checked()
+    finally:
+        srv.cleanup()

@@ -81,6 +81,35 @@ int main(void)
     BAD("{\"a\":", 0, "not JSON");
     BAD("{} x", 0, "garbage after the JSON");
 
+    /* Names and metadata must be UTF-8; names also free of control characters (C0, DEL, C1). */
+    BAD("{\"\xff\xfe\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "name not UTF-8");
+    CHECK(strstr(err, "UTF-8") && strstr(err, "\\xff\\xfe"), "the name is shown escaped: '%s'", err);
+    BAD("{\"a\x01\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "raw control character");
+    CHECK(strstr(err, "control character (U+0001)") != NULL, "'%s'", err);
+    BAD("{\"a\\u001b[2J\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "escaped ESC");
+    BAD("{\"a\\u0085\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "C1 (NEL)");
+    BAD("{\"a\x7f\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "DEL");
+    BAD("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "escaped NUL");
+    BAD("{\"\xc0\xaf\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "overlong");
+    BAD("{\"\xed\xa0\x80\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "surrogate");
+    BAD("{\"__metadata__\":{\"k\":\"\xc3\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+        "metadata value not UTF-8");
+    BAD("{\"__metadata__\":{\"\xff\":\"v\"},\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4,
+        "metadata key not UTF-8");
+    /* … while printable UTF-8 passes, a backslash before u0000 is no escape, and metadata may
+     * hold control characters (it is never shown). */
+    n = make_st(buf, "{\"__metadata__\":{\"cfg\":\"a\\nb\"},\"q\\\\u0000 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80\":"
+                     "{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+    CHECK(parse(buf, n, &t, &count, err) == 0 && count == 1, "printable UTF-8: %s", err);
+    if (count == 1) CHECK(!strcmp(t[0].name, "q\\u0000 \xc3\xa9\xe2\x9c\x93\xf0\x9f\x98\x80"), "name '%s'", t[0].name);
+    free(t);
+    t = NULL;
+    CHECK(st_name_check("ok", 2, err, sizeof err) == 0, "ascii");
+    CHECK(st_name_check("a\0b", 3, err, sizeof err) != 0 && strstr(err, "U+0000"), "NUL: '%s'", err);
+    CHECK(st_name_check("\xf4\x90\x80\x80", 4, err, sizeof err) != 0, "past U+10FFFF");
+    CHECK(st_name_check("\xe2\x82", 2, err, sizeof err) != 0 && strstr(err, "byte 1 (0xe2)"), "cut: '%s'", err);
+    CHECK(st_name_check("\xc2\xa0", 2, err, sizeof err) == 0, "U+00A0 is not C1");
+
     /* Lengths. */
     {
         uint64_t hl;
