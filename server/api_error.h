@@ -8,7 +8,7 @@
 typedef struct api_error {
     int status;        /* HTTP status: 400, 404, 409, 410, 413, 422, 429, 500, 503, 507 */
     char code[40];     /* stable machine-readable: "bad_json", "unknown_backend", "out_of_range", … */
-    char message[400]; /* one sentence for people, names the value and the limit */
+    char message[512]; /* one sentence for people, names the value and the limit */
     char field[40];    /* the parameter at fault, or "" */
 } api_error;
 

@@ -8,6 +8,7 @@
 
 #include "host_memory.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "../kernels/variants.h"
 #include "measure.h"
 #include "output_stats.h"
+#include "roofline.h"
 #include "worker_tensors.h"
 
 /* ---- the device object ------------------------------------------------------------ */
@@ -102,7 +104,7 @@ static int cpu_forward(exec_context *ctx, void *arg)
 }
 
 /* q, k, v from the seed, into fresh host buffers; an input in `resident` (a resident
- * tensor, issue 4) gets no buffer (NULL). Returns 0, or -1 with e (413). */
+ * tensor) gets no buffer (NULL). Returns 0, or -1 with e (413). */
 static int cpu_make_inputs_except(const run_request *r, const void *const resident[3], void **q, void **k, void **v,
                                   api_error *e)
 {
@@ -225,8 +227,17 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     } else {
         cJSON_AddNullToObject(res, "verify");
     }
-    cJSON_AddItemToObject(res, "perf", perf_to_json(p, ts.median_us));
-    if (r->keep_output) { /* the output becomes a resident tensor (issue 4) */
+    {
+        cJSON *perf = perf_to_json(p, ts.median_us);
+        /* The same fields as a GPU run's, null with the reason: the schema does not depend on the device. */
+        if (perf) roofline_add_to_perf(perf, NULL, "the cpu device runs the fp64 reference: no peak table");
+        cJSON_AddItemToObject(res, "perf", perf);
+        ts.energy_j = NAN;
+        ts.energy_window_ms = ts.total_ms;
+        ts.energy_why = "the cpu device has no energy counter";
+        cJSON_AddItemToObject(res, "energy", energy_to_json(&ts, attn_flops(p), 0.0, ""));
+    }
+    if (r->keep_output) { /* the output becomes a resident tensor */
         if (worker_tensors_keep_output(r, out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
             cJSON_Delete(res);
             res = NULL;

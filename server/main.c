@@ -6,9 +6,10 @@
  *
  * The front blocks SIGTERM and SIGINT before any thread starts, so every thread inherits
  * the blocked set and the main thread alone takes them, with sigwait, to shut down in
- * order: stop accepting connections, let the requests in flight be answered (at most
- * MAIN_DRAIN_S; a second signal exits at once), stop HTTP, stop the workers, close the
- * store.
+ * order: stop accepting connections, end the queued runs (their clients get 503
+ * shutting_down at once), let the requests in flight be answered (MAIN_DRAIN_S, longer
+ * while a run they wait for still runs; a second signal exits at once), stop HTTP, stop the
+ * workers, close the store.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -22,16 +23,21 @@
 #include <unistd.h>
 
 #include "auth.h"
+#include "build_info.h"
 #include "http.h"
 #include "log.h"
 #include "main.h"
 #include "pool.h"
 #include "settings.h"
 #include "store.h"
+#include "tensors.h"
 #include "worker.h"
 
-/* How long a stopping front waits for requests in flight to be answered. */
+/* How long a stopping front waits for requests in flight to be answered; while a run is
+ * still running its client waits on, up to job_timeout_s plus MAIN_RUN_GRACE_S (the kill of
+ * a job that overstays and the store of its end). */
 #define MAIN_DRAIN_S 30
+#define MAIN_RUN_GRACE_S 5
 
 
 /* mkdir -p: create path and its missing parents. 0, or -1 with err filled. */
@@ -106,6 +112,11 @@ static int main_front(int argc, char **argv)
         return 2;
     }
     log_init("front", s.log_level);
+    {
+        char line[512];
+        build_info_line(line, sizeof line);
+        log_info("%s", line);
+    }
 
     /* Before any thread exists (pool and http start threads): they inherit this mask. */
     sigemptyset(&stop_signals);
@@ -130,6 +141,7 @@ static int main_front(int argc, char **argv)
         log_error("store: %s", err);
         return 1;
     }
+    pool_on_worker_restart(tensors_worker_restarted); /* a lost worker's tensors are gone */
     if (pool_start(&s, err, sizeof err) != 0) {
         log_error("workers: %s", err);
         store_close();
@@ -152,15 +164,18 @@ static int main_front(int argc, char **argv)
             break;
         }
     }
-    /* Stop accepting, let the requests in flight get their answers (their jobs run on),
-     * then stop. A second signal, or MAIN_DRAIN_S, cuts the wait short. */
+    /* Stop accepting; end the queued runs now, so that a synchronous client waiting for one
+     * hears 503 at once and the drain below never waits for runs that have not started. The
+     * running jobs go on: their clients get their answers. A second signal cuts it short. */
     http_quiesce();
+    pool_quiesce();
     if (http_in_flight() > 0) {
         struct timespec tick = {0, 100 * 1000 * 1000};
-        int waited_ms = 0;
+        int waited_ms = 0, run_limit_ms = (s.job_timeout_s + MAIN_RUN_GRACE_S) * 1000;
         log_info("stopping on %s: waiting up to %d s for %d request(s) in flight (signal again to exit at once)",
                  sig ? strsignal(sig) : "error", MAIN_DRAIN_S, http_in_flight());
-        while (http_in_flight() > 0 && waited_ms < MAIN_DRAIN_S * 1000) {
+        while (http_in_flight() > 0 &&
+               (waited_ms < MAIN_DRAIN_S * 1000 || (pool_runs_running() > 0 && waited_ms < run_limit_ms))) {
             if (sigtimedwait(&stop_signals, NULL, &tick) > 0) {
                 /* The operator insists. The database stays consistent (SQLite, WAL): the
                  * next start marks the unfinished runs failed; workers die with us. */
@@ -184,5 +199,11 @@ int main(int argc, char **argv)
     main_set_original_argv(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--worker") == 0) return main_worker(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "--probe") == 0) return worker_probe_main();
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) {
+        char line[512];
+        build_info_line(line, sizeof line);
+        printf("%s\n", line);
+        return 0;
+    }
     return main_front(argc, argv);
 }

@@ -4,6 +4,12 @@
  * statuses, devices), so a linear search is cheaper than anything cleverer. A label set that
  * finds no free row is dropped and counted in attnd_metrics_dropped_total, never blocking
  * or allocating on the request path.
+ *
+ * The request labels come from the route table only, never from what a client sent: the
+ * method of the route that answered (HEAD for a GET route), else one of the table's methods,
+ * else "other"; the route's pattern, else "unmatched" (no route: an unknown path, a wrong
+ * method, or refused before routing, such as a 401). So junk (made-up methods and paths,
+ * unauthenticated floods) shares a handful of rows and can never crowd out real routes.
  */
 #include "metrics.h"
 
@@ -15,9 +21,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "build_info.h"
+#include "http.h" /* the route table: the only labels a request can get */
 #include "pool.h"
 
 #define METRICS_ROWS 256
+/* Request label sets: routes (+ HEAD of GET routes) and the few methods of "unmatched",
+ * times the statuses the server answers (about 20): well under this. */
+#define METRICS_HTTP_ROWS 1024
 #define METRICS_DEVICES 72
 static const double metrics_buckets[] = {1e-5, 5e-5, 1e-4, 5e-4, 1e-3, 5e-3, 1e-2, 5e-2, 0.1, 0.5, 1, 5, 30};
 #define METRICS_NBUCKETS (sizeof metrics_buckets / sizeof metrics_buckets[0])
@@ -46,7 +57,7 @@ typedef struct tensor_row {
 } tensor_row;
 
 static pthread_mutex_t metrics_mu = PTHREAD_MUTEX_INITIALIZER;
-static http_row metrics_http[METRICS_ROWS];
+static http_row metrics_http[METRICS_HTTP_ROWS];
 static int metrics_nhttp;
 static run_row metrics_runs[METRICS_ROWS];
 static int metrics_nruns;
@@ -56,24 +67,46 @@ static tensor_row metrics_tensors[METRICS_DEVICES];
 static int metrics_ntensors;
 static unsigned long long metrics_dropped;
 
+/* The labels of a request, as strings of the route table: *route_label the pattern of route
+ * when the table has it, else "unmatched"; the method when the table has it (HEAD where it
+ * has GET), else "other". */
+static const char *metrics_labels(const char *method, const char *route, const char **route_label)
+{
+    const char *known = NULL;
+    size_t i;
+
+    *route_label = "unmatched";
+    if (!method) method = "";
+    for (i = 0; route && i < http_routes_count; i++)
+        if (!strcmp(route, http_routes[i].pattern)) *route_label = http_routes[i].pattern;
+    for (i = 0; i < http_routes_count && !known; i++) {
+        const http_route *r = &http_routes[i];
+        if (!strcmp(method, r->method))
+            known = r->method;
+        else if (!strcmp(method, "HEAD") && !strcmp(r->method, "GET"))
+            known = "HEAD";
+    }
+    return known ? known : "other";
+}
+
 void metrics_http_request(const char *method, const char *route, int status)
 {
     int i;
 
-    if (!route) route = "unmatched";
-    if (!method) method = "";
+    method = metrics_labels(method, route, &route);
+    if (status < 0 || status > 999) status = 0; /* the label is a 3-digit code */
     pthread_mutex_lock(&metrics_mu);
     for (i = 0; i < metrics_nhttp; i++) {
         http_row *r = &metrics_http[i];
         if (r->status == status && !strcmp(r->route, route) && !strcmp(r->method, method)) break;
     }
-    if (i == metrics_nhttp && i < METRICS_ROWS) {
+    if (i == metrics_nhttp && i < METRICS_HTTP_ROWS) {
         snprintf(metrics_http[i].method, sizeof metrics_http[i].method, "%s", method);
         snprintf(metrics_http[i].route, sizeof metrics_http[i].route, "%s", route);
         metrics_http[i].status = status;
         metrics_nhttp++;
     }
-    if (i < METRICS_ROWS)
+    if (i < METRICS_HTTP_ROWS)
         metrics_http[i].n++;
     else
         metrics_dropped++;
@@ -262,12 +295,37 @@ static void render_devices(text_buf *t)
     cJSON_Delete(o);
 }
 
+/* The histogram rows of GPU devices (gpu 1) or of the cpu device (gpu 0) as family name.
+ * Under metrics_mu. */
+static void render_histograms(text_buf *t, const char *name, const char *help, int gpu)
+{
+    char a[96], b[96];
+    int i;
+    size_t k;
+
+    header(t, name, "histogram", help);
+    for (i = 0; i < metrics_nhist; i++) {
+        const hist_row *h = &metrics_hist[i];
+        unsigned long long cum = 0;
+        if ((strcmp(h->device, "cpu") != 0) != gpu) continue;
+        esc(h->backend, a, sizeof a);
+        esc(h->device, b, sizeof b);
+        for (k = 0; k < METRICS_NBUCKETS; k++) {
+            cum += h->bucket[k];
+            tb_printf(t, "%s_bucket{backend=\"%s\",device=\"%s\",le=\"%g\"} %llu\n", name, a, b, metrics_buckets[k],
+                      cum);
+        }
+        tb_printf(t, "%s_bucket{backend=\"%s\",device=\"%s\",le=\"+Inf\"} %llu\n", name, a, b, h->count);
+        tb_printf(t, "%s_sum{backend=\"%s\",device=\"%s\"} %.9g\n", name, a, b, h->sum);
+        tb_printf(t, "%s_count{backend=\"%s\",device=\"%s\"} %llu\n", name, a, b, h->count);
+    }
+}
+
 char *metrics_render(void)
 {
     text_buf t = {malloc(8192), 0, 8192, 0};
     char a[96], b[96];
     int i;
-    size_t k;
 
     if (!t.p) return NULL;
     t.p[0] = '\0';
@@ -280,21 +338,16 @@ char *metrics_render(void)
                   esc(metrics_runs[i].backend, a, sizeof a), esc(metrics_runs[i].status, b, sizeof b),
                   metrics_runs[i].n);
 
-    header(&t, "attnd_run_gpu_seconds", "histogram", "Median forward time of done runs (timing.median_us), seconds.");
-    for (i = 0; i < metrics_nhist; i++) {
-        const hist_row *h = &metrics_hist[i];
-        unsigned long long cum = 0;
-        esc(h->backend, a, sizeof a);
-        esc(h->device, b, sizeof b);
-        for (k = 0; k < METRICS_NBUCKETS; k++) {
-            cum += h->bucket[k];
-            tb_printf(&t, "attnd_run_gpu_seconds_bucket{backend=\"%s\",device=\"%s\",le=\"%g\"} %llu\n", a, b,
-                      metrics_buckets[k], cum);
-        }
-        tb_printf(&t, "attnd_run_gpu_seconds_bucket{backend=\"%s\",device=\"%s\",le=\"+Inf\"} %llu\n", a, b, h->count);
-        tb_printf(&t, "attnd_run_gpu_seconds_sum{backend=\"%s\",device=\"%s\"} %.9g\n", a, b, h->sum);
-        tb_printf(&t, "attnd_run_gpu_seconds_count{backend=\"%s\",device=\"%s\"} %llu\n", a, b, h->count);
-    }
+    /* GPU time (CUDA events) and the cpu device's wall time are two families: one name for
+     * both would let a dashboard add seconds of different clocks. */
+    render_histograms(&t, "attnd_run_gpu_seconds",
+                      "Median forward time of done runs on GPUs (timing.median_us, CUDA events), seconds.", 1);
+    render_histograms(&t, "attnd_run_cpu_seconds",
+                      "Median forward time of done runs on the cpu device (timing.median_us, wall clock), seconds.", 0);
+
+    header(&t, "attnd_build_info", "gauge", "The build serving: always 1, labelled with its version and commit.");
+    tb_printf(&t, "attnd_build_info{version=\"%s\",commit=\"%s\"} 1\n", esc(build_info_version(), a, sizeof a),
+              esc(build_info_commit(), b, sizeof b));
 
     header(&t, "attnd_resident_tensor_bytes", "gauge", "Bytes of resident tensors held on a device.");
     for (i = 0; i < metrics_ntensors; i++)

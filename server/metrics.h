@@ -10,14 +10,15 @@
 #include <stddef.h>
 
 /* One answered HTTP request: route is the route table's pattern ("/v1/runs/{id}"), NULL
- * when no route matched (counted as route="unmatched"); status 0 when nothing was sent. */
+ * when no route matched (counted as route="unmatched"); status 0 when nothing was sent.
+ * Labels come from the route table only: a method it does not have counts as "other". */
 void metrics_http_request(const char *method, const char *route, int status);
 
 /* A run reached its final state (done, failed, cancelled) on device. gpu_seconds: the
  * median forward time of a done run (timing.median_us / 1e6), < 0 when there is none. */
 void metrics_run_finished(const char *backend, const char *device, const char *status, double gpu_seconds);
 
-/* Bytes of resident tensors held on device (issue 4's /v1/tensors); 0 until set. */
+/* Bytes of resident tensors held on device; 0 until set. */
 void metrics_set_tensor_bytes(const char *device, double bytes);
 
 /* The whole exposition text, malloc'd (caller frees); NULL when out of memory. */

@@ -12,11 +12,13 @@
  *                                                     → 500 + record, stored "failed"
  *   refused  it never ran: the worker refused it (4xx), its device went down, the server
  *            stopped while it was queued            → the status + {"error":…}, row deleted
- * (cancelled: pool_cancel while queued; an async run keeps a refusal after its 202 as
- * "failed"). Whichever way a run ends, its end hook (pool_run's on_end: the resident
- * tensors' bookkeeping) is called once, by job_end_hook, before the end is stored or handed
- * to a waiter: one step for synchronous and async runs, so neither relies on its HTTP
- * handler still being there when the run ends.
+ *   cancelled it never ran and its record stays: DELETE while queued (pool_cancel), its
+ *            synchronous client went away while queued (client_gone), an async run queued
+ *            when the server stops (shutting_down) → stored "cancelled" with that code
+ * (an async run keeps a refusal after its 202 as "failed"). Whichever way a run ends, its
+ * end hook (pool_run's on_end: the resident tensors' bookkeeping) is called once, by
+ * job_end_hook, before the end is stored or handed to a waiter: one step for synchronous
+ * and async runs, so neither relies on its HTTP handler still being there when the run ends.
  * A crash, a fatal (sticky) error or a timeout ends the child (SIGKILL for a timeout); the
  * dispatcher reaps it, starts a new one and goes on with the queue.
  *
@@ -25,6 +27,10 @@
  * slot's queue (ahead of waiting runs, so a verify never waits behind a long queue and is
  * never refused for a full one), waits for it, and puts its answer in result.verify.
  *
+ * Shutdown is two steps: pool_quiesce ends every queued run at once (the running ones go
+ * on, so their clients get their answers), then pool_stop waits for the running jobs and
+ * ends the workers.
+ *
  * Locking: one mutex (pool_mu) guards every slot's state, queue and job hand-over; the
  * dispatchers drop it for all I/O (socket, store, fork). Slots are allocated once per
  * pool_start and never freed, so a thread still waiting on a slot's condition variable
@@ -32,6 +38,7 @@
  */
 #include "pool.h"
 
+#include "build_info.h"
 #include "clock_text.h"
 
 #include <errno.h>
@@ -67,6 +74,7 @@
 #define POOL_PROBE_LIMIT_MS 30000
 #define POOL_STOP_GRACE_MS 2000 /* SIGTERM, then SIGKILL after this */
 #define POOL_WORKER_FD 3        /* the socket's number in the worker (--ipc-fd 3) */
+#define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
 
 typedef enum slot_state { SLOT_STARTING, SLOT_UP, SLOT_DOWN } slot_state;
 typedef enum job_kind { JOB_RUN, JOB_VERIFY, JOB_TENSOR } job_kind;
@@ -89,7 +97,12 @@ typedef struct pool_job {
     int finished;
     int http_status;
     cJSON *response;
-    int detached; /* async (set once queued): no waiter; the end frees the job and stores refusals */
+    int detached; /* async (set once queued), or a synchronous run whose client left while it ran:
+                     no waiter; the end frees the job and stores refusals */
+    int ending;   /* unlinked from its queue by a cancel that ends it outside pool_mu: its waiter
+                     must wait for that end, not detach */
+    int client_gone; /* the synchronous client left before the answer: the record says so. Atomic
+                        (__atomic_*): the dispatcher reads it while storing, without pool_mu */
     pthread_cond_t cond;
     struct pool_job *next;
 } pool_job;
@@ -118,6 +131,7 @@ static settings pool_settings;
 static worker_slot *pool_slots;
 static int pool_nslots;
 static int pool_started, pool_stopping;
+static int pool_draining; /* pool_quiesce: no new runs; the running ones go on */
 
 /* -------------------------------------------------------------------------- helpers -- */
 
@@ -184,7 +198,10 @@ static cJSON *pool_error_body(const char *code, const char *message, const char 
     cJSON *e = cJSON_AddObjectToObject(body, "error");
     cJSON_AddStringToObject(e, "code", code);
     cJSON_AddStringToObject(e, "message", message);
-    cJSON_AddStringToObject(e, "field", field ? field : "");
+    if (field && field[0])
+        cJSON_AddStringToObject(e, "field", field);
+    else
+        cJSON_AddNullToObject(e, "field");
     return body;
 }
 
@@ -403,9 +420,13 @@ static int slot_spawn(worker_slot *w, char *why, size_t why_len)
 
 /* The child is gone or must go: kill it with sig (0: it is ending by itself), reap it, and
  * mark the slot for a restart. Returns the wait status (for the failure message). */
+static pool_restart_fn pool_restart_hook;
+
+void pool_on_worker_restart(pool_restart_fn fn) { pool_restart_hook = fn; }
+
 static int slot_lose_worker(worker_slot *w, int sig)
 {
-    int status, stopping;
+    int status, stopping, generation;
 
     /* At shutdown a worker busy on the device does not read its EOF: SIGTERM it. */
     if (sig == 0 && pool_is_stopping()) sig = SIGTERM;
@@ -420,8 +441,10 @@ static int slot_lose_worker(worker_slot *w, int sig)
         w->state = SLOT_STARTING;
         w->restarts++;
     }
+    generation = w->restarts;
     pthread_cond_broadcast(&w->state_cond);
     pthread_mutex_unlock(&pool_mu);
+    if (!stopping && pool_restart_hook) pool_restart_hook(w->name, generation);
     return status;
 }
 
@@ -474,7 +497,7 @@ static void job_finish_locked(pool_job *j, int http_status, cJSON *response)
 static void job_refuse_locked(pool_job *j, int http_status, const char *code, const char *message,
                               const char *field)
 {
-    if (j->kind == JOB_TENSOR) { /* resident tensors (issue 4): no run row */
+    if (j->kind == JOB_TENSOR) { /* resident tensors: no run row */
         job_finish_locked(j, http_status, pool_error_body(code, message, field));
         return;
     }
@@ -496,7 +519,7 @@ static void job_refuse_locked(pool_job *j, int http_status, const char *code, co
     job_finish_locked(j, http_status, pool_error_body(code, message, field));
 }
 
-/* Refuse every queued job of a slot (it went down, or the server stops). Under pool_mu. */
+/* Refuse every queued job of a slot: it went down. Under pool_mu. */
 static void slot_refuse_queue_locked(worker_slot *w, const char *code, const char *message)
 {
     pool_job *j = w->head;
@@ -510,6 +533,59 @@ static void slot_refuse_queue_locked(worker_slot *w, const char *code, const cha
     }
 }
 
+/* A waiting run that will not run: stored "cancelled" with {code, message} as its error,
+ * its end hook called (what it held is released). j is unlinked from its queue and ours
+ * alone; under pool_mu or not, as job_end_hook. */
+static void job_record_cancelled(pool_job *j, const char *code, const char *message)
+{
+    cJSON *error = cJSON_CreateObject();
+
+    cJSON_AddStringToObject(error, "code", code);
+    cJSON_AddStringToObject(error, "message", message);
+    pool_set(j->record, "error", error);
+    job_end_hook(j, POOL_RUN_CANCELLED);
+    job_store_final(j, "cancelled");
+}
+
+#define POOL_SHUTDOWN_MESSAGE "the server is stopping; the run was not started"
+
+/* End a job that waits in a queue (already unlinked) because the server stops: a
+ * synchronous run is answered 503 shutting_down and not stored (its client hears why), an
+ * async one is stored "cancelled" (its client holds the id), a tensor or verify job is
+ * refused. Under pool_mu. */
+static void job_shutdown_locked(pool_job *j)
+{
+    if (j->kind == JOB_RUN && j->detached) {
+        job_record_cancelled(j, "shutting_down", POOL_SHUTDOWN_MESSAGE);
+        job_finish_locked(j, 503, NULL);
+        return;
+    }
+    job_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL);
+}
+
+/* Take the jobs of w's queue that the shutdown ends (every run; with all, every job) out
+ * of the queue and end them (job_shutdown_locked). Under pool_mu. */
+static void slot_shutdown_queue_locked(worker_slot *w, int all)
+{
+    pool_job *j = w->head, *keep = NULL, **keep_tail = &keep;
+
+    w->head = w->tail = NULL;
+    while (j) {
+        pool_job *next = j->next;
+        j->next = NULL;
+        if (all || j->kind == JOB_RUN) {
+            if (j->kind == JOB_RUN) w->queued--;
+            job_shutdown_locked(j);
+        } else { /* a verify of a running job, or a tensor operation: it goes on */
+            *keep_tail = j;
+            keep_tail = &j->next;
+            w->tail = j;
+        }
+        j = next;
+    }
+    w->head = keep;
+}
+
 /* The record's last change: status, finished time, store it. */
 static void job_store_final(pool_job *j, const char *status)
 {
@@ -518,6 +594,7 @@ static void job_store_final(pool_job *j, const char *status)
     clock_text_now_iso(finished, sizeof finished);
     pool_set(j->record, "status", cJSON_CreateString(status));
     pool_set(j->record, "finished", cJSON_CreateString(finished)); /* null until now, same place */
+    if (__atomic_load_n(&j->client_gone, __ATOMIC_ACQUIRE)) pool_set(j->record, "client_gone", cJSON_CreateTrue());
     text = cJSON_PrintUnformatted(j->record);
     if (!text || store_update_run(j->id, status, text) != 0)
         log_error("run %lld: could not store its %s record", j->id, status);
@@ -672,8 +749,8 @@ static void pool_lost_message(const worker_slot *w, exchange_outcome out, const 
                               size_t len)
 {
     if (out == EXCHANGE_TIMEOUT)
-        snprintf(buf, len, "job exceeded job_timeout_s=%d s; worker %s killed and restarted",
-                 pool_settings.job_timeout_s, w->name);
+        snprintf(buf, len, "job exceeded job_timeout_s=%d s; worker %s killed%s", pool_settings.job_timeout_s,
+                 w->name, pool_is_stopping() ? " (the server is stopping)" : " and restarted");
     else if (pool_is_stopping())
         snprintf(buf, len, "the server stopped while the job ran on worker %s", w->name);
     else
@@ -778,7 +855,11 @@ static void slot_run_job(worker_slot *w, pool_job *j)
         cJSON_Delete(result);
     } else if (cJSON_IsString(type) && strcmp(type->valuestring, "error") == 0) {
         cJSON *body = NULL;
-        int http = j->detached ? -1 : pool_refusal_from_reply(reply, &body); /* async: keep it, failed */
+        int http, detached;
+        pthread_mutex_lock(&pool_mu); /* a waiter may detach the job meanwhile (its client left) */
+        detached = j->detached;
+        pthread_mutex_unlock(&pool_mu);
+        http = detached ? -1 : pool_refusal_from_reply(reply, &body); /* async: keep it, failed */
         if (http > 0) {
             job_end_hook(j, POOL_RUN_REFUSED);
             pthread_mutex_lock(&pool_mu);
@@ -828,6 +909,11 @@ static void *slot_dispatcher(void *arg)
             break;
         }
         if (w->state == SLOT_DOWN) { /* nothing more to do until pool_stop */
+            pthread_cond_wait(&w->work_cond, &pool_mu);
+            pthread_mutex_unlock(&pool_mu);
+            continue;
+        }
+        if (w->sock < 0 && pool_draining && !w->head) { /* stopping: a restart would serve nothing */
             pthread_cond_wait(&w->work_cond, &pool_mu);
             pthread_mutex_unlock(&pool_mu);
             continue;
@@ -891,9 +977,9 @@ static void *slot_dispatcher(void *arg)
         pthread_mutex_unlock(&pool_mu);
     }
 
-    /* Stopping: refuse what still waits, end the child. */
+    /* Stopping: end what still waits (pool_quiesce took the runs already), end the child. */
     pthread_mutex_lock(&pool_mu);
-    slot_refuse_queue_locked(w, "shutting_down", "the server is stopping");
+    slot_shutdown_queue_locked(w, 1);
     pthread_mutex_unlock(&pool_mu);
     if (w->pid > 0) {
         int status = pool_reap(w->pid, SIGTERM, POOL_STOP_GRACE_MS);
@@ -998,6 +1084,7 @@ int pool_start(const settings *s, char *err, size_t err_len)
     pool_slots = slots; /* an earlier pool's slots are left allocated: see the top comment */
     pool_nslots = n_gpu + 1;
     pool_stopping = 0;
+    pool_draining = 0;
     pool_started = 1;
     for (i = 0; i < pool_nslots; i++) {
         int rc = pthread_create(&pool_slots[i].thread, NULL, slot_dispatcher, &pool_slots[i]);
@@ -1033,10 +1120,34 @@ int pool_start(const settings *s, char *err, size_t err_len)
     return 0;
 }
 
+void pool_quiesce(void)
+{
+    int i;
+
+    pthread_mutex_lock(&pool_mu);
+    if (pool_started && !pool_draining) {
+        pool_draining = 1;
+        for (i = 0; i < pool_nslots; i++) slot_shutdown_queue_locked(&pool_slots[i], 0);
+        log_info("pool: stopping: queued runs ended, running ones go on");
+    }
+    pthread_mutex_unlock(&pool_mu);
+}
+
+int pool_runs_running(void)
+{
+    int i, n = 0;
+
+    pthread_mutex_lock(&pool_mu);
+    for (i = 0; i < pool_nslots; i++) n += pool_slots[i].current_run > 0;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
 void pool_stop(void)
 {
     int i, n;
 
+    pool_quiesce();
     pthread_mutex_lock(&pool_mu);
     if (!pool_started || pool_stopping) {
         pthread_mutex_unlock(&pool_mu);
@@ -1061,6 +1172,7 @@ void pool_stop(void)
     pthread_mutex_lock(&pool_mu);
     for (i = 0; i < n; i++) pool_slots[i].thread_started = 0;
     pool_started = 0;
+    pool_draining = 0;
     pthread_mutex_unlock(&pool_mu);
     log_info("pool: stopped");
 }
@@ -1070,7 +1182,7 @@ int pool_ready(void)
     int i, ready;
 
     pthread_mutex_lock(&pool_mu);
-    ready = pool_started && !pool_stopping && pool_nslots > 0;
+    ready = pool_started && !pool_stopping && !pool_draining && pool_nslots > 0;
     for (i = 0; ready && i < pool_nslots; i++) ready = pool_slots[i].state == SLOT_UP;
     pthread_mutex_unlock(&pool_mu);
     return ready;
@@ -1082,6 +1194,7 @@ cJSON *pool_devices_json(void)
     cJSON *list = cJSON_AddArrayToObject(out, "devices");
     int i;
 
+    cJSON_AddItemToObject(out, "build", build_info_json());
     pthread_mutex_lock(&pool_mu);
     for (i = 0; i < pool_nslots; i++) {
         worker_slot *w = &pool_slots[i];
@@ -1145,22 +1258,116 @@ static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end)
     if (on_end) on_end(r, POOL_RUN_REFUSED, NULL, -1);
 }
 
-/* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL. */
-static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end)
+/* Unlink j from w's queue. Under pool_mu; j must be in it. */
+static void slot_unlink_locked(worker_slot *w, pool_job *j)
+{
+    pool_job **link;
+
+    for (link = &w->head; *link != j; link = &(*link)->next) {
+    }
+    *link = j->next;
+    if (w->tail == j) {
+        pool_job *last = w->head;
+        while (last && last->next) last = last->next;
+        w->tail = last;
+    }
+    j->next = NULL;
+    if (j->kind == JOB_RUN) w->queued--;
+}
+
+/* The synchronous caller's wait for j's end (pool_mu held, and held again on return).
+ * With gone, its client is asked every POOL_CLIENT_POLL_MS whether it left: while j waits
+ * in the queue, j is cancelled (stored "cancelled", client_gone) and its slot freed at once;
+ * while it runs, it goes on detached and its record will say client_gone. Returns 1 when
+ * the end was handed over (j->http_status, j->response; the caller frees j), 0 when j was
+ * detached (its end frees it; *response is set here). */
+static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_fn gone, const void *client,
+                                 cJSON **response, int *status)
+{
+    char message[200];
+
+    while (!j->finished) {
+        struct timespec until;
+        int left;
+
+        if (!gone) {
+            pthread_cond_wait(&j->cond, &pool_mu);
+            continue;
+        }
+        until = pool_deadline(POOL_CLIENT_POLL_MS);
+        pthread_cond_timedwait(&j->cond, &pool_mu, &until);
+        if (j->finished || j->ending) continue;
+        pthread_mutex_unlock(&pool_mu); /* the poll is a syscall: not under the lock */
+        left = gone(client);
+        pthread_mutex_lock(&pool_mu);
+        if (!left || j->finished || j->ending) continue;
+
+        __atomic_store_n(&j->client_gone, 1, __ATOMIC_RELEASE);
+        if (pool_position_locked(w, j) > 0) { /* still waiting: it never runs */
+            slot_unlink_locked(w, j);
+            j->ending = 1;
+            pthread_mutex_unlock(&pool_mu);
+            snprintf(message, sizeof message, "run %lld was cancelled while queued: its client closed the connection",
+                     j->id);
+            job_record_cancelled(j, "client_gone", message);
+            log_info("run %lld cancelled while queued on %s: its client left", j->id, w->name);
+            pthread_mutex_lock(&pool_mu);
+            j->http_status = 409;
+            j->response = pool_error_body("client_gone", message, NULL);
+            cJSON_Delete(j->record);
+            j->record = NULL;
+            j->finished = 1;
+            continue;
+        }
+        /* Running: let it finish and be stored; nobody waits for it any more. */
+        j->detached = 1;
+        log_info("run %lld: its client left while it ran on %s; it finishes unattended", j->id, w->name);
+        snprintf(message, sizeof message, "run %lld goes on without its client (GET /v1/runs/%lld)", j->id, j->id);
+        *status = 409;
+        *response = pool_error_body("client_gone", message, NULL);
+        return 0;
+    }
+    *status = j->http_status;
+    *response = j->response;
+    return 1;
+}
+
+/* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL.
+ * gone/client: the synchronous caller's client (pool_run_watched), NULL when none. */
+static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end,
+                       pool_client_gone_fn gone, const void *client)
 {
     worker_slot *w;
     pool_job *j;
     cJSON *record, *device;
     char created[40], message[700], *text;
-    int status;
+    long long macs = run_request_macs(r);
+    int status = 500;
 
     *response = NULL;
     pthread_mutex_lock(&pool_mu);
-    w = (pool_started && !pool_stopping) ? pool_find_slot(r->device) : NULL;
+    /* A forward on the cpu costs seconds per 10^10 MACs: a run past the limit would hold the
+     * only cpu worker (verifies included) for minutes. Refused before it queues. */
+    if (!strcmp(r->device, "cpu") && pool_settings.cpu_max_macs > 0 && macs > pool_settings.cpu_max_macs) {
+        long long limit = pool_settings.cpu_max_macs;
+        pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
+        snprintf(message, sizeof message,
+                 "this run costs about %lld multiply-accumulates per forward (batch*heads*seq_q*seq_kv*head_dim), "
+                 "over the cpu device's limit cpu_max_macs=%lld; run it on a GPU or make it smaller",
+                 macs, limit);
+        *response = pool_error_body("too_costly", message, NULL);
+        return 422;
+    }
+    if (!pool_started || pool_stopping || pool_draining) {
+        pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
+        *response = pool_error_body("shutting_down", "the server is stopping; it takes no new runs", NULL);
+        return 503;
+    }
+    w = pool_find_slot(r->device);
     if (!w || w->state == SLOT_DOWN) {
-        if (!pool_started || pool_stopping)
-            snprintf(message, sizeof message, "the server is stopping");
-        else if (!w)
+        if (!w)
             snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)",
                      r->device[0] ? r->device : "(none)");
         else
@@ -1175,7 +1382,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
                  w->name, pool_settings.queue_depth);
         pthread_mutex_unlock(&pool_mu);
         pool_end_unqueued(r, on_end);
-        *response = pool_error_body("queue_full", message, "");
+        *response = pool_error_body("queue_full", message, NULL);
         return 429;
     }
     w->queued++; /* reserved now, so concurrent requests cannot overfill the queue */
@@ -1189,7 +1396,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         w->queued--;
         pthread_mutex_unlock(&pool_mu);
         pool_end_unqueued(r, on_end);
-        *response = pool_error_body("out_of_memory", "out of memory", "");
+        *response = pool_error_body("out_of_memory", "out of memory", NULL);
         return 500;
     }
     j->kind = JOB_RUN;
@@ -1205,6 +1412,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     cJSON_AddStringToObject(record, "created", created);
     cJSON_AddNullToObject(record, "finished");
     cJSON_AddStringToObject(record, "backend", r->backend);
+    cJSON_AddItemToObject(record, "build", build_info_json()); /* which binary made the numbers */
     cJSON_AddItemToObject(record, "params", run_request_to_json(r));
     cJSON_AddItemToObject(record, "device", device);
     text = cJSON_PrintUnformatted(record);
@@ -1227,17 +1435,19 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         w->queued--;
         pthread_mutex_unlock(&pool_mu);
         pool_end_unqueued(r, on_end);
-        *response = pool_error_body("store_error", "the run could not be stored", "");
+        *response = pool_error_body("store_error", "the run could not be stored", NULL);
         return 500;
     }
     j->record = record;
     j->on_end = on_end; /* from here every end of j calls it (job_end_hook) */
 
     pthread_mutex_lock(&pool_mu);
-    if (w->state == SLOT_DOWN || pool_stopping) { /* it went down while we stored */
+    if (pool_stopping || pool_draining) { /* the server began to stop while we stored */
         w->queued--;
-        snprintf(message, sizeof message, "device %s is down: %s", w->name,
-                 pool_stopping ? "the server is stopping" : w->reason);
+        job_shutdown_locked(j); /* not detached yet: answered 503, row deleted */
+    } else if (w->state == SLOT_DOWN) { /* it went down while we stored */
+        w->queued--;
+        snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
         job_refuse_locked(j, 503, "no_device", message, "device");
     } else {
         if (w->tail)
@@ -1258,25 +1468,31 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
             return 202;
         }
     }
-    while (!j->finished) pthread_cond_wait(&j->cond, &pool_mu);
+    if (!pool_wait_sync_locked(w, j, gone, client, response, &status)) {
+        pthread_mutex_unlock(&pool_mu); /* detached: the dispatcher frees j */
+        return status;
+    }
     pthread_mutex_unlock(&pool_mu);
-
-    status = j->http_status;
-    *response = j->response;
     pthread_cond_destroy(&j->cond);
     free(j);
     return status;
 }
 
-/* ------------------------------------------------------------ async jobs (issue 5) -- */
+/* ---------------------------------------------------------------------- async jobs -- */
 
-int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0, NULL); }
+int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0, NULL, NULL, NULL); }
 
-int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1, NULL); }
+int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1, NULL, NULL, NULL); }
 
 int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response)
 {
-    return pool_submit(r, response, r->async_run ? 1 : 0, on_end);
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, NULL, NULL);
+}
+
+int pool_run_watched(const run_request *r, pool_run_end_fn on_end, pool_client_gone_fn gone, const void *client,
+                     cJSON **response)
+{
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, r->async_run ? NULL : gone, client);
 }
 
 /* 1-based place of j among the runs waiting in w's queue (verify jobs do not count). */
@@ -1366,8 +1582,7 @@ int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)
 int pool_cancel(long long id)
 {
     worker_slot *w = NULL;
-    pool_job *j, **link;
-    cJSON *error;
+    pool_job *j;
     char message[160];
 
     pthread_mutex_lock(&pool_mu);
@@ -1376,26 +1591,14 @@ int pool_cancel(long long id)
         pthread_mutex_unlock(&pool_mu);
         return -1;
     }
-    /* Unlink it: from now on it is ours alone (neither the dispatcher nor a refusal sees it). */
-    for (link = &w->head; *link != j; link = &(*link)->next) {
-    }
-    *link = j->next;
-    if (w->tail == j) {
-        pool_job *last = w->head;
-        while (last && last->next) last = last->next;
-        w->tail = last;
-    }
-    j->next = NULL;
-    w->queued--;
+    /* Unlink it: from now on it is ours alone (neither the dispatcher nor a refusal sees it,
+     * and its waiter, if any, waits for our end). */
+    slot_unlink_locked(w, j);
+    j->ending = 1;
     pthread_mutex_unlock(&pool_mu);
 
     snprintf(message, sizeof message, "run %lld was cancelled (DELETE /v1/runs/%lld) while it was queued", id, id);
-    error = cJSON_CreateObject();
-    cJSON_AddStringToObject(error, "code", "cancelled");
-    cJSON_AddStringToObject(error, "message", message);
-    pool_set(j->record, "error", error);
-    job_end_hook(j, POOL_RUN_CANCELLED); /* what it held (resident tensors) is released */
-    job_store_final(j, "cancelled");
+    job_record_cancelled(j, "cancelled", message); /* what it held (resident tensors) is released */
     log_info("run %lld cancelled while queued on %s", id, w->name);
 
     pthread_mutex_lock(&pool_mu);
@@ -1404,13 +1607,13 @@ int pool_cancel(long long id)
     } else { /* a synchronous caller waits for it: tell it why */
         cJSON_Delete(j->record);
         j->record = NULL;
-        job_finish_locked(j, 409, pool_error_body("cancelled", message, ""));
+        job_finish_locked(j, 409, pool_error_body("cancelled", message, NULL));
     }
     pthread_mutex_unlock(&pool_mu);
     return 0;
 }
 
-/* ------------------------------------------------------- resident tensors (issue 4) -- */
+/* ---------------------------------------------------------------- resident tensors -- */
 
 /* One tensor_* exchange, on the slot's dispatcher like any job. The answer (tensor_result,
  * or the worker's error/failed message) goes to the waiter untouched; a lost worker is a
@@ -1464,10 +1667,10 @@ int pool_tensor_op(const char *device, cJSON *msg, int fd, cJSON **reply, int *r
     pthread_mutex_lock(&pool_mu);
     j.id = -(++pool_tensor_job_ids);
     w = (pool_started && !pool_stopping) ? pool_find_slot(device) : NULL;
-    if (!w || w->state == SLOT_DOWN) {
-        if (!pool_started || pool_stopping)
-            snprintf(message, sizeof message, "the server is stopping");
-        else if (!w)
+    if (!pool_started || pool_stopping) {
+        job_refuse_locked(&j, 503, "shutting_down", "the server is stopping", NULL);
+    } else if (!w || w->state == SLOT_DOWN) {
+        if (!w)
             snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)", device);
         else
             snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);

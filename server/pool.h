@@ -17,7 +17,23 @@
  * without GPUs is not an error: only the cpu worker starts. */
 int pool_start(const settings *s, char *err, size_t err_len);
 
-/* Stop accepting, end the workers. */
+/* Called after a worker was lost and before its replacement starts (not at shutdown), with
+ * the device and its new generation (pool_device_generation): what the lost worker held is
+ * gone. Set once, before pool_start; called without the pool's lock held. */
+typedef void (*pool_restart_fn)(const char *device, int generation);
+void pool_on_worker_restart(pool_restart_fn fn);
+
+/* Shutdown, first step: take no new runs (503 shutting_down) and end every queued run at
+ * once: a synchronous one is answered 503 shutting_down and not stored, an async one is
+ * stored "cancelled" (error shutting_down). Running jobs go on (and the verify and tensor
+ * jobs they need). Idempotent. */
+void pool_quiesce(void);
+
+/* Runs being run by a worker now (at most one per device). */
+int pool_runs_running(void);
+
+/* Stop: pool_quiesce, wait for the running jobs (each bounded by job_timeout_s), end the
+ * workers. */
 void pool_stop(void);
 
 /* 1 when every worker is up (readyz). */
@@ -33,10 +49,11 @@ const char *pool_default_device(int on_cpu);
 /* Compute capability (major·10 + minor) of a device: 0 for cpu, -1 when unknown. */
 int pool_device_cc(const char *device);
 
-/* Run r synchronously on r->device: queue it (429 when the queue is full, 503 when the
- * device is down), store it, wait for its end, store the result. Returns the HTTP status
- * and sets *response: the run record (200 done, 500 failed), or {"error":…} when it was
- * refused before running (nothing stored). Caller deletes *response. */
+/* Run r synchronously on r->device: queue it (422 too_costly over cpu_max_macs on the cpu
+ * device, 429 when the queue is full, 503 when the device is down or the server stops),
+ * store it, wait for its end, store the result. Returns the HTTP status and sets *response:
+ * the run record (200 done, 500 failed), or {"error":…} when it was refused before running
+ * (nothing stored) or cancelled (409). Caller deletes *response. */
 int pool_run_sync(const run_request *r, cJSON **response);
 
 /* Queue r and answer at once (async=true): 202 + {"id","status":"queued","queue_position"}
@@ -72,6 +89,18 @@ typedef void (*pool_run_end_fn)(const run_request *r, pool_run_outcome outcome, 
  * the run's end as described above. */
 int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response);
 
+/* Has the client of a waiting synchronous run gone away? 1 gone, 0 still there; must not
+ * block. client: what the caller passed to pool_run_watched. */
+typedef int (*pool_client_gone_fn)(const void *client);
+
+/* pool_run, and while a synchronous run waits, gone(client) is asked every 200 ms. A client
+ * gone while its run is queued cancels it at once: its queue slot is freed, it is stored
+ * "cancelled" with error code client_gone, and this returns 409 client_gone. A client gone
+ * while its run runs: the run goes on unattended, its final record gets "client_gone":
+ * true, and this returns 409 client_gone at once (nobody reads it). */
+int pool_run_watched(const run_request *r, pool_run_end_fn on_end, pool_client_gone_fn gone, const void *client,
+                     cJSON **response);
+
 /* Cancel run id while it waits in a queue: stored "cancelled" with an error object; a
  * synchronous caller waiting on it gets 409 {"error":{"code":"cancelled"}}. 0, or -1 when
  * it is not waiting in any queue (running, finished or unknown). */
@@ -89,7 +118,7 @@ int pool_queue_depth(const char *device);
  * many there are (may exceed max). For messages: the tensor table's pins decide. */
 int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max);
 
-/* ---- resident tensors (issue 4, docs/tensors.md) ---- */
+/* ---- resident tensors (docs/tensors.md) ---- */
 
 /* Send a tensor_* message (worker_tensors.h) to device's worker through its queue (after
  * the jobs already waiting), with fd (≥ 0) passed along, and wait for the answer. The

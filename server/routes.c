@@ -215,6 +215,14 @@ static int resolve_device(run_request *r, const variant *v, api_error *e)
         return api_fail(e, 503, "no_device", "device", "device %s is not served here (devices: %s)", r->device,
                         devices);
     }
+    /* Nothing asked for is silently dropped: the cpu device times plain calls, so an L2
+     * flush or a CUDA graph would be echoed in params yet not happen. */
+    if (!strcmp(r->device, "cpu") && r->graph)
+        return api_fail(e, 422, "not_applicable", "graph",
+                        "graph=true times CUDA graph replays; the cpu device has no graphs (drop graph)");
+    if (!strcmp(r->device, "cpu") && r->cache_cold)
+        return api_fail(e, 422, "not_applicable", "cache",
+                        "cache=cold flushes a GPU's L2 between forwards; the cpu device has none to flush (drop cache)");
     why[0] = '\0';
     if (variant_check(v, &r->problem, cc, why, sizeof why) != 0)
         return api_fail(e, 422, "unsupported", "device", "%s (device %s)", why[0] ? why : "unsupported here",
@@ -225,36 +233,16 @@ static int resolve_device(run_request *r, const variant *v, api_error *e)
 static void route_run(http_request *req)
 {
     const settings *s = req->settings;
-    cJSON *body = NULL, *resp = NULL;
+    cJSON *resp = NULL;
     const variant *v;
     run_request r;
     api_error e;
     int status;
 
-    if (req->body) {
-        const char *end = NULL;
-        if (strlen(req->body) != req->body_len) {
-            http_fail(req, 400, "bad_json", "", "the body contains a NUL byte");
-            return;
-        }
-        body = cJSON_ParseWithOpts(req->body, &end, 1);
-        if (!body) {
-            size_t at = end && end >= req->body ? (size_t)(end - req->body) : 0;
-            http_fail(req, 400, "bad_json", "", "the body is not valid JSON (at byte %zu of %zu)", at, req->body_len);
-            return;
-        }
-        if (!cJSON_IsObject(body)) {
-            cJSON_Delete(body);
-            http_fail(req, 400, "bad_json", "", "the body must be a JSON object of run parameters");
-            return;
-        }
-    }
-    if (run_request_parse(&r, req->query, body, s->enable_fault_injection, &e) != 0) {
-        cJSON_Delete(body);
+    if (run_request_parse_body(&r, req->query, req->body, req->body_len, s->enable_fault_injection, &e) != 0) {
         http_send_error(req, &e);
         return;
     }
-    cJSON_Delete(body);
     v = variant_find(r.backend);
     if (!v) { /* parse found it; the table does not change */
         http_fail(req, 500, "internal", "backend", "backend %s vanished from the variants table", r.backend);
@@ -272,7 +260,7 @@ static void route_run(http_request *req)
 
     /* From here the pool owns the run's end: it calls tensors_finish_run (release the pins
      * and the budget, register a kept output) once, when the run ends, sync or async. */
-    status = pool_run(&r, tensors_finish_run, &resp);
+    status = pool_run_watched(&r, tensors_finish_run, routes_runs_client_gone, req, &resp);
     if (!resp) {
         http_fail(req, 500, "internal", "", "the run ended without an answer (status %d)", status);
         return;

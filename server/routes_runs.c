@@ -170,6 +170,8 @@ void route_list_runs(http_request *req)
     free(out);
 }
 
+int routes_runs_client_gone(const void *req) { return http_client_gone((const http_request *)req); }
+
 char *routes_runs_with_position(long long id, char *record)
 {
     cJSON *o;

@@ -14,6 +14,10 @@ void route_dashboard(http_request *req);   /* GET / */
 void route_dashboard_file(http_request *req); /* GET /dashboard/{id} */
 void route_openapi(http_request *req);     /* GET /openapi.json */
 
+/* Has the client of req (an http_request *) gone away? http_client_gone in the shape of
+ * pool.h's pool_client_gone_fn, so POST /v1/runs can hand it to pool_run_watched. */
+int routes_runs_client_gone(const void *req);
+
 /* A stored record (malloc'd, taken) as GET /v1/runs/{id} answers it: a queued run gains
  * "queue_position" (1: next). Returns the text to send (malloc'd; caller frees). */
 char *routes_runs_with_position(long long id, char *record);

@@ -3,9 +3,10 @@
  *
  * Every value arrives either as a query-string string or as a JSON body value (number,
  * boolean or string) and is coerced strictly: no trailing junk, no overflow, no NaN or
- * infinity, "1e3" is not an integer. A parameter in both places: the query wins. Every
- * refusal names the parameter, the value and the limit (api_error.h); nothing in r is
- * meaningful after a refusal.
+ * infinity, "1e3" is not an integer (in a body, where cJSON reads 1e3 as 1000,
+ * run_request_parse_body checks how the number was written). A parameter in both places:
+ * the query wins. Every refusal names the parameter, the value and the limit (api_error.h);
+ * nothing in r is meaningful after a refusal.
  *
  * run_request_from_json is run_request_parse over the object run_request_to_json wrote, so
  * a stored "params" object can be posted again as a body and runs the same job.
@@ -23,7 +24,10 @@
 
 #include "../kernels/variants.h"
 
-#define SEED_EXACT_MAX 9007199254740992.0 /* 2^53: larger seeds travel as decimal strings */
+#define SEED_EXACT_MAX 9007199254740992.0 /* 2^53: a JSON number above it has lost digits */
+/* cJSON prints a number of 16 digits or more with an exponent ("1e+15"), which an integer
+ * parameter refuses: run_request_to_json writes such integers as decimal strings. */
+#define JSON_PLAIN_INT_LIMIT 1000000000000000.0 /* 10^15 */
 
 /* The parameters a client may send. `fault` only with allow_faults. verify_cpu_max_macs is
  * accepted so a stored "params" object can be posted back unchanged; the server's setting
@@ -33,7 +37,7 @@ static const char *const run_params[] = {
     "mask", "scale", "seed", "warmup", "iters", "min_iters", "max_iters", "min_time_ms", "max_time_ms",
     "target_noise", "cache", "graph", "verify", "profile", "verify_cpu_max_macs", "fault",
     "async",
-    "q", "k", "v", "keep_output", "output_tensor", /* resident tensors (issue 4) */
+    "q", "k", "v", "keep_output", "output_tensor", /* resident tensors */
 };
 #define RUN_PARAM_COUNT (sizeof run_params / sizeof run_params[0])
 
@@ -144,7 +148,7 @@ static int get_int(const cJSON *item, const char *name, long long min, long long
     return 0;
 }
 
-/* The seed: 0..2^64-1. As a JSON number only up to 2^53 (a double holds no more exactly);
+/* The seed: 0..2^64-1. As a JSON number only below 2^53 (a double holds no more exactly);
  * larger seeds must be decimal strings, as run_request_to_json writes them. */
 static int get_seed(const cJSON *item, uint64_t *out, api_error *e)
 {
@@ -173,9 +177,10 @@ static int get_seed(const cJSON *item, uint64_t *out, api_error *e)
         if (d < 0)
             return api_fail(e, 400, "out_of_range", "seed", "seed %s is out of range (0..18446744073709551615)",
                             value_text(item, shown, sizeof shown));
-        if (d > SEED_EXACT_MAX)
+        /* 2^53 + 1 arrives as 2^53: from 2^53 on, the number read may not be the one sent. */
+        if (d >= SEED_EXACT_MAX)
             return api_fail(e, 400, "out_of_range", "seed",
-                            "seed %s is above 2^53, where JSON numbers lose digits; send it as a decimal string",
+                            "seed %s is 2^53 or more, where JSON numbers lose digits; send it as a decimal string",
                             value_text(item, shown, sizeof shown));
         *out = (uint64_t)d;
         return 0;
@@ -254,6 +259,139 @@ static int get_string(const cJSON *item, const char *name, const char **out, api
     return 0;
 }
 
+/* ---------------------------------------------------------------- the body's text ------- */
+
+/* How each top-level number of a JSON body was written: the text of the ones with a
+ * fraction or an exponent, by run_params index (NULL: none, or not a number). */
+typedef struct body_numbers {
+    const char *text[RUN_PARAM_COUNT];
+    int len[RUN_PARAM_COUNT];
+} body_numbers;
+
+static const char *json_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+/* p at '"': past the closing quote, NULL when the string does not end. */
+static const char *json_skip_string(const char *p, const char *end)
+{
+    for (p++; p < end; p++) {
+        if (*p == '\\')
+            p++;
+        else if (*p == '"')
+            return p + 1;
+    }
+    return NULL;
+}
+
+/* Past one value that is not a number (a string, a literal, or an object or array of any
+ * depth); NULL when malformed. */
+static const char *json_skip_value(const char *p, const char *end)
+{
+    int depth = 0;
+
+    if (p >= end) return NULL;
+    if (*p == '"') return json_skip_string(p, end);
+    if (*p != '{' && *p != '[') { /* true, false, null */
+        while (p < end && isalpha((unsigned char)*p)) p++;
+        return p;
+    }
+    while (p < end) {
+        if (*p == '"') {
+            if (!(p = json_skip_string(p, end))) return NULL;
+            continue;
+        }
+        if (*p == '{' || *p == '[')
+            depth++;
+        else if ((*p == '}' || *p == ']') && --depth == 0)
+            return p + 1;
+        p++;
+    }
+    return NULL;
+}
+
+/* The run_params index of a member name as written (quotes included; escapes decoded by
+ * cJSON, so "b\u0061tch" is batch as for the parsed body); -1 when it is none. */
+static int body_param_index(const char *quoted, size_t len)
+{
+    char plain[40];
+    int i = -1;
+    size_t k;
+
+    if (!memchr(quoted, '\\', len)) {
+        if (len - 2 >= sizeof plain) return -1;
+        memcpy(plain, quoted + 1, len - 2);
+        plain[len - 2] = '\0';
+    } else {
+        cJSON *s = cJSON_ParseWithLength(quoted, len);
+        int ok = cJSON_IsString(s) && strlen(s->valuestring) < sizeof plain;
+        if (ok) snprintf(plain, sizeof plain, "%s", s->valuestring);
+        cJSON_Delete(s);
+        if (!ok) return -1;
+    }
+    for (k = 0; k < RUN_PARAM_COUNT; k++)
+        if (!strcmp(run_params[k], plain)) i = (int)k;
+    return i;
+}
+
+/* Record the top-level members of the object in text whose value is a number written
+ * with a fraction or an exponent. The text already parsed as a JSON object: anything
+ * unexpected just ends the scan. */
+static void body_scan_numbers(const char *text, size_t len, body_numbers *out)
+{
+    const char *p = text, *end = text + len;
+
+    memset(out, 0, sizeof *out);
+    if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 BOM, which cJSON skips too */
+    p = json_ws(p, end);
+    if (p >= end || *p != '{') return;
+    p = json_ws(p + 1, end);
+    while (p < end && *p == '"') {
+        const char *key = p, *value;
+        int index;
+
+        if (!(p = json_skip_string(p, end))) return;
+        index = body_param_index(key, (size_t)(p - key));
+        p = json_ws(p, end);
+        if (p >= end || *p != ':') return;
+        value = p = json_ws(p + 1, end);
+        if (p < end && (*p == '-' || isdigit((unsigned char)*p))) {
+            while (p < end && *p && strchr("+-0123456789.eE", *p)) p++;
+            if (index >= 0 && (memchr(value, '.', (size_t)(p - value)) || memchr(value, 'e', (size_t)(p - value)) ||
+                               memchr(value, 'E', (size_t)(p - value)))) {
+                out->text[index] = value;
+                out->len[index] = (int)(p - value);
+            }
+        } else if (!(p = json_skip_value(p, end))) {
+            return;
+        }
+        p = json_ws(p, end);
+        if (p >= end || *p != ',') return;
+        p = json_ws(p + 1, end);
+    }
+}
+
+/* An integer parameter written in the body as 1e3 or 8.0: refused like batch=1e3 in the
+ * query (a parameter the query also gives is the query's). */
+static int body_check_integers(const body_numbers *nums, const cJSON *query, api_error *e)
+{
+    static const char *const integers[] = {"batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "seed",
+                                           "warmup", "iters", "min_iters", "max_iters", "verify_cpu_max_macs"};
+    size_t i, k;
+
+    for (i = 0; i < sizeof integers / sizeof integers[0]; i++) {
+        if (query && cJSON_GetObjectItemCaseSensitive(query, integers[i])) continue;
+        for (k = 0; k < RUN_PARAM_COUNT; k++)
+            if (!strcmp(run_params[k], integers[i]) && nums->text[k])
+                return api_fail(e, 400, "bad_value", integers[i],
+                                "%s must be an integer written without a fraction or an exponent, got %.*s",
+                                integers[i], nums->len[k] > 40 ? 40 : nums->len[k], nums->text[k]);
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- parse ----------------- */
 
 static int param_known(const char *name, int allow_faults)
@@ -265,20 +403,35 @@ static int param_known(const char *name, int allow_faults)
     return 0;
 }
 
+/* 1 for the parameters a stored "params" object carries that the server sets itself: a
+ * client may post them back, but what it gives does not apply. */
+static int param_server_set(const char *name)
+{
+    return !strcmp(name, "verify_cpu_max_macs") || !strcmp(name, "output_tensor");
+}
+
 static int refuse_unknown(const char *name, int allow_faults, api_error *e)
 {
-    char known[600];
+    char known[sizeof e->message], echo[64];
     size_t i, n = 0;
+    int pass;
 
+    /* Every name accepted, in two groups: what a client sets, then what is only posted back. */
     known[0] = '\0';
-    for (i = 0; i < RUN_PARAM_COUNT; i++) {
-        if (!strcmp(run_params[i], "fault") && !allow_faults) continue;
-        if (!strcmp(run_params[i], "verify_cpu_max_macs")) continue; /* not one to advertise */
-        n += (size_t)snprintf(known + n, n < sizeof known ? sizeof known - n : 0, "%s%s", n ? ", " : "",
-                              run_params[i]);
-        if (n >= sizeof known) break;
+    for (pass = 0; pass < 2; pass++) {
+        if (pass == 1) n += (size_t)snprintf(known + n, n < sizeof known ? sizeof known - n : 0, "; posted back from "
+                                             "a stored params object, set by the server: ");
+        for (i = 0; i < RUN_PARAM_COUNT; i++) {
+            if (!strcmp(run_params[i], "fault") && !allow_faults) continue;
+            if (param_server_set(run_params[i]) != pass) continue;
+            n += (size_t)snprintf(known + n, n < sizeof known ? sizeof known - n : 0, "%s%s",
+                                  n && known[n - 1] != ' ' ? ", " : "", run_params[i]);
+        }
     }
-    return api_fail(e, 400, "unknown_parameter", name, "unknown parameter '%.60s'; known: %s", name, known);
+    /* The name is the client's: show it short, without control bytes. */
+    for (i = 0; name[i] && i < sizeof echo - 1; i++) echo[i] = (unsigned char)name[i] < 0x20 ? '?' : name[i];
+    echo[i] = '\0';
+    return api_fail(e, 400, "unknown_parameter", name, "unknown parameter '%.40s'; known: %s", echo, known);
 }
 
 /* Every key of query and body must be a known parameter, and appear once in each. */
@@ -350,7 +503,9 @@ static int check_size(const attn_problem *p, api_error *e)
     return 0;
 }
 
-int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e)
+/* run_request_parse; nums (NULL: not known) says how the body's numbers were written. */
+static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, const body_numbers *nums,
+                         int allow_faults, api_error *e)
 {
     static const struct {
         const char *name;
@@ -396,6 +551,7 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         return api_fail(e, 400, "unknown_backend", "backend", "unknown backend '%.40s'; known: %s", s, known);
     }
     snprintf(r->backend, sizeof r->backend, "%s", v->name);
+    if (nums && body_check_integers(nums, query, e) != 0) return -1;
 
     if ((item = param(query, body, "device"))) {
         if (get_string(item, "device", &s, e) != 0) return -1;
@@ -446,8 +602,9 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
 
     if ((item = param(query, body, "scale"))) {
         if (get_double(item, "scale", &r->problem.scale, e) != 0) return -1;
-        if (r->problem.scale == 0.0)
-            return api_fail(e, 400, "out_of_range", "scale", "scale must be a finite nonzero number, got 0");
+        if (r->problem.scale == 0.0 || fabs(r->problem.scale) > RUN_MAX_SCALE)
+            return api_fail(e, 400, "out_of_range", "scale", "scale %.17g is out of range (nonzero, -%g..%g)",
+                            r->problem.scale, RUN_MAX_SCALE, RUN_MAX_SCALE);
         r->scale_given = 1;
     } else {
         r->problem.scale = 1.0 / sqrt((double)r->problem.head_dim);
@@ -507,7 +664,7 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         snprintf(r->fault, sizeof r->fault, "%s", s);
     }
 
-    /* Resident tensor ids (issue 4): checked against the tensor table by the front. */
+    /* Resident tensor ids: checked against the tensor table by the front. */
     {
         static const char *const names[] = {"q", "k", "v", "output_tensor"};
         char *dst[] = {r->q_tensor, r->k_tensor, r->v_tensor, r->output_tensor};
@@ -528,6 +685,44 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
         return api_fail(e, 422, "unsupported", field_of_message(why), "%s",
                         why[0] ? why : "this backend does not support the problem");
     return 0;
+}
+
+int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e)
+{
+    return parse_checked(r, query, body, NULL, allow_faults, e);
+}
+
+int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
+                           api_error *e)
+{
+    body_numbers nums;
+    cJSON *json;
+    const char *end = NULL;
+    int rc;
+
+    if (!body || body_len == 0) return parse_checked(r, query, NULL, NULL, allow_faults, e);
+    if (memchr(body, '\0', body_len)) return api_fail(e, 400, "bad_json", "", "the body contains a NUL byte");
+    json = cJSON_ParseWithLengthOpts(body, body_len, &end, 0);
+    if (json && end) { /* only white space may follow the value */
+        const char *rest = json_ws(end, body + body_len);
+        if (rest != body + body_len) {
+            cJSON_Delete(json);
+            json = NULL;
+            end = rest;
+        }
+    }
+    if (!json) {
+        size_t at = end && end >= body ? (size_t)(end - body) : 0;
+        return api_fail(e, 400, "bad_json", "", "the body is not valid JSON (at byte %zu of %zu)", at, body_len);
+    }
+    if (!cJSON_IsObject(json)) {
+        cJSON_Delete(json);
+        return api_fail(e, 400, "bad_json", "", "the body must be a JSON object of run parameters");
+    }
+    body_scan_numbers(body, body_len, &nums);
+    rc = parse_checked(r, query, json, &nums, allow_faults, e);
+    cJSON_Delete(json);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- the JSON codec -------- */
@@ -551,7 +746,7 @@ cJSON *run_request_to_json(const run_request *r)
     ok = ok && cJSON_AddStringToObject(o, "mask", attn_mask_name(p->mask));
     ok = ok && cJSON_AddBoolToObject(o, "causal", p->mask != ATTN_MASK_NONE);
     ok = ok && cJSON_AddNumberToObject(o, "scale", p->scale);
-    if ((double)r->seed < SEED_EXACT_MAX) {
+    if ((double)r->seed < JSON_PLAIN_INT_LIMIT) {
         ok = ok && cJSON_AddNumberToObject(o, "seed", (double)r->seed);
     } else {
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
@@ -568,7 +763,13 @@ cJSON *run_request_to_json(const run_request *r)
     ok = ok && cJSON_AddBoolToObject(o, "graph", r->graph);
     ok = ok && cJSON_AddBoolToObject(o, "verify", r->verify);
     ok = ok && cJSON_AddBoolToObject(o, "profile", r->profile);
-    ok = ok && cJSON_AddNumberToObject(o, "verify_cpu_max_macs", (double)r->verify_cpu_max_macs);
+    if ((double)r->verify_cpu_max_macs < JSON_PLAIN_INT_LIMIT) {
+        ok = ok && cJSON_AddNumberToObject(o, "verify_cpu_max_macs", (double)r->verify_cpu_max_macs);
+    } else {
+        char macs[24];
+        snprintf(macs, sizeof macs, "%lld", r->verify_cpu_max_macs);
+        ok = ok && cJSON_AddStringToObject(o, "verify_cpu_max_macs", macs);
+    }
     if (r->fault[0]) ok = ok && cJSON_AddStringToObject(o, "fault", r->fault);
     if (r->q_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "q", r->q_tensor);
     if (r->k_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "k", r->k_tensor);

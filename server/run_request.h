@@ -20,6 +20,10 @@
 #define RUN_MAX_WARMUP 10000
 #define RUN_MAX_ITERS 100000
 #define RUN_MAX_TIME_MS 600000.0
+/* |scale| at most this: scores are scaled in the input dtype by some variants (fp16 holds up
+ * to 65504), and beyond ~1e4 softmax is a hard max anyway; far larger values turn inf in
+ * fp32 and the output NaN. The default, 1/sqrt(head_dim), is at most 1. */
+#define RUN_MAX_SCALE 1e4
 
 typedef struct run_request {
     char backend[32];       /* a name from the variants table */
@@ -39,7 +43,7 @@ typedef struct run_request {
     long long verify_cpu_max_macs; /* set by the front from settings: above it, GPU fp32 reference */
     int async_run;          /* 1 (`async=true`): answer 202 at once; the front only, not in "params" */
     char fault[16];         /* test hook, only with enable_fault_injection: crash|hang|sticky */
-    /* Resident tensors (issue 4, docs/tensors.md): q, k, v ids ("t4"; "" = generated from
+    /* Resident tensors (docs/tensors.md): q, k, v ids ("t4"; "" = generated from
      * the seed); the front's tensors_apply_run takes shape and dtype from them. */
     char q_tensor[32], k_tensor[32], v_tensor[32];
     int keep_output;        /* 1: keep the output as a resident tensor */
@@ -67,6 +71,14 @@ void run_request_defaults(run_request *r);
  * variants table; the device's compute capability is checked later, by the front).
  * allow_faults: accept the `fault` parameter (settings.enable_fault_injection). */
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e);
+
+/* run_request_parse for an HTTP request: `query` as above, `body` the raw body text (NULL or
+ * body_len 0: none). The body must be a JSON object without NUL bytes (else 400 bad_json,
+ * naming the byte offset). The text is read as well as the parsed value, because a parsed
+ * number no longer says how it was written: an integer parameter given as a JSON number
+ * with a fraction or an exponent (1e3, 8.0) is refused 400 bad_value, as in the query. */
+int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
+                           api_error *e);
 
 /* The "params" object of a result; run_request_from_json reads it back (worker side).
  * from_json returns 0, or -1 with e filled (400). */

@@ -29,7 +29,7 @@
 static pthread_mutex_t store_mu = PTHREAD_MUTEX_INITIALIZER;
 static sqlite3 *store_db;
 static sqlite3_stmt *st_insert, *st_update, *st_delete, *st_get, *st_count, *st_list;
-static sqlite3_stmt *st_fill_id, *st_trace_put, *st_trace_get; /* history, traces (issue 5) */
+static sqlite3_stmt *st_fill_id, *st_trace_put, *st_trace_get; /* history, traces */
 
 /* The text of the last failure, for store_open's err. Written under store_mu. */
 static char store_last_error[512];
@@ -73,6 +73,15 @@ static void store_finalize_all(void)
         if (*all[i]) SQL_CHECK(sqlite3_finalize(*all[i]));
         *all[i] = NULL;
     }
+}
+
+/* Set member key of obj to item (taken), in its place when it is there. */
+static void store_set_member(cJSON *obj, const char *key, cJSON *item)
+{
+    if (cJSON_GetObjectItem(obj, key))
+        cJSON_ReplaceItemInObject(obj, key, item);
+    else
+        cJSON_AddItemToObject(obj, key, item);
 }
 
 /* Rows that an earlier process left queued or running can never finish: their worker died
@@ -124,9 +133,10 @@ static int store_mark_interrupted(void)
             rec = cJSON_CreateObject();
             cJSON_AddNumberToObject(rec, "id", (double)ids[i]);
         }
-        cJSON_DeleteItemFromObject(rec, "status");
-        cJSON_AddStringToObject(rec, "status", "failed");
-        if (!cJSON_GetObjectItem(rec, "finished")) cJSON_AddStringToObject(rec, "finished", finished);
+        store_set_member(rec, "status", cJSON_CreateString("failed"));
+        /* A live record carries "finished": null until its end, and null is not a time. */
+        if (!cJSON_IsString(cJSON_GetObjectItem(rec, "finished")))
+            store_set_member(rec, "finished", cJSON_CreateString(finished));
         cJSON_DeleteItemFromObject(rec, "error");
         error = cJSON_AddObjectToObject(rec, "error");
         cJSON_AddStringToObject(error, "code", "server_restarted");

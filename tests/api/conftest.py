@@ -211,6 +211,32 @@ def error_of(r):
     return err
 
 
+def openapi_json_schema(name):
+    """components.schemas[name] of docs/openapi.json as plain JSON Schema (draft 4, for
+    jsonschema.Draft4Validator): $refs inlined, OpenAPI's `nullable: true` turned into a
+    "null" type."""
+    import json
+
+    with open(os.path.join(REPO, "docs", "openapi.json")) as f:
+        doc = json.load(f)
+
+    def conv(node):
+        if isinstance(node, list):
+            return [conv(x) for x in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            return conv(doc["components"]["schemas"][node["$ref"].rsplit("/", 1)[1]])
+        out = {k: conv(v) for k, v in node.items() if k not in ("nullable", "example", "format")}
+        if node.get("nullable"):
+            if "type" in out:
+                out["type"] = [out["type"], "null"]
+            if "enum" in out:
+                out["enum"] = out["enum"] + [None]
+        return out
+    return conv(doc["components"]["schemas"][name])
+
+
 def tiny(**over):
     """Parameters of a tiny reference run on the cpu device, with overrides."""
     p = dict(TINY, backend="reference", device="cpu")

@@ -39,7 +39,8 @@ def test_metrics_parse_and_count(fresh):
     # The parser strips _total from counter family names.
     expect = {"attnd_queue_depth": "gauge", "attnd_workers_up": "gauge", "attnd_worker_restarts": "counter",
               "attnd_gpu_memory_total_bytes": "gauge", "attnd_gpu_memory_used_bytes": "gauge",
-              "attnd_runs": "counter", "attnd_run_gpu_seconds": "histogram",
+              "attnd_runs": "counter", "attnd_run_gpu_seconds": "histogram", "attnd_run_cpu_seconds": "histogram",
+              "attnd_build_info": "gauge",
               "attnd_resident_tensor_bytes": "gauge", "attnd_http_requests": "counter"}
     for name, kind in expect.items():
         assert name in fams and fams[name].type == kind, (name, fams.get(name))
@@ -54,11 +55,14 @@ def test_metrics_parse_and_count(fresh):
     api.get("/no/such/path")
     fams, _ = families(api)
     assert value(fams["attnd_runs"], "attnd_runs_total", backend="reference", status="done") == 3
-    h = fams["attnd_run_gpu_seconds"]
-    assert value(h, "attnd_run_gpu_seconds_count", backend="reference", device="cpu") == 3
-    assert value(h, "attnd_run_gpu_seconds_bucket", backend="reference", device="cpu", le="+Inf") == 3
-    assert value(h, "attnd_run_gpu_seconds_sum", backend="reference", device="cpu") > 0
-    buckets = [s for s in samples(h, "attnd_run_gpu_seconds_bucket")]
+    # cpu runs are wall time: their own family, never labelled as GPU seconds
+    assert not [s for s in samples(fams["attnd_run_gpu_seconds"], "attnd_run_gpu_seconds_count")
+                if s.labels.get("device") == "cpu"]
+    h = fams["attnd_run_cpu_seconds"]
+    assert value(h, "attnd_run_cpu_seconds_count", backend="reference", device="cpu") == 3
+    assert value(h, "attnd_run_cpu_seconds_bucket", backend="reference", device="cpu", le="+Inf") == 3
+    assert value(h, "attnd_run_cpu_seconds_sum", backend="reference", device="cpu") > 0
+    buckets = [s for s in samples(h, "attnd_run_cpu_seconds_bucket")]
     counts = [s.value for s in buckets]
     assert counts == sorted(counts), "histogram buckets must be cumulative"
     http = fams["attnd_http_requests"]
@@ -66,3 +70,6 @@ def test_metrics_parse_and_count(fresh):
     assert value(http, "attnd_http_requests_total", method="POST", route="/v1/runs", status="400") == 1
     assert value(http, "attnd_http_requests_total", method="GET", route="unmatched", status="404") == 1
     assert value(http, "attnd_http_requests_total", method="GET", route="/metrics", status="200") >= 1
+    # the build serving, as /v1/device and every record name it
+    build = api.get("/v1/device").json()["build"]
+    assert value(fams["attnd_build_info"], "attnd_build_info", version=build["version"], commit=build["commit"]) == 1

@@ -7,10 +7,11 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
-from attnd_api_helpers import REPO
+from attnd_api_helpers import REPO, openapi_json_schema
 
 DOC = os.path.join(REPO, "docs", "openapi.json")
 FUZZ_LIMIT_S = 110
@@ -128,3 +129,42 @@ def test_schemathesis_conformance(start_server, tmp_path):
     run_schemathesis(st, g, srv.url, "all", conformance + ["negative_data_rejection"], tmp_path, 30)
     run_schemathesis(st, p, srv.url, "positive", conformance + ["positive_data_acceptance"], tmp_path, 30)
     assert srv.proc.poll() is None, "attnd died under the fuzzer:\n" + srv.stderr_text()
+
+
+def test_stored_records_match_the_run_schema(start_server):
+    """Records of every kind the cpu device makes — done with verify and a kept output,
+    failed, cancelled while queued, refused-then-listed — validated against the document's
+    Run schema, which types every field (additionalProperties false: a field the server
+    adds and the document lacks fails here)."""
+    import threading
+
+    import jsonschema
+    import requests
+
+    from attnd_api_helpers import tiny
+
+    schema = openapi_json_schema("Run")
+    srv = start_server(extra=["--enable-fault-injection", "true", "--queue-depth", "2", "--job-timeout-s", "3",
+                              "--cpu-threads", "1"])
+    u = srv.url
+    ids = [requests.post(u + "/v1/runs", json=tiny(verify=True, keep_output=True), timeout=60).json()["id"],
+           requests.post(u + "/v1/runs", json=tiny(iters=1), timeout=60).json()["id"],
+           requests.post(u + "/v1/runs", json=tiny(seed=str(2 ** 64 - 1), profile=False), timeout=60).json()["id"]]
+    crashed = requests.post(u + "/v1/runs", json=tiny(fault="crash"), timeout=60)
+    assert crashed.status_code == 500
+    ids.append(crashed.json()["id"])
+    hang = threading.Thread(target=lambda: requests.post(u + "/v1/runs", json=tiny(fault="hang"), timeout=60))
+    hang.start()
+    time.sleep(0.5)
+    queued = requests.post(u + "/v1/runs", json=tiny(**{"async": True}), timeout=30).json()["id"]
+    listed_queued = requests.get(u + "/v1/runs/%d" % queued, timeout=10).json()
+    assert requests.delete(u + "/v1/runs/%d" % queued, timeout=10).status_code == 200
+    ids.append(queued)
+    hang.join(timeout=30)
+    records = [listed_queued] + [requests.get(u + "/v1/runs/%d" % i, timeout=10).json() for i in ids]
+    records += requests.get(u + "/v1/runs?limit=100", timeout=10).json()["runs"]
+    statuses = set()
+    for rec in records:
+        jsonschema.Draft4Validator(schema).validate(rec)
+        statuses.add(rec["status"])
+    assert {"done", "failed", "cancelled", "queued"} <= statuses, statuses

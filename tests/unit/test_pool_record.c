@@ -1,6 +1,8 @@
 /* test_pool_record.c — the pool against real worker processes on the cpu device: the run
- * record, crash / timeout / sticky recovery, refusals (unknown device, full queue), and a
- * stop with a job running and jobs queued (each ends exactly once; refused rows deleted).
+ * record, crash / timeout / sticky recovery, refusals (unknown device, full queue, over
+ * cpu_max_macs), a synchronous client that leaves (queued: cancelled; running: it finishes
+ * and says so), and a stop with a job running and jobs queued (each ends exactly once; the
+ * queued ones at once: sync refused and deleted, async stored cancelled).
  *
  * This binary is its own worker: the pool execs /proc/self/exe --worker cpu --ipc-fd 3
  * <our flags>, so main() dispatches --worker like server/main.c does, and this file provides
@@ -8,6 +10,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -53,18 +56,70 @@ static const char *error_code(const cJSON *o)
     return str_of(cJSON_GetObjectItem(o, "error"), "code");
 }
 
+static const cJSON *error_field(const cJSON *o)
+{
+    return cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "field");
+}
+
 typedef struct async_run {
     pthread_t thread;
     run_request r;
     int status;
     cJSON *response;
+    int gone;           /* the client's state, as pool_run_watched's gone() reads it */
+    long long ended_ms; /* when pool_run_* returned */
 } async_run;
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 static void *run_thread(void *arg)
 {
     async_run *a = arg;
     a->status = pool_run_sync(&a->r, &a->response);
+    a->ended_ms = now_ms();
     return NULL;
+}
+
+static int client_gone(const void *client) { return __atomic_load_n(&((const async_run *)client)->gone, __ATOMIC_ACQUIRE); }
+
+static void *watched_thread(void *arg)
+{
+    async_run *a = arg;
+    a->status = pool_run_watched(&a->r, NULL, client_gone, a, &a->response);
+    a->ended_ms = now_ms();
+    return NULL;
+}
+
+/* The stored record of run id (caller deletes), NULL when none. */
+static cJSON *stored_record(long long id)
+{
+    char *text = store_get_run(id);
+    cJSON *o = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    return o;
+}
+
+/* The id of the run in state status (the first), waiting up to 5 s; -1 when none. */
+static long long wait_for_state(const char *status)
+{
+    int tries;
+    for (tries = 0; tries < 500; tries++) {
+        char *rows = store_list_runs(0, 1000, NULL, status);
+        cJSON *list = rows ? cJSON_Parse(rows) : NULL;
+        long long id = cJSON_GetArraySize(list) > 0
+                           ? (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, 0), "id"))
+                           : -1;
+        cJSON_Delete(list);
+        free(rows);
+        if (id > 0) return id;
+        usleep(10000);
+    }
+    return -1;
 }
 
 static int restarts_of_cpu(void)
@@ -99,6 +154,7 @@ int main(int argc, char **argv)
     test_argv[test_argc++] = "--enable-fault-injection=true";
     test_argv[test_argc++] = "--log-level=warn";
     test_argv[test_argc++] = "--cpu-threads=1";
+    test_argv[test_argc++] = "--cpu-max-macs=100000";
     test_argv[test_argc] = NULL;
     if (settings_load(&s, test_argc, test_argv, err, sizeof err) != 0) {
         fprintf(stderr, "settings: %s\n", err);
@@ -180,38 +236,129 @@ int main(int argc, char **argv)
         CHECK(store_count_runs() == before, "refusal stored nothing");
     }
 
-    /* A hanging job runs, two wait (queue_depth 2), the next is refused 429. Then stop: the
-     * running job is let finish (issue 6: SIGTERM finishes the running job), bounded by
-     * job_timeout_s, so a hanging one ends "timeout"; the waiting ones are refused and their
-     * rows deleted. */
+    /* Over cpu_max_macs (100000 here): 422 before it queues, nothing stored. */
     {
-        async_run runs[3];
         long long before = store_count_runs();
-        for (i = 0; i < 3; i++) {
+        small_request(&r, NULL);
+        r.problem.seq_q = r.problem.seq_kv = 128; /* 1*2*128*128*16 = 524288 MACs */
+        status = pool_run_sync(&r, &resp);
+        CHECK(status == 422 && strcmp(error_code(resp), "too_costly") == 0, "too costly: %d %s", status,
+              error_code(resp));
+        CHECK(strstr(str_of(cJSON_GetObjectItem(resp, "error"), "message"), "524288") &&
+                  strstr(str_of(cJSON_GetObjectItem(resp, "error"), "message"), "cpu_max_macs=100000"),
+              "the estimate and the setting in the message");
+        CHECK(cJSON_IsNull(error_field(resp)), "field null");
+        cJSON_Delete(resp);
+        CHECK(store_count_runs() == before, "a refusal stores nothing");
+    }
+
+    /* A synchronous client that leaves while its run waits: cancelled at once (stored,
+     * client_gone), its slot freed; the run behind the hanging one never runs. */
+    {
+        async_run hang, w;
+        long long t0, id;
+        cJSON *o;
+        small_request(&hang.r, "hang");
+        hang.response = NULL;
+        pthread_create(&hang.thread, NULL, run_thread, &hang);
+        CHECK(wait_for_state("running") > 0, "the hanging run runs");
+        small_request(&w.r, NULL);
+        w.response = NULL;
+        w.gone = 0;
+        pthread_create(&w.thread, NULL, watched_thread, &w);
+        id = wait_for_state("queued");
+        CHECK(id > 0 && pool_queue_depth("cpu") == 1, "one queued: %lld, depth %d", id, pool_queue_depth("cpu"));
+        t0 = now_ms();
+        __atomic_store_n(&w.gone, 1, __ATOMIC_RELEASE);
+        pthread_join(w.thread, NULL);
+        CHECK(w.ended_ms - t0 < 1000, "answered %lld ms after the client left", w.ended_ms - t0);
+        CHECK(w.status == 409 && strcmp(error_code(w.response), "client_gone") == 0, "gone while queued: %d %s",
+              w.status, error_code(w.response));
+        CHECK(pool_queue_depth("cpu") == 0, "its slot is free");
+        o = stored_record(id);
+        CHECK(o && !strcmp(str_of(o, "status"), "cancelled") && !strcmp(error_code(o), "client_gone") &&
+                  cJSON_IsTrue(cJSON_GetObjectItem(o, "client_gone")) && strlen(str_of(o, "finished")) == 24,
+              "stored cancelled, client_gone");
+        cJSON_Delete(o);
+        cJSON_Delete(w.response);
+        pthread_join(hang.thread, NULL);
+        cJSON_Delete(hang.response);
+
+        /* Leaves while it runs: the run finishes unattended and its record says so. */
+        small_request(&w.r, NULL);
+        w.r.iters = 0, w.r.max_iters = 100000, w.r.min_time_ms = w.r.max_time_ms = 800;
+        w.response = NULL;
+        w.gone = 0;
+        pthread_create(&w.thread, NULL, watched_thread, &w);
+        id = wait_for_state("running");
+        CHECK(id > 0, "the run runs");
+        __atomic_store_n(&w.gone, 1, __ATOMIC_RELEASE);
+        pthread_join(w.thread, NULL);
+        CHECK(w.status == 409 && strcmp(error_code(w.response), "client_gone") == 0, "gone while running: %d %s",
+              w.status, error_code(w.response));
+        cJSON_Delete(w.response);
+        for (i = 0; i < 300; i++) {
+            o = stored_record(id);
+            if (o && strcmp(str_of(o, "status"), "running") != 0) break;
+            cJSON_Delete(o);
+            o = NULL;
+            usleep(10000);
+        }
+        CHECK(o && !strcmp(str_of(o, "status"), "done") && cJSON_IsTrue(cJSON_GetObjectItem(o, "client_gone")),
+              "finished done, client_gone");
+        cJSON_Delete(o);
+    }
+
+    /* A hanging job runs, a sync and an async run wait (queue_depth 2), the next is refused
+     * 429 (field null). Then stop: the waiting ones end at once (the sync one 503
+     * shutting_down and deleted, the async one stored cancelled); the running job is let
+     * finish, bounded by job_timeout_s, so a hanging one ends "timeout". */
+    {
+        async_run runs[2];
+        long long before = store_count_runs(), async_id, stop_ms;
+        cJSON *o;
+        for (i = 0; i < 2; i++) {
             small_request(&runs[i].r, i == 0 ? "hang" : NULL);
             runs[i].response = NULL;
             pthread_create(&runs[i].thread, NULL, run_thread, &runs[i]);
-            usleep(200000); /* in order: the first is running before the others queue */
+            usleep(200000); /* in order: the first is running before the other queues */
         }
+        small_request(&r, NULL);
+        status = pool_run_async(&r, &resp);
+        CHECK(status == 202, "async queued: %d", status);
+        async_id = (long long)cJSON_GetNumberValue(cJSON_GetObjectItem(resp, "id"));
+        cJSON_Delete(resp);
         small_request(&r, NULL);
         status = pool_run_sync(&r, &resp);
         CHECK(status == 429 && strcmp(error_code(resp), "queue_full") == 0, "queue full: %d %s", status,
               error_code(resp));
+        CHECK(cJSON_IsNull(error_field(resp)), "429 field null");
         cJSON_Delete(resp);
+        stop_ms = now_ms();
         pool_stop();
-        for (i = 0; i < 3; i++) pthread_join(runs[i].thread, NULL);
+        for (i = 0; i < 2; i++) pthread_join(runs[i].thread, NULL);
         CHECK(runs[0].status == 500 && strcmp(error_code(runs[0].response), "timeout") == 0,
               "running job at stop: %d %s", runs[0].status, error_code(runs[0].response));
-        for (i = 1; i < 3; i++)
-            CHECK(runs[i].status == 503, "queued job at stop: %d %s", runs[i].status, error_code(runs[i].response));
-        CHECK(store_count_runs() == before + 1, "only the run that ran is kept: %lld vs %lld", store_count_runs(),
-              before + 1);
-        for (i = 0; i < 3; i++) cJSON_Delete(runs[i].response);
+        CHECK(runs[1].status == 503 && strcmp(error_code(runs[1].response), "shutting_down") == 0 &&
+                  cJSON_IsNull(error_field(runs[1].response)),
+              "queued job at stop: %d %s", runs[1].status, error_code(runs[1].response));
+        CHECK(runs[1].ended_ms - stop_ms < 500 && runs[1].ended_ms < runs[0].ended_ms,
+              "the queued one is answered at once (%lld ms), before the running one ends",
+              runs[1].ended_ms - stop_ms);
+        o = stored_record(async_id);
+        CHECK(o && !strcmp(str_of(o, "status"), "cancelled") && !strcmp(error_code(o), "shutting_down") &&
+                  strlen(str_of(o, "finished")) == 24,
+              "async queued run stored cancelled, shutting_down");
+        cJSON_Delete(o);
+        CHECK(store_count_runs() == before + 2, "kept: the run that ran and the async one: %lld vs %lld",
+              store_count_runs(), before + 2);
+        for (i = 0; i < 2; i++) cJSON_Delete(runs[i].response);
     }
     CHECK(pool_ready() == 0, "not ready after stop");
     small_request(&r, NULL);
     status = pool_run_sync(&r, &resp);
-    CHECK(status == 503, "run after stop: %d", status);
+    CHECK(status == 503 && strcmp(error_code(resp), "shutting_down") == 0, "run after stop: %d %s", status,
+          error_code(resp));
     cJSON_Delete(resp);
 
     store_close();

@@ -1,4 +1,5 @@
-/* test_run_request.c — run_request_parse, the JSON codec and run_request_macs.
+/* test_run_request.c — run_request_parse, run_request_parse_body (the raw body: integers
+ * written 1e3), the JSON codec and run_request_macs.
  *
  * Runs against whatever variants table it is linked with: backends are taken from
  * variants[] (a GPU one and the cpu one), and the 422 case only runs when some variant has
@@ -159,7 +160,7 @@ static void test_refusals(void)
     expect_fail("backend=", NULL, 400, "unknown_backend", "backend");
     expect_fail(Q("bogus=1"), NULL, 400, "unknown_parameter", "bogus");
     expect_fail(Q("fault=crash"), NULL, 400, "unknown_parameter", "fault");
-    expect_fail(Q("qq=5"), NULL, 400, "unknown_parameter", "qq"); /* q is a tensor id (issue 4) */
+    expect_fail(Q("qq=5"), NULL, 400, "unknown_parameter", "qq"); /* q is a tensor id */
     expect_fail(Q("batch=abc"), NULL, 400, "bad_value", "batch");
     expect_fail(Q("batch=1e3"), NULL, 400, "bad_value", "batch");
     expect_fail(Q("batch=8x"), NULL, 400, "bad_value", "batch");
@@ -178,6 +179,10 @@ static void test_refusals(void)
     expect_fail(Q("causal=false&mask=causal"), NULL, 400, "conflict", "causal");
     expect_fail(Q("causal=true&mask=none"), NULL, 400, "conflict", "causal");
     expect_fail(Q("scale=nan"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=1e308"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=-1e308"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=10000.001"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=-0"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=inf"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=1e999"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=0"), NULL, 400, "out_of_range", "scale");
@@ -279,6 +284,145 @@ static void round_trip(const char *query, const char *body, int allow_faults)
     cJSON_Delete(jb);
 }
 
+/* Parse query "a=1&b=2" (no escaping) and a raw body text with run_request_parse_body. */
+static int parse_text(run_request *r, const char *query, const char *body, api_error *e)
+{
+    cJSON *q = cJSON_CreateObject();
+    char buf[1024], *save = NULL, *pair;
+    int rc;
+
+    if (query) {
+        snprintf(buf, sizeof buf, "%s", query);
+        for (pair = strtok_r(buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
+            char *eq = strchr(pair, '=');
+            if (eq) *eq = '\0';
+            cJSON_AddStringToObject(q, pair, eq ? eq + 1 : "");
+        }
+    }
+    memset(e, 0, sizeof *e);
+    rc = run_request_parse_body(r, q, body, body ? strlen(body) : 0, 0, e);
+    cJSON_Delete(q);
+    return rc;
+}
+
+static void expect_text_fail(const char *query, const char *body, const char *code, const char *field)
+{
+    run_request r;
+    api_error e;
+    int rc = parse_text(&r, query, body, &e);
+    CHECK(rc == -1 && e.status == 400 && !strcmp(e.code, code) && !strcmp(e.field, field),
+          "body %s: %d %s '%s' (%s), want 400 %s '%s'", body, e.status, e.code, e.field, e.message, code, field);
+}
+
+static void test_body_text(void)
+{
+    static const char *const integers[] = {"batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "seed",
+                                           "warmup", "iters", "min_iters", "max_iters", "verify_cpu_max_macs"};
+    static const char *const written[] = {"1e3", "8.0", "1E1", "-2.5e0", "10e-1"};
+    char b[512], q[128];
+    run_request r;
+    api_error e;
+    size_t i, k;
+
+    /* An integer written with an exponent or a fraction: refused, whichever parameter. */
+    for (i = 0; i < sizeof integers / sizeof integers[0]; i++)
+        for (k = 0; k < sizeof written / sizeof written[0]; k++) {
+            snprintf(b, sizeof b, "{\"backend\": \"%s\", \"%s\": %s}", cpu_backend, integers[i], written[k]);
+            expect_text_fail(NULL, b, "bad_value", integers[i]);
+        }
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": 1e300}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": 1e3}", cpu_backend);
+    CHECK(parse_text(&r, NULL, b, &e) == -1 && strstr(e.message, "1e3"), "the message shows the text: %s", e.message);
+    /* A UTF-8 byte order mark, which cJSON skips, hides nothing. */
+    snprintf(b, sizeof b, "\xEF\xBB\xBF{\"backend\": \"%s\", \"batch\": 1e3}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "batch");
+    /* Member names are compared decoded, as the parsed body has them. */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"b\\u0061tch\": 2.0}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "batch");
+    /* Nested values and strings that look like numbers are skipped over (integers are
+     * checked before the other values). */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"device\": \"1e3\", \"mask\": \"x\\\"y\", \"batch\": 1.5}",
+             cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"device\": \"1e3\", \"mask\": \"x\\\"y\", \"batch\": 1}",
+             cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "mask");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"shape\": [1e3, {\"a\": 2.0}], \"batch\": 2}", cpu_backend);
+    expect_text_fail(NULL, b, "unknown_parameter", "shape");
+    /* The same values written as integers, and reals with exponents, are fine. */
+    snprintf(b, sizeof b,
+             " {\"backend\": \"%s\", \"batch\": 3, \"heads\": -0, \"seq\": 1000, \"scale\": 2.5e-1,"
+             " \"min_time_ms\": 1e1, \"target_noise\": 5E-3, \"verify\": true, \"dtype\": null} \n",
+             cpu_backend);
+    CHECK(parse_text(&r, NULL, b, &e) == -1 && !strcmp(e.field, "heads") && !strcmp(e.code, "out_of_range"),
+          "heads -0 is an integer, out of range: %s %s", e.code, e.field);
+    snprintf(b, sizeof b,
+             "{\"backend\": \"%s\", \"batch\": 3, \"seq\": 1000, \"scale\": 2.5e-1, \"min_time_ms\": 1e1,"
+             " \"target_noise\": 5E-3, \"verify\": true, \"dtype\": null}",
+             cpu_backend);
+    CHECK(parse_text(&r, NULL, b, &e) == 0, "reals with exponents: %s", e.message);
+    CHECK(r.problem.batch == 3 && r.problem.scale == 0.25 && r.min_time_ms == 10.0 && r.target_noise == 0.005,
+          "values");
+    /* The query wins, so its integer is the one checked. */
+    snprintf(q, sizeof q, "backend=%s&batch=4", cpu_backend);
+    CHECK(parse_text(&r, q, "{\"batch\": 1e3}", &e) == 0 && r.problem.batch == 4, "query wins: %s", e.message);
+    /* No body, an empty one. */
+    CHECK(parse_text(&r, q, NULL, &e) == 0, "no body");
+    CHECK(run_request_parse_body(&r, NULL, "", 0, 0, &e) == -1 && !strcmp(e.code, "missing_parameter"), "empty");
+    /* Not JSON, not an object, junk after it, a NUL byte: bad_json, no field. */
+    expect_text_fail(NULL, "{\"batch\": 1", "bad_json", "");
+    expect_text_fail(NULL, "[1]", "bad_json", "");
+    expect_text_fail(NULL, "{} {}", "bad_json", "");
+    CHECK(run_request_parse_body(&r, NULL, "{}\0{}", 5, 0, &e) == -1 && !strcmp(e.code, "bad_json") &&
+              strstr(e.message, "NUL"),
+          "NUL byte");
+    expect_text_fail(NULL, "{\"batch\": 1x}", "bad_json", "");
+    CHECK(parse_text(&r, NULL, "{\"batch\": 1x}", &e) == -1 && strstr(e.message, "at byte 11 of 13"),
+          "offset: %s", e.message);
+
+    /* unknown_parameter lists every name accepted, those posted back from a stored params
+     * object included (and fault only with allow_faults). */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"bogus\": 1}", cpu_backend);
+    CHECK(parse_text(&r, NULL, b, &e) == -1 && !strcmp(e.code, "unknown_parameter"), "unknown");
+    CHECK(strstr(e.message, "verify_cpu_max_macs") && strstr(e.message, "output_tensor") &&
+              strstr(e.message, "keep_output") && strstr(e.message, "target_noise") && !strstr(e.message, "fault") &&
+              strstr(e.message, "bogus"),
+          "the known list: %s", e.message);
+    CHECK(strlen(e.message) < sizeof e.message - 1, "not truncated: %zu chars", strlen(e.message));
+}
+
+/* A stored "params" object, printed as the store has it, posts back as a body: integers
+ * cJSON would print with an exponent (10^15 and up) are written as decimal strings. */
+static void test_params_post_back(void)
+{
+    static const uint64_t seeds[] = {0, 999999999999999ULL, 1000000000000000ULL, 4000000000000000ULL,
+                                     9007199254740993ULL, UINT64_MAX};
+    static const long long macs[] = {0, 1000000000LL, 999999999999999LL, 1000000000000000LL};
+    char q[128];
+    size_t i, k;
+
+    for (i = 0; i < sizeof seeds / sizeof seeds[0]; i++)
+        for (k = 0; k < sizeof macs / sizeof macs[0]; k++) {
+            run_request a, b;
+            api_error e;
+            cJSON *j;
+            char *text;
+
+            snprintf(q, sizeof q, "backend=%s&seed=%llu", cpu_backend, (unsigned long long)seeds[i]);
+            CHECK(parse(&a, q, NULL, 0, &e) == 0, "parse %s", q);
+            a.verify_cpu_max_macs = macs[k];
+            j = run_request_to_json(&a);
+            text = cJSON_PrintUnformatted(j);
+            CHECK(text && !strstr(text, "e+"), "no exponent in %s", text ? text : "");
+            CHECK(run_request_parse_body(&b, NULL, text, strlen(text), 0, &e) == 0, "post back %s: %s", text,
+                  e.message);
+            CHECK(b.seed == a.seed && b.verify_cpu_max_macs == a.verify_cpu_max_macs, "same values from %s", text);
+            free(text);
+            cJSON_Delete(j);
+        }
+}
+
 static void test_round_trip(void)
 {
     char q[512];
@@ -336,5 +480,7 @@ int main(void)
     test_refusals();
     test_unsupported();
     test_round_trip();
+    test_body_text();
+    test_params_post_back();
     return CHECK_DONE();
 }

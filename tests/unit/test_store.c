@@ -1,5 +1,6 @@
 /* test_store.c — runs in SQLite: insert, update, get, delete, persistence across a reopen,
- * and the marking of runs an earlier process left queued or running. */
+ * and the marking of runs an earlier process left queued or running (with a finished time,
+ * also where the record held "finished": null, as every live record does). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@ static int record_has(const char *record, const char *key, const char *want)
 int main(void)
 {
     char dir[] = "/tmp/attnd-test-store-XXXXXX", sub[256], err[512] = "", cmd[300];
-    long long a, b, c;
+    long long a, b, c, d;
     char *rec;
 
     CHECK(mkdtemp(dir) != NULL, "mkdtemp");
@@ -64,15 +65,19 @@ int main(void)
     CHECK(store_update_run(9999, "done", "{}") == -1, "update of a missing run fails");
     CHECK(store_get_run(9999) == NULL, "get of a missing run is NULL");
 
+    /* As the pool writes a live run: "finished" is null until the end. */
+    d = store_insert_run("2026-12-02T10:31:08.000Z", "reference", "cpu", "running",
+                         "{\"id\":0,\"status\":\"running\",\"created\":\"2026-12-02T10:31:08.000Z\",\"finished\":null}");
+    CHECK(d > c, "id of a live run");
     CHECK(store_delete_run(c) == 0, "delete");
     CHECK(store_get_run(c) == NULL, "deleted run gone");
     CHECK(store_delete_run(c) == -1, "second delete fails");
-    CHECK(store_count_runs() == 2, "two rows");
+    CHECK(store_count_runs() == 3, "three rows");
     store_close();
 
     /* Reopen: persisted; b was left running, so it is failed now with the reason. */
     CHECK(store_open(sub, err, sizeof err) == 0, "reopen: %s", err);
-    CHECK(store_count_runs() == 2, "two rows after reopen");
+    CHECK(store_count_runs() == 3, "three rows after reopen");
     rec = store_get_run(a);
     CHECK(record_has(rec, "status", "done"), "done run untouched: %s", rec ? rec : "(null)");
     free(rec);
@@ -84,6 +89,26 @@ int main(void)
         CHECK(cJSON_IsString(code) && strcmp(code->valuestring, "server_restarted") == 0, "error code");
         CHECK(cJSON_IsString(msg) && strcmp(msg->valuestring, "server restarted before the job finished") == 0,
               "error message");
+        cJSON_Delete(o);
+    }
+    free(rec);
+    /* A live record's "finished": null becomes the time it was marked, in the same place, so
+     * a poller waiting for "finished" stops. */
+    rec = store_get_run(d);
+    CHECK(record_has(rec, "status", "failed"), "live run failed: %s", rec ? rec : "(null)");
+    if (rec) {
+        cJSON *o = cJSON_Parse(rec), *f = cJSON_GetObjectItem(o, "finished");
+        CHECK(cJSON_IsString(f) && strlen(f->valuestring) == 24 && f->valuestring[23] == 'Z',
+              "finished set: %s", rec);
+        CHECK(o && o->child && o->child->next && o->child->next->next && o->child->next->next->next == f,
+              "finished kept its place (4th member): %s", rec);
+        cJSON_Delete(o);
+    }
+    free(rec);
+    rec = store_get_run(b);
+    {
+        cJSON *o = rec ? cJSON_Parse(rec) : NULL;
+        CHECK(cJSON_IsString(cJSON_GetObjectItem(o, "finished")), "finished added where absent: %s", rec ? rec : "");
         cJSON_Delete(o);
     }
     free(rec);
