@@ -8,6 +8,12 @@
 # most under $OUT (the lent machine returns no more).
 set -u
 cd "$(dirname "$0")/.."
+# jq for the README's example, carried from the build machine when this one lacks it
+if ! command -v jq >/dev/null && [ -x build/test/jq/jq ]; then
+    export PATH="$PWD/build/test/jq:$PATH" LD_LIBRARY_PATH="$PWD/build/test/jq${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
+# the prediction written before this run goes into the bench report (bench/run.sh)
+export PREDICTION_FILE=${PREDICTION_FILE:-$(ls -t bench/predictions/*.md 2>/dev/null | head -n 1)}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 export ATTND_BIN=${ATTND_BIN:-$PWD/build/test/attnd} OUT
 if [ -x build/test/fused_check ]; then
@@ -17,5 +23,14 @@ else
 fi
 echo "fused_check rc=$?"
 grep -E "FAIL|TFLOP|^\|" "$OUT/fused.log" | tail -n 40
+echo "nvml energy counter: $(timeout -k 5 60 python3 bench/nvml_energy_probe.py 3 2>&1 | tail -n 1)"
 bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
+# The README's first example, run as printed (port aside) against a fresh attnd on this GPU.
+DATA=$(mktemp -d /tmp/attnd-readme.XXXXXX)
+"$ATTND_BIN" --listen 127.0.0.1:18080 --data-dir "$DATA" --log-level warn >/dev/null 2>"$DATA/stderr" &
+README_PID=$!
+for _ in $(seq 1 300); do curl -sf --max-time 2 127.0.0.1:18080/readyz >/dev/null && break; sleep 0.2; done
+readme_cmd=$(grep -m1 "^curl -s -X POST 'localhost:8080/run?backend=math' | jq" README.md | sed 's/localhost:8080/127.0.0.1:18080/')
+echo "README example:"; bash -c "$readme_cmd" | tee -a "$OUT/run.log"
+kill -TERM $README_PID; wait $README_PID
 tail -n 50 "$OUT/run.log"
