@@ -17,7 +17,7 @@ export PREDICTION_FILE=${PREDICTION_FILE:-$(ls -t bench/predictions/*.md 2>/dev/
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 export ATTND_BIN=${ATTND_BIN:-$PWD/build/test/attnd} OUT
 if [ -x build/test/fused_check ]; then
-    timeout -k 5 ${FUSED_TIMEOUT_S:-240} build/test/fused_check > "$OUT/fused.log" 2>&1
+    timeout -k 5 ${FUSED_TIMEOUT_S:-240} build/test/fused_check ${FUSED_ARGS:-} > "$OUT/fused.log" 2>&1
 else
     timeout -k 5 300 bash tests/gpu/fused_check.sh > "$OUT/fused.log" 2>&1
 fi
