@@ -177,21 +177,6 @@ __device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const 
     wgmma_commit();
 }
 
-/* Issue S = Q·Kᵀ (one group): this warpgroup's 64 Q rows at s_qw (panels BM rows apart) and
- * the K tile at s_kt (panels BN rows apart). */
-template <class TR, bool BF16>
-__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], uint32_t s_qw, uint32_t s_kt)
-{
-#pragma unroll
-    for (int ks = 0; ks < TR::D / 16; ++ks) {
-        const uint32_t koff = (ks & 3) << 5;
-        const uint64_t da = wgmma_desc_sw128(s_qw + (ks >> 2) * TR::BM * 128 + koff, 16, 1024);
-        const uint64_t db = wgmma_desc_sw128(s_kt + (ks >> 2) * TR::BN * 128 + koff, 16, 1024);
-        wgmma_ss<TR::BN, BF16>(s, da, db, ks > 0);
-    }
-    wgmma_commit();
-}
-
 template <int N> __device__ __forceinline__ void flash_tma_fence(float (&x)[N])
 {
 #pragma unroll
@@ -370,7 +355,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
         turn_begin();
         wgmma_fence();
-        flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+        flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(s);
@@ -391,7 +376,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             tma_mbar_wait(bar(v_full + vst), vph);
             turn_begin();
             wgmma_fence();
-            flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
             flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
             turn_end();
             wgmma_wait<1>(); /* S_j; P·V_j+1 still running */

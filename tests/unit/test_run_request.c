@@ -16,12 +16,11 @@
 
 static const char *gpu_backend, *cpu_backend;
 
-/* Parse a query string "a=1&b=2" (no escaping) plus an optional JSON body text. */
-static int parse(run_request *r, const char *query, const char *body_text, int allow_faults, api_error *e)
+/* A query string "a=1&b=2" (no escaping) as the object of strings http.c makes of one. */
+static cJSON *query_object(const char *query)
 {
-    cJSON *q = cJSON_CreateObject(), *b = NULL;
+    cJSON *q = cJSON_CreateObject();
     char buf[1024], *save = NULL, *pair;
-    int rc;
 
     if (query) {
         snprintf(buf, sizeof buf, "%s", query);
@@ -31,6 +30,15 @@ static int parse(run_request *r, const char *query, const char *body_text, int a
             cJSON_AddStringToObject(q, pair, eq ? eq + 1 : "");
         }
     }
+    return q;
+}
+
+/* Parse a query string plus an optional JSON body text. */
+static int parse(run_request *r, const char *query, const char *body_text, int allow_faults, api_error *e)
+{
+    cJSON *q = query_object(query), *b = NULL;
+    int rc;
+
     if (body_text) {
         b = cJSON_Parse(body_text);
         if (!b) {
@@ -287,18 +295,9 @@ static void round_trip(const char *query, const char *body, int allow_faults)
 /* Parse query "a=1&b=2" (no escaping) and a raw body text with run_request_parse_body. */
 static int parse_text(run_request *r, const char *query, const char *body, api_error *e)
 {
-    cJSON *q = cJSON_CreateObject();
-    char buf[1024], *save = NULL, *pair;
+    cJSON *q = query_object(query);
     int rc;
 
-    if (query) {
-        snprintf(buf, sizeof buf, "%s", query);
-        for (pair = strtok_r(buf, "&", &save); pair; pair = strtok_r(NULL, "&", &save)) {
-            char *eq = strchr(pair, '=');
-            if (eq) *eq = '\0';
-            cJSON_AddStringToObject(q, pair, eq ? eq + 1 : "");
-        }
-    }
     memset(e, 0, sizeof *e);
     rc = run_request_parse_body(r, q, body, body ? strlen(body) : 0, 0, e);
     cJSON_Delete(q);
