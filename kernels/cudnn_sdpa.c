@@ -775,6 +775,14 @@ int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
                  (long long)p->seq_q, (long long)p->seq_kv);
         return -1;
     }
+    /* Measured (tests/gpu/fused_check.cu, H200, cuDNN 9.19): with scale -0.3 every output
+     * element was NaN or Inf, masked or not; 0.7 was exact. Refused, never silently wrong. */
+    if (!(p->scale > 0.0)) {
+        snprintf(why, why_len,
+                 "backend cudnn needs a positive scale (got %g): cuDNN's fused SDPA returns NaN for a negative one",
+                 p->scale);
+        return -1;
+    }
     if ((unsigned)p->mask >= ATTN_MASK_COUNT) {
         snprintf(why, why_len, "backend cudnn: unknown mask %d", (int)p->mask);
         return -1;

@@ -237,6 +237,65 @@ def openapi_json_schema(name):
     return conv(doc["components"]["schemas"][name])
 
 
+def check_against_openapi(instance, name):
+    """Assert instance conforms to components.schemas[name]: with jsonschema (pip) where it
+    is installed, else with the subset of JSON Schema the document uses (type, enum,
+    required, properties, additionalProperties, items, oneOf, bounds) — the lent GPU machine
+    has no jsonschema, and its records must be checked all the same."""
+    schema = openapi_json_schema(name)
+    try:
+        import jsonschema
+    except ImportError:
+        jsonschema = None
+    if jsonschema is not None:
+        jsonschema.Draft4Validator(schema).validate(instance)
+        return
+    kinds = {"object": dict, "array": list, "string": str, "boolean": bool, "null": type(None)}
+
+    def ok_type(v, t):
+        if t == "integer":
+            return isinstance(v, int) and not isinstance(v, bool)
+        if t == "number":
+            return isinstance(v, (int, float)) and not isinstance(v, bool)
+        return isinstance(v, kinds[t])
+
+    def check(v, sc, where):
+        if "oneOf" in sc:
+            fits = 0
+            for alt in sc["oneOf"]:
+                try:
+                    check(v, alt, where)
+                    fits += 1
+                except AssertionError:
+                    pass
+            assert fits == 1, "%s: %r fits %d of oneOf" % (where, v, fits)
+        types = sc.get("type")
+        if types is not None:
+            types = types if isinstance(types, list) else [types]
+            assert any(ok_type(v, t) for t in types), "%s: %r is not %s" % (where, v, types)
+        if "enum" in sc:
+            assert v in sc["enum"], "%s: %r not in %s" % (where, v, sc["enum"])
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            assert "minimum" not in sc or v >= sc["minimum"], "%s: %r < %r" % (where, v, sc["minimum"])
+            assert "maximum" not in sc or v <= sc["maximum"], "%s: %r > %r" % (where, v, sc["maximum"])
+        if isinstance(v, str) and "pattern" in sc:
+            assert re.search(sc["pattern"], v), "%s: %r does not match %s" % (where, v, sc["pattern"])
+        if isinstance(v, dict):
+            for key in sc.get("required", []):
+                assert key in v, "%s: %s is required" % (where, key)
+            props = sc.get("properties", {})
+            for key, item in v.items():
+                if key in props:
+                    check(item, props[key], where + "." + key)
+                else:
+                    assert sc.get("additionalProperties", True) is not False, "%s: %s is not in the schema" % (where, key)
+        if isinstance(v, list) and "items" in sc:
+            for i, item in enumerate(v):
+                check(item, sc["items"], "%s[%d]" % (where, i))
+
+    check(instance, schema, name)
+
+
 def tiny(**over):
     """Parameters of a tiny reference run on the cpu device, with overrides."""
     p = dict(TINY, backend="reference", device="cpu")

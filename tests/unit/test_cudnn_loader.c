@@ -177,6 +177,10 @@ static void test_check(void)
     CHECK(cudnn_sdpa_check(&p, why, sizeof why) == -1 && strstr(why, "seq_q"), "bottom-right sq>skv: %s", why);
     p.mask = ATTN_MASK_CAUSAL;
     CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "top-left sq>skv: %s", why);
+    p.scale = -0.3; /* cuDNN's fused SDPA answers NaN (fused_check, H200): refused */
+    CHECK(cudnn_sdpa_check(&p, why, sizeof why) == -1 && strstr(why, "positive scale"), "negative scale: %s", why);
+    p.scale = 0.7;
+    CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "scale 0.7: %s", why);
 }
 
 static void test_keys_and_lru(void)
