@@ -96,8 +96,8 @@ def cmd_attnd(args):
         for name in order:
             if not have[name].get("available"):
                 continue
-            # min_time_ms: a timed window long enough for NVML's energy counter (energy.why
-            # says so when it was not).
+            # min_time_ms: a timed window long enough for NVML's energy counter to step a few
+            # times (energy.why says so when it did not).
             params = dict(backend=name, device=args.device, dtype=cfg.get("dtype", "bf16"),
                           min_time_ms=args.min_time_ms, **shape)
             status, body = http_json(url + "/v1/runs?" + urllib.parse.urlencode(params), method="POST")
@@ -387,8 +387,9 @@ def main():
     a.add_argument("--device", default="cuda:0")
     a.add_argument("--variants", default="", help="comma-separated attnd variants; default: every available one")
     a.add_argument("--out", required=True)
-    a.add_argument("--min-time-ms", type=float, default=200.0,
-                   help="each run's min_time_ms: energy needs a timed window of 100 ms or more (default 200)")
+    a.add_argument("--min-time-ms", type=float, default=500.0,
+                   help="each run's min_time_ms: energy needs 200 ms between two steps of NVML's counter, "
+                        "which steps every ~100 ms (default 500)")
     r = sub.add_parser("report")
     r.add_argument("--attnd", required=True)
     r.add_argument("--torch", default=None)

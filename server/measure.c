@@ -42,6 +42,14 @@ typedef struct measure_state {
     cudaGraphExec_t graph_exec;
     double *gpu_us, *host_us; /* growable sample arrays, cap long */
     int n, cap;
+    /* NVML's energy counter steps every ~100 ms (bench/nvml_energy_probe.py): read once a
+     * batch while the GPU runs, the first and the last step seen bound an interval whose
+     * energy is exact, so its average power is too (docs/measurement.md, "Energy"). */
+    int energy_ok, energy_steps;
+    const char *energy_why;            /* why there is no reading (static text) */
+    unsigned long long energy_last_mj; /* the counter at the last read */
+    unsigned long long energy_first_step_mj, energy_last_step_mj;
+    double energy_first_step_ms, energy_last_step_ms;
 } measure_state;
 
 static double measure_now_ms(void)
@@ -110,9 +118,9 @@ static int measure_batch_size(const run_request *r, int n, double elapsed_ms)
     return batch < 1 ? 1 : batch;
 }
 
-/* Enqueue one batch of timed iterations, wait for it, append its samples. */
-/* Clocks, power and clock-event reasons read while a batch runs (the GPU under load). */
-static void measure_sample_board(timing_stats *out)
+/* Clocks, power, clock-event reasons and the energy counter, read while a batch runs (the
+ * GPU under load). */
+static void measure_sample_board(measure_state *st, timing_stats *out)
 {
     unsigned mhz = clocks_sm_mhz(), mw = clocks_power_mw();
     unsigned long long reasons;
@@ -130,8 +138,20 @@ static void measure_sample_board(timing_stats *out)
         out->clock_reasons |= reasons;
         out->have_clock_reasons = 1;
     }
+    if (st->energy_ok) {
+        unsigned long long mj;
+        if (clocks_energy_mj(&mj, &st->energy_why) != 0) {
+            st->energy_ok = 0;
+        } else if (mj != st->energy_last_mj) { /* a step: the counter was updated since the last read */
+            double now = measure_now_ms();
+            if (st->energy_steps++ == 0) st->energy_first_step_mj = mj, st->energy_first_step_ms = now;
+            st->energy_last_step_mj = mj, st->energy_last_step_ms = now;
+            st->energy_last_mj = mj;
+        }
+    }
 }
 
+/* Enqueue one batch of timed iterations, wait for it, append its samples. */
 static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, int batch, int cold,
                          void *d_flush, size_t flush_bytes, timing_stats *out)
 {
@@ -152,7 +172,7 @@ static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, vo
     }
     /* The batch is enqueued and the GPU is running it: a clock read now is a clock under
      * load (after the sync the GPU would be idle and may already be clocking down). */
-    measure_sample_board(out);
+    measure_sample_board(st, out);
     CUDA_TRY(ctx, cudaEventSynchronize(st->end[batch - 1]));
     for (i = 0; i < batch; i++) {
         float ms = 0.0f;
@@ -180,36 +200,37 @@ static int measure_warmup(exec_context *ctx, measure_state *st, forward_fn fn, v
     return 0;
 }
 
-/* The energy of the timed window from the counter's two readings, or why there is none. */
-static void measure_energy(timing_stats *out, int have_energy, unsigned long long mj_begin, unsigned long long mj_end,
-                           const char *why)
+/* The energy of the timed window: the average power between the first and the last step of
+ * the counter seen while timing, over the whole window; or why there is none. */
+static void measure_energy(const measure_state *st, timing_stats *out)
 {
-    static char short_why[160];
+    static char short_why[200]; /* one job at a time per worker: never shared */
+    double span_ms = st->energy_last_step_ms - st->energy_first_step_ms;
+
     out->energy_j = NAN;
     out->energy_window_ms = out->total_ms;
-    if (!have_energy) {
-        out->energy_why = why;
-    } else if (out->total_ms < MEASURE_ENERGY_MIN_WINDOW_MS) {
-        /* One job at a time per worker: the static buffer is never shared. */
+    out->energy_why = NULL;
+    if (!st->energy_ok) {
+        out->energy_why = st->energy_why;
+    } else if (st->energy_steps < 2 || span_ms < MEASURE_ENERGY_MIN_SPAN_MS) {
         snprintf(short_why, sizeof short_why,
-                 "the timed window (%.1f ms) is shorter than the %.0f ms the energy counter needs: ask for "
-                 "min_time_ms=%.0f or more", out->total_ms, MEASURE_ENERGY_MIN_WINDOW_MS, MEASURE_ENERGY_MIN_WINDOW_MS);
+                 "NVML's energy counter stepped %d time(s) over %.0f ms of the %.1f ms timed window; it needs "
+                 "%.0f ms between two steps (it steps about every 100 ms): ask for min_time_ms=%.0f or more",
+                 st->energy_steps, st->energy_steps > 1 ? span_ms : 0.0, out->total_ms, MEASURE_ENERGY_MIN_SPAN_MS,
+                 MEASURE_ENERGY_MIN_SPAN_MS + 300.0);
         out->energy_why = short_why;
-    } else if (mj_end <= mj_begin) {
-        out->energy_why = "the energy counter did not advance over the timed window";
     } else {
-        out->energy_j = (double)(mj_end - mj_begin) * 1e-3;
-        out->energy_why = NULL;
+        double watts = (double)(st->energy_last_step_mj - st->energy_first_step_mj) / span_ms; /* mJ/ms */
+        out->energy_j = watts * out->total_ms * 1e-3;
     }
 }
 
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
                        void *d_flush, size_t flush_bytes, timing_stats *out)
 {
-    const char *reason = NULL, *energy_why = NULL;
+    const char *reason = NULL;
     double t_begin;
-    unsigned long long mj_begin = 0, mj_end = 0;
-    int i, rc, have_energy;
+    int i, rc;
 
     for (i = 0; i < MEASURE_EVENT_POOL; i++) {
         CUDA_TRY(ctx, cudaEventCreate(&st->start[i]));
@@ -223,9 +244,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     if (rc != 0) return -1;
 
     nvtxRangePushA("timed");
-    /* The warm-up ended with a synchronisation: the counter starts on an idle GPU, and the
-     * loop ends with one, so the window holds exactly the timed forwards. */
-    have_energy = clocks_energy_mj(&mj_begin, &energy_why) == 0;
+    st->energy_ok = clocks_energy_mj(&st->energy_last_mj, &st->energy_why) == 0;
     t_begin = measure_now_ms();
     while (!reason) {
         int batch = measure_batch_size(r, st->n, measure_now_ms() - t_begin);
@@ -236,9 +255,8 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
         reason = timing_stop_reason(r, st->gpu_us, st->n, measure_now_ms() - t_begin);
     }
     out->total_ms = measure_now_ms() - t_begin;
-    have_energy = have_energy && clocks_energy_mj(&mj_end, &energy_why) == 0;
     nvtxRangePop();
-    measure_energy(out, have_energy, mj_begin, mj_end, energy_why);
+    measure_energy(st, out);
 
     out->stop_reason = reason;
     timing_summarize(st->host_us, st->n, out); /* host samples first: only their median is kept */

@@ -37,15 +37,16 @@ typedef struct timing_stats {
     double power_min_w, power_max_w; /* board power sampled during timing; 0 when unknown */
     unsigned long long clock_reasons; /* why clocks were held down, OR of the samples */
     int have_clock_reasons;  /* clock_reasons was read (NVML has it) */
-    /* The board's energy over the timed window (NVML's counter read before and after it);
-     * NAN with energy_why when unknown or when the window is too short to be read. */
+    /* The board's energy over the timed window (NVML's counter, read once a batch); NAN
+     * with energy_why when unknown or when the window is too short to be read. */
     double energy_j, energy_window_ms;
     const char *energy_why;
 } timing_stats;
 
-/* The timed window the energy counter needs: below it, the counter's update period makes
- * the reading too coarse (docs/measurement.md, "energy"). */
-#define MEASURE_ENERGY_MIN_WINDOW_MS 100.0
+/* The least time between the first and the last step of NVML's energy counter seen while
+ * timing for an energy reading: the counter steps every ~100 ms, and an interval read once a
+ * batch is off by at most a batch at each end (docs/measurement.md, "Energy"). */
+#define MEASURE_ENERGY_MIN_SPAN_MS 200.0
 
 /* Pure statistics and the stopping rule (measure_stats.c, unit-tested without a GPU). */
 
