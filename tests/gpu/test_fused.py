@@ -79,3 +79,15 @@ def test_fused_refuses_outside_limits(gapi, variants, variant):
                              head_dim=bad, iters=1))
     assert r.status_code == 422, r.text[:300]
     assert "head_dim" in r.json()["error"]["message"], r.text[:300]
+
+
+def test_cudnn_refuses_a_negative_scale(gapi, variants):
+    """cuDNN's fused SDPA answered NaN for scale -0.3 (fused_check's cudnn row, H200, 9.19):
+    the variant refuses it instead of returning a wrong output; flash and efficient run it."""
+    need_variant(variants, "cudnn")
+    shape = dict(device="cuda:0", dtype="bf16", batch=1, heads=2, seq_q=300, seq_kv=260, head_dim=64, iters=1,
+                 warmup=0, scale=-0.3)
+    r = gapi.run(params=dict(shape, backend="cudnn"))
+    assert r.status_code == 422 and "positive scale" in r.json()["error"]["message"], r.text[:300]
+    rec = gapi.run_ok(backend="flash", verify="true", seed=fresh_seed(), **shape)
+    assert rec["verify"]["pass"] is True and rec["output"]["nan"] == 0, rec["verify"]
