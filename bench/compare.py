@@ -98,8 +98,9 @@ def cmd_attnd(args):
                 continue
             # min_time_ms: a timed window long enough for NVML's energy counter to step a few
             # times (energy.why says so when it did not).
+            # max_iters: a 60 us kernel would otherwise stop at the default 1000 forwards, 60 ms.
             params = dict(backend=name, device=args.device, dtype=cfg.get("dtype", "bf16"),
-                          min_time_ms=args.min_time_ms, **shape)
+                          min_time_ms=args.min_time_ms, max_iters=100000, **shape)
             status, body = http_json(url + "/v1/runs?" + urllib.parse.urlencode(params), method="POST")
             row = dict(shape, variant=name, http_status=status, record=body)
             out.write(json.dumps(row) + "\n")

@@ -4,7 +4,7 @@
  * picks the kernel and its configuration per problem.
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
- * 1720 / 1555 / 134 us on the shapes of /work/shared/peers-h200.md):
+ * 1720 / 1555 / 134 us on the shapes of bench/shapes.json's recorded PyTorch peer):
  *   v1  128-row query tiles, 8 warps x 16 rows, Q fragments in registers, K/V blocks of 64
  *       (128 for D ≤ 64) streamed by cp.async into a 2-stage smem ring (XOR swizzle for
  *       D % 64 == 0, one-chunk row padding otherwise), ldmatrix(.trans for V) -> mma.sync

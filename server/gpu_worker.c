@@ -310,7 +310,7 @@ static void gpu_buffers_free(gpu_worker *w, gpu_buffers *b)
 static int gpu_make_inputs(exec_context *ctx, const run_request *r, gpu_buffers *b)
 {
     const attn_problem *p = &r->problem;
-    /* A resident input (issue 4) has no buffer here: it is not generated. */
+    /* A resident input has no buffer here: it is not generated. */
     if (b->d_q) TRY(inputs_generate_gpu(ctx, b->d_q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q));
     if (b->d_k) TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K));
     if (b->d_v) TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V));
@@ -370,7 +370,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     size_t q_bytes = (size_t)attn_q_elems(p) * esz, kv_bytes = (size_t)attn_kv_elems(p) * esz;
     size_t out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes, ref_bytes = 0, math_ws_bytes = 0;
     size_t free_b = 0, total_b = 0;
-    const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (issue 4) */
+    const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (docs/tensors.md) */
     double need;
     int verify_gpu, have_prof = 0, have_verify = 0;
     cJSON *res = NULL;
@@ -500,7 +500,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     }
     if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
     if (v->library_info) gpu_add_library(res, v);
-    if (r->keep_output) { /* the output becomes a resident tensor (issue 4): not freed below */
+    if (r->keep_output) { /* the output becomes a resident tensor: not freed below */
         if (worker_tensors_keep_output(r, b.d_out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
             cJSON_Delete(res);
             res = NULL;

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock_text.h"
+
 /* ------------------------------------------------------------------------------ send -- */
 
 int ipc_send(int sock, const char *text, size_t len, int fd)
@@ -103,12 +105,7 @@ int ipc_send_json(int sock, const cJSON *msg, int fd)
 
 /* --------------------------------------------------------------------------- receive -- */
 
-static long long ipc_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static long long ipc_now_ms(void) { return (long long)(clock_monotonic_s() * 1e3); }
 
 /* Wait until sock is readable or the deadline (< 0: none) passes. */
 static int ipc_wait_readable(int sock, long long deadline_ms)

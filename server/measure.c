@@ -30,6 +30,7 @@
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "clock_text.h"
 #include "clocks.h"
 
 #define MEASURE_EVENT_POOL 64
@@ -52,12 +53,7 @@ typedef struct measure_state {
     double energy_first_step_ms, energy_last_step_ms;
 } measure_state;
 
-static double measure_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
 
 /* Room for `more` samples in both arrays. */
 static int measure_reserve(exec_context *ctx, measure_state *st, int more)

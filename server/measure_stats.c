@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "../kernels/attn.h"
+#include "clock_text.h"
 #include "clocks.h"
 
 /* ---------------------------------------------------------------- statistics ---------- */
@@ -171,12 +172,7 @@ cJSON *perf_to_json(const attn_problem *p, double median_us)
 
 /* ---------------------------------------------------------------- cpu timing ---------- */
 
-static double measure_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
+static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
 
 int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, timing_stats *out)
 {

@@ -135,12 +135,7 @@ static int pool_draining; /* pool_quiesce: no new runs; the running ones go on *
 
 /* -------------------------------------------------------------------------- helpers -- */
 
-static long long pool_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+static long long pool_now_ms(void) { return (long long)(clock_monotonic_s() * 1e3); }
 
 /* An absolute CLOCK_REALTIME time ms from now, for pthread_cond_timedwait. */
 static struct timespec pool_deadline(long long ms)

@@ -16,7 +16,7 @@
 #include "run_request.h"
 #include "routes_runs.h"
 #include "store.h"
-#include "tensors.h" /* resident tensors (issue 4) */
+#include "tensors.h" /* resident tensors */
 
 /* ---------------------------------------------------------------- health ---------------- */
 
@@ -307,7 +307,7 @@ const http_route http_routes[] = {
     {"POST", "/v1/runs", route_run, "run a job (synchronously, or async=true: 202 and poll)"},
     {"POST", "/run", route_run, "alias of POST /v1/runs"},
     {"GET", "/v1/runs/{id}", route_get_run, "one stored run"},
-    /* issue 5: history, async jobs, traces, metrics, dashboard (routes_runs.c) */
+    /* history, async jobs, traces, metrics, dashboard (routes_runs.c) */
     {"GET", "/v1/runs", route_list_runs, "run history: ?after=ID&limit=N&backend&status&device&since"},
     {"DELETE", "/v1/runs/{id}", route_cancel_run, "cancel a queued run (409 once it runs)"},
     {"GET", "/v1/runs/{id}/trace", route_run_trace, "Chrome trace-event JSON of a profiled GPU run"},
@@ -315,7 +315,7 @@ const http_route http_routes[] = {
     {"GET", "/openapi.json", route_openapi, "the OpenAPI 3.0 document of this API"},
     {"GET", "/", route_dashboard, "the dashboard page"},
     {"GET", "/dashboard/{id}", route_dashboard_file, "the dashboard's static files"},
-    /* issue 4: resident tensors (tensors.c); the upload streams its body into a memfd */
+    /* resident tensors (tensors.c); the upload streams its body into a memfd */
     {"POST", "/v1/tensors", route_tensor_upload, "upload a tensor: raw, .npy or safetensors (streamed)"},
     {"GET", "/v1/tensors", route_tensor_list, "the resident tensors"},
     {"GET", "/v1/tensors/{id}", route_tensor_get, "one tensor's metadata"},

@@ -1,4 +1,4 @@
-"""Async runs on resident tensors (issues 4 and 5, docs/tensors.md#runs-in-the-background):
+"""Async runs on resident tensors (docs/tensors.md#runs-in-the-background):
 `async=true` with q/k/v tensor ids and keep_output answers 202; the finished record names
 the kept output, which downloads and matches a numpy attention. A run holds its inputs from
 its POST to its end: DELETE of an input answers 409 `in_use` naming the runs while one is

@@ -1,10 +1,5 @@
 """The Python client (clients/python: attnd.Client, attnd-cli) against a real attnd on the
 cpu device (backend reference).
-
-Endpoints other issues are adding while this was written (GET /v1/runs?after= and async
-runs: issue 5; /v1/tensors: issue 4) are tested against their contract and skipped only
-while the server does not have them: 404 (or 405: the path exists for another method) for
-the route, or 400 unknown_parameter for `async`.
 """
 import json
 import os
@@ -30,12 +25,6 @@ TINY_CLI = ["--device", "cpu", "--batch", "1", "--heads", "1", "--head-dim", "8"
 @pytest.fixture(scope="module")
 def client(server):
     return attnd.Client(server.url, timeout=90)
-
-
-def skip_unless_route(exc, what):
-    if isinstance(exc, attnd.AttndError) and exc.status in (404, 405):
-        pytest.skip("%s is not served yet (%d %s): issue 4/5" % (what, exc.status, exc.code))
-    raise exc
 
 
 def test_health_ready_device_variants(client):
@@ -107,10 +96,7 @@ def test_token(start_server):
 def test_runs_listing_and_follow(client):
     a = client.run(**tiny(seed=11))
     b = client.run(**tiny(seed=12))
-    try:
-        page = client.runs(after=a["id"] - 1, limit=1)
-    except attnd.AttndError as exc:
-        skip_unless_route(exc, "GET /v1/runs")
+    page = client.runs(after=a["id"] - 1, limit=1)
     assert isinstance(page.get("runs"), list) and len(page["runs"]) == 1
     assert page["runs"][0]["id"] == a["id"]
     assert "next_after" in page
@@ -120,12 +106,7 @@ def test_runs_listing_and_follow(client):
 
 
 def test_async_submit_and_wait(client):
-    try:
-        job = client.submit(**tiny(seed=21))
-    except attnd.AttndError as exc:
-        if exc.status == 400 and exc.code == "unknown_parameter" and exc.field == "async":
-            pytest.skip("async runs are not served yet (issue 5)")
-        raise
+    job = client.submit(**tiny(seed=21))
     assert isinstance(job["id"], int)
     rec = client.wait(job["id"], timeout=90)
     assert rec["status"] == "done" and rec["id"] == job["id"]
@@ -133,10 +114,7 @@ def test_async_submit_and_wait(client):
 
 def test_upload_download_roundtrip(client):
     x = (np.arange(1 * 2 * 8 * 8, dtype=np.float32).reshape(1, 2, 8, 8) / 7.0).astype(np.float32)
-    try:
-        t = client.upload(x, name="q", device="cpu")
-    except attnd.AttndError as exc:
-        skip_unless_route(exc, "POST /v1/tensors")
+    t = client.upload(x, name="q", device="cpu")
     assert isinstance(t["id"], (int, str)) and t["name"] == "q"  # docs/tensors.md: "t1"
     assert list(t["shape"]) == [1, 2, 8, 8] and t["dtype"] == "fp32"
     y = client.download(t["id"])
@@ -145,12 +123,7 @@ def test_upload_download_roundtrip(client):
     # fp16, and a run on uploaded q, k, v whose kept output comes back as numpy
     q = (np.random.default_rng(1).standard_normal((1, 2, 8, 8)) * 0.5).astype(np.float16)
     ids = {n: client.upload(q, name=n, device="cpu")["id"] for n in ("q", "k", "v")}
-    try:
-        rec = client.run(backend="reference", device="cpu", iters=1, warmup=0, keep_output=True, **ids)
-    except attnd.AttndError as exc:
-        if exc.code == "unknown_parameter":
-            pytest.skip("runs on resident tensors are not served yet: %s" % exc)
-        raise
+    rec = client.run(backend="reference", device="cpu", iters=1, warmup=0, keep_output=True, **ids)
     out_id = rec["output"].get("tensor")
     assert out_id
     out = client.download(out_id)
@@ -264,10 +237,7 @@ class _FakeTorchTensor:
 
 def test_upload_torch_like_tensor(client):
     x = np.linspace(-1, 1, 2 * 2 * 4 * 8, dtype=np.float16).reshape(2, 2, 4, 8)
-    try:
-        t = client.upload(_FakeTorchTensor(x), name="fake-torch", device="cpu")
-    except attnd.AttndError as exc:
-        skip_unless_route(exc, "POST /v1/tensors")
+    t = client.upload(_FakeTorchTensor(x), name="fake-torch", device="cpu")
     assert t["dtype"] == "fp16" and list(t["shape"]) == [2, 2, 4, 8]
     assert client.download(t["id"]).tobytes() == x.tobytes()
     try:

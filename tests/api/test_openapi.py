@@ -48,9 +48,8 @@ def test_every_route_is_documented():
     routes = {(m, re.sub(r"\{[^}]+\}", "{id}", p)) for m, p in route_table()}
     missing = routes - doc
     assert not missing, "routes in server/routes.c without an OpenAPI entry: %s" % sorted(missing)
-    # And nothing documented that the server lacks (the resident-tensor routes of issue 4
-    # may land in the table separately).
-    extra = {x for x in doc - routes if not x[1].startswith("/v1/tensors")}
+    # And nothing documented that the server lacks.
+    extra = doc - routes
     assert not extra, "documented but not routed: %s" % sorted(extra)
 
 

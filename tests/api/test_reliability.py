@@ -272,8 +272,6 @@ def test_sigterm_finishes_the_running_job(tmp_path):
     try:
         api = Api(srv.url)
         r = api.post("/v1/runs", json=dict(SLOW, **{"async": True}))
-        if (r.status_code == 400 and error_of(r).get("field") == "async") or r.status_code == 200:
-            pytest.skip("async runs are not served yet (issue 5): answered %d" % r.status_code)
         assert r.status_code == 202, r.text[:300]
         job = r.json()["id"]
         deadline = time.monotonic() + 30

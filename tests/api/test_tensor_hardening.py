@@ -201,6 +201,22 @@ def test_declared_over_the_hosts_memory_is_refused_with_no_budget(start_server):
         assert a.status == 507 and "host memory" in a.error()["message"], (a.status, a.body[:300])
 
 
+def answer_reader(s, sent, timeout_s):
+    """A thread (not started) that waits for the answer on s while the test sends a body:
+    its dict gets "a" (the Answer) or "exc", then "sent" (sent[0] by then) and "at"."""
+    answered = {}
+
+    def read():
+        try:
+            answered["a"] = Answer(s, timeout_s)
+        except (OSError, AssertionError) as exc:
+            answered["exc"] = exc
+        answered["sent"] = sent[0]
+        answered["at"] = time.monotonic()
+
+    return answered, threading.Thread(target=read, daemon=True)
+
+
 def test_body_sent_anyway_is_not_read(start_server):
     """A client that sends its body without waiting: the answer comes from the headers, and
     the server does not take the body (the client can push no more than socket buffers)."""
@@ -209,17 +225,7 @@ def test_body_sent_anyway_is_not_read(start_server):
     before = held_bytes(srv)
     s = connect(srv)
     sent = [0]
-    answered = {}
-
-    def read():
-        try:
-            answered["a"] = Answer(s, 10)
-        except (OSError, AssertionError) as exc:
-            answered["exc"] = exc
-        answered["sent"] = sent[0]
-        answered["at"] = time.monotonic()
-
-    reader = threading.Thread(target=read, daemon=True)
+    answered, reader = answer_reader(s, sent, 10)
     piece = b"\0" * MIB
     with MemfdSampler(srv.proc.pid) as front:
         t0 = time.monotonic()
@@ -252,18 +258,9 @@ def test_chunked_upload_is_cut_off_as_it_passes_the_budget(start_server):
     before = held_bytes(srv)
     s = connect(srv)
     sent = [0]
-    answered = {}
-
-    def read():
-        try:
-            answered["a"] = Answer(s, 30)
-        except (OSError, AssertionError) as exc:
-            answered["exc"] = exc
-        answered["sent"] = sent[0]
-
+    answered, reader = answer_reader(s, sent, 30)
     piece = b"\0" * MIB
     chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
-    reader = threading.Thread(target=read, daemon=True)
     with MemfdSampler(srv.proc.pid, interval_s=0.002) as front:
         s.sendall(head("device=cpu&dtype=fp32&shape=%d" % (3 * BUDGET // 4),
                        [("Transfer-Encoding", "chunked"), ("Content-Type", "application/octet-stream")]))

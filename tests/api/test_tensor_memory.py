@@ -1,4 +1,4 @@
-"""The front's memory across a large tensor round trip (issue 4: "front process memory
+"""The front's memory across a large tensor round trip ("front process memory
 stays below 2x the largest single upload"), on the cpu device: a 512 MiB tensor uploaded
 with `curl -T` (streamed from the file, as docs/tensors.md says to), downloaded with curl,
 compared bit for bit, while the front's peak resident set (VmHWM) and the memfds it holds

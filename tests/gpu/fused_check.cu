@@ -19,7 +19,7 @@
  *      correct: dot products, max, exp, sum, weighted sum of V) over sampled rows.
  *      Prints max abs error and rel L2 error; PASS when rel_l2 ≤ 1.6e-2 (bf16), 2e-3 (fp16),
  *      1e-5 (fp32) and no NaN survived (NaN left = an element never written).
- *   2. Times each variant on the shapes of /work/shared/peers-h200.md (bf16): CUDA events,
+ *   2. Times each variant on the shapes of bench/shapes.json (bf16): CUDA events,
  *      median of 20 after 5 warm-ups, inputs hot in L2; TFLOP/s = 4·B·H·S²·D, halved for
  *      causal. Those shapes are verified too (sampled rows) before they are timed.
  * Exit status: 0 when everything passed, 1 on any FAIL, 2 on a CUDA error.

@@ -1,4 +1,4 @@
-"""The fused variants (efficient, flash, cudnn) as issue 3 checks them: every dtype, mask and
+"""The fused variants (efficient, flash, cudnn) as their contract asks: every dtype, mask and
 a spread of head dims each declares, on the odd sizes (S=1, S=1000, S=4097, seq_q ≠ seq_kv
 both ways), against the fp64 reference (the GPU fp32 math path above the cpu limit); one
 kernel per forward, any memop a memset (cuDNN's workspace), never a memcpy.

@@ -174,7 +174,7 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
     the rates feed the target test. The upload streams from the file (-T): --data-binary @file
     reads the whole file into curl first, and curl refuses that at 1 GiB ("out of memory").
     The front's peak RSS (VmHWM, reset first: the server has served the other tests) must stay
-    under 2x the upload (issue 4); the memfds it holds, not in VmRSS, are recorded beside it."""
+    under 2x the upload; the memfds it holds, not in VmRSS, are recorded beside it."""
     n = 1 << 30
     body = np.arange(n // 4, dtype=np.uint32).tobytes()
     # the client's files in memory (tmpfs) where there is one: the rate is loopback's and the
