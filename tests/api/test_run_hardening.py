@@ -353,5 +353,10 @@ def test_cpu_run_over_cpu_max_macs_is_refused(start_server):
 
 
 def test_default_cpu_limit_refuses_a_huge_reference_run(api):
-    r = api.run(params=tiny(heads=1, seq=131072, head_dim=8))  # 1.4e11 MACs > 5e10
+    r = api.run(params=tiny(heads=1, seq=131072, head_dim=8))  # 1.4e11 MACs > 2e9
     assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]
+    # the study's default shape (8.6e9 MACs, ~26 s of fp64 on two cores) is refused at once,
+    # saying what it would cost, instead of holding the cpu worker
+    r = api.run(params={"backend": "reference", "device": "cpu"})
+    assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]
+    assert "8589934592" in error_of(r)["message"] and "cpu_max_macs=2000000000" in error_of(r)["message"]
