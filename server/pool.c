@@ -458,17 +458,29 @@ static void job_end_hook(pool_job *j, pool_run_outcome outcome)
     fn(&j->req, outcome, j->record, j->generation);
 }
 
-/* Mark the run failed: {"code","message"} as its record's error, the end hook, the stored
- * final record. Under pool_mu or not, as job_end_hook. */
-static void job_record_failure(pool_job *j, const char *code, const char *message)
+/* End the run without a result: {"code","message"} as its record's error, the end hook with
+ * outcome (POOL_RUN_FAILED: stored "failed"; POOL_RUN_CANCELLED: a waiting run that will
+ * not run, stored "cancelled", j unlinked from its queue and ours alone), the stored final
+ * record. Under pool_mu or not, as job_end_hook. */
+static void job_record_end(pool_job *j, pool_run_outcome outcome, const char *code, const char *message)
 {
     cJSON *error = cJSON_CreateObject();
 
     cJSON_AddStringToObject(error, "code", code);
     cJSON_AddStringToObject(error, "message", message);
     pool_set(j->record, "error", error);
-    job_end_hook(j, POOL_RUN_FAILED);
-    job_store_final(j, "failed");
+    job_end_hook(j, outcome);
+    job_store_final(j, outcome == POOL_RUN_CANCELLED ? "cancelled" : "failed");
+}
+
+static void job_record_failure(pool_job *j, const char *code, const char *message)
+{
+    job_record_end(j, POOL_RUN_FAILED, code, message);
+}
+
+static void job_record_cancelled(pool_job *j, const char *code, const char *message)
+{
+    job_record_end(j, POOL_RUN_CANCELLED, code, message);
 }
 
 /* Hand the end to the waiter. Under pool_mu. A detached (async) job has no waiter: it is
@@ -526,20 +538,6 @@ static void slot_refuse_queue_locked(worker_slot *w, const char *code, const cha
         job_refuse_locked(j, 503, code, message, "device");
         j = next;
     }
-}
-
-/* A waiting run that will not run: stored "cancelled" with {code, message} as its error,
- * its end hook called (what it held is released). j is unlinked from its queue and ours
- * alone; under pool_mu or not, as job_end_hook. */
-static void job_record_cancelled(pool_job *j, const char *code, const char *message)
-{
-    cJSON *error = cJSON_CreateObject();
-
-    cJSON_AddStringToObject(error, "code", code);
-    cJSON_AddStringToObject(error, "message", message);
-    pool_set(j->record, "error", error);
-    job_end_hook(j, POOL_RUN_CANCELLED);
-    job_store_final(j, "cancelled");
 }
 
 #define POOL_SHUTDOWN_MESSAGE "the server is stopping; the run was not started"
