@@ -15,12 +15,14 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
+COPY common/ common/
+COPY front/ front/
+COPY worker/ worker/
 COPY kernels/ kernels/
-COPY server/ server/
-# The fat binary: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
+# The front (no CUDA) and the fat worker: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
 # The context has no .git: the commit comes as a build argument (attnd --version, "build").
 ARG ATTND_COMMIT=unknown
-RUN make -j"$(nproc)" BUILD=/out ATTND_COMMIT="$ATTND_COMMIT" /out/attnd \
+RUN make -j"$(nproc)" BUILD=/out ATTND_COMMIT="$ATTND_COMMIT" /out/attnd /out/attnd-worker \
  && mkdir -p /out/lib \
  && cp -L /usr/local/cuda/lib64/libcupti.so.13 /out/lib/
 
@@ -34,9 +36,9 @@ RUN apt-get update \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/attnd --shell /usr/sbin/nologin attnd \
  && mkdir -p /var/lib/attnd \
  && chown attnd:attnd /var/lib/attnd
-# The binary finds lib/ beside it through its rpath ($ORIGIN/lib), the dashboard in
+# The front starts attnd-worker from its own folder; both find lib/ beside them through its rpath ($ORIGIN/lib), the dashboard in
 # ../clients/dashboard and the OpenAPI document in ../docs (static_files.c).
-COPY --from=build /out/attnd /opt/attnd/bin/attnd
+COPY --from=build /out/attnd /out/attnd-worker /opt/attnd/bin/
 COPY --from=build /out/lib/ /opt/attnd/bin/lib/
 COPY clients/dashboard/ /opt/attnd/clients/dashboard/
 COPY docs/openapi.json /opt/attnd/docs/openapi.json

@@ -1,6 +1,7 @@
 # attnd — build, run, test.  `make V=1` shows the full commands.
 #
-#   make            the fat binary build/attnd (sm_80 sm_86 sm_89 sm_90a + compute_90 PTX)
+#   make            build/attnd (the front) and build/attnd-worker (fat: sm_80 sm_86 sm_89 sm_90a
+#                   + compute_90 PTX)
 #   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
 #   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
 #   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)
@@ -23,29 +24,32 @@ GENCODE     ?= $(GENCODE_FAT)
 # the host side must know whether the wgmma kernel was really compiled (kernels/flash.cu)
 HAVE_SM90A  := $(if $(findstring sm_90a,$(GENCODE)),-DFLASH_HAVE_SM90A,)
 
-CPPFLAGS  = -D_GNU_SOURCE -I$(CUDA)/include -I. -MMD -MP
+# Two executables (docs/architecture.md): the front, $(BUILD)/attnd, built from common/ and
+# front/ without the CUDA headers and linked without CUDA; and the worker it starts,
+# $(BUILD)/attnd-worker, from common/, worker/ and kernels/ with CUDA, cuBLAS and CUPTI.
+CPPFLAGS_HOST = -D_GNU_SOURCE -I. -MMD -MP
+CPPFLAGS  = $(CPPFLAGS_HOST) -I$(CUDA)/include
 CFLAGS    = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread
 NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) $(HAVE_SM90A) -Xcompiler -Wall,-Wno-unused-parameter \
             --expt-relaxed-constexpr -Xptxas -warn-spills
+LDFLAGS_FRONT  = -pthread -Wl,-rpath,'$$ORIGIN/lib'
+LDLIBS_FRONT   = -lmicrohttpd -lcjson -lsqlite3 -lm
 LDFLAGS   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
-LDLIBS    = -lcudart_static -lcublas -lcupti -lmicrohttpd -lcjson -lsqlite3 -ldl -lrt -lm
+LDLIBS_WORKER  = -lcudart_static -lcublas -lcupti -lcjson -ldl -lrt -lm
+LDLIBS    = $(LDLIBS_WORKER) -lmicrohttpd -lsqlite3
 
-KERNEL_C  = kernels/attn.c kernels/variants.c kernels/inputs_cpu.c kernels/fingerprint.c \
-            kernels/reference.c kernels/exec_context.c kernels/cudnn_loader.c kernels/cudnn_sdpa.c
-KERNEL_CU = kernels/inputs.cu kernels/naive.cu kernels/math.cu kernels/efficient.cu kernels/flash.cu
-SERVER_C  = server/settings.c server/log.c server/api_error.c server/run_request.c \
-            server/http.c server/http_guard.c server/routes.c server/ipc.c server/pool.c server/store.c \
-            server/worker.c server/measure.c server/measure_stats.c server/profile.c \
-            server/clocks.c server/roofline.c server/clock_text.c server/host_memory.c server/output_stats_host.c server/gpu_worker.c server/cpu_worker.c \
-            server/auth.c server/tls.c
-SERVER_C += server/metrics.c server/routes_runs.c server/static_files.c server/build_info.c
-SERVER_C += server/npy.c server/safetensors.c server/tensors.c server/worker_tensors.c
-SERVER_CU = server/output_stats.cu
-MAIN_C    = server/main.c
+COMMON_C  = $(wildcard common/*.c)
+FRONT_C   = $(filter-out front/main.c,$(wildcard front/*.c front/routes/*.c))
+WORKER_C  = $(filter-out worker/main.c,$(wildcard worker/*.c))
+WORKER_CU = $(wildcard worker/*.cu)
+KERNEL_C  = $(wildcard kernels/*.c)
+KERNEL_CU = $(wildcard kernels/*.cu)
 
-LIB_OBJS  = $(patsubst %.c,$(BUILD)/%.o,$(KERNEL_C) $(SERVER_C)) \
-            $(patsubst %.cu,$(BUILD)/%.o,$(KERNEL_CU) $(SERVER_CU))
-MAIN_OBJ  = $(BUILD)/server/main.o
+COMMON_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(COMMON_C))
+FRONT_OBJS  = $(patsubst %.c,$(BUILD)/%.o,$(FRONT_C))
+WORKER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(WORKER_C) $(KERNEL_C)) $(patsubst %.cu,$(BUILD)/%.o,$(WORKER_CU) $(KERNEL_CU))
+# What the unit tests link: everything but the two main()s.
+LIB_OBJS    = $(COMMON_OBJS) $(FRONT_OBJS) $(WORKER_OBJS)
 UNIT_SRCS = $(wildcard tests/unit/test_*.c)
 UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
 
@@ -55,15 +59,19 @@ else
 Q = @
 endif
 
-.PHONY: FORCE all run test test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
+.PHONY: FORCE all run test test-layout test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
 
-all: $(BUILD)/attnd
+all: $(BUILD)/attnd $(BUILD)/attnd-worker
 
-$(BUILD)/attnd: $(LIB_OBJS) $(MAIN_OBJ)
+$(BUILD)/attnd: $(COMMON_OBJS) $(FRONT_OBJS) $(BUILD)/front/main.o
 	@echo "  LINK  $@"
-	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS)
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_FRONT) $(LDLIBS_FRONT)
 
-# What built the binary (server/build_info.c, `attnd --version`, the "build" object): the values
+$(BUILD)/attnd-worker: $(COMMON_OBJS) $(WORKER_OBJS) $(BUILD)/worker/main.o
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS_WORKER)
+
+# What built the binary (common/build_info.c, `attnd --version`, the "build" object): the values
 # go into $(BUILD)/build_info_values.h, rewritten (with the time) only when one of them changes,
 # so an unchanged tree rebuilds nothing. A build without .git (a Docker context) may pass
 # ATTND_COMMIT; ATTND_DIRTY is 1 when tracked files differ from the commit.
@@ -85,8 +93,8 @@ $(BUILD)/build_info_values.h: FORCE
 	    echo '#define BUILD_INFO_NVCC "$(word 2,$(NVCC_VERSION))"'; \
 	    echo '#define BUILD_INFO_GENCODE "$(BUILD_ARCHS)"'; \
 	    echo "#define BUILD_INFO_TIME \"$$(date -u +%Y-%m-%dT%H:%M:%SZ)\""; } > $@; }
-$(BUILD)/server/build_info.o: $(BUILD)/build_info_values.h
-$(BUILD)/server/build_info.o: CPPFLAGS += -I$(BUILD)
+$(BUILD)/common/build_info.o: $(BUILD)/build_info_values.h
+$(BUILD)/common/build_info.o: CPPFLAGS_HOST += -I$(BUILD)
 
 # Every object depends on the flags it was built with: $(BUILD)/.flags is rewritten only when
 # they change (another GENCODE, say), and then everything rebuilds. Without it an object built
@@ -96,6 +104,17 @@ $(BUILD)/.flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 FORCE:
+
+# common/ and front/ never see the CUDA headers: a CUDA include there fails the build.
+$(BUILD)/common/%.o: common/%.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(CPPFLAGS_HOST) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/front/%.o: front/%.c $(BUILD)/.flags
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	$(Q)$(CC) $(CPPFLAGS_HOST) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -120,13 +139,18 @@ deps:
 deps-build:
 	$(Q)sh scripts/install-deps.sh build
 
+# The folders' rules (docs/architecture.md): who includes whom, no include loops, no CUDA in
+# the front (its objects' .d files), and no CUDA library in `ldd attnd`.
+test-layout: $(BUILD)/attnd $(BUILD)/attnd-worker
+	$(Q)$(PYTHON) tests/layout/check_layout.py --build $(BUILD)
+
 run: deps-build
 	$(Q)$(MAKE) --no-print-directory all
 	$(BUILD)/attnd --config config/attnd.json
 
 # Tests compile one architecture into build/test: everything they run is on the cpu device.
 test: deps
-	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd test-unit test-api test-fuzz
+	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd build/test/attnd-worker test-layout test-unit test-api test-fuzz
 
 # libFuzzer on the upload parsers (npy, safetensors), FUZZ_SECONDS each; skipped with a
 # message when clang cannot build fuzzers.
@@ -137,7 +161,7 @@ test-fuzz:
 test-unit: $(UNIT_BINS)
 	$(Q)sh tests/unit/run.sh $(UNIT_BINS)
 
-test-api: $(BUILD)/attnd
+test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker
 
 # On a GPU machine: builds nothing when build/attnd is already there (the lent GPU machine
@@ -149,7 +173,7 @@ bench:
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) bash bench/run.sh
 
 # Copy the shared libraries a GPU machine lacks beside the binary (rpath $ORIGIN/lib).
-bundle: $(BUILD)/attnd
+bundle: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)sh scripts/bundle-libs.sh $(BUILD)
 
 clean:

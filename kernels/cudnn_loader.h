@@ -29,7 +29,7 @@
 
 #include <cudnn_graph.h>
 
-#include "exec_context.h"
+#include "kernels/exec_context.h"
 
 #ifdef __cplusplus
 extern "C" {

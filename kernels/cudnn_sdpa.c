@@ -24,7 +24,7 @@
  * graph, engine config, plan) plus its variant pack, and destroys them when evicted. A
  * failed build destroys everything it created before returning.
  */
-#include "cudnn_sdpa.h"
+#include "kernels/cudnn_sdpa.h"
 
 #include <float.h>
 #include <math.h>
@@ -38,7 +38,7 @@
 #include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 
-#include "cudnn_loader.h"
+#include "kernels/cudnn_loader.h"
 
 #define SDPA_MAX_DEVICES 64
 #define SDPA_MAX_DESCS 96 /* tensors + ops + pointwise/matmul/reduction descs of one graph */
@@ -743,51 +743,12 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
 
 int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
 {
-    char reason[1024];
-    if (cudnn_load(reason, sizeof reason) != 0) {
-        snprintf(why, why_len, "cuDNN is not available: %s", reason);
+    static const char prefix[] = "cuDNN is not available: ";
+    if (why_len > sizeof prefix && cudnn_load(why + sizeof prefix - 1, why_len - sizeof prefix + 1) != 0) {
+        memcpy(why, prefix, sizeof prefix - 1);
         return -1;
     }
-    if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
-        snprintf(why, why_len, "backend cudnn supports dtype bf16 and fp16; got %s", attn_dtype_name(p->dtype));
-        return -1;
-    }
-    if (p->head_dim <= 0 || p->head_dim % CUDNN_SDPA_HEAD_DIM_MULTIPLE != 0 ||
-        p->head_dim > CUDNN_SDPA_MAX_HEAD_DIM) {
-        snprintf(why, why_len, "backend cudnn needs head_dim a multiple of %d up to %d (cuDNN %s support surface); "
-                 "got %lld", CUDNN_SDPA_HEAD_DIM_MULTIPLE, CUDNN_SDPA_MAX_HEAD_DIM, "9.x fp16/bf16",
-                 (long long)p->head_dim);
-        return -1;
-    }
-    if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0) {
-        snprintf(why, why_len, "backend cudnn needs batch, heads, seq_q and seq_kv ≥ 1");
-        return -1;
-    }
-    /* The mask's row shift and GEN_INDEX are INT32 in the graph. */
-    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX) {
-        snprintf(why, why_len, "backend cudnn needs seq_q and seq_kv below 2^31");
-        return -1;
-    }
-    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && p->seq_q > p->seq_kv) {
-        snprintf(why, why_len,
-                 "backend cudnn supports causal_bottom_right only with seq_q <= seq_kv (got seq_q %lld > seq_kv "
-                 "%lld): cuDNN's fused SDPA does not support fully masked rows",
-                 (long long)p->seq_q, (long long)p->seq_kv);
-        return -1;
-    }
-    /* Measured (tests/gpu/fused_check.cu, H200, cuDNN 9.19): with scale -0.3 every output
-     * element was NaN or Inf, masked or not; 0.7 was exact. Refused, never silently wrong. */
-    if (!(p->scale > 0.0)) {
-        snprintf(why, why_len,
-                 "backend cudnn needs a positive scale (got %g): cuDNN's fused SDPA returns NaN for a negative one",
-                 p->scale);
-        return -1;
-    }
-    if ((unsigned)p->mask >= ATTN_MASK_COUNT) {
-        snprintf(why, why_len, "backend cudnn: unknown mask %d", (int)p->mask);
-        return -1;
-    }
-    return 0;
+    return variant_check_cudnn(p, why, why_len);
 }
 
 size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)

@@ -6,8 +6,8 @@
  * EXP, ADD-reduce, LOG+ADD (stats, virtual), DIV → MATMUL(P,V). cuDNN fuses the graph into
  * one flash-attention kernel.
  *
- * Table row (kernels/variants.c): dtypes bf16|fp16, min_cc 80, max_head_dim 256,
- * head_dim_multiple 8, check/workspace_bytes/forward below.
+ * Its limits: common/variant_info.c (cuDNN 9.19's fp16/bf16 SDPA support surface,
+ * cudnn-frontend sdpa_support_surface.h: head_dim multiples of 8 up to 256 on sm80+).
  *
  * Threading: the plan cache and the per-device cuDNN handles are process-wide and guarded by
  * one mutex; a worker runs one job at a time, so the lock is never contended in practice.
@@ -18,25 +18,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "attn.h"
-#include "exec_context.h"
+#include "common/attn.h"
+#include "common/variant_info.h"
+#include "kernels/exec_context.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Largest head_dim the variant accepts: cuDNN 9.19's fp16/bf16 SDPA support surface
- * (cudnn-frontend sdpa_support_surface.h) allows multiples of 8 up to 256 on sm80+. */
-#define CUDNN_SDPA_MAX_HEAD_DIM 256
-#define CUDNN_SDPA_HEAD_DIM_MULTIPLE 8
-#define CUDNN_SDPA_MIN_CC 80
 
 /* Plans cached per (device, B, H, Sq, Skv, D, dtype, mask); the least recently used is
  * evicted and its descriptors destroyed. */
 #define CUDNN_SDPA_CACHE_ENTRIES 32
 
-/* variants.h `check`: cuDNN loadable, dtype bf16/fp16, head_dim a multiple of 8 and at most
- * 256, bottom-right causal only with seq_q ≤ seq_kv. Touches no GPU. */
+/* cuDNN loadable, and the problem within common/variant_info.c's variant_check_cudnn (dtype
+ * bf16/fp16, head_dim a multiple of 8 up to 256, …). Touches no GPU. */
 int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len);
 
 /* variants.h `workspace_bytes`. Builds (or finds) the plan for p on the current CUDA device,

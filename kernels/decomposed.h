@@ -3,8 +3,8 @@
 #ifndef DECOMPOSED_H
 #define DECOMPOSED_H
 
-#include "attn.h"
-#include "exec_context.h"
+#include "common/attn.h"
+#include "kernels/exec_context.h"
 
 #ifdef __cplusplus
 extern "C" {

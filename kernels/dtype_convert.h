@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "attn.h"
+#include "common/attn.h"
 
 ATTN_HD uint32_t dtype_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 ATTN_HD float dtype_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }

@@ -37,7 +37,6 @@
 #include "kernels/flash_exact.cuh"
 #include "kernels/flash_kernel.cuh"
 
-#define EFFICIENT_MAX_HEAD_DIM 256
 
 /* ---------------------------------------------------------------- fp16 / bf16 */
 
@@ -86,7 +85,7 @@ template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const at
 
 /* ---------------------------------------------------------------- fp32 */
 
-#define EFF32_BM 32
+#define EFF32_BM EFFICIENT_FP32_QUERY_TILE
 #define EFF32_THREADS 128
 
 template <int D> struct efficient_f32_traits {
@@ -247,27 +246,6 @@ static int efficient_dispatch32(exec_context *ctx, const attn_problem *p, const 
 
 /* ---------------------------------------------------------------- entry points */
 
-int efficient_check(const attn_problem *p, char *why, size_t why_len)
-{
-    if (p->head_dim < 8 || p->head_dim > EFFICIENT_MAX_HEAD_DIM || p->head_dim % 8 != 0) {
-        snprintf(why, why_len, "efficient supports head_dim 8..%d in multiples of 8, not %lld", EFFICIENT_MAX_HEAD_DIM,
-                 (long long)p->head_dim);
-        return -1;
-    }
-    /* the smallest query tile is 32 rows (fp32) and gridDim.y ≤ 65535 */
-    const int64_t tile = p->dtype == ATTN_FP32 ? EFF32_BM : 64;
-    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || (p->seq_q + tile - 1) / tile > 65535) {
-        snprintf(why, why_len, "efficient supports seq_q up to %lld and seq_kv up to %d", (long long)(65535 * tile),
-                 INT32_MAX);
-        return -1;
-    }
-    if (p->batch * p->heads > INT32_MAX) {
-        snprintf(why, why_len, "efficient supports batch*heads up to %d", INT32_MAX);
-        return -1;
-    }
-    return 0;
-}
-
 size_t efficient_workspace_bytes(const attn_problem *p)
 {
     (void)p;
@@ -278,7 +256,7 @@ int efficient_forward(exec_context *ctx, const attn_problem *p, const attn_tenso
 {
     char why[200];
     (void)workspace;
-    if (efficient_check(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "efficient_check", why);
+    if (variant_check_efficient(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "efficient_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "efficient_forward", "needs compute capability 8.0+");
     switch (p->dtype) {
     case ATTN_BF16: return efficient_dispatch16<true>(ctx, p, t);

@@ -30,8 +30,8 @@
 #include <cuda_runtime.h>
 #include <nvtx3/nvToolsExt.h>
 
-#include "attn.h"
-#include "exec_context.h"
+#include "common/attn.h"
+#include "kernels/exec_context.h"
 
 #define EW_THREADS 256       /* threads per block of the flat and row kernels */
 #define EW_BLOCKS_PER_SM 8   /* 8 × 256 = 2048 threads: a full H100/H200 SM */

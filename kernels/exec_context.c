@@ -3,7 +3,7 @@
  * A job keeps its first failure: later ones are usually consequences of it (a sticky error
  * makes every following call fail too) and would hide the cause.
  */
-#include "exec_context.h"
+#include "kernels/exec_context.h"
 
 #include <stdio.h>
 

@@ -8,7 +8,7 @@
  * a quarter of the upload) are split into word ranges summed by up to FINGERPRINT_THREADS
  * threads: the terms are independent and the sum is order-free, so the result is the same
  * bit for bit. A thread that cannot be started leaves its range to the caller. */
-#include "fingerprint.h"
+#include "kernels/fingerprint.h"
 
 #include <pthread.h>
 #include <string.h>

@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "inputs.h"
+#include "kernels/inputs.h"
 
 ATTN_HD uint64_t fingerprint_term(uint64_t word, uint64_t index)
 {

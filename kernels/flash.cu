@@ -68,7 +68,7 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (flash_check) */
+/* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
 typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_cfg_d32;
 typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_cfg_d64;
 typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_cfg_d96;
@@ -151,31 +151,6 @@ static const bool flash_have_wgmma = true;
 static const bool flash_have_wgmma = false;
 #endif
 
-#define FLASH_HEAD_DIMS "32, 64, 96, 128, 256"
-
-int flash_check(const attn_problem *p, char *why, size_t why_len)
-{
-    const int64_t d = p->head_dim;
-    if (p->dtype != ATTN_FP16 && p->dtype != ATTN_BF16) {
-        snprintf(why, why_len, "flash supports dtypes fp16 and bf16, not %s", attn_dtype_name(p->dtype));
-        return -1;
-    }
-    if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) {
-        snprintf(why, why_len, "flash supports head_dim " FLASH_HEAD_DIMS ", not %lld (use efficient)",
-                 (long long)d);
-        return -1;
-    }
-    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || (p->seq_q + 63) / 64 > 65535) {
-        snprintf(why, why_len, "flash supports seq_q up to %d and seq_kv up to %d", 65535 * 64, INT32_MAX);
-        return -1;
-    }
-    if (p->batch * p->heads > INT32_MAX) {
-        snprintf(why, why_len, "flash supports batch*heads up to %d", INT32_MAX);
-        return -1;
-    }
-    return 0;
-}
-
 size_t flash_workspace_bytes(const attn_problem *p)
 {
     (void)p;
@@ -255,7 +230,7 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
 {
     char why[200];
     (void)workspace;
-    if (flash_check(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
+    if (variant_check_flash(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "needs compute capability 8.0+");
     return p->dtype == ATTN_BF16 ? flash_dispatch<true>(ctx, p, t) : flash_dispatch<false>(ctx, p, t);
 }

@@ -39,7 +39,7 @@
 
 #include <atomic>
 
-#include "kernels/attn.h"
+#include "common/attn.h"
 #include "kernels/flash_mma.cuh"
 
 /* What crosses from host to kernel. Element offsets are int64 (B·H·S·D may pass 2^31). */

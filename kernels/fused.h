@@ -11,25 +11,24 @@
  *
  * Both need sm_80 or newer, 16-byte aligned tensors (cudaMalloc gives 256) and follow the
  * variants.h contract: enqueue on ctx->stream, no allocation, no synchronisation.
- * *_check returns 0, or -1 with a message naming the limit.
+ * Their problem limits are common/variant_info.c's (variant_check_efficient, _flash).
  */
 #ifndef FUSED_H
 #define FUSED_H
 
 #include <stddef.h>
 
-#include "attn.h"
-#include "exec_context.h"
+#include "common/attn.h"
+#include "common/variant_info.h"
+#include "kernels/exec_context.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-int efficient_check(const attn_problem *p, char *why, size_t why_len);
 size_t efficient_workspace_bytes(const attn_problem *p);
 int efficient_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 
-int flash_check(const attn_problem *p, char *why, size_t why_len);
 size_t flash_workspace_bytes(const attn_problem *p);
 int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 

@@ -16,9 +16,9 @@
  */
 #include <stdint.h>
 
-#include "dtype_convert.h"
-#include "exec_context.h"
-#include "inputs.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/exec_context.h"
+#include "kernels/inputs.h"
 
 namespace {
 

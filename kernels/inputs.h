@@ -20,7 +20,7 @@
 
 #include <stdint.h>
 
-#include "attn.h"
+#include "common/attn.h"
 
 #define INPUTS_TENSOR_Q 0
 #define INPUTS_TENSOR_K 1

@@ -1,7 +1,7 @@
 /* inputs_cpu.c — the seed generator (inputs.h) on the host: the same values as
  * inputs.cu bit for bit, because both call inputs_value and dtype_convert.h. */
-#include "dtype_convert.h"
-#include "inputs.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/inputs.h"
 
 void inputs_generate_cpu(void *buf, attn_dtype dtype, int64_t n, uint64_t seed, int tensor)
 {

@@ -52,9 +52,9 @@
  */
 #include <type_traits>
 
-#include "decomposed.h"
-#include "elementwise.cuh"
-#include "softmax.cuh"
+#include "kernels/decomposed.h"
+#include "kernels/elementwise.cuh"
+#include "kernels/softmax.cuh"
 
 /* ---------------------------------------------------------------- kernels ---------- */
 

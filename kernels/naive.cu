@@ -37,9 +37,9 @@
  *   softmax 153, pv 86; total naive 673 (PyTorch 1062), naive_inplace 544 (PyTorch 935).
  *   S4096 D64: 5315 / 4273 (PyTorch 10079 / 9074); S8192 D128: 10443 / 8425 (21654 / 19665).
  */
-#include "decomposed.h"
-#include "elementwise.cuh"
-#include "softmax.cuh"
+#include "kernels/decomposed.h"
+#include "kernels/elementwise.cuh"
+#include "kernels/softmax.cuh"
 
 /* masked_fill(mask, −inf) over scores [B·H·Sq, Skv] (rows × skv): one warp per row writes −inf
  * at columns ≥ attn_visible_keys(row). vec_ok: s is 16-aligned and Skv % W == 0, so every

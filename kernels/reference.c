@@ -12,7 +12,7 @@
  * still spread over every core. A thread keeps its converted head while its next item is
  * in the same head (items are handed out in order, so usually it is).
  */
-#include "decomposed.h"
+#include "kernels/decomposed.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -21,8 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dtype_convert.h"
-#include "exec_context.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/exec_context.h"
 
 #define REF_ROWS 32 /* query rows per work item */
 

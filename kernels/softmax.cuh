@@ -25,7 +25,7 @@
 #ifndef SOFTMAX_CUH
 #define SOFTMAX_CUH
 
-#include "elementwise.cuh"
+#include "kernels/elementwise.cuh"
 
 #define SOFTMAX_WARP_THREADS 128   /* block size of the warp kernel */
 #define SOFTMAX_BLOCK_MAX 512      /* largest block of the register block kernel */

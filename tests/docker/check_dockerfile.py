@@ -8,7 +8,7 @@ What it checks:
 - two stages or more; every FROM pinned to a versioned tag (no :latest, no untagged image);
   the build stage on nvidia/cuda:13.*-cudnn-devel-ubuntu24.04, the final stage on the
   runtime image of the same CUDA version;
-- every -l library of the Makefile's LDLIBS is provided in the final stage: by its Ubuntu
+- every -l library of the Makefile's LDLIBS_* (front and worker) is provided in the final stage: by its Ubuntu
   24.04 runtime package (apt-get install), by a .so copied from the build stage, by the
   base image (cuBLAS), or it is static / part of libc. A library the table below does not
   know fails the check: a new dependency must be added here and to the Dockerfile;
@@ -85,10 +85,10 @@ def stages(lines):
 
 def makefile_libs(makefile):
     text = open(makefile).read().replace("\\\n", " ")
-    m = re.search(r"^LDLIBS\s*[:?]?=\s*(.*)$", text, re.M)
-    if not m:
+    lines = re.findall(r"^LDLIBS\w*\s*[:?]?=\s*(.*)$", text, re.M)  # LDLIBS_FRONT, LDLIBS_WORKER, …
+    if not lines:
         return None
-    return re.findall(r"-l(\S+)", m.group(1))
+    return sorted({lib for line in lines for lib in re.findall(r"-l(\S+)", line)})
 
 
 def dockerignored(repo, path):
@@ -191,8 +191,9 @@ def check(repo):
                                 % (lib, how[1]))
 
     # the binary and what it reads beside itself
-    if not any("--from=" in c and c.split()[-2].endswith("/attnd") for c in copies):
-        problems.append("the final stage does not COPY --from=<build> the attnd binary")
+    for exe in ("attnd", "attnd-worker"):
+        if not any("--from=" in c and any(t.endswith("/" + exe) for t in c.split()[1:-1]) for c in copies):
+            problems.append("the final stage does not COPY --from=<build> the %s binary" % exe)
     for rel, what in BUNDLED:
         if os.path.exists(os.path.join(repo, rel)) and rel not in copied_text:
             problems.append("%s (%s) is not copied into the image" % (rel, what))

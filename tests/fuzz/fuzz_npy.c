@@ -1,4 +1,4 @@
-/* fuzz_npy.c — libFuzzer target for the .npy header parser (server/npy.c).
+/* fuzz_npy.c — libFuzzer target for the .npy header parser (common/npy.c).
  *
  * The input is a whole upload. The first byte picks how the parser sees it: the whole
  * file as the buffer, or only its first bytes (the front reads a prefix, then the header)
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/npy.h"
+#include "common/npy.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

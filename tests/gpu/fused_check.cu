@@ -32,7 +32,7 @@
 #include <string.h>
 #include <vector>
 
-#include "kernels/attn.h"
+#include "common/attn.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/exec_context.h"
 #include "kernels/flash_tma.cuh"

@@ -114,7 +114,7 @@ def test_async_gpu_run_keeps_its_trace(gapi):
 
 
 def test_trace_has_nvtx_ranges_when_injected(gapi):
-    """NVTX ranges reach CUPTI unless ATTND_NVTX_TO_CUPTI=0 (server/profile.c): a server of
+    """NVTX ranges reach CUPTI unless ATTND_NVTX_TO_CUPTI=0 (worker/profile.c): a server of
     its own with it set explicitly, so the test holds whatever the shared server's env."""
     srv = AttndServer(devices="all", env={"ATTND_NVTX_TO_CUPTI": "1"}).start()
     try:

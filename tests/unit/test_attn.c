@@ -1,10 +1,10 @@
-/* test_attn.c — names, parsers and work measures of kernels/attn.c, and the variants
- * table's checks (kernels/variants.c): closed forms against brute force on small shapes. */
+/* test_attn.c — names, parsers and work measures of common/attn.c, and the variants
+ * tables' checks (common/variant_info.c, kernels/variants.c): closed forms against brute force on small shapes. */
 #include <math.h>
 #include <string.h>
 
-#include "../../kernels/attn.h"
-#include "../../kernels/variants.h"
+#include "common/attn.h"
+#include "kernels/variants.h"
 #include "check.h"
 
 static double brute_pairs(attn_mask m, int64_t sq, int64_t skv)
@@ -80,38 +80,67 @@ static void test_variants(void)
     const variant *ref = variant_find("reference");
     attn_problem p = {1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
 
-    CHECK(ref && ref->on_cpu && ref->forward && ref->workspace_bytes, "reference variant");
+    CHECK(ref && ref->info->on_cpu && ref->forward && ref->workspace_bytes, "reference variant");
     CHECK(variant_find("nope") == NULL && variant_find(NULL) == NULL, "unknown variant");
+    CHECK(variant_info_find("nope") == NULL && variant_info_find(NULL) == NULL, "unknown variant info");
+    /* The code table and the description table hold the same variants, in the same order. */
+    CHECK(variants_count == variant_infos_count, "%zu code rows, %zu descriptions", variants_count, variant_infos_count);
     for (size_t i = 0; i < variants_count; i++) {
         const variant *v = &variants[i];
-        CHECK(variant_find(v->name) == v, "find %s", v->name);
-        CHECK(v->summary && v->summary[0] && v->forward && v->workspace_bytes && v->dtypes &&
-                  v->head_dim_multiple >= 1,
-              "%s is complete", v->name);
-        for (size_t j = 0; j < i; j++) CHECK(strcmp(v->name, variants[j].name) != 0, "unique name %s", v->name);
+        const variant_info *vi = v->info;
+        CHECK(vi == variant_infos[i], "row %zu: the same variant in both tables", i);
+        CHECK(variant_find(vi->name) == v && variant_info_find(vi->name) == vi, "find %s", vi->name);
+        CHECK(vi->summary && vi->summary[0] && v->forward && v->workspace_bytes && vi->dtypes &&
+                  vi->head_dim_multiple >= 1,
+              "%s is complete", vi->name);
+        CHECK(!vi->library == !v->library_ready && !vi->library == !v->library_info,
+              "%s: a library in the description iff the code opens one", vi->name);
+        for (size_t j = 0; j < i; j++) CHECK(strcmp(vi->name, variants[j].info->name) != 0, "unique name %s", vi->name);
     }
     CHECK(variant_find("naive") && variant_find("naive_inplace") && variant_find("math"), "the GPU rows");
-    CHECK(variant_check(ref, &p, 0, why, sizeof why) == 0, "reference runs bf16: %s", why);
+    CHECK(variant_info_check(ref->info, &p, 0, why, sizeof why) == 0, "reference runs bf16: %s", why);
 
     {
         /* A made-up row exercises every message. */
-        variant v = *ref;
+        variant_info v = *ref->info;
         v.name = "x", v.dtypes = VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16), v.min_cc = 80;
         v.max_head_dim = 128, v.head_dim_multiple = 8;
         p.dtype = ATTN_FP32;
-        CHECK(variant_check(&v, &p, 90, why, sizeof why) == -1 &&
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 &&
                   strcmp(why, "backend x does not support dtype fp32 (supports bf16, fp16)") == 0,
               "dtype message: %s", why);
         p.dtype = ATTN_FP16, p.head_dim = 256;
-        CHECK(variant_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "head_dim up to 128"), "max: %s", why);
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "head_dim up to 128"), "max: %s", why);
         p.head_dim = 60;
-        CHECK(variant_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "multiple of 8"), "multiple: %s", why);
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "multiple of 8"), "multiple: %s", why);
         p.head_dim = 64;
-        CHECK(variant_check(&v, &p, 75, why, sizeof why) == -1 &&
+        CHECK(variant_info_check(&v, &p, 75, why, sizeof why) == -1 &&
                   strcmp(why, "backend x needs compute capability 8.0 or newer; the device has 7.5") == 0,
               "cc message: %s", why);
-        CHECK(variant_check(&v, &p, 80, why, sizeof why) == 0, "cc 8.0 is enough");
-        CHECK(variant_check(&v, &p, 0, why, sizeof why) == 0, "cc 0: no architecture check");
+        CHECK(variant_info_check(&v, &p, 80, why, sizeof why) == 0, "cc 8.0 is enough");
+        CHECK(variant_info_check(&v, &p, 0, why, sizeof why) == 0, "cc 0: no architecture check");
+    }
+}
+
+/* The front reserves workspace_bound before queueing; the worker allocates workspace_bytes:
+ * the bound must never be below what the worker takes (cudnn's plan needs a GPU: its bound
+ * is checked on the GPU, tests/gpu). */
+static void test_workspace_bounds(void)
+{
+    static const char *const names[] = {"reference", "naive", "naive_inplace", "math", "efficient", "flash"};
+    static const int64_t seqs[][2] = {{1, 1}, {7, 13}, {64, 64}, {129, 31}, {1000, 1024}};
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        const variant *v = variant_find(names[n]);
+        for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
+            for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
+                for (int m = 0; m < ATTN_MASK_COUNT; m++) {
+                    attn_problem p = {2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125};
+                    size_t exact = v->workspace_bytes(&p);
+                    size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
+                    CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s: bound %zu < workspace %zu", names[n],
+                          (long long)p.seq_q, (long long)p.seq_kv, attn_dtype_name(p.dtype), attn_mask_name(p.mask),
+                          bound, exact);
+                }
     }
 }
 
@@ -120,5 +149,6 @@ int main(void)
     test_names();
     test_pairs_and_flops();
     test_variants();
+    test_workspace_bounds();
     return CHECK_DONE();
 }

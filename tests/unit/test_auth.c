@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "server/auth.h"
+#include "front/auth.h"
 #include "tests/unit/check.h"
 
 static char dir[] = "/tmp/attnd-test-auth-XXXXXX";

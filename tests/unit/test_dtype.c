@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "../../kernels/dtype_convert.h"
+#include "kernels/dtype_convert.h"
 #include "check.h"
 
 static int is_nan_bf16(uint16_t h) { return (h & 0x7f80) == 0x7f80 && (h & 0x7f); }

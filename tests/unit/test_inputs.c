@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/dtype_convert.h"
-#include "../../kernels/fingerprint.h"
-#include "../../kernels/inputs.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/fingerprint.h"
+#include "kernels/inputs.h"
 #include "check.h"
 
 /* First 8 elements of q, k, v for seed 0. */

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/ipc.h"
+#include "common/ipc.h"
 
 typedef struct big_sender {
     int sock;

@@ -3,7 +3,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../server/measure.h"
+#include "worker/measure.h"
 #include "check.h"
 
 static int near(double a, double b, double tol) { return fabs(a - b) <= tol; }

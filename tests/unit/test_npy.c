@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "server/npy.h"
+#include "common/npy.h"
 #include "tests/unit/check.h"
 
 /* A version-`ver` file: magic, version, length, dict padded to 64 with '\n', then `data`

@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/dtype_convert.h"
-#include "../../kernels/fingerprint.h"
-#include "../../server/output_stats.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/fingerprint.h"
+#include "worker/output_stats.h"
 #include "check.h"
 
 static void test_summary(void)

@@ -4,8 +4,8 @@
  * and says so), and a stop with a job running and jobs queued (each ends exactly once; the
  * queued ones at once: sync refused and deleted, async stored cancelled).
  *
- * This binary is its own worker: the pool execs /proc/self/exe --worker cpu --ipc-fd 3
- * <our flags>, so main() dispatches --worker like server/main.c does, and this file provides
+ * This binary is its own worker: pool_set_worker_exe("/proc/self/exe") makes the pool exec
+ * it as --device cpu --ipc-fd 3 <our flags>, so main() dispatches --device like worker/main.c does, and this file provides
  * main_original_argv() (main.o is not linked into unit tests).
  */
 #include <pthread.h>
@@ -16,12 +16,12 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/log.h"
-#include "server/main.h"
-#include "server/pool.h"
-#include "server/settings.h"
-#include "server/store.h"
-#include "server/worker.h"
+#include "common/log.h"
+#include "common/command_line.h"
+#include "front/pool.h"
+#include "common/settings.h"
+#include "front/store.h"
+#include "worker/loop.h"
 
 static char data_dir[] = "/tmp/attnd-test-pool-XXXXXX";
 static char *test_argv[16];
@@ -141,7 +141,7 @@ int main(int argc, char **argv)
     int status, i;
     long long id;
 
-    if (argc >= 5 && strcmp(argv[1], "--worker") == 0) { /* we are the pool's worker */
+    if (argc >= 5 && strcmp(argv[1], "--device") == 0) { /* we are the pool's worker */
         if (settings_load(&s, argc - 4, argv + 4, err, sizeof err) != 0) return 2;
         return worker_main(&s, argv[2], atoi(argv[4]));
     }
@@ -164,6 +164,7 @@ int main(int argc, char **argv)
     log_init("test", "warn");
 
     CHECK(store_open(data_dir, err, sizeof err) == 0, "store_open: %s", err);
+    pool_set_worker_exe("/proc/self/exe");
     CHECK(pool_start(&s, err, sizeof err) == 0, "pool_start: %s", err);
     CHECK(pool_ready() == 1, "ready after start");
     CHECK(pool_default_device(1) && strcmp(pool_default_device(1), "cpu") == 0, "default cpu device");

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../kernels/decomposed.h"
-#include "../../kernels/dtype_convert.h"
-#include "../../kernels/inputs.h"
+#include "kernels/decomposed.h"
+#include "kernels/dtype_convert.h"
+#include "kernels/inputs.h"
 #include "check.h"
 
 static void naive_attention(const attn_problem *p, const void *q, const void *k, const void *v, double *out)

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "server/roofline.h"
+#include "worker/roofline.h"
 
 static int near(double a, double b, double rel) { return fabs(a - b) <= rel * fabs(b); }
 

@@ -2,7 +2,7 @@
  * written 1e3), the JSON codec and run_request_macs.
  *
  * Runs against whatever variants table it is linked with: backends are taken from
- * variants[] (a GPU one and the cpu one), and the 422 case only runs when some variant has
+ * variant_infos[] (a GPU one and the cpu one), and the 422 case only runs when some variant has
  * a limit (a dtype it lacks, a head_dim maximum or multiple). */
 #include <math.h>
 #include <stdint.h>
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/variants.h"
-#include "server/run_request.h"
+#include "common/variant_info.h"
+#include "common/run_request.h"
 #include "tests/unit/check.h"
 
 static const char *gpu_backend, *cpu_backend;
@@ -239,8 +239,8 @@ static void test_unsupported(void)
     char q[256];
     int t;
 
-    for (i = 0; i < variants_count; i++) {
-        const variant *v = &variants[i];
+    for (i = 0; i < variant_infos_count; i++) {
+        const variant_info *v = variant_infos[i];
         for (t = 0; t < ATTN_DTYPE_COUNT; t++)
             if (!(v->dtypes & VARIANT_DTYPE(t))) {
                 snprintf(q, sizeof q, "backend=%s&dtype=%s", v->name, attn_dtype_name((attn_dtype)t));
@@ -467,9 +467,9 @@ int main(void)
 {
     size_t i;
 
-    for (i = 0; i < variants_count; i++) {
-        if (!gpu_backend && !variants[i].on_cpu) gpu_backend = variants[i].name;
-        if (!cpu_backend && variants[i].on_cpu) cpu_backend = variants[i].name;
+    for (i = 0; i < variant_infos_count; i++) {
+        if (!gpu_backend && !variant_infos[i]->on_cpu) gpu_backend = variant_infos[i]->name;
+        if (!cpu_backend && variant_infos[i]->on_cpu) cpu_backend = variant_infos[i]->name;
     }
     CHECK(gpu_backend && cpu_backend, "the variants table needs a GPU and a cpu variant");
     if (!gpu_backend || !cpu_backend) return CHECK_DONE();

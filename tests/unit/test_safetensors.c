@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/safetensors.h"
+#include "front/safetensors.h"
 #include "tests/unit/check.h"
 
 /* 8-byte length + json + data zero bytes. Returns the length. */

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "server/settings.h"
+#include "common/settings.h"
 #include "tests/unit/check.h"
 
 extern char **environ;

@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "server/store.h"
+#include "front/store.h"
 
 #include <cjson/cJSON.h>
 

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "server/profile.h"
+#include "worker/profile.h"
 
 #include <cjson/cJSON.h>
 

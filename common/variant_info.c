@@ -1,0 +1,259 @@
+/* variant_info.c — the variants' descriptions and problem limits (variant_info.h). A new
+ * variant adds its row here and its code behind kernels/variants.c.
+ */
+#include "common/variant_info.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#define ALL_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16) | VARIANT_DTYPE(ATTN_FP32))
+#define HALF_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16))
+
+/* Grid limits shared by the fused kernels: one CTA row per query tile (gridDim.y ≤ 65535),
+ * 32-bit sequence indices and batch·heads. */
+static int fused_grid_check(const char *name, const attn_problem *p, int64_t query_tile, char *why, size_t why_len)
+{
+    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || (p->seq_q + query_tile - 1) / query_tile > 65535) {
+        snprintf(why, why_len, "%s supports seq_q up to %lld and seq_kv up to %d", name,
+                 (long long)(65535 * query_tile), INT32_MAX);
+        return -1;
+    }
+    if (p->batch * p->heads > INT32_MAX) {
+        snprintf(why, why_len, "%s supports batch*heads up to %d", name, INT32_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+int variant_check_efficient(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->head_dim < 8 || p->head_dim > EFFICIENT_MAX_HEAD_DIM || p->head_dim % 8 != 0) {
+        snprintf(why, why_len, "efficient supports head_dim 8..%d in multiples of 8, not %lld", EFFICIENT_MAX_HEAD_DIM,
+                 (long long)p->head_dim);
+        return -1;
+    }
+    return fused_grid_check("efficient", p, p->dtype == ATTN_FP32 ? EFFICIENT_FP32_QUERY_TILE : 64, why, why_len);
+}
+
+int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
+{
+    const int64_t d = p->head_dim;
+    if (p->dtype != ATTN_FP16 && p->dtype != ATTN_BF16) {
+        snprintf(why, why_len, "flash supports dtypes fp16 and bf16, not %s", attn_dtype_name(p->dtype));
+        return -1;
+    }
+    if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) {
+        snprintf(why, why_len, "flash supports head_dim 32, 64, 96, 128, 256, not %lld (use efficient)", (long long)d);
+        return -1;
+    }
+    return fused_grid_check("flash", p, 64, why, why_len);
+}
+
+int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
+        snprintf(why, why_len, "backend cudnn supports dtype bf16 and fp16; got %s", attn_dtype_name(p->dtype));
+        return -1;
+    }
+    if (p->head_dim <= 0 || p->head_dim % CUDNN_SDPA_HEAD_DIM_MULTIPLE != 0 ||
+        p->head_dim > CUDNN_SDPA_MAX_HEAD_DIM) {
+        snprintf(why, why_len, "backend cudnn needs head_dim a multiple of %d up to %d (cuDNN %s support surface); "
+                 "got %lld", CUDNN_SDPA_HEAD_DIM_MULTIPLE, CUDNN_SDPA_MAX_HEAD_DIM, "9.x fp16/bf16",
+                 (long long)p->head_dim);
+        return -1;
+    }
+    if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0) {
+        snprintf(why, why_len, "backend cudnn needs batch, heads, seq_q and seq_kv ≥ 1");
+        return -1;
+    }
+    /* The mask's row shift and GEN_INDEX are INT32 in the graph. */
+    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX) {
+        snprintf(why, why_len, "backend cudnn needs seq_q and seq_kv below 2^31");
+        return -1;
+    }
+    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && p->seq_q > p->seq_kv) {
+        snprintf(why, why_len,
+                 "backend cudnn supports causal_bottom_right only with seq_q <= seq_kv (got seq_q %lld > seq_kv "
+                 "%lld): cuDNN's fused SDPA does not support fully masked rows",
+                 (long long)p->seq_q, (long long)p->seq_kv);
+        return -1;
+    }
+    /* Measured (tests/gpu/fused_check.cu, H200, cuDNN 9.19): with scale -0.3 every output
+     * element was NaN or Inf, masked or not; 0.7 was exact. Refused, never silently wrong. */
+    if (!(p->scale > 0.0)) {
+        snprintf(why, why_len,
+                 "backend cudnn needs a positive scale (got %g): cuDNN's fused SDPA returns NaN for a negative one",
+                 p->scale);
+        return -1;
+    }
+    if ((unsigned)p->mask >= ATTN_MASK_COUNT) {
+        snprintf(why, why_len, "backend cudnn: unknown mask %d", (int)p->mask);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- workspace bounds: the formulas of the kernels' layouts, each buffer 256-byte aligned */
+
+static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+static size_t reference_bound(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }
+
+/* naive.cu: the scaled scores and their masked copy, in the problem's dtype. */
+static size_t naive_bound(const attn_problem *p)
+{
+    return 2 * align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
+}
+
+/* math.cu's math_plan: fp32 copies of q, k, v (16-bit only), q and k times √scale, the mask
+ * planes (masked only), scores, softmax, the -inf flags, the row flags, fp32 out (16-bit). */
+static size_t math_bound(const attn_problem *p)
+{
+    const int up = p->dtype != ATTN_FP32, masked = p->mask != ATTN_MASK_NONE;
+    const size_t plane = (size_t)(p->seq_q * p->seq_kv), n = (size_t)attn_scores_elems(p);
+    const size_t q4 = (size_t)attn_q_elems(p) * 4, kv4 = (size_t)attn_kv_elems(p) * 4;
+    size_t b = align256(q4) + align256(kv4) + align256(3 * sizeof(float));
+    if (up) b += align256(q4) + 2 * align256(kv4) + align256((size_t)attn_out_elems(p) * 4);
+    if (masked) b += 2 * align256(plane) + align256(plane * 4);
+    b += 2 * align256(n * 4) + align256(n) + align256((size_t)(p->batch * p->heads * p->seq_q));
+    return b;
+}
+
+/* cudnn_sdpa.c: the softmax stats (fp32 per query row) and what cuDNN's plan asks, at most
+ * 16 MiB for the fused SDPA engines seen so far. */
+static size_t cudnn_bound(const attn_problem *p)
+{
+    return align256((size_t)(p->batch * p->heads * p->seq_q) * sizeof(float)) + ((size_t)16 << 20);
+}
+
+const variant_info variant_info_reference = {
+    .name = "reference",
+    .summary = "plain C fp64 reference on the cpu device: the oracle for verify",
+    .on_cpu = 1,
+    .dtypes = ALL_DTYPES,
+    .head_dim_multiple = 1,
+    .workspace_bound = reference_bound,
+};
+
+const variant_info variant_info_naive = {
+    .name = "naive",
+    .summary = "PyTorch eager naive attention: 2 cuBLAS GEMMs, out-of-place scale, out-of-place "
+               "masked_fill (its hidden DtoD Memcpy), softmax",
+    .dtypes = ALL_DTYPES,
+    .head_dim_multiple = 1, /* cuBLAS and plain CUDA kernels: any GPU the worker runs on */
+    .workspace_bound = naive_bound,
+};
+
+const variant_info variant_info_naive_inplace = {
+    .name = "naive_inplace",
+    .summary = "PyTorch eager naive attention with in-place masked_fill_: 2 cuBLAS GEMMs, "
+               "out-of-place scale, in-place mask (no DtoD Memcpy), softmax",
+    .dtypes = ALL_DTYPES,
+    .head_dim_multiple = 1,
+    .workspace_bound = naive_bound,
+};
+
+const variant_info variant_info_math = {
+    .name = "math",
+    .summary = "PyTorch SDPA math backend: upcast to fp32, mask built per call, sqrt(scale) on q "
+               "and k, fp32 CUDA-core GEMMs, safe softmax, downcast",
+    .dtypes = ALL_DTYPES,
+    .head_dim_multiple = 1,
+    .workspace_bound = math_bound,
+};
+
+const variant_info variant_info_efficient = {
+    .name = "efficient",
+    .summary = "attnd's memory-efficient fused attention (the role of xformers/CUTLASS in SDPA): "
+               "tiled, online softmax, no scores in memory; tensor cores for 16-bit, FFMA for fp32",
+    .dtypes = ALL_DTYPES,
+    .min_cc = 80,
+    .max_head_dim = EFFICIENT_MAX_HEAD_DIM,
+    .head_dim_multiple = 8,
+    .check = variant_check_efficient,
+};
+
+const variant_info variant_info_flash = {
+    .name = "flash",
+    .summary = "attnd's FlashAttention kernels: on Hopper TMA loads, wgmma and warp-specialised "
+               "ping-pong consumers (FA3's structure); elsewhere mma.sync with a cp.async pipeline "
+               "(FA2's); causal tiles skipped",
+    .dtypes = HALF_DTYPES,
+    .min_cc = 80,
+    .max_head_dim = 256,
+    .head_dim_multiple = 32,
+    .check = variant_check_flash,
+};
+
+const variant_info variant_info_cudnn = {
+    .name = "cudnn",
+    .summary = "PyTorch SDPA cuDNN backend: cuDNN 9 fused flash attention through the graph API "
+               "(composite SDPA graph, plans cached per shape, one cudnnBackendExecute per forward)",
+    .dtypes = HALF_DTYPES,
+    .min_cc = 80,
+    .max_head_dim = CUDNN_SDPA_MAX_HEAD_DIM,
+    .head_dim_multiple = CUDNN_SDPA_HEAD_DIM_MULTIPLE,
+    .check = variant_check_cudnn,
+    .workspace_bound = cudnn_bound,
+    .library = "cuDNN",
+};
+
+const variant_info *const variant_infos[] = {
+    &variant_info_reference, &variant_info_naive, &variant_info_naive_inplace, &variant_info_math,
+    &variant_info_efficient, &variant_info_flash, &variant_info_cudnn,
+};
+const size_t variant_infos_count = sizeof variant_infos / sizeof variant_infos[0];
+
+const variant_info *variant_info_find(const char *name)
+{
+    size_t i;
+    if (!name) return NULL;
+    for (i = 0; i < variant_infos_count; i++)
+        if (strcmp(variant_infos[i]->name, name) == 0) return variant_infos[i];
+    return NULL;
+}
+
+/* "bf16, fp16" from the dtype bits. */
+static void variant_dtype_list(unsigned dtypes, char *buf, size_t len)
+{
+    size_t used = 0;
+    int t;
+    buf[0] = '\0';
+    for (t = 0; t < ATTN_DTYPE_COUNT; t++) {
+        if (!(dtypes & VARIANT_DTYPE(t))) continue;
+        int n = snprintf(buf + used, len - used, "%s%s", used ? ", " : "", attn_dtype_name((attn_dtype)t));
+        if (n < 0 || (size_t)n >= len - used) return;
+        used += (size_t)n;
+    }
+}
+
+/* Limits in the order a client fixes them: dtype, head_dim, then the device, then what only
+ * the variant knows. */
+int variant_info_check(const variant_info *v, const attn_problem *p, int cc, char *why, size_t why_len)
+{
+    if ((unsigned)p->dtype >= ATTN_DTYPE_COUNT || !(v->dtypes & VARIANT_DTYPE(p->dtype))) {
+        char list[64];
+        variant_dtype_list(v->dtypes, list, sizeof list);
+        snprintf(why, why_len, "backend %s does not support dtype %s (supports %s)", v->name,
+                 attn_dtype_name(p->dtype), list);
+        return -1;
+    }
+    if (v->max_head_dim > 0 && p->head_dim > v->max_head_dim) {
+        snprintf(why, why_len, "backend %s supports head_dim up to %d; got %lld", v->name, v->max_head_dim,
+                 (long long)p->head_dim);
+        return -1;
+    }
+    if (v->head_dim_multiple > 1 && p->head_dim % v->head_dim_multiple != 0) {
+        snprintf(why, why_len, "backend %s needs head_dim a multiple of %d; got %lld", v->name,
+                 v->head_dim_multiple, (long long)p->head_dim);
+        return -1;
+    }
+    if (cc > 0 && cc < v->min_cc) {
+        snprintf(why, why_len, "backend %s needs compute capability %d.%d or newer; the device has %d.%d", v->name,
+                 v->min_cc / 10, v->min_cc % 10, cc / 10, cc % 10);
+        return -1;
+    }
+    if (v->check) return v->check(p, why, why_len);
+    return 0;
+}

@@ -1,0 +1,69 @@
+/* variant_info.h — what each attention variant is and which problems it accepts, without its
+ * code: the front validates requests and answers /v1/variants from this table, the worker
+ * checks the same problem with the same function before it runs the variant's kernels
+ * (kernels/variants.h, whose rows point here). No CUDA types.
+ */
+#ifndef VARIANT_INFO_H
+#define VARIANT_INFO_H
+
+#include <stddef.h>
+
+#include "common/attn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define VARIANT_DTYPE(t) (1u << (t))
+
+/* Kernel limits the checks below state (the kernels are built to them). */
+#define EFFICIENT_MAX_HEAD_DIM 256
+#define EFFICIENT_FP32_QUERY_TILE 32 /* efficient's smallest query tile (fp32); 64 in 16 bits */
+#define CUDNN_SDPA_MAX_HEAD_DIM 256
+#define CUDNN_SDPA_HEAD_DIM_MULTIPLE 8
+
+typedef struct variant_info {
+    const char *name;     /* as the API spells it: "naive", "math", … */
+    const char *summary;  /* one line: what it does and whose cost structure it copies */
+    int on_cpu;           /* 1: runs on the cpu device only; 0: needs a GPU */
+    unsigned dtypes;      /* VARIANT_DTYPE bits */
+    int min_cc;           /* lowest compute capability (major·10 + minor); 0: any */
+    int max_head_dim;     /* 0: any */
+    int head_dim_multiple;/* head_dim must be a multiple of this (1: any) */
+    /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
+     * -1 with a message that names the limit. */
+    int (*check)(const attn_problem *p, char *why, size_t why_len);
+    /* Device bytes one forward needs besides q, k, v and out, at most: what the front
+     * reserves against the memory budget before queueing (the worker allocates the exact
+     * size, kernels/variants.h). NULL: none. */
+    size_t (*workspace_bound)(const attn_problem *p);
+    /* The library the worker opens at run time for it ("cuDNN"); NULL: its kernels are attnd's. */
+    const char *library;
+} variant_info;
+
+/* The table, in the order /v1/variants lists it. */
+extern const variant_info *const variant_infos[];
+extern const size_t variant_infos_count;
+
+extern const variant_info variant_info_reference, variant_info_naive, variant_info_naive_inplace,
+    variant_info_math, variant_info_efficient, variant_info_flash, variant_info_cudnn;
+
+/* NULL when no variant has that name. */
+const variant_info *variant_info_find(const char *name);
+
+/* 0 when variant v can run problem p on a device of compute capability cc (0 or less: the
+ * cpu device, or before a device is chosen: no architecture check); else -1 and a message
+ * naming the limit (dtype, head_dim, arch, …). Whether v runs on the cpu device (on_cpu) is
+ * the caller's check, since only it knows the device. */
+int variant_info_check(const variant_info *v, const attn_problem *p, int cc, char *why, size_t why_len);
+
+/* The problem limits of the fused variants, as the table's `check` (the kernels call them
+ * too, to refuse a problem that bypassed the table). */
+int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);
+int variant_check_flash(const attn_problem *p, char *why, size_t why_len);
+int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,156 @@
+/* runs.c — POST /v1/runs (and its alias POST /run): validate, choose the device, reserve
+ * resident tensors, hand the run to the pool; GET /v1/runs/{id}: one stored run. */
+#include "front/routes/routes.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/variant_info.h"
+#include "front/http.h"
+#include "common/log.h"
+#include "front/pool.h"
+#include "common/run_request.h"
+#include "front/routes/history.h"
+#include "front/store.h"
+#include "front/tensors.h" /* resident tensors */
+
+/* 0 when the worker of device said in its hello that v's library loads (or v needs none);
+ * else -1 with its reason. */
+static int variant_ready_on(const char *device, const variant_info *v, char *why, size_t why_len)
+{
+    cJSON *list, *item;
+    int rc = 0;
+
+    if (!v->library) return 0;
+    list = pool_device_variants(device);
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
+        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(item, "why");
+        if (!cJSON_IsString(name) || strcmp(name->valuestring, v->name) != 0) continue;
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(item, "ready"))) {
+            snprintf(why, why_len, "%s is not available: %s", v->library,
+                     cJSON_IsString(reason) ? reason->valuestring : "it did not load");
+            rc = -1;
+        }
+    }
+    cJSON_Delete(list);
+    return rc;
+}
+
+/* Choose and check the device of r (r->backend already validated). 0, or -1 with e. */
+static int resolve_device(run_request *r, const variant_info *v, api_error *e)
+{
+    char devices[200], why[300];
+    const char *dev;
+    int cc;
+
+    if (r->device[0]) {
+        if (!run_request_device_valid(r->device))
+            return api_fail(e, 400, "bad_device", "device", "device must be cpu or cuda:N, got '%s'", r->device);
+        if (v->on_cpu && strcmp(r->device, "cpu") != 0)
+            return api_fail(e, 422, "unsupported", "device", "backend %s runs on the cpu device only, not on %s",
+                            v->name, r->device);
+        if (!v->on_cpu && !strcmp(r->device, "cpu"))
+            return api_fail(e, 422, "unsupported", "device", "backend %s needs a GPU; it cannot run on the cpu device",
+                            v->name);
+    } else {
+        dev = pool_default_device(v->on_cpu);
+        if (!dev) {
+            routes_device_list(devices, sizeof devices);
+            return api_fail(e, 503, "no_device", "device", "backend '%s' needs a GPU and this server has none (devices: %s)",
+                            v->name, devices);
+        }
+        snprintf(r->device, sizeof r->device, "%s", dev);
+    }
+    cc = pool_device_cc(r->device);
+    if (cc < 0) {
+        routes_device_list(devices, sizeof devices);
+        return api_fail(e, 503, "no_device", "device", "device %s is not served here (devices: %s)", r->device,
+                        devices);
+    }
+    /* Nothing asked for is silently dropped: the cpu device times plain calls, so an L2
+     * flush or a CUDA graph would be echoed in params yet not happen. */
+    if (!strcmp(r->device, "cpu") && r->graph)
+        return api_fail(e, 422, "not_applicable", "graph",
+                        "graph=true times CUDA graph replays; the cpu device has no graphs (drop graph)");
+    if (!strcmp(r->device, "cpu") && r->cache_cold)
+        return api_fail(e, 422, "not_applicable", "cache",
+                        "cache=cold flushes a GPU's L2 between forwards; the cpu device has none to flush (drop cache)");
+    why[0] = '\0';
+    if (variant_info_check(v, &r->problem, cc, why, sizeof why) != 0 ||
+        variant_ready_on(r->device, v, why, sizeof why) != 0)
+        return api_fail(e, 422, "unsupported", "device", "%s (device %s)", why[0] ? why : "unsupported here",
+                        r->device);
+    return 0;
+}
+
+void route_run(http_request *req)
+{
+    const settings *s = req->settings;
+    cJSON *resp = NULL;
+    const variant_info *v;
+    run_request r;
+    api_error e;
+    int status;
+
+    if (run_request_parse_body(&r, req->query, req->body, req->body_len, s->enable_fault_injection, &e) != 0) {
+        http_send_error(req, &e);
+        return;
+    }
+    v = variant_info_find(r.backend);
+    if (!v) { /* parse found it; the table does not change */
+        http_fail(req, 500, "internal", "backend", "backend %s vanished from the variants table", r.backend);
+        return;
+    }
+    if (tensors_apply_run(&r, &e) != 0 || resolve_device(&r, v, &e) != 0) { /* q/k/v ids: tensors.c */
+        http_send_error(req, &e);
+        return;
+    }
+    r.verify_cpu_max_macs = s->verify_cpu_max_macs;
+    if (tensors_prepare_run(&r, s->memory_budget_bytes, &e) != 0) { /* 507, input pins, keep_output id */
+        http_send_error(req, &e);
+        return;
+    }
+
+    /* From here the pool owns the run's end: it calls tensors_finish_run (release the pins
+     * and the budget, register a kept output) once, when the run ends, sync or async. */
+    status = pool_run_watched(&r, tensors_finish_run, routes_runs_client_gone, req, &resp);
+    if (!resp) {
+        http_fail(req, 500, "internal", "", "the run ended without an answer (status %d)", status);
+        return;
+    }
+    if (status == 429 && http_add_header(req, "Retry-After", "1") != 0) log_warn("cannot add Retry-After");
+    if (status == 202) { /* async: where to follow it */
+        char location[64];
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(resp, "id");
+        snprintf(location, sizeof location, "/v1/runs/%.0f", cJSON_IsNumber(id) ? id->valuedouble : 0.0);
+        if (http_add_header(req, "Location", location) != 0) log_warn("cannot add Location");
+    }
+    http_send_json(req, status, resp);
+    cJSON_Delete(resp);
+}
+
+void route_get_run(http_request *req)
+{
+    const char *id_text = req->id;
+    char *end, *record;
+    long long id;
+
+    errno = 0;
+    id = strtoll(id_text, &end, 10);
+    if (!isdigit((unsigned char)id_text[0]) || errno != 0 || *end != '\0' || id <= 0) {
+        http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", id_text);
+        return;
+    }
+    record = routes_runs_with_position(id, store_get_run(id)); /* queued: + queue_position */
+    if (!record) {
+        http_fail(req, 404, "not_found", "id", "there is no run %lld", id);
+        return;
+    }
+    http_send_json_text(req, 200, record, strlen(record));
+    free(record);
+}
+

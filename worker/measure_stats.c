@@ -1,0 +1,218 @@
+/* measure_stats.c — the pure part of measurement: sample statistics, the stopping rule,
+ * the "timing" and "perf" JSON objects, and timing on the cpu device (measure.h).
+ *
+ * No CUDA here, so all of it is unit-tested on machines without a GPU
+ * (tests/unit/test_measure_stats.c). measure.c drives the same rule with CUDA events.
+ */
+#include "worker/measure.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/attn.h"
+#include "common/clock.h"
+#include "worker/clocks.h"
+
+/* ---------------------------------------------------------------- statistics ---------- */
+
+static int measure_cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Percentile q (0..1) of n sorted samples, linear interpolation between closest ranks
+ * (numpy's default "linear" method). */
+static double measure_percentile_sorted(const double *sorted, int n, double q)
+{
+    double pos, frac;
+    int lo;
+    if (n <= 0) return 0.0;
+    if (n == 1) return sorted[0];
+    pos = q * (double)(n - 1);
+    lo = (int)floor(pos);
+    if (lo >= n - 1) return sorted[n - 1];
+    frac = pos - (double)lo;
+    return sorted[lo] + frac * (sorted[lo + 1] - sorted[lo]);
+}
+
+/* Mean and sample standard deviation (n − 1 in the denominator; 0 for one sample). */
+static void measure_mean_stdev(const double *x, int n, double *mean, double *stdev)
+{
+    double m = 0.0, ss = 0.0;
+    int i;
+    for (i = 0; i < n; i++) m += x[i];
+    m = n > 0 ? m / n : 0.0;
+    for (i = 0; i < n; i++) ss += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    *stdev = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
+}
+
+void timing_summarize(double *samples_us, int n, timing_stats *s)
+{
+    double mean, stdev;
+    if (n <= 0 || !samples_us) {
+        s->median_us = s->mean_us = s->min_us = s->max_us = s->p10_us = s->p90_us = s->stdev_us = 0.0;
+        s->spread = s->rse = NAN;
+        s->iters = 0;
+        return;
+    }
+    qsort(samples_us, (size_t)n, sizeof *samples_us, measure_cmp_double);
+    measure_mean_stdev(samples_us, n, &mean, &stdev);
+    s->iters = n;
+    s->min_us = samples_us[0];
+    s->max_us = samples_us[n - 1];
+    s->median_us = measure_percentile_sorted(samples_us, n, 0.5);
+    s->p10_us = measure_percentile_sorted(samples_us, n, 0.1);
+    s->p90_us = measure_percentile_sorted(samples_us, n, 0.9);
+    s->mean_us = mean;
+    s->stdev_us = stdev;
+    /* One sample has no spread to speak of: unknown (null), not 0. */
+    s->spread = n > 1 && mean > 0.0 ? stdev / mean : NAN;
+    s->rse = s->spread / sqrt((double)n);
+}
+
+/* ---------------------------------------------------------------- stopping rule ------- */
+
+const char *timing_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms)
+{
+    double mean, stdev, rse;
+    if (r->iters > 0) return n >= r->iters ? "iters" : NULL;
+    if (r->max_iters > 0 && n >= r->max_iters) return "max_iters";
+    if (r->max_time_ms > 0.0 && elapsed_ms >= r->max_time_ms && n >= 1)
+        return n < r->min_iters ? "max_time_before_min_iters" : "max_time";
+    /* A spread needs two samples: one sample has stdev 0 and would "converge" at once. */
+    if (n < 2 || n < r->min_iters || elapsed_ms < r->min_time_ms) return NULL;
+    measure_mean_stdev(samples_us, n, &mean, &stdev);
+    if (mean <= 0.0) return NULL;
+    rse = (stdev / mean) / sqrt((double)n);
+    return rse <= r->target_noise ? "rse" : NULL;
+}
+
+/* ---------------------------------------------------------------- JSON ---------------- */
+
+/* Non-finite numbers are not JSON: null instead. */
+static void measure_add_number(cJSON *o, const char *key, double v)
+{
+    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
+    else cJSON_AddNullToObject(o, key);
+}
+
+cJSON *timing_to_json(const timing_stats *s)
+{
+    cJSON *o = cJSON_CreateObject(), *clocks;
+    if (!o) return NULL;
+    measure_add_number(o, "median_us", s->median_us);
+    measure_add_number(o, "mean_us", s->mean_us);
+    measure_add_number(o, "min_us", s->min_us);
+    measure_add_number(o, "max_us", s->max_us);
+    measure_add_number(o, "p10_us", s->p10_us);
+    measure_add_number(o, "p90_us", s->p90_us);
+    measure_add_number(o, "stdev_us", s->stdev_us);
+    measure_add_number(o, "spread", s->spread);
+    measure_add_number(o, "rse", s->rse);
+    cJSON_AddNumberToObject(o, "iters", s->iters);
+    cJSON_AddNumberToObject(o, "warmup", s->warmup);
+    if (s->stop_reason) cJSON_AddStringToObject(o, "stop_reason", s->stop_reason);
+    else cJSON_AddNullToObject(o, "stop_reason");
+    cJSON_AddStringToObject(o, "cache", s->cache_cold ? "cold" : "hot");
+    cJSON_AddBoolToObject(o, "graph", s->graph != 0);
+    measure_add_number(o, "host_us", s->host_us);
+    measure_add_number(o, "total_ms", s->total_ms);
+    clocks = cJSON_AddObjectToObject(o, "clocks");
+    if (clocks) {
+        measure_add_number(clocks, "sm_min_mhz", s->sm_clock_min_mhz);
+        measure_add_number(clocks, "sm_max_mhz", s->sm_clock_max_mhz);
+        measure_add_number(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz);
+        cJSON_AddBoolToObject(clocks, "throttled", s->throttled != 0);
+        measure_add_number(clocks, "power_min_w", s->power_min_w > 0 ? s->power_min_w : NAN);
+        measure_add_number(clocks, "power_max_w", s->power_max_w > 0 ? s->power_max_w : NAN);
+        if (s->have_clock_reasons) cJSON_AddItemToObject(clocks, "event_reasons", clocks_reasons_json(s->clock_reasons));
+        else cJSON_AddNullToObject(clocks, "event_reasons");
+    }
+    return o;
+}
+
+cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour, const char *currency)
+{
+    cJSON *o = cJSON_CreateObject();
+    int known = isfinite(s->energy_j) && s->energy_j > 0.0 && s->iters > 0 && s->energy_window_ms > 0.0;
+    double per_forward = known ? s->energy_j / s->iters : NAN;
+
+    if (!o) return NULL;
+    measure_add_number(o, "joules_per_forward", per_forward);
+    measure_add_number(o, "avg_power_w", known ? s->energy_j / (s->energy_window_ms * 1e-3) : NAN);
+    measure_add_number(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
+    measure_add_number(o, "window_ms", s->energy_window_ms);
+    cJSON_AddNumberToObject(o, "forwards", s->iters);
+    /* The box is paid by the hour: a million forwards at the median take median_us seconds. */
+    if (price_per_hour > 0.0) {
+        measure_add_number(o, "cost_per_million_forwards", s->iters > 0 ? price_per_hour / 3600.0 * s->median_us : NAN);
+        if (currency && currency[0]) cJSON_AddStringToObject(o, "currency", currency);
+    }
+    if (known) cJSON_AddNullToObject(o, "why");
+    else cJSON_AddStringToObject(o, "why", s->energy_why ? s->energy_why : "not measured");
+    return o;
+}
+
+cJSON *perf_to_json(const attn_problem *p, double median_us)
+{
+    cJSON *o = cJSON_CreateObject();
+    double flops = attn_flops(p), bytes = attn_min_bytes(p);
+    double seconds = median_us * 1e-6;
+    if (!o) return NULL;
+    measure_add_number(o, "flops", flops);
+    measure_add_number(o, "tflops", seconds > 0.0 ? flops / seconds / 1e12 : NAN);
+    measure_add_number(o, "bytes", bytes);
+    measure_add_number(o, "gbps", seconds > 0.0 ? bytes / seconds / 1e9 : NAN);
+    return o;
+}
+
+/* ---------------------------------------------------------------- cpu timing ---------- */
+
+static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
+
+int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, timing_stats *out)
+{
+    double *samples = NULL, t_begin, t0, t1;
+    int n = 0, cap = 0, i, rc = -1;
+    const char *reason = NULL;
+
+    memset(out, 0, sizeof *out);
+    out->warmup = r->warmup > 0 ? r->warmup : 0;
+
+    for (i = 0; i < out->warmup; i++)
+        if (fn(ctx, arg) != 0) return -1;
+
+    t_begin = measure_now_ms();
+    while (!reason) {
+        if (n == cap) {
+            int ncap = cap ? cap * 2 : 64;
+            double *g = realloc(samples, (size_t)ncap * sizeof *g);
+            if (!g) {
+                exec_fail(ctx, __FILE__, __LINE__, "realloc(samples)", "out of memory");
+                goto done;
+            }
+            samples = g;
+            cap = ncap;
+        }
+        t0 = measure_now_ms();
+        if (fn(ctx, arg) != 0) goto done;
+        t1 = measure_now_ms();
+        samples[n++] = (t1 - t0) * 1e3;
+        reason = timing_stop_reason(r, samples, n, t1 - t_begin);
+    }
+    out->total_ms = measure_now_ms() - t_begin;
+    out->stop_reason = reason;
+    /* On the cpu the forward runs to completion inside fn: its host time is its time. */
+    timing_summarize(samples, n, out);
+    out->host_us = out->median_us;
+    out->cache_cold = 0; /* nothing to flush deliberately on the cpu device */
+    out->graph = 0;
+    rc = 0;
+done:
+    free(samples);
+    return rc;
+}
