@@ -130,6 +130,26 @@ def ratio(a, b):
     return a / b
 
 
+def energy_note(why, limit=60):
+    """energy.why in a few words for the note column: the counter's steps and the window, the
+    power against the board's limit (the worker's phrasings, old and new), else its first
+    clause, cut at a word."""
+    m = re.search(r"stepped (\d+) time\(s\) .*only (\d+) of the steps were timed", why)
+    if m:
+        return "sampler held off the CPU: %s of %s counter steps timed" % (m.group(2), m.group(1))
+    m = re.search(r"stepped (\d+) time\(s\) (?:over [\d.]+ ms of|in) the ([\d.]+) ms", why)
+    if m:
+        steps = int(m.group(1))
+        return "%d counter step%s in %.0f ms" % (steps, "" if steps == 1 else "s", float(m.group(2)))
+    m = re.search(r"gives ([\d.]+) W .*power limit of ([\d.]+) W", why)
+    if m:
+        return "%s W over the %s W limit" % (m.group(1), m.group(2))
+    text = re.split(r"; |: ", re.sub(r"\s*\([^)]*\)", "", why))[0]
+    if len(text) > limit:
+        text = text[:limit].rsplit(" ", 1)[0] + "…"
+    return text
+
+
 def commit_id():
     # ATTND_COMMIT first: a copy of the tree on a lent machine may carry a stale .git
     if os.environ.get("ATTND_COMMIT"):
@@ -341,7 +361,7 @@ def markdown(doc, prediction_text):
             if a.get("clock_reasons"):
                 note.append("clocks: " + ",".join(x for x in a["clock_reasons"] if x != "gpu_idle"))
             if a.get("energy_why") and not a.get("error"):
-                note.append("no energy: " + a["energy_why"][:60])
+                note.append("no energy: " + energy_note(a["energy_why"]))
             if r["torch_source"] != "live":
                 note.append("torch " + r["torch_source"])
             out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (

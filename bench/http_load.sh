@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HTTP load on the front (issue 6 targets): /healthz and a tiny cpu-device run request,
+# HTTP load on the front (its throughput targets): /healthz and a tiny cpu-device run request,
 # measured with wrk against a fresh attnd on the cpu device.
 #
 #   sh scripts/install-deps.sh bench-http     # wrk (Debian's package)

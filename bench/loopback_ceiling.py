@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """bench/loopback_ceiling.py — what curl alone reaches through loopback on this machine, so
-attnd's tensor transfer rates (tests/gpu/test_tensors.py, issue 4's 1 GB/s target) can be
+attnd's tensor transfer rates (tests/gpu/test_tensors.py, its 1 GB/s target) can be
 read against the machine rather than in a vacuum.
 
 Two minimal servers, each doing the least work an HTTP server can: the sink answers a

@@ -1,5 +1,5 @@
-"""How often NVML's energy counter moves, measured: the basis of attnd's 100 ms minimum
-window for energy (docs/measurement.md, "Energy").
+"""How often NVML's energy counter moves, measured: the basis of attnd's 200 ms minimum span
+between counter steps for energy (docs/measurement.md, "Energy").
 
 Reads nvmlDeviceGetTotalEnergyConsumption in a tight loop for a few seconds while the GPU
 runs bf16 matmuls (PyTorch), and prints the intervals between changes of the counter and

@@ -1,4 +1,4 @@
-/* clock_text.c — see clock_text.h. */
+/* clock.c — the one wall clock format and the one monotonic clock (clock.h). */
 #include "common/clock.h"
 
 #include <stdio.h>
@@ -22,3 +22,5 @@ double clock_monotonic_s(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
+
+long long clock_monotonic_ms(void) { return (long long)(clock_monotonic_s() * 1e3); }

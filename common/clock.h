@@ -1,8 +1,8 @@
-/* clock_text.h — the one timestamp format of attnd's records: UTC ISO-8601 with
+/* clock.h — the one timestamp format of attnd's records: UTC ISO-8601 with
  * milliseconds, "2026-12-02T10:31:05.123Z"; and the monotonic seconds that the phases of a
  * request (receive, queue, copy, fill, send) are timed with. */
-#ifndef CLOCK_TEXT_H
-#define CLOCK_TEXT_H
+#ifndef CLOCK_H
+#define CLOCK_H
 
 #include <stddef.h>
 
@@ -12,5 +12,8 @@ void clock_text_now_iso(char *buf, size_t len);
 /* CLOCK_MONOTONIC in seconds: only differences mean anything, and they are the same in
  * the front and its workers (one clock per machine). */
 double clock_monotonic_s(void);
+
+/* The same clock in whole milliseconds: for deadlines of polls and waits. */
+long long clock_monotonic_ms(void);
 
 #endif

@@ -105,7 +105,6 @@ int ipc_send_json(int sock, const cJSON *msg, int fd)
 
 /* --------------------------------------------------------------------------- receive -- */
 
-static long long ipc_now_ms(void) { return (long long)(clock_monotonic_s() * 1e3); }
 
 /* Wait until sock is readable or the deadline (< 0: none) passes. */
 static int ipc_wait_readable(int sock, long long deadline_ms)
@@ -115,7 +114,7 @@ static int ipc_wait_readable(int sock, long long deadline_ms)
         int timeout = -1, rc;
 
         if (deadline_ms >= 0) {
-            long long left = deadline_ms - ipc_now_ms();
+            long long left = deadline_ms - clock_monotonic_ms();
             if (left <= 0) return IPC_TIMEOUT;
             timeout = left > 0x7fffffff ? 0x7fffffff : (int)left;
         }
@@ -185,7 +184,7 @@ static int ipc_read_full(int sock, void *buf, size_t n, int *fd, long long deadl
 int ipc_recv_json(int sock, cJSON **msg, int *fd, int timeout_ms)
 {
     unsigned char header[4];
-    long long deadline_ms = timeout_ms < 0 ? -1 : ipc_now_ms() + timeout_ms;
+    long long deadline_ms = timeout_ms < 0 ? -1 : clock_monotonic_ms() + timeout_ms;
     uint32_t len;
     char *text;
     cJSON *parsed;

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parse_int.h"
 #include "common/variant_info.h"
 
 #define SEED_EXACT_MAX 9007199254740992.0 /* 2^53: a JSON number above it has lost digits */
@@ -31,12 +32,12 @@
 
 /* The parameters a client may send. `fault` only with allow_faults. verify_cpu_max_macs is
  * accepted so a stored "params" object can be posted back unchanged; the server's setting
- * replaces it (routes.c). */
+ * replaces it (front/routes/runs.c). */
 static const char *const run_params[] = {
     "backend", "device", "batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
     "mask", "scale", "seed", "warmup", "iters", "min_iters", "max_iters", "min_time_ms", "max_time_ms",
     "target_noise", "cache", "graph", "verify", "profile", "verify_cpu_max_macs", "fault",
-    "async",
+    "async", "impl",
     "q", "k", "v", "keep_output", "output_tensor", /* resident tensors */
 };
 #define RUN_PARAM_COUNT (sizeof run_params / sizeof run_params[0])
@@ -89,20 +90,6 @@ static const char *value_text(const cJSON *item, char *buf, size_t len)
     return buf;
 }
 
-/* Strict decimal integer text: no spaces, digits only after an optional sign, no overflow. */
-static int text_to_ll(const char *s, long long *out)
-{
-    char *end;
-    long long x;
-
-    if (!s[0] || isspace((unsigned char)s[0])) return -1;
-    errno = 0;
-    x = strtoll(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0') return -1;
-    *out = x;
-    return 0;
-}
-
 /* An integer in [min, max] from a string or an integral JSON number. */
 static int get_ll(const cJSON *item, const char *name, long long min, long long max, long long *out,
                   api_error *e)
@@ -112,7 +99,7 @@ static int get_ll(const cJSON *item, const char *name, long long min, long long 
 
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring;
-        if (text_to_ll(s, &x) != 0) {
+        if (parse_int(s, &x) != 0) {
             /* Tell overflow apart from junk: both are refusals, only the message differs. */
             const char *p = s + (s[0] == '-' || s[0] == '+');
             if (*p && strspn(p, "0123456789") == strlen(p))
@@ -657,6 +644,12 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     if ((item = param(query, body, "verify_cpu_max_macs")) &&
         get_ll(item, "verify_cpu_max_macs", 0, 1000000000000000LL, &r->verify_cpu_max_macs, e) != 0)
         return -1;
+    if ((item = param(query, body, "impl"))) {
+        if (get_string(item, "impl", &s, e) != 0) return -1;
+        if (variant_info_impl_check(v, s, why, sizeof why) != 0)
+            return api_fail(e, 400, "bad_value", "impl", "%s", why);
+        snprintf(r->impl, sizeof r->impl, "%s", s);
+    }
     if ((item = param(query, body, "fault"))) { /* present only when allow_faults (check_names) */
         if (get_string(item, "fault", &s, e) != 0) return -1;
         if (strcmp(s, "crash") && strcmp(s, "hang") && strcmp(s, "sticky"))
@@ -668,7 +661,7 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     {
         static const char *const names[] = {"q", "k", "v", "output_tensor"};
         char *dst[] = {r->q_tensor, r->k_tensor, r->v_tensor, r->output_tensor};
-        for (i = 0; i < 4; i++) { /* "t" and a decimal number (tensors.c) */
+        for (i = 0; i < 4; i++) { /* "t" and a decimal number (front/tensor_table.c) */
             if (!(item = param(query, body, names[i]))) continue;
             if (get_string(item, names[i], &s, e) != 0) return -1;
             if (s[0] != 't' || !s[1] || strlen(s) >= sizeof r->q_tensor || strspn(s + 1, "0123456789") != strlen(s + 1))
@@ -770,6 +763,7 @@ cJSON *run_request_to_json(const run_request *r)
         snprintf(macs, sizeof macs, "%lld", r->verify_cpu_max_macs);
         ok = ok && cJSON_AddStringToObject(o, "verify_cpu_max_macs", macs);
     }
+    if (r->impl[0]) ok = ok && cJSON_AddStringToObject(o, "impl", r->impl);
     if (r->fault[0]) ok = ok && cJSON_AddStringToObject(o, "fault", r->fault);
     if (r->q_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "q", r->q_tensor);
     if (r->k_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "k", r->k_tensor);

@@ -42,6 +42,7 @@ typedef struct run_request {
     int profile;            /* 1: one extra forward under CUPTI for the kernel table */
     long long verify_cpu_max_macs; /* set by the front from settings: above it, GPU fp32 reference */
     int async_run;          /* 1 (`async=true`): answer 202 at once; the front only, not in "params" */
+    char impl[16];          /* the backend's kernel family (variant_info.impls); "": its default */
     char fault[16];         /* test hook, only with enable_fault_injection: crash|hang|sticky */
     /* Resident tensors (docs/tensors.md): q, k, v ids ("t4"; "" = generated from
      * the seed); the front's tensors_apply_run takes shape and dtype from them. */
@@ -68,7 +69,9 @@ void run_request_defaults(run_request *r);
  * (none|causal|causal_bottom_right), cache (hot|cold), booleans as true/false/1/0.
  * Returns 0, or -1 with e filled: 400 for malformed or out-of-range values and unknown
  * parameters, 422 for a valid request the backend does not support (checked against the
- * variants table; the device's compute capability is checked later, by the front).
+ * variants table; the device's compute capability is checked later, by the front). `impl`
+ * must name one of the backend's implementations (400; whether the device runs it is the
+ * front's check, against the worker's hello).
  * allow_faults: accept the `fault` parameter (settings.enable_fault_injection). */
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e);
 

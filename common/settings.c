@@ -12,6 +12,8 @@
  */
 #include "common/settings.h"
 #include "common/command_line.h"
+#include "common/grow.h"
+#include "common/parse_int.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -109,6 +111,12 @@ static const setting_def setting_table[] = {
     {"price_per_hour", SETTING_STRING, FIELD(price_per_hour), "", 0, 0, "amount",
      "what this machine costs an hour, e.g. 2.49 or \"2.49 USD\": GPU runs then report "
      "energy.cost_per_million_forwards; empty: not reported", check_price},
+    {"cupti", SETTING_BOOL, FIELD(cupti), "true", 0, 1, "",
+     "GPU workers load CUPTI for the kernel table and the trace; false: they never load it "
+     "(profile=true runs fail), to measure host cost without it", NULL},
+    {"nvtx_to_cupti", SETTING_BOOL, FIELD(nvtx_to_cupti), "true", 0, 1, "",
+     "route the workers' NVTX ranges into CUPTI, so traces show the variants' phases "
+     "(user_annotation events)", NULL},
 };
 
 #define SETTING_COUNT (sizeof setting_table / sizeof setting_table[0])
@@ -171,20 +179,6 @@ static int parse_bool_word(const char *v, int *out)
     return -1;
 }
 
-/* Strict decimal integer: optional sign, digits, nothing else, no overflow. */
-static int parse_ll(const char *v, long long *out)
-{
-    char *end;
-    long long x;
-
-    if (!v[0] || isspace((unsigned char)v[0])) return -1;
-    errno = 0;
-    x = strtoll(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0') return -1;
-    *out = x;
-    return 0;
-}
-
 /* Set one setting from its text form. `source` names where the value came from, for the
  * message ("flag --queue-depth", "ATTND_QUEUE_DEPTH", "config file x.json"). */
 static int setting_apply(settings *s, const setting_def *d, const char *value, const char *source, char *err,
@@ -217,7 +211,7 @@ static int setting_apply(settings *s, const setting_def *d, const char *value, c
         return 0;
     case SETTING_INT:
     case SETTING_INT64:
-        if (parse_ll(value, &x) != 0) {
+        if (parse_int(value, &x) != 0) {
             snprintf(err, err_len, "%s: %s must be a decimal integer, got '%s'", source, d->name, value);
             return -1;
         }
@@ -262,7 +256,7 @@ static int check_listen(const char *value, char *why, size_t why_len)
         }
         port = colon + 1;
     }
-    if (port[0] == '-' || port[0] == '+' || parse_ll(port, &p) != 0 || p < 0 || p > 65535) {
+    if (port[0] == '-' || port[0] == '+' || parse_int(port, &p) != 0 || p < 0 || p > 65535) {
         snprintf(why, why_len, "the port must be 0..65535 (0: any free port)");
         return -1;
     }
@@ -347,18 +341,14 @@ static char *read_file_text(const char *path, char *err, size_t err_len)
     for (;;) {
         size_t n;
         if (cap - len < 4096) {
-            char *grown;
             if (cap > (16u << 20)) {
                 snprintf(err, err_len, "config file %s is larger than 16 MiB", path);
                 goto fail;
             }
-            grown = realloc(text, cap ? cap * 2 : 8192);
-            if (!grown) {
+            if (grow_array(&text, &cap, cap + 4096, 1, 8192) != 0) {
                 snprintf(err, err_len, "out of memory reading config file %s", path);
                 goto fail;
             }
-            text = grown;
-            cap = cap ? cap * 2 : 8192;
         }
         n = fread(text + len, 1, cap - len - 1, f);
         len += n;
@@ -584,6 +574,6 @@ void settings_print_help(FILE *out)
             "\n"
             "  %-32s show this help and exit\n"
             "\n"
-            "Internal modes (started by attnd itself): --worker DEVICE --ipc-fd N [flags], --probe.\n",
+            "attnd starts attnd-worker, from its own folder, for each device (docs/architecture.md).\n",
             "--help, -h");
 }

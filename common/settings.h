@@ -33,6 +33,8 @@ typedef struct settings {
     char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
     char cudnn_library[512];      /* libcudnn.so.9 or its directory; "": the loader's search */
     char price_per_hour[32];      /* what the box costs an hour, "2.49" or "2.49 USD"; "": unknown */
+    int cupti;                    /* GPU workers load CUPTI (kernel table, trace); 0: never */
+    int nvtx_to_cupti;            /* NVTX ranges reach CUPTI, so traces show them */
 } settings;
 
 /* price_per_hour as an amount (> 0) and its currency ("" when none was given). 0, or -1

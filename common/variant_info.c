@@ -163,6 +163,32 @@ const variant_info variant_info_math = {
     .workspace_bound = math_bound,
 };
 
+/* ---- implementations: the kernel families `impl` chooses (kernels/fused.h, same order) */
+
+#define HOPPER_KERNELS "compute capability 9.0 and a worker built with sm_90a code"
+
+static const variant_impl efficient_impls[] = {
+    {"exact", "v2: head_dim 128 compiled in, 2-stage K/V ring, one barrier per key block; 16-bit "
+              "head_dim 128 only, the default there", NULL},
+    {"legacy", "v1: the bucket kernel (64x64 tiles, one shared-memory stage); what every other "
+               "problem runs", NULL},
+};
+
+static const variant_impl flash_impls[] = {
+    {"tma", "v6, FA3's structure: TMA loads, a producer warp, ping-ponged wgmma consumer "
+            "warpgroups; head_dim 64 and 128 (96 runs w4), the default on sm_90a", HOPPER_KERNELS},
+    {"wgmma", "v5: both products on wgmma from swizzled shared memory, cp.async K/V ring; head_dim "
+              "64 and 128 (96 runs w4)", HOPPER_KERNELS},
+    {"w4", "v4, FA2's tile: mma.sync, 4 warps x 32 query rows, one barrier per key block; head_dim "
+           "96 and 128 (64 runs legacy), the default without sm_90a", NULL},
+    {"w8", "v4 with 8 warps x 16 query rows, Q in registers; head_dim 96 and 128 (64 runs legacy), "
+           "the default on sm_86 and sm_89", NULL},
+    {"legacy", "v3: mma.sync from a 2-stage cp.async ring, head_dim 32/64/256 compiled in; the only "
+               "kernel at head_dim 32 and 256", NULL},
+};
+
+#define IMPLS(a) .impls = (a), .impl_count = sizeof(a) / sizeof((a)[0])
+
 const variant_info variant_info_efficient = {
     .name = "efficient",
     .summary = "attnd's memory-efficient fused attention (the role of xformers/CUTLASS in SDPA): "
@@ -172,6 +198,7 @@ const variant_info variant_info_efficient = {
     .max_head_dim = EFFICIENT_MAX_HEAD_DIM,
     .head_dim_multiple = 8,
     .check = variant_check_efficient,
+    IMPLS(efficient_impls),
 };
 
 const variant_info variant_info_flash = {
@@ -184,6 +211,7 @@ const variant_info variant_info_flash = {
     .max_head_dim = 256,
     .head_dim_multiple = 32,
     .check = variant_check_flash,
+    IMPLS(flash_impls),
 };
 
 const variant_info variant_info_cudnn = {
@@ -212,6 +240,34 @@ const variant_info *variant_info_find(const char *name)
     for (i = 0; i < variant_infos_count; i++)
         if (strcmp(variant_infos[i]->name, name) == 0) return variant_infos[i];
     return NULL;
+}
+
+int variant_info_impl_find(const variant_info *v, const char *name)
+{
+    size_t i;
+    for (i = 0; name && i < v->impl_count; i++)
+        if (strcmp(v->impls[i].name, name) == 0) return (int)i;
+    return -1;
+}
+
+int variant_info_impl_check(const variant_info *v, const char *impl, char *why, size_t why_len)
+{
+    char list[200];
+    size_t i, n = 0;
+
+    if (variant_info_impl_find(v, impl) >= 0) return 0;
+    list[0] = '\0';
+    if (v->impl_count == 0) {
+        for (i = 0; i < variant_infos_count && n < sizeof list; i++)
+            if (variant_infos[i]->impl_count)
+                n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", n ? ", " : "", variant_infos[i]->name);
+        snprintf(why, why_len, "backend %s has one implementation: impl applies to %s only", v->name, list);
+        return -1;
+    }
+    for (i = 0; i < v->impl_count && n < sizeof list; i++)
+        n += (size_t)snprintf(list + n, sizeof list - n, "%s%s", i ? ", " : "", v->impls[i].name);
+    snprintf(why, why_len, "backend %s has no implementation '%.40s'; it has %s", v->name, impl, list);
+    return -1;
 }
 
 /* "bf16, fp16" from the dtype bits. */

@@ -22,6 +22,13 @@ extern "C" {
 #define CUDNN_SDPA_MAX_HEAD_DIM 256
 #define CUDNN_SDPA_HEAD_DIM_MULTIPLE 8
 
+/* One kernel family of a variant, as the `impl` run parameter chooses it. */
+typedef struct variant_impl {
+    const char *name;     /* as `impl` spells it: "tma" */
+    const char *summary;  /* one line: the kernel, and the problems where it differs */
+    const char *needs;    /* what a device needs beyond the variant's own limits; NULL: nothing */
+} variant_impl;
+
 typedef struct variant_info {
     const char *name;     /* as the API spells it: "naive", "math", … */
     const char *summary;  /* one line: what it does and whose cost structure it copies */
@@ -39,6 +46,10 @@ typedef struct variant_info {
     size_t (*workspace_bound)(const attn_problem *p);
     /* The library the worker opens at run time for it ("cuDNN"); NULL: its kernels are attnd's. */
     const char *library;
+    /* Its kernel families, in the order of kernels/fused.h's *_IMPL_* values; NULL when the
+     * variant has one. */
+    const variant_impl *impls;
+    size_t impl_count;
 } variant_info;
 
 /* The table, in the order /v1/variants lists it. */
@@ -56,6 +67,14 @@ const variant_info *variant_info_find(const char *name);
  * naming the limit (dtype, head_dim, arch, …). Whether v runs on the cpu device (on_cpu) is
  * the caller's check, since only it knows the device. */
 int variant_info_check(const variant_info *v, const attn_problem *p, int cc, char *why, size_t why_len);
+
+/* Index of implementation `name` of v, -1 when v has none of that name. */
+int variant_info_impl_find(const variant_info *v, const char *name);
+
+/* 0 when `impl` names one of v's implementations; else -1 and a message that names the ones
+ * v has, or the variants that have any (v has none). The device check is the caller's: the
+ * workers' hellos say which implementations each device runs. */
+int variant_info_impl_check(const variant_info *v, const char *impl, char *why, size_t why_len);
 
 /* The problem limits of the fused variants, as the table's `check` (the kernels call them
  * too, to refuse a problem that bypassed the table). */

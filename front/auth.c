@@ -14,8 +14,6 @@
 #include <string.h>
 #include <strings.h>
 
-#include <microhttpd.h>
-
 #include "common/log.h"
 
 #define AUTH_MAX_TOKENS 256
@@ -127,19 +125,7 @@ int auth_check(const char *method, const char *path, const char *authorization)
     return ok;
 }
 
-int auth_allow(http_request *req)
+const char *auth_refusal_message(const char *authorization)
 {
-    const char *h;
-
-    if (!auth_enabled) return 1;
-    h = MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_HEADER_KIND,
-                                    MHD_HTTP_HEADER_AUTHORIZATION);
-    if (auth_check(req->method, req->path, h)) return 1;
-    if (http_add_header(req, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer realm=\"attnd\"") != 0) {
-        http_fail(req, 500, "internal", "", "cannot set the WWW-Authenticate header");
-        return 0;
-    }
-    http_fail(req, 401, "unauthorized", "", "%s", h ? "the bearer token is not valid"
-                                                    : "this endpoint needs Authorization: Bearer TOKEN");
-    return 0;
+    return authorization ? "the bearer token is not valid" : "this endpoint needs Authorization: Bearer TOKEN";
 }

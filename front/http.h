@@ -1,4 +1,5 @@
-/* http.h — the HTTP front door: libmicrohttpd glue (http.c) and the route table (routes.c).
+/* http.h — the HTTP front door: libmicrohttpd glue (http.c, http_route.c, http_body.c,
+ * http_send.c) and the route table (routes/table.c).
  *
  * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a synchronous run blocks its
  * handler while the job runs, and other connections go on. http.c reads the request (body
@@ -38,9 +39,9 @@ typedef struct http_request {
                                 body): received_s - arrived_s is the body's arrival time */
     const settings *settings;
 
-    /* private to http.c */
+    /* private to http.c and its http_*.c companions */
     void *conn;              /* struct MHD_Connection * */
-    void *conn_state;        /* http.c's per-request state (http_conn) */
+    void *conn_state;        /* http.c's per-request state (http_conn.h) */
     int answered;            /* an http_send_* call queued the answer (or failed to) */
     int status;              /* the status answered (for /metrics) */
     const char *route;       /* the pattern of the route that handled it; NULL when none */
@@ -65,7 +66,7 @@ typedef struct http_route {
     const char *summary;     /* one line, for docs and logs */
 } http_route;
 
-/* The route table (routes.c). */
+/* The route table (routes/table.c). */
 extern const http_route http_routes[];
 extern const size_t http_routes_count;
 
@@ -88,8 +89,20 @@ typedef struct http_stream_route {
     void (*release)(void *hold);
 } http_stream_route;
 
-/* The streaming routes (routes.c), ended by an entry whose pattern is NULL. */
+/* The streaming routes (routes/table.c), ended by an entry whose pattern is NULL. */
 extern const http_stream_route http_stream_routes[];
+
+/* Told of every request once it ends: method as sent, route the pattern of the route that
+ * handled it (NULL when none matched), status the one answered (0 when nothing was sent; a
+ * streamed upload cut off mid-body reports the status of its refusal). Called on the
+ * connection's thread, so it must be thread-safe and must not block. */
+typedef void (*http_request_observer)(const char *method, const char *route, int status);
+
+/* Set the observer (NULL: none). Set it before http_start: it is read without a lock. */
+void http_set_request_observer(http_request_observer observer);
+
+/* The query parameter key of req as a string; NULL when absent. */
+const char *http_query_param(const http_request *req, const char *key);
 
 /* Has the client of req gone away (closed or reset its connection)? For handlers that wait
  * (a queued synchronous run): 1 gone, 0 still there. Never blocks, never reads request bytes. */

@@ -24,6 +24,7 @@
 #include "front/http.h"
 #include "common/log.h"
 #include "common/command_line.h"
+#include "front/metrics.h"
 #include "front/pool.h"
 #include "common/settings.h"
 #include "front/store.h"
@@ -108,6 +109,7 @@ static int main_front(int argc, char **argv)
         store_close();
         return 1;
     }
+    http_set_request_observer(metrics_http_request); /* every answered request is counted */
     if (http_start(&s, err, sizeof err) != 0) {
         log_error("http: %s", err);
         pool_stop();

@@ -19,11 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/build_info.h"
 #include "front/http.h" /* the route table: the only labels a request can get */
-#include "front/pool.h"
 
 #define METRICS_ROWS 256
 /* Request label sets: routes (+ HEAD of GET routes) and the few methods of "unmatched",
@@ -113,14 +110,18 @@ void metrics_http_request(const char *method, const char *route, int status)
     pthread_mutex_unlock(&metrics_mu);
 }
 
-void metrics_run_finished(const char *backend, const char *device, const char *status, double gpu_seconds)
+static metrics_devices_fn metrics_devices_source; /* set once, before the server answers */
+
+void metrics_set_device_source(metrics_devices_fn fn) { metrics_devices_source = fn; }
+
+void metrics_observe_run(const run_record *rec)
 {
+    const char *backend = rec->request.backend, *device = rec->request.device;
+    const char *status = run_status_name(rec->status);
+    double gpu_seconds = rec->status == RUN_DONE && rec->median_us >= 0 ? rec->median_us * 1e-6 : -1.0;
     int i;
     size_t b;
 
-    if (!backend) backend = "";
-    if (!device) device = "";
-    if (!status) status = "";
     pthread_mutex_lock(&metrics_mu);
     for (i = 0; i < metrics_nruns; i++)
         if (!strcmp(metrics_runs[i].backend, backend) && !strcmp(metrics_runs[i].status, status)) break;
@@ -243,56 +244,37 @@ static void header(text_buf *t, const char *name, const char *type, const char *
     tb_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static double num(const cJSON *o, const char *key, double dflt)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    return cJSON_IsNumber(v) ? v->valuedouble : dflt;
-}
-
-/* The per-device gauges, from the pool's device list (the last hello of each worker). */
+/* The per-device gauges, from the pool's source (its workers' last hellos). */
 static void render_devices(text_buf *t)
 {
-    cJSON *o = pool_devices_json(), *list = cJSON_GetObjectItemCaseSensitive(o, "devices"), *d;
+    metrics_device devices[METRICS_DEVICES];
+    int n = metrics_devices_source ? metrics_devices_source(devices, METRICS_DEVICES) : 0, i;
     char a[64];
 
     header(t, "attnd_queue_depth", "gauge", "Jobs waiting in the queue of a device.");
-    cJSON_ArrayForEach(d, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
-        if (!cJSON_IsString(id)) continue;
-        tb_printf(t, "attnd_queue_depth{device=\"%s\"} %d\n", esc(id->valuestring, a, sizeof a),
-                  pool_queue_depth(id->valuestring));
-    }
+    for (i = 0; i < n; i++)
+        tb_printf(t, "attnd_queue_depth{device=\"%s\"} %d\n", esc(devices[i].id, a, sizeof a), devices[i].queue_depth);
     header(t, "attnd_workers_up", "gauge", "1 when the worker of a device is up, else 0.");
-    cJSON_ArrayForEach(d, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id"), *st = cJSON_GetObjectItemCaseSensitive(d, "state");
-        if (!cJSON_IsString(id)) continue;
-        tb_printf(t, "attnd_workers_up{device=\"%s\"} %d\n", esc(id->valuestring, a, sizeof a),
-                  cJSON_IsString(st) && !strcmp(st->valuestring, "up"));
-    }
+    for (i = 0; i < n; i++)
+        tb_printf(t, "attnd_workers_up{device=\"%s\"} %d\n", esc(devices[i].id, a, sizeof a), devices[i].up);
     header(t, "attnd_worker_restarts_total", "counter", "Times the worker of a device was restarted.");
-    cJSON_ArrayForEach(d, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
-        if (!cJSON_IsString(id)) continue;
-        tb_printf(t, "attnd_worker_restarts_total{device=\"%s\"} %.0f\n", esc(id->valuestring, a, sizeof a),
-                  num(d, "restarts", 0));
-    }
+    for (i = 0; i < n; i++)
+        tb_printf(t, "attnd_worker_restarts_total{device=\"%s\"} %d\n", esc(devices[i].id, a, sizeof a),
+                  devices[i].restarts);
     header(t, "attnd_gpu_memory_total_bytes", "gauge", "Memory of a GPU, from its worker's last hello.");
-    cJSON_ArrayForEach(d, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
-        if (!cJSON_IsString(id) || !strcmp(id->valuestring, "cpu") || num(d, "memory_total_bytes", -1) < 0) continue;
-        tb_printf(t, "attnd_gpu_memory_total_bytes{device=\"%s\"} %.0f\n", esc(id->valuestring, a, sizeof a),
-                  num(d, "memory_total_bytes", 0));
+    for (i = 0; i < n; i++) {
+        if (!strcmp(devices[i].id, "cpu") || devices[i].memory_total_bytes < 0) continue;
+        tb_printf(t, "attnd_gpu_memory_total_bytes{device=\"%s\"} %.0f\n", esc(devices[i].id, a, sizeof a),
+                  devices[i].memory_total_bytes);
     }
     header(t, "attnd_gpu_memory_used_bytes", "gauge",
            "Memory of a GPU in use (total - free), from its worker's last hello.");
-    cJSON_ArrayForEach(d, list) {
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
-        double total = num(d, "memory_total_bytes", -1), free_b = num(d, "memory_free_bytes", -1);
-        if (!cJSON_IsString(id) || !strcmp(id->valuestring, "cpu") || total < 0 || free_b < 0) continue;
-        tb_printf(t, "attnd_gpu_memory_used_bytes{device=\"%s\"} %.0f\n", esc(id->valuestring, a, sizeof a),
-                  total - free_b);
+    for (i = 0; i < n; i++) {
+        const metrics_device *d = &devices[i];
+        if (!strcmp(d->id, "cpu") || d->memory_total_bytes < 0 || d->memory_free_bytes < 0) continue;
+        tb_printf(t, "attnd_gpu_memory_used_bytes{device=\"%s\"} %.0f\n", esc(d->id, a, sizeof a),
+                  d->memory_total_bytes - d->memory_free_bytes);
     }
-    cJSON_Delete(o);
 }
 
 /* The histogram rows of GPU devices (gpu 1) or of the cpu device (gpu 0) as family name.

@@ -1,9 +1,13 @@
 /* pool.h — the front's side of the workers: one child process per GPU plus the cpu one,
  * each with its bounded queue and one dispatcher thread. The front never touches CUDA: it
- * learns the GPUs from `attnd --probe` and each worker's hello.
+ * learns the GPUs from `attnd-worker --probe` and each worker's hello.
  *
  * A worker that crashes, reports a sticky CUDA error or outlives job_timeout_s is ended
  * (SIGKILL) and started again; its job ends `failed` with the reason; queued jobs go on.
+ *
+ * Implemented by pool.c (start, stop, devices), pool_runs.c (runs, cancel, queues) and
+ * pool_tensors.c, over queue.h (slots, jobs), pool_dispatch.h and children.h; the hooks
+ * the front hands in are in pool_hooks.h.
  */
 #ifndef POOL_H
 #define POOL_H
@@ -12,6 +16,7 @@
 
 #include "common/run_request.h"
 #include "common/settings.h"
+#include "front/pool_hooks.h"
 
 /* Start workers from path instead of attnd-worker beside this executable (a test binary that
  * is its own worker). Before pool_start. */
@@ -21,10 +26,7 @@ void pool_set_worker_exe(const char *path);
  * without GPUs is not an error: only the cpu worker starts. */
 int pool_start(const settings *s, char *err, size_t err_len);
 
-/* Called after a worker was lost and before its replacement starts (not at shutdown), with
- * the device and its new generation (pool_device_generation): what the lost worker held is
- * gone. Set once, before pool_start; called without the pool's lock held. */
-typedef void (*pool_restart_fn)(const char *device, int generation);
+/* Called after a worker was lost and before its replacement starts (pool_restart_fn). */
 void pool_on_worker_restart(pool_restart_fn fn);
 
 /* Shutdown, first step: take no new runs (503 shutting_down) and end every queued run at
@@ -66,36 +68,9 @@ int pool_run_sync(const run_request *r, cJSON **response);
  * the reason) | cancelled (pool_cancel). Caller deletes *response. */
 int pool_run_async(const run_request *r, cJSON **response);
 
-/* How a run ended, as its end hook sees it (pool_run). */
-typedef enum pool_run_outcome {
-    POOL_RUN_DONE,      /* the worker answered a result: stored "done" */
-    POOL_RUN_FAILED,    /* it ran and broke, or an async run was refused after its 202: stored "failed" */
-    POOL_RUN_CANCELLED, /* pool_cancel while it waited: stored "cancelled" */
-    POOL_RUN_REFUSED    /* it never ran and no record is kept (a synchronous refusal, or refused before queueing) */
-} pool_run_outcome;
-
-/* The end hook of one run: what the front set up for the run before queueing it (resident
- * tensors: the inputs' pins, the budget reservation, the kept output's id) is completed or
- * released here, in one place for synchronous and async runs alike.
- *
- * Called exactly once per pool_run call, whatever the outcome (refusals before queueing
- * included), on the thread that ends the run, and before that end is visible: before the
- * final record is stored and before a synchronous caller wakes (so a kept output is
- * registered before anyone can read "done"). record: the run record (the worker's result
- * merged in when done), NULL when the run was refused before it was stored; borrowed.
- * generation: the worker generation (pool_device_generation) the run ran on, -1 when it
- * never reached a worker. It may be called with the pool's lock held (a device that goes
- * down refuses its queue under it): it must not call pool_* functions, and must be quick. */
-typedef void (*pool_run_end_fn)(const run_request *r, pool_run_outcome outcome, const cJSON *record,
-                                int generation);
-
 /* pool_run_async when r->async_run, else pool_run_sync, with on_end (NULL: none) called at
- * the run's end as described above. */
+ * the run's end (pool_run_end_fn, pool_hooks.h). */
 int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response);
-
-/* Has the client of a waiting synchronous run gone away? 1 gone, 0 still there; must not
- * block. client: what the caller passed to pool_run_watched. */
-typedef int (*pool_client_gone_fn)(const void *client);
 
 /* pool_run, and while a synchronous run waits, gone(client) is asked every 200 ms. A client
  * gone while its run is queued cancels it at once: its queue slot is freed, it is stored
@@ -124,7 +99,7 @@ int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max);
 
 /* ---- resident tensors (docs/tensors.md) ---- */
 
-/* Send a tensor_* message (worker_tensors.h) to device's worker through its queue (after
+/* Send a tensor_* message (common/proto.h) to device's worker through its queue (after
  * the jobs already waiting), with fd (≥ 0) passed along, and wait for the answer. The
  * message's "job" is set here. Returns 200 with *reply the worker's message (tensor_result,
  * error or failed); or 503 (device down, stopping) / 500 (the worker was lost) with *reply

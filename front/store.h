@@ -48,7 +48,7 @@ char *store_get_trace(long long run_id);
 /* Number of runs stored (for tests and /metrics). */
 long long store_count_runs(void);
 
-/* Resident-tensor ids (tensors.c): issue a new one for `device` (> 0, unique across
+/* Resident-tensor ids (front/tensor_table.c): issue a new one for `device` (> 0, unique across
  * restarts; -1 on failure); whether id was issued and not forgotten (1, 0; -1 on failure);
  * forget it once deleted (0, or -1). */
 long long store_tensor_issue(const char *device);

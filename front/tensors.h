@@ -1,10 +1,14 @@
-/* tensors.h — resident tensors, the front's side (docs/tensors.md): the tensor table and
- * the /v1/tensors routes, and the hooks that let a run use tensors as q, k, v and keep its
- * output.
+/* tensors.h — resident tensors, the front's side (docs/tensors.md): the /v1/tensors routes,
+ * and the hooks that let a run use tensors as q, k, v and keep its output.
+ *
+ * Where each lives: the table, the budget's reservations, pins and restarts in
+ * tensor_table.c; the upload's admission and handler in tensor_upload.c (its parsing in
+ * tensor_upload_parse.c); the download in tensor_download.c; the list, get and delete
+ * handlers in routes/tensors.c; the runs' hooks in tensor_runs.c.
  *
  * The front keeps the metadata of every tensor (id → name, shape, dtype, bytes, device,
  * fingerprint, worker generation); the worker of the device holds the bytes
- * (worker_tensors.h). A worker that restarts loses its tensors: the table still knows
+ * (worker/tensors.h). A worker that restarts loses its tensors: the table still knows
  * them, and answers 410 for any whose generation is older than the worker's, until they
  * are deleted. A per-device budget (memory_budget_bytes; 0: the device's free memory, as
  * the front knows it and as the worker checks it again) refuses uploads (from their headers)
@@ -24,7 +28,7 @@
 #include "front/pool.h"
 #include "common/run_request.h"
 
-/* Routes (routes.c table). POST streams its body (http_route.streaming_body). */
+/* Routes (routes/table.c). POST streams its body (http_stream_routes). */
 void route_tensor_upload(http_request *req);
 void route_tensor_list(http_request *req);
 void route_tensor_get(http_request *req);

@@ -22,7 +22,7 @@
  *   v2  fp16/bf16 at head_dim exactly 128 (1.13-1.43x PyTorch with v1): flash_exact.cuh in
  *       the same 64x64 tile (4 warps x 16 rows, Q in registers) with D compiled in, a 2-stage
  *       K/V ring (one barrier per block), conditional O rescale and 16-byte stores; 209
- *       registers, 80 KB, 2 CTAs/SM. v1 stays selectable (ATTND_EFFICIENT_LEGACY=1).
+ *       registers, 80 KB, 2 CTAs/SM. v1 stays selectable (impl=legacy).
  *       Predicted ~1.5-1.8x v1 (the D64 EXACT_D step gave flash +50%; the ring overlaps the
  *       copies v1 waits for): 190-230 TFLOP/s at B2 H16 S8192 D128 causal, ratio 0.7-0.85.
  */
@@ -30,8 +30,6 @@
 
 #include <atomic>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <type_traits>
 
 #include "kernels/flash_exact.cuh"
@@ -47,28 +45,27 @@ template <int D> struct efficient_cfg {
 /* v2, head_dim exactly 128: flash_exact.cuh in the `efficient` tile (64-row query tiles,
  * 4 warps x 16 rows, Q in registers, 64-key blocks) with the head dim compiled in and K/V in
  * a 2-stage ring, one barrier per block; 209 registers (sm_90; 188 sm_80), no spills, 80 KB
- * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (ATTND_EFFICIENT_LEGACY=1). */
+ * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (impl=legacy). */
 typedef flash_xtraits<128, 64, 4, 1, true, 2> efficient_xcfg_d128;
 
-static std::atomic<int> efficient_impl_forced(EFFICIENT_IMPL_ENV);
+static std::atomic<int> efficient_impl_forced(EFFICIENT_IMPL_DEFAULT);
 
 void efficient_set_impl(int impl) { efficient_impl_forced.store(impl); }
 
-static int efficient_impl()
+/* v2 serves head_dim 128 in 16 bits unless v1 was asked for; v1 (or the fp32 kernel) the rest. */
+int efficient_impl_used(const attn_problem *p)
 {
-    static const int from_env = [] {
-        const char *e = getenv("ATTND_EFFICIENT_LEGACY");
-        return e && *e && strcmp(e, "0") != 0 ? EFFICIENT_IMPL_LEGACY : EFFICIENT_IMPL_EXACT;
-    }();
-    const int f = efficient_impl_forced.load(std::memory_order_relaxed);
-    return f == EFFICIENT_IMPL_EXACT || f == EFFICIENT_IMPL_LEGACY ? f : from_env;
+    const bool exact_applies = p->head_dim == 128 && p->dtype != ATTN_FP32;
+    return exact_applies && efficient_impl_forced.load(std::memory_order_relaxed) != EFFICIENT_IMPL_LEGACY
+               ? EFFICIENT_IMPL_EXACT
+               : EFFICIENT_IMPL_LEGACY;
 }
 
 template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const char *who = "efficient_forward";
-    if (p->head_dim == 128 && efficient_impl() == EFFICIENT_IMPL_EXACT)
+    if (efficient_impl_used(p) == EFFICIENT_IMPL_EXACT)
         return flash_x_launch<efficient_xcfg_d128, T, BF16>(ctx, p, t, who);
     switch ((p->head_dim + 31) / 32) {
     case 1: return flash_launch<efficient_cfg<32>::type, T, BF16>(ctx, p, t, who);

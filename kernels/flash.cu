@@ -23,7 +23,7 @@
  *       Predicted +5-10% at D64. Measured: D64 +45-55% (85 us at B8 S1024 causal, PyTorch
  *       94; 491 us = 280 TFLOP/s at B4 S4096 causal, PyTorch 520; 145 us at B16 H32 S512,
  *       PyTorch 134); D128 unchanged: 187 TFLOP/s at S8192 causal (PyTorch 320).
- *   v4  D96/D128 only (flash_exact.cuh; v3 stays selectable: ATTND_FLASH_LEGACY=1): head dim
+ *   v4  D96/D128 only (flash_exact.cuh; v3 stays selectable: impl=legacy): head dim
  *       compiled in, K/V ring with ONE barrier per key block (wait, barrier, issue block
  *       j+1, compute block j: warps drift apart between barriers, so softmax overlaps other
  *       warps' mma), O rescaled only when a row max changed (warp vote), O staged through
@@ -47,7 +47,7 @@
  *       first, L2 sections of heads). Predicted 520-600 TFLOP/s causal S8192 D128, 540-620
  *       non-causal. Measured (H200, against attnd's cudnn in the same binary): 597 TFLOP/s
  *       causal S8192 (0.91 of cudnn's time), 624 non-causal S4096 (0.99), 0.84-0.99 on the
- *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (ATTND_FLASH_IMPL=wgmma).
+ *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (impl=wgmma).
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
@@ -59,8 +59,6 @@
 #include <atomic>
 #include <cmath>
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <type_traits>
 
 #include "kernels/flash_exact.cuh"
@@ -157,40 +155,44 @@ size_t flash_workspace_bytes(const attn_problem *p)
     return 0;
 }
 
-/* Which kernel runs head_dim 64/96/128: flash_set_impl's choice if one was made, else the
- * environment, read once (thread-safe static init): ATTND_FLASH_IMPL=tma|wgmma|legacy|w8|w4,
- * or ATTND_FLASH_LEGACY=1 (= legacy), else the per-architecture default (see above). */
-static std::atomic<int> flash_impl_forced(FLASH_IMPL_ENV);
-
-static int flash_impl_from_env()
-{
-    const char *e = getenv("ATTND_FLASH_IMPL");
-    if (e && strcmp(e, "legacy") == 0) return FLASH_IMPL_LEGACY;
-    if (e && strcmp(e, "w4") == 0) return FLASH_IMPL_W4;
-    if (e && strcmp(e, "w8") == 0) return FLASH_IMPL_W8;
-    if (e && strcmp(e, "wgmma") == 0) return FLASH_IMPL_WGMMA;
-    if (e && strcmp(e, "tma") == 0) return FLASH_IMPL_TMA;
-    e = getenv("ATTND_FLASH_LEGACY");
-    if (e && *e && strcmp(e, "0") != 0) return FLASH_IMPL_LEGACY;
-    return FLASH_IMPL_ENV; /* the per-architecture default */
-}
+/* The family flash_set_impl chose (FLASH_IMPL_DEFAULT: none); atomic, as a caller may set it
+ * from another thread than the one that launches. */
+static std::atomic<int> flash_impl_forced(FLASH_IMPL_DEFAULT);
 
 void flash_set_impl(int impl) { flash_impl_forced.store(impl); }
+
+static bool flash_hopper(int cc) { return cc == 90 && flash_have_wgmma; }
+
+int flash_impl_runnable(int impl, int cc)
+{
+    if (cc < 80) return 0;
+    if (impl == FLASH_IMPL_TMA || impl == FLASH_IMPL_WGMMA) return flash_hopper(cc);
+    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_LEGACY;
+}
 
 /* The kernel family for this problem: the one asked for, else the default (on sm_90a: v6 where
  * flash_tma_default says so, else v5). TMA where v6 does not apply runs v5. */
 static int flash_impl(int cc, const attn_problem *p)
 {
-    static const int from_env = flash_impl_from_env();
-    const bool hopper = cc == 90 && flash_have_wgmma;
+    const bool hopper = flash_hopper(cc);
     int f = flash_impl_forced.load(std::memory_order_relaxed);
-    if (f != FLASH_IMPL_W8 && f != FLASH_IMPL_LEGACY && f != FLASH_IMPL_W4 && f != FLASH_IMPL_WGMMA && f != FLASH_IMPL_TMA)
-        f = from_env;
-    if ((f == FLASH_IMPL_WGMMA || f == FLASH_IMPL_TMA) && !hopper) f = FLASH_IMPL_ENV; /* not here: the default */
-    if (f == FLASH_IMPL_ENV && hopper) f = flash_tma_default(p) ? FLASH_IMPL_TMA : FLASH_IMPL_WGMMA;
+    if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
+    if (f == FLASH_IMPL_DEFAULT && hopper) f = flash_tma_default(p) ? FLASH_IMPL_TMA : FLASH_IMPL_WGMMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
-    if (f != FLASH_IMPL_ENV) return f;
+    if (f != FLASH_IMPL_DEFAULT) return f;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
+}
+
+/* What flash_dispatch below launches for each family and head_dim. */
+int flash_impl_used(int cc, const attn_problem *p)
+{
+    const int f = flash_impl(cc, p);
+    switch (p->head_dim) {
+    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_LEGACY;
+    case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_LEGACY ? f : FLASH_IMPL_W4;
+    case 128: return f;
+    default: return FLASH_IMPL_LEGACY;
+    }
 }
 
 template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)

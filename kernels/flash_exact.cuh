@@ -2,8 +2,8 @@
  * (no run-time column checks anywhere), K/V in a 2-stage cp.async ring with one barrier per
  * key block, O rescaled only when a row max changes, and an epilogue that stages O through
  * shared memory for 16-byte coalesced stores. The generic kernel (flash_kernel.cuh) stays
- * as the legacy path (ATTND_FLASH_LEGACY=1). `efficient` runs this one too at head_dim 128
- * (64-row tiles; ATTND_EFFICIENT_LEGACY=1: its v1).
+ * as the legacy path (run parameter impl=legacy). `efficient` runs this one too at head_dim
+ * 128 (64-row tiles; impl=legacy: its v1).
  *
  * Why a separate body: with D = 128 compiled into flash_kernel.cuh's loop, ptxas spilled
  * 28-132 bytes at every 4-warp x 32-row tile (128 fp32 O accumulators + 64 S + fragments).
@@ -113,19 +113,13 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     T *s_v = s_k + 2 * TR::KV_ELEMS;
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    const flash_tile<T> tile = flash_tile_of<T>(p, BM, D);
+    flash_tile<T> tile;
+    flash_tile_keys keys;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, tile, keys)) return;
     const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
     T *g_o = tile.o;
-    const int m0 = tile.m0;
-
+    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-
-    const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
-    const int vis_min = keys.vis_min, n_blocks = keys.n_blocks;
-    if (n_blocks == 0) {
-        flash_store_zero_rows<TR::THREADS>(g_o, m0, BM, seq_q, D, tid);
-        return;
-    }
 
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
 

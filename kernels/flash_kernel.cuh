@@ -213,6 +213,19 @@ __device__ __forceinline__ void flash_store_zero_rows(T *g_o, int m0, int BM, in
     }
 }
 
+/* The start of every one-tile-per-CTA flash body: the CTA's tile and the key blocks it reads.
+ * When it reads none, its rows are written as zeros and it returns false: the CTA is done. */
+template <class T, int THREADS>
+__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_tile<T> &tile,
+                                                flash_tile_keys &keys)
+{
+    tile = flash_tile_of<T>(p, BM, head_dim);
+    keys = flash_tile_keys_of(p, tile.m0, BM, BN);
+    if (keys.n_blocks > 0) return true;
+    flash_store_zero_rows<THREADS>(tile.o, tile.m0, BM, p.seq_q, head_dim, (int)threadIdx.x);
+    return false;
+}
+
 /* The per-block arithmetic both mma.sync bodies share; it needs flash_params,
  * flash_smem_off and flash_visible above. */
 #include "kernels/flash_block.cuh"
@@ -227,19 +240,13 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
     T *s_v = s_k + TR::STAGES * TR::KV_ELEMS;
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
-    const flash_tile<T> tile = flash_tile_of<T>(p, BM, head_dim);
+    flash_tile<T> tile;
+    flash_tile_keys keys;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, head_dim, tile, keys)) return;
     const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
     T *g_o = tile.o;
-    const int m0 = tile.m0;
-
+    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-
-    const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
-    const int vis_min = keys.vis_min, n_blocks = keys.n_blocks;
-    if (n_blocks == 0) {
-        flash_store_zero_rows<TR::THREADS>(g_o, m0, BM, seq_q, head_dim, tid);
-        return;
-    }
 
     constexpr int MI = TR::MI;
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */

@@ -115,17 +115,7 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
                                                   const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
     const float lost = POS ? -INFINITY : INFINITY;
-    if (need_mask) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = lost;
-        }
-    }
+    if (need_mask) flash_wg_mask<BN>(s, p, row0, n0, t, lost);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = lost;

@@ -147,6 +147,23 @@ struct flash_wg_rows {
     float max[2], sum[2];
 };
 
+/* Set the scores of keys this thread's two rows must not see (row r: row0 + 8r; the
+ * accumulator layout of wgmma: element 4i + 2r + e is key n0 + 8i + 2t + e) to `lost`. */
+template <int BN>
+__device__ __forceinline__ void flash_wg_mask(float (&s)[BN / 2], const flash_params &p, int row0, int n0, int t,
+                                              float lost)
+{
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = lost;
+    }
+}
+
 /* Online softmax of block j (keys n0..n0+BN-1) in place: S scaled into log2 space, masked,
  * exponentiated against the new row max; the row sums updated; alpha = the factor O must be
  * rescaled by (exactly 1 where the max held). flash_exact.cuh explains each step. */
@@ -157,17 +174,7 @@ __device__ __forceinline__ void flash_wg_softmax(float (&s)[TR::BN / 2], flash_w
     constexpr int BN = TR::BN;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) s[i] *= p.scale_log2;
-    if (need_mask) {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
-#pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = -INFINITY;
-        }
-    }
+    if (need_mask) flash_wg_mask<BN>(s, p, row0, n0, t, -INFINITY);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
@@ -238,19 +245,13 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
     uint8_t *q_ptr = flash_wg_smem + (s_q - raw); /* the same bytes, for the epilogue's ordinary accesses */
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    const flash_tile<T> tile = flash_tile_of<T>(p, BM, D);
+    flash_tile<T> tile;
+    flash_tile_keys keys;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, tile, keys)) return;
     const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
     T *g_o = tile.o;
-    const int m0 = tile.m0;
-
+    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-
-    const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
-    const int vis_min = keys.vis_min, n_blocks = keys.n_blocks;
-    if (n_blocks == 0) {
-        flash_store_zero_rows<TR::THREADS>(g_o, m0, BM, seq_q, D, tid);
-        return;
-    }
 
     /* prologue: one group (Q, K_0, V_0) */
     flash_wg_load<TR, BM>(s_q, g_q, m0, seq_q);

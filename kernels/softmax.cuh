@@ -25,6 +25,8 @@
 #ifndef SOFTMAX_CUH
 #define SOFTMAX_CUH
 
+#include <type_traits>
+
 #include "kernels/elementwise.cuh"
 
 #define SOFTMAX_WARP_THREADS 128   /* block size of the warp kernel */
@@ -274,6 +276,23 @@ static int softmax_launch_block(exec_context *ctx, const Tin *in, Tout *out, int
     return 0;
 }
 
+/* launch(std::integral_constant<int, iters>) for iters a power of two up to MAX (each a
+ * separate kernel instantiation); SOFTMAX_NO_ITERS when iters is not one of them. */
+#define SOFTMAX_NO_ITERS (-2)
+template <int MAX, class Launch> static int softmax_with_iters(int iters, Launch launch)
+{
+    switch (iters) {
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 8: if constexpr (8 <= MAX) return launch(std::integral_constant<int, 8>{}); break;
+    case 16: if constexpr (16 <= MAX) return launch(std::integral_constant<int, 16>{}); break;
+    case 32: if constexpr (32 <= MAX) return launch(std::integral_constant<int, 32>{}); break;
+    default: break;
+    }
+    return SOFTMAX_NO_ITERS;
+}
+
 /* Pick the version for rows of length L with W-element accesses. */
 template <typename Tin, typename Tout, int W>
 static int softmax_launch_w(exec_context *ctx, const Tin *in, Tout *out, int64_t rows, int64_t L)
@@ -283,15 +302,10 @@ static int softmax_launch_w(exec_context *ctx, const Tin *in, Tout *out, int64_t
     if (nvec <= 32 * MAX_ITERS) { /* warp version */
         const int tpr = nvec <= 32 ? softmax_pow2_at_least(nvec) : 32;
         const int iters = nvec <= 32 ? 1 : softmax_pow2_at_least((nvec + 31) / 32);
-        switch (iters) {
-        case 1: return softmax_launch_warp<Tin, Tout, W, 1>(ctx, in, out, rows, L, tpr);
-        case 2: return softmax_launch_warp<Tin, Tout, W, 2>(ctx, in, out, rows, L, tpr);
-        case 4: return softmax_launch_warp<Tin, Tout, W, 4>(ctx, in, out, rows, L, tpr);
-        case 8: if constexpr (8 <= MAX_ITERS) return softmax_launch_warp<Tin, Tout, W, 8>(ctx, in, out, rows, L, tpr); break;
-        case 16: if constexpr (16 <= MAX_ITERS) return softmax_launch_warp<Tin, Tout, W, 16>(ctx, in, out, rows, L, tpr); break;
-        case 32: if constexpr (32 <= MAX_ITERS) return softmax_launch_warp<Tin, Tout, W, 32>(ctx, in, out, rows, L, tpr); break;
-        default: break;
-        }
+        const int rc = softmax_with_iters<MAX_ITERS>(iters, [&](auto it) {
+            return softmax_launch_warp<Tin, Tout, W, decltype(it)::value>(ctx, in, out, rows, L, tpr);
+        });
+        if (rc != SOFTMAX_NO_ITERS) return rc;
         return exec_fail(ctx, __FILE__, __LINE__, "softmax_launch", "no warp softmax for this row length");
     }
     /* Scalar accesses (W = 1) cost a 64-bit address each: 32 of them spill at 128 registers. */
@@ -304,15 +318,10 @@ static int softmax_launch_w(exec_context *ctx, const Tin *in, Tout *out, int64_t
         while ((nvec + iters - 1) / iters > SOFTMAX_BLOCK_MAX) iters <<= 1;
         int threads = (int)((nvec + iters - 1) / iters);
         threads = (threads + 31) & ~31;
-        switch (iters) {
-        case 1: return softmax_launch_block<Tin, Tout, W, 1>(ctx, in, out, rows, L, threads);
-        case 2: return softmax_launch_block<Tin, Tout, W, 2>(ctx, in, out, rows, L, threads);
-        case 4: return softmax_launch_block<Tin, Tout, W, 4>(ctx, in, out, rows, L, threads);
-        case 8: if constexpr (8 <= MAX_BLOCK_ITERS) return softmax_launch_block<Tin, Tout, W, 8>(ctx, in, out, rows, L, threads); break;
-        case 16: if constexpr (16 <= MAX_BLOCK_ITERS) return softmax_launch_block<Tin, Tout, W, 16>(ctx, in, out, rows, L, threads); break;
-        case 32: if constexpr (32 <= MAX_BLOCK_ITERS) return softmax_launch_block<Tin, Tout, W, 32>(ctx, in, out, rows, L, threads); break;
-        default: break;
-        }
+        const int rc = softmax_with_iters<MAX_BLOCK_ITERS>(iters, [&](auto it) {
+            return softmax_launch_block<Tin, Tout, W, decltype(it)::value>(ctx, in, out, rows, L, threads);
+        });
+        if (rc != SOFTMAX_NO_ITERS) return rc;
         return exec_fail(ctx, __FILE__, __LINE__, "softmax_launch", "no block softmax for this row length");
     }
     {

@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # scripts/gpu-build.sh — build here (no GPU needed) everything a lent-GPU call runs, so the call
-# spends its minutes running, not compiling: build/test/attnd for sm_90a with its libraries
-# beside it (build/test/lib) and the fused-kernel harness build/test/fused_check. Then, with the
-# device tool: carry ["build/test/attnd", "build/test/lib", "build/test/fused_check"] and run
-# scripts/gpu-session.sh (everything) or scripts/gpu-quick.sh (a subset of tests/gpu).
+# spends its minutes running, not compiling: $GPU_BUILD/attnd and attnd-worker for sm_90a with
+# their libraries beside them ($GPU_BUILD/lib) and the fused-kernel harness
+# $GPU_BUILD/fused_check. GPU_BUILD defaults to build/test; another folder lets `make test` run
+# here meanwhile. Then, with the device tool: carry ["$GPU_BUILD"] (or its four entries) and run
+# GPU_BUILD=… scripts/gpu-session.sh (everything) or scripts/gpu-quick.sh (a subset of tests/gpu).
 #
 # make rebuilds whatever was compiled with other flags (the Makefile's $(BUILD)/.flags), so
 # objects left from a plain sm_90 build, which lack the wgmma kernel, do not survive.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
-make -j"$(nproc)" BUILD=build/test GENCODE="$GENCODE" build/test/attnd
-sh scripts/bundle-libs.sh build/test
-GENCODE="$GENCODE" OUTBIN=build/test/fused_check BUILD_ONLY=1 bash tests/gpu/fused_check.sh
-echo "built: build/test/attnd, build/test/lib/, build/test/fused_check"
+B=${GPU_BUILD:-build/test}
+make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker"
+sh scripts/bundle-libs.sh "$B"
+GENCODE="$GENCODE" OUTBIN="$B/fused_check" BUILD_ONLY=1 bash tests/gpu/fused_check.sh
+echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check"

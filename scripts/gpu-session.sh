@@ -4,20 +4,21 @@
 #      timing of every flash/efficient configuration), prebuilt as build/test/fused_check
 #      when present (else built here by tests/gpu/fused_check.sh);
 #   2. tests/gpu/run.sh: attnd on the GPU, tests/gpu, and bench/ (attnd vs PyTorch).
-# Needs build/test/attnd (or ATTND_BIN) with build/test/lib beside it. Writes 8 files at
+# Needs $GPU_BUILD (default build/test) with attnd, attnd-worker and lib/ (or ATTND_BIN). Writes 8 files at
 # most under $OUT (the lent machine returns no more).
 set -u
 cd "$(dirname "$0")/.."
 # jq for the README's example, carried from the build machine when this one lacks it
-if ! command -v jq >/dev/null && [ -x build/test/jq/jq ]; then
-    export PATH="$PWD/build/test/jq:$PATH" LD_LIBRARY_PATH="$PWD/build/test/jq${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+B=${GPU_BUILD:-build/test}
+if ! command -v jq >/dev/null && [ -x "$B/jq/jq" ]; then
+    export PATH="$PWD/$B/jq:$PATH" LD_LIBRARY_PATH="$PWD/$B/jq${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # the prediction written before this run goes into the bench report (bench/run.sh)
 export PREDICTION_FILE=${PREDICTION_FILE:-$(ls -t bench/predictions/*.md 2>/dev/null | head -n 1)}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
-export ATTND_BIN=${ATTND_BIN:-$PWD/build/test/attnd} OUT
-if [ -x build/test/fused_check ]; then
-    timeout -k 5 ${FUSED_TIMEOUT_S:-240} build/test/fused_check ${FUSED_ARGS:-} > "$OUT/fused.log" 2>&1
+export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
+if [ -x "$B/fused_check" ]; then
+    timeout -k 5 ${FUSED_TIMEOUT_S:-240} "$B/fused_check" ${FUSED_ARGS:-} > "$OUT/fused.log" 2>&1
 else
     timeout -k 5 300 bash tests/gpu/fused_check.sh > "$OUT/fused.log" 2>&1
 fi

@@ -1,4 +1,4 @@
-/* clocks.c — SM clocks and the driver version through NVML, loaded with dlopen (clocks.h).
+/* clocks.c — SM clocks, power, energy and the driver version through NVML, loaded with dlopen (clocks.h).
  *
  * NVML ships with the driver, not the toolkit, and some containers lack it: attnd must run
  * there all the same, so nothing links against it and every failure just means "unknown"
@@ -34,6 +34,7 @@ static struct {
     clocks_nvml_return (*get_energy)(clocks_nvml_device, unsigned long long *);  /* mJ since driver load */
     clocks_nvml_return (*get_power)(clocks_nvml_device, unsigned *);             /* mW */
     clocks_nvml_return (*get_reasons)(clocks_nvml_device, unsigned long long *); /* clock event bits */
+    clocks_nvml_return (*get_power_limit)(clocks_nvml_device, unsigned *);       /* mW, enforced */
 } clocks_nvml;
 
 /* A symbol of NVML, or NULL. dlsym returns void *: ISO C has no conversion to a function
@@ -109,6 +110,8 @@ int clocks_open(int cuda_device)
         p = clocks_sym("nvmlDeviceGetCurrentClocksEventReasons");
         if (!p) p = clocks_sym("nvmlDeviceGetCurrentClocksThrottleReasons");
         memcpy(&clocks_nvml.get_reasons, &p, sizeof p);
+        p = clocks_sym("nvmlDeviceGetEnforcedPowerLimit");
+        memcpy(&clocks_nvml.get_power_limit, &p, sizeof p);
     }
     if (driver_version(clocks_nvml.driver, (unsigned)sizeof clocks_nvml.driver) != CLOCKS_NVML_SUCCESS)
         clocks_nvml.driver[0] = '\0';
@@ -148,6 +151,13 @@ unsigned clocks_power_mw(void)
     unsigned mw = 0;
     if (!clocks_nvml.ok || !clocks_nvml.get_power) return 0;
     return clocks_nvml.get_power(clocks_nvml.dev, &mw) == CLOCKS_NVML_SUCCESS ? mw : 0;
+}
+
+unsigned clocks_power_limit_mw(void)
+{
+    unsigned mw = 0;
+    if (!clocks_nvml.ok || !clocks_nvml.get_power_limit) return 0;
+    return clocks_nvml.get_power_limit(clocks_nvml.dev, &mw) == CLOCKS_NVML_SUCCESS ? mw : 0;
 }
 
 int clocks_event_reasons(unsigned long long *bits)

@@ -23,11 +23,16 @@ unsigned clocks_mem_max_mhz(void);
 unsigned clocks_bus_bits(void);
 
 /* The board's energy counter in mJ (since the driver loaded). 0; or -1 with *why (static
- * text) when there is none: no NVML, an old driver, or a GPU without the counter. */
+ * text) when there is none: no NVML, an old driver, or a GPU without the counter.
+ * Thread-safe (NVML is), so the energy sampler's thread may call it while timing. */
 int clocks_energy_mj(unsigned long long *mj, const char **why);
 
 /* The board's power draw in mW, 0 when unknown. */
 unsigned clocks_power_mw(void);
+
+/* The power limit the board enforces now (nvidia-smi -pl may have changed it), in mW; 0 when
+ * unknown. */
+unsigned clocks_power_limit_mw(void);
 
 /* The reasons the clocks are held below their maximum now (nvmlClocksEventReasons bits).
  * 0, or -1 when unknown. */

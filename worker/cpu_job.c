@@ -1,4 +1,4 @@
-/* cpu_worker.c — the cpu device (cpu_worker.h): runs of cpu variants (`reference`) and
+/* cpu_job.c — the cpu device (cpu_job.h): runs of cpu variants (`reference`) and
  * `verify` of GPU outputs against the fp64 reference.
  *
  * Host memory is checked before anything is allocated: a request that cannot fit is a

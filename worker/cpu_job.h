@@ -1,4 +1,4 @@
-/* cpu_worker.h — the cpu device: the fp64 reference, runs of the `reference` variant, and
+/* cpu_job.h — the cpu device: the fp64 reference, runs of the `reference` variant, and
  * `verify` of GPU outputs. Plain C; works on any machine. */
 #ifndef CPU_WORKER_H
 #define CPU_WORKER_H

@@ -1,4 +1,4 @@
-/* gpu_worker.c — one job on one GPU, inside a worker process (gpu_worker.h).
+/* gpu_job.c — one job on one GPU, inside a worker process (gpu_job.h).
  *
  * The worker owns everything long-lived: the CUDA context, one non-blocking stream, the
  * cuBLAS handle and its workspace, the CUPTI subscription, NVML, and the L2 flush buffer.
@@ -41,8 +41,10 @@
 #include "worker/measure.h"
 #include "worker/output_stats.h"
 #include "worker/profile.h"
+#include "worker/profile_trace.h"
 #include "worker/roofline.h"
 #include "worker/tensors.h"
+#include "worker/variants_report.h"
 
 #define GPU_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -76,7 +78,7 @@ static int gpu_add_perf(gpu_worker *w, cJSON *res, const attn_problem *p, const 
     return energy && cJSON_AddItemToObject(res, "energy", energy) ? 0 : (cJSON_Delete(energy), -1);
 }
 
-static int gpu_open_inner(gpu_worker *w, int device)
+static int gpu_open_inner(gpu_worker *w, int device, const settings *s)
 {
     exec_context *ctx = &w->ctx;
 
@@ -90,9 +92,9 @@ static int gpu_open_inner(gpu_worker *w, int device)
     CUDA_TRY(ctx, cudaStreamCreateWithFlags(&ctx->stream, cudaStreamNonBlocking));
 
     /* Before any NVTX call (cuBLAS makes some): CUPTI sets up NVTX injection here. */
-    if (getenv("ATTND_NO_CUPTI")) { /* diagnostics: measure host cost without CUPTI loaded */
-        snprintf(w->profile_error, sizeof w->profile_error, "CUPTI disabled by ATTND_NO_CUPTI");
-    } else if (profile_init(ctx) == 0) {
+    if (!s->cupti) { /* host-cost studies: CUPTI never loaded */
+        snprintf(w->profile_error, sizeof w->profile_error, "CUPTI is off (setting cupti=false)");
+    } else if (profile_init(ctx, s->nvtx_to_cupti) == 0) {
         w->profile_ok = 1;
     } else {
         snprintf(w->profile_error, sizeof w->profile_error, "%s", ctx->error);
@@ -124,7 +126,7 @@ gpu_worker *gpu_worker_open(int device, const settings *s, char *err, size_t err
     }
     w->ctx.device = device;
     if (settings_price(s, &w->price_per_hour, w->currency) != 0) w->price_per_hour = 0.0;
-    if (gpu_open_inner(w, device) != 0) {
+    if (gpu_open_inner(w, device, s) != 0) {
         snprintf(err, err_len, "cuda:%d: %s", device, w->ctx.error);
         gpu_worker_close(w);
         return NULL;
@@ -153,6 +155,8 @@ void gpu_worker_close(gpu_worker *w)
     if (w->ctx.stream) GPU_CLOSE_CHECK(cudaStreamDestroy(w->ctx.stream));
     free(w);
 }
+
+int gpu_worker_cc(const gpu_worker *w) { return w->ctx.cc; }
 
 /* ------------------------------------------------------------ device object ----------- */
 
@@ -266,6 +270,21 @@ static int gpu_forward(exec_context *ctx, void *arg)
     return j->v->forward(ctx, j->p, &j->t, j->d_ws);
 }
 
+/* The `impl` run parameter: the kernel family of v that the next forwards run (an index into
+ * v->info->impls; -1: the default). Process-wide in the kernels, so every job sets it. */
+static void gpu_set_impl(const variant *v, int impl)
+{
+    if (v->set_impl) v->set_impl(impl);
+}
+
+/* The implementation v ran for p under the current choice, fallbacks applied: what the
+ * result reports as impl_used. NULL for variants with one implementation. */
+static const char *gpu_impl_used(const variant *v, int cc, const attn_problem *p)
+{
+    int i = v->impl_used ? v->impl_used(cc, p) : -1;
+    return i >= 0 && (size_t)i < v->info->impl_count ? v->info->impls[i].name : NULL;
+}
+
 /* Device buffers of one job; all NULL until allocated, freed by gpu_job_free. */
 typedef struct gpu_buffers {
     void *d_q, *d_k, *d_v, *d_out, *d_ws, *d_math_ws;
@@ -371,8 +390,9 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     size_t out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes, ref_bytes = 0, math_ws_bytes = 0;
     size_t free_b = 0, total_b = 0;
     const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (docs/tensors.md) */
+    const char *impl_used = NULL;
     double need;
-    int verify_gpu, have_prof = 0, have_verify = 0;
+    int verify_gpu, have_prof = 0, have_verify = 0, impl;
     cJSON *res = NULL;
     cudaError_t ce;
 
@@ -394,6 +414,12 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     }
     if (variant_info_check(v->info, p, ctx->cc, why, sizeof why) != 0) {
         api_fail(e, 422, "unsupported", "backend", "%s", why);
+        return NULL;
+    }
+    impl = r->impl[0] ? variant_info_impl_find(v->info, r->impl) : -1;
+    if (r->impl[0] && !worker_impl_runnable(v, impl, ctx->cc)) { /* the front checked it, from our hello */
+        api_fail(e, 422, "unsupported", "impl", "impl %s of backend %s cannot run on cuda:%d (compute capability "
+                 "%d.%d)", r->impl, v->info->name, ctx->device, ctx->cc / 10, ctx->cc % 10);
         return NULL;
     }
     if (r->profile && !w->profile_ok) {
@@ -449,6 +475,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     job.t.out = b.d_out;
     job.d_ws = b.d_ws;
 
+    gpu_set_impl(v, impl); /* back to the default at cleanup */
+    impl_used = gpu_impl_used(v, ctx->cc, p);
     if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
@@ -498,6 +526,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         res = NULL;
         goto cleanup;
     }
+    if (impl_used) cJSON_AddStringToObject(res, "impl_used", impl_used);
     if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
     if (v->library_info) gpu_add_library(res, v);
     if (r->keep_output) { /* the output becomes a resident tensor: not freed below */
@@ -510,6 +539,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     }
 
 cleanup:
+    gpu_set_impl(v, -1);
     profile_free(&prof);
     gpu_buffers_free(w, &b);
     nvtxRangePop();
@@ -523,7 +553,7 @@ cleanup:
 
 /* ------------------------------------------------------------ fault injection --------- */
 
-/* A kernel that stores through its pointer argument, as PTX: gpu_worker.c is plain C and
+/* A kernel that stores through its pointer argument, as PTX: gpu_job.c is plain C and
  * the runtime's library API JIT-compiles this for whatever GPU is present. */
 static const char gpu_fault_ptx[] =
     ".version 7.0\n"

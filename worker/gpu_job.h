@@ -1,4 +1,4 @@
-/* gpu_worker.h — one run on one GPU, inside a worker process (the only code that uses CUDA
+/* gpu_job.h — one run on one GPU, inside a worker process (the only code that uses CUDA
  * at job level).
  *
  * gpu_worker_run: check the problem against the device's free memory before allocating
@@ -21,10 +21,13 @@
 typedef struct gpu_worker gpu_worker;
 
 /* Create the context of CUDA device `device`: stream, cuBLAS handle and workspace, CUPTI
- * subscription, NVML, L2 flush buffer. s: the settings (price_per_hour). NULL with err
- * filled on failure. */
+ * subscription, NVML, L2 flush buffer. s: the settings (price_per_hour, cupti,
+ * nvtx_to_cupti). NULL with err filled on failure. */
 gpu_worker *gpu_worker_open(int device, const settings *s, char *err, size_t err_len);
 void gpu_worker_close(gpu_worker *w);
+
+/* The device's compute capability, major·10 + minor. */
+int gpu_worker_cc(const gpu_worker *w);
 
 /* The device object of /v1/device: id, name, compute_capability, sms, memory_total_bytes,
  * memory_free_bytes, l2_bytes, sm_clock_max_mhz, mem_clock_max_mhz, driver, cuda_driver,
@@ -35,9 +38,10 @@ cJSON *gpu_worker_device_json(gpu_worker *w);
  * err). */
 int gpu_device_count(char *err, size_t err_len);
 
-/* Run one job. Returns the result object {timing, kernels, output, verify, perf}; or NULL
- * with e filled: 4xx when refused before anything ran (nothing to store), 500 when it
- * failed while running. *output_fd: a memfd holding the output bytes when r->verify and the
+/* Run one job with r->impl's kernel family (the default again after). Returns the result
+ * object {timing, kernels, output, verify, perf, energy; impl_used for flash and efficient:
+ * the family that ran}; or NULL with e filled: 4xx when refused before anything ran (nothing
+ * to store), 500 when it failed while running. *output_fd: a memfd holding the output bytes when r->verify and the
  * problem is small enough for the cpu reference (the front sends it there and fills
  * "verify"); else -1 and "verify" is the GPU fp32 math comparison (or absent). *fatal: the
  * CUDA context is broken (sticky error); the worker must answer and exit. */

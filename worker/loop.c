@@ -26,6 +26,7 @@
 #include "worker/gpu_job.h"
 #include "common/ipc.h"
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "common/proto.h"
 #include "common/run_request.h"
 #include "worker/tensors.h"
@@ -52,10 +53,10 @@ static void worker_send(worker_state *w, cJSON *msg, int fd)
     }
 }
 
-static cJSON *worker_msg(const char *type, double job)
+static cJSON *worker_msg(proto_type type, double job)
 {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "type", type);
+    cJSON_AddStringToObject(m, "type", proto_type_name(type));
     cJSON_AddNumberToObject(m, "job", job);
     return m;
 }
@@ -63,7 +64,7 @@ static cJSON *worker_msg(const char *type, double job)
 /* {"type":"error",…}: the request cannot run here; nothing ran. */
 static void worker_send_error(worker_state *w, double job, const api_error *e)
 {
-    cJSON *m = worker_msg("error", job);
+    cJSON *m = worker_msg(PROTO_ERROR, job);
     cJSON *err = cJSON_AddObjectToObject(m, "error");
     cJSON_AddNumberToObject(err, "status", e->status);
     cJSON_AddStringToObject(err, "code", e->code);
@@ -75,7 +76,7 @@ static void worker_send_error(worker_state *w, double job, const api_error *e)
 /* {"type":"failed",…}: it ran and broke. After a fatal one the worker exits. */
 static void worker_send_failed(worker_state *w, double job, const char *message, int fatal)
 {
-    cJSON *m = worker_msg("failed", job);
+    cJSON *m = worker_msg(PROTO_FAILED, job);
     cJSON_AddStringToObject(m, "message", message);
     cJSON_AddBoolToObject(m, "fatal", fatal);
     worker_send(w, m, -1);
@@ -151,7 +152,7 @@ static void worker_handle_run(worker_state *w, double job, const cJSON *request)
         worker_send_failed(w, job, "the device took a fatal error during the job", 1);
     }
     log_info("job %.0f: %s done", job, r.backend);
-    m = worker_msg("result", job);
+    m = worker_msg(PROTO_RESULT, job);
     cJSON_AddItemToObject(m, "result", result);
     worker_send(w, m, out_fd);
     if (out_fd >= 0) close(out_fd);
@@ -184,13 +185,13 @@ static void worker_handle_verify(worker_state *w, double job, const cJSON *msg, 
         worker_send_outcome(w, job, &e, 0);
         return;
     }
-    m = worker_msg("verify_result", job);
+    m = worker_msg(PROTO_VERIFY_RESULT, job);
     cJSON_AddItemToObject(m, "verify", verify);
     worker_send(w, m, -1);
 }
 
-/* tensor_put / tensor_get / tensor_delete (worker_tensors.h). */
-static void worker_handle_tensor(worker_state *w, double job, const char *type, const cJSON *msg, int fd)
+/* tensor_put / tensor_get / tensor_delete (common/proto.h, worker/tensors.h). */
+static void worker_handle_tensor(worker_state *w, double job, proto_type type, const cJSON *msg, int fd)
 {
     api_error e;
     cJSON *res, *m, *item;
@@ -202,7 +203,7 @@ static void worker_handle_tensor(worker_state *w, double job, const char *type, 
         worker_send_outcome(w, job, &e, 0);
         return;
     }
-    m = worker_msg("tensor_result", job);
+    m = worker_msg(PROTO_TENSOR_RESULT, job);
     while ((item = res->child) != NULL) cJSON_AddItemToObject(m, item->string, cJSON_DetachItemViaPointer(res, item));
     cJSON_Delete(res);
     worker_send(w, m, out_fd);
@@ -232,16 +233,14 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
     }
 
     hello = cJSON_CreateObject();
-    cJSON_AddStringToObject(hello, "type", "hello");
+    cJSON_AddStringToObject(hello, "type", proto_type_name(PROTO_HELLO));
     if (strcmp(device, "cpu") == 0) {
         cJSON_AddItemToObject(hello, "device", cpu_device_json());
     } else {
         char err[512] = "";
-        char *end = NULL;
-        long ordinal = -1;
+        long long ordinal = -1;
 
-        if (strncmp(device, "cuda:", 5) == 0 && device[5]) ordinal = strtol(device + 5, &end, 10);
-        if (ordinal < 0 || !end || *end) {
+        if (strncmp(device, "cuda:", 5) != 0 || parse_int_in(device + 5, 0, 1023, &ordinal) != 0) {
             snprintf(err, sizeof err, "unknown device %s (cpu or cuda:N)", device);
         } else {
             w.gpu = gpu_worker_open((int)ordinal, s, err, sizeof err);
@@ -255,7 +254,8 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         }
         cJSON_AddItemToObject(hello, "device", gpu_worker_device_json(w.gpu));
     }
-    cJSON_AddItemToObject(hello, "variants", worker_variants_json()); /* null when out of memory */
+    /* null when out of memory; the cpu device (cc 0) runs no GPU variant's implementations */
+    cJSON_AddItemToObject(hello, "variants", worker_variants_json(w.gpu ? gpu_worker_cc(w.gpu) : 0));
     worker_tensors_init(w.gpu != NULL);
     worker_send(&w, hello, -1);
     log_info("up");
@@ -264,6 +264,7 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         cJSON *msg = NULL;
         const cJSON *type, *job;
         double job_id;
+        proto_type kind;
         int fd = -1;
         int rc = ipc_recv_json(w.sock, &msg, &fd, -1);
 
@@ -276,12 +277,13 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         type = cJSON_GetObjectItem(msg, "type");
         job = cJSON_GetObjectItem(msg, "job");
         job_id = cJSON_IsNumber(job) ? job->valuedouble : 0;
-        switch (proto_type_parse(cJSON_GetStringValue(type))) {
+        kind = proto_type_parse(cJSON_GetStringValue(type));
+        switch (kind) {
         case PROTO_RUN: worker_handle_run(&w, job_id, cJSON_GetObjectItem(msg, "request")); break;
         case PROTO_VERIFY: worker_handle_verify(&w, job_id, msg, fd); break;
         case PROTO_TENSOR_PUT:
         case PROTO_TENSOR_GET:
-        case PROTO_TENSOR_DELETE: worker_handle_tensor(&w, job_id, type->valuestring, msg, fd); break;
+        case PROTO_TENSOR_DELETE: worker_handle_tensor(&w, job_id, kind, msg, fd); break;
         default: {
             api_error e;
             api_fail(&e, 400, "bad_message", "", "unknown message type %s",

@@ -1,4 +1,4 @@
-/* worker.h — the worker process (`attnd --worker DEVICE --ipc-fd N …settings flags`).
+/* loop.h — the worker process (`attnd-worker --device DEVICE --ipc-fd N …settings flags`).
  *
  * Owns one device ("cpu" or "cuda:N"), says hello with its device object, then serves one
  * message at a time from the front (ipc.h) until the socket closes. Dies with its parent

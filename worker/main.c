@@ -15,6 +15,7 @@
 
 #include "common/build_info.h"
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "common/settings.h"
 #include "worker/loop.h"
 
@@ -29,8 +30,8 @@ static int main_serve(int argc, char **argv)
 {
     settings s;
     sigset_t none;
-    char err[512], *end;
-    long fd;
+    char err[512];
+    long long fd;
     int rc;
 
     /* The front's blocked signals survive exec: a worker takes its signals normally (the pool
@@ -41,9 +42,7 @@ static int main_serve(int argc, char **argv)
         return 2;
     }
     if (argc < 5 || strcmp(argv[1], "--device") != 0 || strcmp(argv[3], "--ipc-fd") != 0) return usage();
-    errno = 0;
-    fd = strtol(argv[4], &end, 10);
-    if (errno != 0 || end == argv[4] || *end != '\0' || fd < 0 || fd > 65535) {
+    if (parse_int_in(argv[4], 0, 65535, &fd) != 0) {
         fprintf(stderr, "attnd-worker: --ipc-fd needs a file descriptor number, got '%s'\n", argv[4]);
         return 2;
     }

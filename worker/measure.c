@@ -9,8 +9,10 @@
  *   3. timed loop, in batches of up to MEASURE_EVENT_POOL iterations: per iteration
  *      [cold: memset of the flush buffer] → start event → fn (host timer around the
  *      enqueue) → end event. After each batch: sync on its last event, read every pair's
- *      elapsed time, ask the stopping rule (measure_stats.c). The SM clock is sampled once
- *      per batch, after the batch is enqueued, while the GPU is running it.
+ *      elapsed time, ask the stopping rule (measure_stats.c). The SM clock, power and
+ *      clock-event reasons are sampled once per batch, after the batch is enqueued, while
+ *      the GPU is running it; NVML's energy counter is polled every millisecond or so by the
+ *      energy sampler's thread, from just before the first batch to just after the last.
  *
  * Batches keep the GPU busy back to back (no sync between iterations, which would add a
  * launch gap to every sample) while the stopping rule still sees samples often. The first
@@ -23,13 +25,13 @@
 #include "worker/measure.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <nvtx3/nvToolsExt.h>
 
+#include "common/grow.h"
 #include "common/clock.h"
 #include "worker/clocks.h"
 
@@ -41,16 +43,13 @@ typedef struct measure_state {
     int nevents;
     cudaGraph_t graph;
     cudaGraphExec_t graph_exec;
-    double *gpu_us, *host_us; /* growable sample arrays, cap long */
-    int n, cap;
-    /* NVML's energy counter steps every ~100 ms (bench/nvml_energy_probe.py): read once a
-     * batch while the GPU runs, the first and the last step seen bound an interval whose
-     * energy is exact, so its average power is too (docs/measurement.md, "Energy"). */
-    int energy_ok, energy_steps;
-    const char *energy_why;            /* why there is no reading (static text) */
-    unsigned long long energy_last_mj; /* the counter at the last read */
-    unsigned long long energy_first_step_mj, energy_last_step_mj;
-    double energy_first_step_ms, energy_last_step_ms;
+    double *gpu_us, *host_us; /* growable sample arrays (common/grow.h) */
+    size_t gpu_cap, host_cap;
+    int n;
+    /* Polls NVML's energy counter during the timed window; NULL (energy_why says why) when
+     * there is no counter. */
+    energy_sampler *energy;
+    const char *energy_why;
 } measure_state;
 
 static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
@@ -58,17 +57,10 @@ static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
 /* Room for `more` samples in both arrays. */
 static int measure_reserve(exec_context *ctx, measure_state *st, int more)
 {
-    double *g, *h;
-    int cap = st->cap;
-    if (st->n + more <= st->cap) return 0;
-    while (cap < st->n + more) cap = cap ? cap * 2 : 256;
-    g = realloc(st->gpu_us, (size_t)cap * sizeof *g);
-    if (!g) return exec_fail(ctx, __FILE__, __LINE__, "realloc(samples)", "out of memory");
-    st->gpu_us = g;
-    h = realloc(st->host_us, (size_t)cap * sizeof *h);
-    if (!h) return exec_fail(ctx, __FILE__, __LINE__, "realloc(samples)", "out of memory");
-    st->host_us = h;
-    st->cap = cap;
+    const size_t need = (size_t)(st->n + more);
+    if (grow_array(&st->gpu_us, &st->gpu_cap, need, sizeof *st->gpu_us, 256) != 0 ||
+        grow_array(&st->host_us, &st->host_cap, need, sizeof *st->host_us, 256) != 0)
+        return exec_fail(ctx, __FILE__, __LINE__, "grow_array(samples)", "out of memory");
     return 0;
 }
 
@@ -114,36 +106,28 @@ static int measure_batch_size(const run_request *r, int n, double elapsed_ms)
     return batch < 1 ? 1 : batch;
 }
 
-/* Clocks, power, clock-event reasons and the energy counter, read while a batch runs (the
- * GPU under load). */
-static void measure_sample_board(measure_state *st, timing_stats *out)
+/* One reading of the board's power into its range; 0 (unknown) is left out. */
+static void measure_note_power_w(timing_stats *out, double w)
 {
-    unsigned mhz = clocks_sm_mhz(), mw = clocks_power_mw();
+    if (w <= 0.0) return;
+    if (out->power_min_w == 0.0 || w < out->power_min_w) out->power_min_w = w;
+    if (w > out->power_max_w) out->power_max_w = w;
+}
+
+/* Clocks, power and clock-event reasons, read while a batch runs (the GPU under load). */
+static void measure_sample_board(timing_stats *out)
+{
+    unsigned mhz = clocks_sm_mhz();
     unsigned long long reasons;
 
     if (mhz > 0) {
         if (out->sm_clock_min_mhz == 0.0 || mhz < out->sm_clock_min_mhz) out->sm_clock_min_mhz = mhz;
         if (mhz > out->sm_clock_max_mhz) out->sm_clock_max_mhz = mhz;
     }
-    if (mw > 0) {
-        double w = mw * 1e-3;
-        if (out->power_min_w == 0.0 || w < out->power_min_w) out->power_min_w = w;
-        if (w > out->power_max_w) out->power_max_w = w;
-    }
+    measure_note_power_w(out, clocks_power_mw() * 1e-3);
     if (clocks_event_reasons(&reasons) == 0) {
         out->clock_reasons |= reasons;
         out->have_clock_reasons = 1;
-    }
-    if (st->energy_ok) {
-        unsigned long long mj;
-        if (clocks_energy_mj(&mj, &st->energy_why) != 0) {
-            st->energy_ok = 0;
-        } else if (mj != st->energy_last_mj) { /* a step: the counter was updated since the last read */
-            double now = measure_now_ms();
-            if (st->energy_steps++ == 0) st->energy_first_step_mj = mj, st->energy_first_step_ms = now;
-            st->energy_last_step_mj = mj, st->energy_last_step_ms = now;
-            st->energy_last_mj = mj;
-        }
     }
 }
 
@@ -168,7 +152,7 @@ static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, vo
     }
     /* The batch is enqueued and the GPU is running it: a clock read now is a clock under
      * load (after the sync the GPU would be idle and may already be clocking down). */
-    measure_sample_board(st, out);
+    measure_sample_board(out);
     CUDA_TRY(ctx, cudaEventSynchronize(st->end[batch - 1]));
     for (i = 0; i < batch; i++) {
         float ms = 0.0f;
@@ -196,29 +180,35 @@ static int measure_warmup(exec_context *ctx, measure_state *st, forward_fn fn, v
     return 0;
 }
 
-/* The energy of the timed window: the average power between the first and the last step of
- * the counter seen while timing, over the whole window; or why there is none. */
-static void measure_energy(const measure_state *st, timing_stats *out)
+/* Stop the sampler; then the energy of the timed window: the average power between its first
+ * and last step of the counter, over the whole window; or why there is none. Its power reads
+ * join the once-a-batch ones. */
+static void measure_energy(measure_state *st, timing_stats *out)
 {
-    static char short_why[200]; /* one job at a time per worker: never shared */
-    double span_ms = st->energy_last_step_ms - st->energy_first_step_ms;
+    static char why[300]; /* one job at a time per worker: never shared */
+    const energy_step *steps;
+    int n, stopped;
+    double watts, min_w, max_w;
 
     out->energy_j = NAN;
     out->energy_window_ms = out->total_ms;
     out->energy_why = NULL;
-    if (!st->energy_ok) {
+    if (!st->energy) {
         out->energy_why = st->energy_why;
-    } else if (st->energy_steps < 2 || span_ms < MEASURE_ENERGY_MIN_SPAN_MS) {
-        snprintf(short_why, sizeof short_why,
-                 "NVML's energy counter stepped %d time(s) over %.0f ms of the %.1f ms timed window; it needs "
-                 "%.0f ms between two steps (it steps about every 100 ms): ask for min_time_ms=%.0f or more",
-                 st->energy_steps, st->energy_steps > 1 ? span_ms : 0.0, out->total_ms, MEASURE_ENERGY_MIN_SPAN_MS,
-                 MEASURE_ENERGY_MIN_SPAN_MS + 300.0);
-        out->energy_why = short_why;
-    } else {
-        double watts = (double)(st->energy_last_step_mj - st->energy_first_step_mj) / span_ms; /* mJ/ms */
-        out->energy_j = watts * out->total_ms * 1e-3;
+        return;
     }
+    stopped = energy_sampler_stop(st->energy, &st->energy_why);
+    energy_sampler_power_w(st->energy, &min_w, &max_w);
+    measure_note_power_w(out, min_w);
+    measure_note_power_w(out, max_w);
+    if (stopped != 0) {
+        out->energy_why = st->energy_why;
+        return;
+    }
+    steps = energy_sampler_steps(st->energy, &n);
+    watts = energy_average_power_w(steps, n, out->total_ms, clocks_power_limit_mw() * 1e-3, why, sizeof why);
+    if (isnan(watts)) out->energy_why = why;
+    else out->energy_j = watts * out->total_ms * 1e-3;
 }
 
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
@@ -240,7 +230,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     if (rc != 0) return -1;
 
     nvtxRangePushA("timed");
-    st->energy_ok = clocks_energy_mj(&st->energy_last_mj, &st->energy_why) == 0;
+    st->energy = energy_sampler_start(&st->energy_why);
     t_begin = measure_now_ms();
     while (!reason) {
         int batch = measure_batch_size(r, st->n, measure_now_ms() - t_begin);
@@ -297,6 +287,7 @@ int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
         cudaError_t e = cudaGraphDestroy(st.graph);
         if (e != cudaSuccess) rc = exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaGraphDestroy(graph)", e);
     }
+    energy_sampler_free(st.energy); /* stops its thread on a failed run too */
     free(st.gpu_us);
     free(st.host_us);
     return rc;

@@ -7,15 +7,19 @@
  * exactly that many. Cold mode flushes L2 (a memset of a buffer twice the L2, allocated
  * once per worker) before each timed forward, outside its events. Graph mode captures one
  * forward into a CUDA graph and times its replays. The SM clock is sampled through NVML
- * while timing; a minimum below 75% of the card's maximum marks the run throttled.
+ * while timing; a minimum below 75% of the card's maximum marks the run throttled. The
+ * board's energy comes from NVML's counter, polled on a thread of its own (energy_sampler.h).
  */
 #ifndef MEASURE_H
 #define MEASURE_H
+
+#include <stddef.h>
 
 #include <cjson/cJSON.h>
 
 #include "kernels/exec_context.h"
 #include "common/run_request.h"
+#include "worker/energy_sampler.h"
 
 /* One forward of the job at hand, closed over its buffers. Returns 0 or -1 (ctx->error). */
 typedef int (*forward_fn)(exec_context *ctx, void *arg);
@@ -37,16 +41,21 @@ typedef struct timing_stats {
     double power_min_w, power_max_w; /* board power sampled during timing; 0 when unknown */
     unsigned long long clock_reasons; /* why clocks were held down, OR of the samples */
     int have_clock_reasons;  /* clock_reasons was read (NVML has it) */
-    /* The board's energy over the timed window (NVML's counter, read once a batch); NAN
-     * with energy_why when unknown or when the window is too short to be read. */
+    /* The board's energy over the timed window (energy_average_power_w × the window); NAN
+     * with energy_why when unknown, too short to be read or implausible. */
     double energy_j, energy_window_ms;
     const char *energy_why;
 } timing_stats;
 
-/* The least time between the first and the last step of NVML's energy counter seen while
- * timing for an energy reading: the counter steps every ~100 ms, and an interval read once a
- * batch is off by at most a batch at each end (docs/measurement.md, "Energy"). */
+/* The least time between the first and the last step of NVML's energy counter for an energy
+ * reading: the counter steps about every 100 ms (docs/measurement.md, "Energy"). */
 #define MEASURE_ENERGY_MIN_SPAN_MS 200.0
+/* A step seen more than this after the poll before it (the sampler was held off the CPU) is
+ * timed too loosely to bound the interval: at most half of it off at each end, ≤ 5% of the
+ * shortest span. */
+#define MEASURE_ENERGY_MAX_STEP_GAP_MS 10.0
+/* An average power above the board's enforced limit by more than this factor is a misreading. */
+#define MEASURE_ENERGY_MAX_OVER_LIMIT 1.05
 
 /* Pure statistics and the stopping rule (measure_stats.c, unit-tested without a GPU). */
 
@@ -56,6 +65,15 @@ void timing_summarize(double *samples_us, int n, timing_stats *s);
 
 /* NULL to keep going, else the stop reason. elapsed_ms: wall time since timing began. */
 const char *timing_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms);
+
+/* The board's average power in W while timing, from the n steps of NVML's energy counter the
+ * sampler saw (oldest first): the energy between the first and the last well-timed step over
+ * the time between them. NAN with the reason written to why (why_len bytes) when they are
+ * fewer than two or closer than MEASURE_ENERGY_MIN_SPAN_MS, or when the power exceeds
+ * power_limit_w (0: unknown, not checked) by more than MEASURE_ENERGY_MAX_OVER_LIMIT.
+ * window_ms, the timed window, only goes into the reason. */
+double energy_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
+                              size_t why_len);
 
 /* The "timing" object of the result. */
 cJSON *timing_to_json(const timing_stats *s);

@@ -1,5 +1,6 @@
 /* measure_stats.c — the pure part of measurement: sample statistics, the stopping rule,
- * the "timing" and "perf" JSON objects, and timing on the cpu device (measure.h).
+ * the average power from the energy counter's steps, the "timing", "energy" and "perf" JSON
+ * objects, and timing on the cpu device (measure.h).
  *
  * No CUDA here, so all of it is unit-tested on machines without a GPU
  * (tests/unit/test_measure_stats.c). measure.c drives the same rule with CUDA events.
@@ -7,12 +8,14 @@
 #include "worker/measure.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/attn.h"
 #include "common/clock.h"
+#include "common/grow.h"
 #include "worker/clocks.h"
 
 /* ---------------------------------------------------------------- statistics ---------- */
@@ -89,6 +92,58 @@ const char *timing_stop_reason(const run_request *r, const double *samples_us, i
     if (mean <= 0.0) return NULL;
     rse = (stdev / mean) / sqrt((double)n);
     return rse <= r->target_noise ? "rse" : NULL;
+}
+
+/* ---------------------------------------------------------------- energy -------------- */
+
+/* A step happened between the poll before and the one that saw it: their midpoint is off by
+ * at most half their gap. */
+static double energy_step_ms(const energy_step *s) { return 0.5 * (s->before_ms + s->seen_ms); }
+
+static int energy_step_well_timed(const energy_step *s)
+{
+    return s->seen_ms - s->before_ms <= MEASURE_ENERGY_MAX_STEP_GAP_MS;
+}
+
+double energy_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
+                              size_t why_len)
+{
+    int first = 0, last = n - 1, timed = 0, i;
+    double span_ms = 0.0, watts;
+
+    for (i = 0; i < n; i++) timed += energy_step_well_timed(&steps[i]);
+    while (first < n && !energy_step_well_timed(&steps[first])) first++;
+    while (last > first && !energy_step_well_timed(&steps[last])) last--;
+    if (timed >= 2) span_ms = energy_step_ms(&steps[last]) - energy_step_ms(&steps[first]);
+
+    if (timed < 2 || span_ms < MEASURE_ENERGY_MIN_SPAN_MS) {
+        if (timed < n)
+            snprintf(why, why_len,
+                     "NVML's energy counter stepped %d time(s) in the %.0f ms timed window, but only %d of the steps "
+                     "were timed to within %.0f ms (the sampler thread was held off the CPU); a reading needs two "
+                     "such steps %.0f ms apart",
+                     n, window_ms, timed, MEASURE_ENERGY_MAX_STEP_GAP_MS, MEASURE_ENERGY_MIN_SPAN_MS);
+        else
+            snprintf(why, why_len,
+                     "NVML's energy counter stepped %d time(s) in the %.0f ms timed window, %.0f ms from the first "
+                     "step to the last; a reading needs %.0f ms between two (it steps about every 100 ms): ask for "
+                     "min_time_ms=%.0f or more",
+                     n, window_ms, span_ms, MEASURE_ENERGY_MIN_SPAN_MS, MEASURE_ENERGY_MIN_SPAN_MS + 300.0);
+        return NAN;
+    }
+    if (steps[last].mj < steps[first].mj) {
+        snprintf(why, why_len, "NVML's energy counter went backwards while timing");
+        return NAN;
+    }
+    watts = (double)(steps[last].mj - steps[first].mj) / span_ms; /* mJ/ms */
+    if (power_limit_w > 0.0 && watts > MEASURE_ENERGY_MAX_OVER_LIMIT * power_limit_w) {
+        snprintf(why, why_len,
+                 "NVML's energy counter gives %.0f W between its steps, more than %.0f%% above the board's enforced "
+                 "power limit of %.0f W: not a plausible reading",
+                 watts, (MEASURE_ENERGY_MAX_OVER_LIMIT - 1.0) * 100.0, power_limit_w);
+        return NAN;
+    }
+    return watts;
 }
 
 /* ---------------------------------------------------------------- JSON ---------------- */
@@ -177,7 +232,8 @@ static double measure_now_ms(void) { return clock_monotonic_s() * 1e3; }
 int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, timing_stats *out)
 {
     double *samples = NULL, t_begin, t0, t1;
-    int n = 0, cap = 0, i, rc = -1;
+    size_t cap = 0;
+    int n = 0, i, rc = -1;
     const char *reason = NULL;
 
     memset(out, 0, sizeof *out);
@@ -188,15 +244,9 @@ int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
 
     t_begin = measure_now_ms();
     while (!reason) {
-        if (n == cap) {
-            int ncap = cap ? cap * 2 : 64;
-            double *g = realloc(samples, (size_t)ncap * sizeof *g);
-            if (!g) {
-                exec_fail(ctx, __FILE__, __LINE__, "realloc(samples)", "out of memory");
-                goto done;
-            }
-            samples = g;
-            cap = ncap;
+        if (grow_array(&samples, &cap, (size_t)n + 1, sizeof *samples, 64) != 0) {
+            exec_fail(ctx, __FILE__, __LINE__, "grow_array(samples)", "out of memory");
+            goto done;
         }
         t0 = measure_now_ms();
         if (fn(ctx, arg) != 0) goto done;

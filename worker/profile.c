@@ -9,8 +9,8 @@
  * cuCtxGetCurrent). Rows group GPU activity by (kind, name) in order of first launch.
  *
  * NVTX: CUPTI receives NVTX ranges only when NVTX_INJECTION64_PATH names the libcupti the
- * process loaded, before the first NVTX call. profile_init sets it only when
- * ATTND_NVTX_TO_CUPTI is not 0 (see profile_nvtx_injection).
+ * process loaded, before the first NVTX call. profile_init sets it unless the setting
+ * nvtx_to_cupti is false (see profile_nvtx_injection).
  *
  * API tracing inflates host time: this forward is never a timed one.
  */
@@ -25,6 +25,8 @@
 #include <cuda_occupancy.h>
 #include <cupti.h>
 #include <nvtx3/nvToolsExt.h>
+
+#include "common/grow.h"
 
 /* In libstdc++ (attnd links with g++): demangles C++ kernel names. */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
@@ -65,7 +67,8 @@ static struct {
     pthread_mutex_t mu;
     int collecting;
     profile_raw *raw;
-    int nraw, cap;
+    int nraw;
+    size_t cap;
     uint64_t dropped; /* reported by CUPTI, plus records we could not keep */
     int init_ok;
     char init_error[512];
@@ -153,16 +156,10 @@ static void profile_keep(const CUpti_Activity *rec)
     default:
         return; /* kinds we did not ask for (e.g. left enabled by a tool) */
     }
-    if (profile_g.nraw == profile_g.cap) {
-        int cap = profile_g.cap ? profile_g.cap * 2 : 1024;
-        profile_raw *g = realloc(profile_g.raw, (size_t)cap * sizeof *g);
-        if (!g) {
-            free(r.name);
-            profile_g.dropped++;
-            return;
-        }
-        profile_g.raw = g;
-        profile_g.cap = cap;
+    if (grow_array(&profile_g.raw, &profile_g.cap, (size_t)profile_g.nraw + 1, sizeof *profile_g.raw, 1024) != 0) {
+        free(r.name);
+        profile_g.dropped++;
+        return;
     }
     profile_g.raw[profile_g.nraw++] = r;
 }
@@ -199,7 +196,7 @@ static void CUPTIAPI profile_buffer_completed(CUcontext context, uint32_t stream
 /* ------------------------------------------------------------ init -------------------- */
 
 /* Point NVTX at the libcupti this process loaded, so ranges reach the MARKER records and
- * the trace shows the variants' phases. ATTND_NVTX_TO_CUPTI=0 turns it off. It costs no
+ * the trace shows the variants' phases (setting nvtx_to_cupti). It costs no
  * measurable host time: on the H200, naive's host_us was 49–55 µs with and without it
  * (bench/results/2026-12-02-host-cost.md). Nsight tools set NVTX_INJECTION64_PATH
  * themselves, and then win. */
@@ -207,15 +204,13 @@ static void profile_nvtx_injection(void)
 {
     Dl_info info;
     void *sym;
-    const char *want = getenv("ATTND_NVTX_TO_CUPTI");
     CUptiResult (*fn)(CUpti_ActivityKind) = cuptiActivityEnable;
     memcpy(&sym, &fn, sizeof sym);
-    if (want && strcmp(want, "0") == 0) return;
     if (getenv("NVTX_INJECTION64_PATH")) return; /* a tool (nsys) is already injected */
     if (dladdr(sym, &info) && info.dli_fname) setenv("NVTX_INJECTION64_PATH", info.dli_fname, 0);
 }
 
-static int profile_init_inner(exec_context *ctx)
+static int profile_init_inner(exec_context *ctx, int nvtx_to_cupti)
 {
     struct cudaDeviceProp prop;
     cudaOccDeviceProp *o = &profile_g.occ_prop;
@@ -236,12 +231,12 @@ static int profile_init_inner(exec_context *ctx)
     o->reservedSharedMemPerBlock = prop.reservedSharedMemPerBlock;
     profile_g.occ_ok = 1;
 
-    profile_nvtx_injection();
+    if (nvtx_to_cupti) profile_nvtx_injection();
     CUPTI_TRY(ctx, cuptiActivityRegisterCallbacks(profile_buffer_requested, profile_buffer_completed));
     return 0;
 }
 
-int profile_init(exec_context *ctx)
+int profile_init(exec_context *ctx, int nvtx_to_cupti)
 {
     char saved[sizeof ctx->error];
     int rc;
@@ -250,7 +245,7 @@ int profile_init(exec_context *ctx)
      * request, without losing an error already recorded. */
     memcpy(saved, ctx->error, sizeof saved);
     ctx->error[0] = '\0';
-    rc = profile_init_inner(ctx);
+    rc = profile_init_inner(ctx, nvtx_to_cupti);
     if (rc == 0) profile_g.init_ok = 1;
     else snprintf(profile_g.init_error, sizeof profile_g.init_error, "%s", ctx->error);
     if (saved[0]) memcpy(ctx->error, saved, sizeof saved);
@@ -653,98 +648,4 @@ cJSON *profile_to_json(const profile_result *p)
         cJSON_AddItemToArray(table, row);
     }
     return o;
-}
-
-/* ------------------------------------------------------------ Chrome trace ------------ */
-
-static cJSON *profile_trace_meta(const char *what, int pid, uint32_t tid, const char *name)
-{
-    cJSON *e = cJSON_CreateObject(), *args;
-    if (!e) return NULL;
-    cJSON_AddStringToObject(e, "ph", "M");
-    cJSON_AddStringToObject(e, "name", what);
-    cJSON_AddNumberToObject(e, "pid", pid);
-    cJSON_AddNumberToObject(e, "tid", tid);
-    args = cJSON_AddObjectToObject(e, "args");
-    if (args) cJSON_AddStringToObject(args, "name", name);
-    return e;
-}
-
-static cJSON *profile_trace_event(const char *ph, const char *cat, const char *name, int pid, uint32_t tid,
-                                  double ts_us)
-{
-    cJSON *e = cJSON_CreateObject();
-    if (!e) return NULL;
-    cJSON_AddStringToObject(e, "ph", ph);
-    cJSON_AddStringToObject(e, "cat", cat);
-    cJSON_AddStringToObject(e, "name", name);
-    cJSON_AddNumberToObject(e, "pid", pid);
-    cJSON_AddNumberToObject(e, "tid", tid);
-    cJSON_AddNumberToObject(e, "ts", ts_us);
-    return e;
-}
-
-cJSON *profile_trace_json(const profile_result *p, const char *device_name)
-{
-    enum { PID_CPU = 0, PID_GPU = 1 };
-    cJSON *root = cJSON_CreateObject(), *evs;
-    uint64_t t0 = UINT64_MAX;
-    int i, j;
-    char lane[64];
-    if (!root) return NULL;
-    evs = cJSON_AddArrayToObject(root, "traceEvents");
-    cJSON_AddStringToObject(root, "displayTimeUnit", "ms");
-    if (!evs) return root;
-    for (i = 0; i < p->nevents; i++)
-        if (p->events[i].start_ns < t0) t0 = p->events[i].start_ns;
-
-    cJSON_AddItemToArray(evs, profile_trace_meta("process_name", PID_CPU, 0, "attnd worker (CPU)"));
-    cJSON_AddItemToArray(evs, profile_trace_meta("process_name", PID_GPU, 0, device_name ? device_name : "GPU"));
-    for (i = 0; i < p->nevents; i++) {
-        const profile_event *ev = &p->events[i];
-        int gpu = ev->kind >= PROFILE_KERNEL;
-        uint32_t tid = gpu ? ev->stream : ev->thread;
-        const char *cat = ev->kind == PROFILE_KERNEL   ? "kernel"
-                          : ev->kind == PROFILE_MEMCPY ? "gpu_memcpy"
-                          : ev->kind == PROFILE_MEMSET ? "gpu_memset"
-                          : ev->kind == PROFILE_API    ? "cuda_api"
-                                                       : "user_annotation";
-        double ts = (double)(ev->start_ns - t0) * 1e-3;
-        cJSON *e = profile_trace_event("X", cat, ev->name, gpu ? PID_GPU : PID_CPU, tid, ts), *args;
-        if (!e) break;
-        cJSON_AddNumberToObject(e, "dur", ev->end_ns > ev->start_ns ? (double)(ev->end_ns - ev->start_ns) * 1e-3 : 0.0);
-        args = cJSON_AddObjectToObject(e, "args");
-        if (args && ev->kind != PROFILE_NVTX) cJSON_AddNumberToObject(args, "correlation", ev->correlation);
-        if (args && gpu) cJSON_AddNumberToObject(args, "stream", ev->stream);
-        cJSON_AddItemToArray(evs, e);
-
-        /* Lane names, once per lane. */
-        for (j = 0; j < i; j++) {
-            const profile_event *o = &p->events[j];
-            if ((o->kind >= PROFILE_KERNEL) == gpu && (gpu ? o->stream : o->thread) == tid) break;
-        }
-        if (j == i) {
-            snprintf(lane, sizeof lane, gpu ? "stream %u" : "thread %u", (unsigned)tid);
-            cJSON_AddItemToArray(evs, profile_trace_meta("thread_name", gpu ? PID_GPU : PID_CPU, tid, lane));
-        }
-
-        /* Flow arrow from the launching API call to this GPU activity. */
-        if (gpu) {
-            for (j = 0; j < p->nevents; j++)
-                if (p->events[j].kind == PROFILE_API && p->events[j].correlation == ev->correlation) break;
-            if (j < p->nevents) {
-                const profile_event *api = &p->events[j];
-                cJSON *s = profile_trace_event("s", "ac2g", "ac2g", PID_CPU, api->thread,
-                                               (double)(api->start_ns - t0) * 1e-3);
-                cJSON *f = profile_trace_event("f", "ac2g", "ac2g", PID_GPU, tid, ts);
-                if (s) cJSON_AddNumberToObject(s, "id", ev->correlation), cJSON_AddItemToArray(evs, s);
-                if (f) {
-                    cJSON_AddNumberToObject(f, "id", ev->correlation);
-                    cJSON_AddStringToObject(f, "bp", "e");
-                    cJSON_AddItemToArray(evs, f);
-                }
-            }
-        }
-    }
-    return root;
 }

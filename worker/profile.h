@@ -55,9 +55,10 @@ typedef struct profile_result {
     uint64_t dropped;         /* records CUPTI dropped (0 or the table is incomplete) */
 } profile_result;
 
-/* Subscribe to CUPTI once per worker, at start. Returns 0, or -1 with ctx->error set
- * (the worker then answers profile requests with that reason). */
-int profile_init(exec_context *ctx);
+/* Subscribe to CUPTI once per worker, at start, before any NVTX call; nvtx_to_cupti (the
+ * setting): route NVTX ranges into the trace. Returns 0, or -1 with ctx->error set (the
+ * worker then answers profile requests with that reason). */
+int profile_init(exec_context *ctx, int nvtx_to_cupti);
 
 /* Run fn(arg) once under tracing and fill out (caller frees with profile_free).
  * Returns 0, or -1 with ctx->error set. */
@@ -67,11 +68,5 @@ void profile_free(profile_result *p);
 
 /* The "kernels" object: per_forward, memops_per_forward, gpu_us, table. */
 cJSON *profile_to_json(const profile_result *p);
-
-/* The raw events as a Chrome/Perfetto trace: {"traceEvents":[…],"displayTimeUnit":"ms"}.
- * CPU lanes (pid 0, tid = thread) hold API calls and NVTX ranges, GPU lanes (pid 1, tid =
- * stream) kernels and memops, with a flow arrow from each launch to its GPU activity; ts in
- * µs from the first event. device_name labels the GPU process. Caller deletes. */
-cJSON *profile_trace_json(const profile_result *p, const char *device_name);
 
 #endif

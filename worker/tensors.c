@@ -1,4 +1,4 @@
-/* worker_tensors.c — the worker's resident tensors (worker_tensors.h).
+/* tensors.c — the worker's resident tensors (worker/tensors.h).
  *
  * A small array of {id, pointer, bytes}, grown as needed (no fixed size to overflow: the
  * front bounds how many tensors there are, max_tensors, before it sends a tensor_put); a
@@ -34,6 +34,7 @@
 #include "worker/tensors.h"
 
 #include "common/clock.h"
+#include "common/grow.h"
 #include "common/host_memory.h"
 
 #include <errno.h>
@@ -59,7 +60,8 @@ typedef struct wt_entry {
 } wt_entry;
 
 static wt_entry *wt_table;
-static int wt_count, wt_cap;
+static int wt_count;
+static size_t wt_cap;
 static int wt_on_gpu;
 
 /* Downloads from a GPU: device → this buffer (page-locked, so the DMA goes straight into
@@ -313,13 +315,7 @@ void *worker_tensors_find(const char *id, size_t *bytes)
 int worker_tensors_adopt(const char *id, void *ptr, size_t bytes)
 {
     if (!id || strlen(id) >= sizeof wt_table[0].id || wt_index(id) >= 0) return -1;
-    if (wt_count == wt_cap) {
-        int cap = wt_cap ? 2 * wt_cap : 16;
-        wt_entry *grown = realloc(wt_table, (size_t)cap * sizeof *grown);
-        if (!grown) return -1;
-        wt_table = grown;
-        wt_cap = cap;
-    }
+    if (grow_array(&wt_table, &wt_cap, (size_t)wt_count + 1, sizeof *wt_table, 16) != 0) return -1;
     snprintf(wt_table[wt_count].id, sizeof wt_table[0].id, "%s", id);
     wt_table[wt_count].ptr = ptr;
     wt_table[wt_count].bytes = bytes;
@@ -483,7 +479,7 @@ fail:
     return NULL;
 }
 
-/* A streamed download (worker_tensors.h): map the progress page of the front's memfd fd at
+/* A streamed download (common/proto.h): map the progress page of the front's memfd fd at
  * offset "progress_offset" for a body of total bytes. The mapping, or NULL with e (400:
  * the memfd or the offset do not fit). */
 static tensor_download_progress *wt_map_progress(int fd, const cJSON *offset, size_t total, api_error *e)
@@ -594,12 +590,13 @@ static cJSON *wt_delete(const cJSON *msg, api_error *e)
     return cJSON_CreateObject();
 }
 
-cJSON *worker_tensors_handle(const char *type, const cJSON *msg, int fd, int *out_fd, api_error *e)
+cJSON *worker_tensors_handle(proto_type type, const cJSON *msg, int fd, int *out_fd, api_error *e)
 {
     *out_fd = -1;
-    if (strcmp(type, "tensor_put") == 0) return wt_put(msg, fd, e);
-    if (strcmp(type, "tensor_get") == 0) return wt_get(msg, fd, out_fd, e);
-    if (strcmp(type, "tensor_delete") == 0) return wt_delete(msg, e);
-    api_fail(e, 400, "bad_message", "", "unknown tensor message %s", type);
-    return NULL;
+    switch (type) {
+    case PROTO_TENSOR_PUT: return wt_put(msg, fd, e);
+    case PROTO_TENSOR_GET: return wt_get(msg, fd, out_fd, e);
+    case PROTO_TENSOR_DELETE: return wt_delete(msg, e);
+    default: api_fail(e, 400, "bad_message", "", "%s is not a tensor message", proto_type_name(type)); return NULL;
+    }
 }

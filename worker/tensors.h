@@ -24,7 +24,7 @@ void worker_tensors_init(int on_gpu);
 /* Handle one tensor_* message. Returns the reply members to add to "tensor_result" (caller
  * deletes) with *out_fd set for tensor_get; NULL with e filled on failure (4xx: refused,
  * nothing changed; 5xx: failed). */
-cJSON *worker_tensors_handle(const char *type, const cJSON *msg, int fd, int *out_fd, api_error *e);
+cJSON *worker_tensors_handle(proto_type type, const cJSON *msg, int fd, int *out_fd, api_error *e);
 
 /* The buffer of a resident tensor (device or host pointer as the worker is), NULL when
  * this worker has none by that id. *bytes its size. Stays owned by the table. */

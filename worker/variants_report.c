@@ -30,14 +30,37 @@ static cJSON *library_json(const variant *v)
     return o;
 }
 
-cJSON *worker_variants_json(void)
+int worker_impl_runnable(const variant *v, int impl, int cc)
+{
+    if (impl < 0 || (size_t)impl >= v->info->impl_count) return 0;
+    if (v->info->on_cpu ? cc != 0 : cc <= 0 || cc < v->info->min_cc) return 0;
+    return v->impl_runnable && v->impl_runnable(impl, cc);
+}
+
+/* The names of v's implementations that run here, in the table's order. */
+static cJSON *impls_json(const variant *v, int cc)
+{
+    cJSON *list = cJSON_CreateArray();
+    size_t i;
+
+    for (i = 0; list && i < v->info->impl_count; i++) {
+        if (!worker_impl_runnable(v, (int)i, cc)) continue;
+        if (!cJSON_AddItemToArray(list, cJSON_CreateString(v->info->impls[i].name))) {
+            cJSON_Delete(list);
+            return NULL;
+        }
+    }
+    return list;
+}
+
+cJSON *worker_variants_json(int cc)
 {
     cJSON *list = cJSON_CreateArray();
     size_t i;
 
     for (i = 0; list && i < variants_count; i++) {
         const variant *v = &variants[i];
-        cJSON *o = cJSON_CreateObject(), *lib;
+        cJSON *o = cJSON_CreateObject(), *lib, *impls;
         char why[1024] = "";
         int ready = !v->library_ready || v->library_ready(why, sizeof why) == 0;
         int ok = o && cJSON_AddStringToObject(o, "name", v->info->name) != NULL;
@@ -47,6 +70,9 @@ cJSON *worker_variants_json(void)
         lib = ok ? library_json(v) : NULL;
         ok = lib && cJSON_AddItemToObject(o, "library", lib);
         if (!ok) cJSON_Delete(lib);
+        impls = ok ? impls_json(v, cc) : NULL;
+        ok = impls && cJSON_AddItemToObject(o, "impls", impls);
+        if (!ok) cJSON_Delete(impls);
         if (!ok || !cJSON_AddItemToArray(list, o)) {
             cJSON_Delete(o);
             cJSON_Delete(list);

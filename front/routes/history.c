@@ -4,13 +4,14 @@
 #include "front/routes/routes.h"
 
 #include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "front/metrics.h"
 #include "front/pool.h"
 #include "front/static_files.h"
@@ -25,12 +26,9 @@ static const char *const run_statuses[] = {"queued", "running", "done", "failed"
 static long long runs_id(http_request *req)
 {
     const char *t = req->id ? req->id : "";
-    char *end;
     long long id;
 
-    errno = 0;
-    id = strtoll(t, &end, 10);
-    if (!isdigit((unsigned char)t[0]) || errno != 0 || *end != '\0' || id <= 0) {
+    if (parse_int_in(t, 1, LLONG_MAX, &id) != 0) {
         http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", t);
         return -1;
     }
@@ -49,14 +47,11 @@ static const char *qs(const http_request *req, const char *key)
 static int q_int(http_request *req, const char *key, long long lo, long long hi, long long dflt, long long *out)
 {
     const char *t = qs(req, key);
-    char *end;
     long long v;
 
     *out = dflt;
     if (!t) return 0;
-    errno = 0;
-    v = strtoll(t, &end, 10);
-    if (!isdigit((unsigned char)t[0]) || errno != 0 || *end != '\0' || v < lo || v > hi) {
+    if (parse_int_in(t, lo, hi, &v) != 0) {
         http_fail(req, 400, "bad_value", key, "%s must be an integer in %lld..%lld, got '%.40s'", key, lo, hi, t);
         return -1;
     }
@@ -64,7 +59,7 @@ static int q_int(http_request *req, const char *key, long long lo, long long hi,
     return 0;
 }
 
-int routes_runs_parse_since(const char *text, char *out, size_t len)
+int routes_history_parse_since(const char *text, char *out, size_t len)
 {
     struct tm tm;
     int y, mo, d, h = 0, mi = 0, sec = 0, ms = 0, n = 0, digits;
@@ -146,7 +141,7 @@ void route_list_runs(http_request *req)
             return;
         }
     }
-    if (since_text && routes_runs_parse_since(since_text, since, sizeof since) != 0) {
+    if (since_text && routes_history_parse_since(since_text, since, sizeof since) != 0) {
         http_fail(req, 400, "bad_value", "since",
                   "since must be an ISO-8601 time such as 2026-12-02T10:31:05Z, got '%.60s'", since_text);
         return;
@@ -169,9 +164,9 @@ void route_list_runs(http_request *req)
     free(out);
 }
 
-int routes_runs_client_gone(const void *req) { return http_client_gone((const http_request *)req); }
+int routes_history_client_gone(const void *req) { return http_client_gone((const http_request *)req); }
 
-char *routes_runs_with_position(long long id, char *record)
+char *routes_history_with_position(long long id, char *record)
 {
     cJSON *o;
     const cJSON *st;

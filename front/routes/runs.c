@@ -2,8 +2,7 @@
  * resident tensors, hand the run to the pool; GET /v1/runs/{id}: one stored run. */
 #include "front/routes/routes.h"
 
-#include <ctype.h>
-#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +10,7 @@
 #include "common/variant_info.h"
 #include "front/http.h"
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "front/pool.h"
 #include "common/run_request.h"
 #include "front/routes/history.h"
@@ -38,6 +38,37 @@ static int variant_ready_on(const char *device, const variant_info *v, char *why
     }
     cJSON_Delete(list);
     return rc;
+}
+
+/* 0 when the worker of device listed impl among the implementations of v it runs (its hello:
+ * worker/variants_report.c), or none was asked for (""); else -1 and why. */
+static int impl_runs_on(const char *device, const variant_info *v, const char *impl, char *why, size_t why_len)
+{
+    const char *needs;
+    cJSON *list, *item, *name;
+    char runs[200] = "";
+    size_t n = 0;
+    int found = 0, k;
+
+    if (!impl[0]) return 0;
+    list = pool_device_variants(device);
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *vname = cJSON_GetObjectItemCaseSensitive(item, "name");
+        if (!cJSON_IsString(vname) || strcmp(vname->valuestring, v->name) != 0) continue;
+        cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(item, "impls")) {
+            if (!cJSON_IsString(name)) continue;
+            if (!strcmp(name->valuestring, impl)) found = 1;
+            if (n < sizeof runs)
+                n += (size_t)snprintf(runs + n, sizeof runs - n, "%s%s", n ? ", " : "", name->valuestring);
+        }
+    }
+    cJSON_Delete(list);
+    if (found) return 0;
+    k = variant_info_impl_find(v, impl); /* run_request_parse checked the name */
+    needs = k >= 0 && v->impls[k].needs ? v->impls[k].needs : "a device its worker reports";
+    snprintf(why, why_len, "impl %s of backend %s cannot run on %s (it needs %s); %s runs %s", impl, v->name, device,
+             needs, device, runs[0] ? runs : "none of them");
+    return -1;
 }
 
 /* Choose and check the device of r (r->backend already validated). 0, or -1 with e. */
@@ -84,6 +115,8 @@ static int resolve_device(run_request *r, const variant_info *v, api_error *e)
         variant_ready_on(r->device, v, why, sizeof why) != 0)
         return api_fail(e, 422, "unsupported", "device", "%s (device %s)", why[0] ? why : "unsupported here",
                         r->device);
+    if (impl_runs_on(r->device, v, r->impl, why, sizeof why) != 0)
+        return api_fail(e, 422, "unsupported", "impl", "%s", why);
     return 0;
 }
 
@@ -105,7 +138,7 @@ void route_run(http_request *req)
         http_fail(req, 500, "internal", "backend", "backend %s vanished from the variants table", r.backend);
         return;
     }
-    if (tensors_apply_run(&r, &e) != 0 || resolve_device(&r, v, &e) != 0) { /* q/k/v ids: tensors.c */
+    if (tensors_apply_run(&r, &e) != 0 || resolve_device(&r, v, &e) != 0) { /* q/k/v ids: front/tensor_runs.c */
         http_send_error(req, &e);
         return;
     }
@@ -117,7 +150,7 @@ void route_run(http_request *req)
 
     /* From here the pool owns the run's end: it calls tensors_finish_run (release the pins
      * and the budget, register a kept output) once, when the run ends, sync or async. */
-    status = pool_run_watched(&r, tensors_finish_run, routes_runs_client_gone, req, &resp);
+    status = pool_run_watched(&r, tensors_finish_run, routes_history_client_gone, req, &resp);
     if (!resp) {
         http_fail(req, 500, "internal", "", "the run ended without an answer (status %d)", status);
         return;
@@ -136,16 +169,14 @@ void route_run(http_request *req)
 void route_get_run(http_request *req)
 {
     const char *id_text = req->id;
-    char *end, *record;
+    char *record;
     long long id;
 
-    errno = 0;
-    id = strtoll(id_text, &end, 10);
-    if (!isdigit((unsigned char)id_text[0]) || errno != 0 || *end != '\0' || id <= 0) {
+    if (parse_int_in(id_text, 1, LLONG_MAX, &id) != 0) {
         http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", id_text);
         return;
     }
-    record = routes_runs_with_position(id, store_get_run(id)); /* queued: + queue_position */
+    record = routes_history_with_position(id, store_get_run(id)); /* queued: + queue_position */
     if (!record) {
         http_fail(req, 404, "not_found", "id", "there is no run %lld", id);
         return;

@@ -18,7 +18,7 @@ const http_route http_routes[] = {
     {"GET", "/openapi.json", route_openapi, "the OpenAPI 3.0 document of this API"},
     {"GET", "/", route_dashboard, "the dashboard page"},
     {"GET", "/dashboard/{id}", route_dashboard_file, "the dashboard's static files"},
-    /* resident tensors (front/tensors.c); the upload streams its body into a memfd */
+    /* resident tensors (front/tensors.h); the upload streams its body into a memfd */
     {"POST", "/v1/tensors", route_tensor_upload, "upload a tensor: raw, .npy or safetensors (streamed)"},
     {"GET", "/v1/tensors", route_tensor_list, "the resident tensors"},
     {"GET", "/v1/tensors/{id}", route_tensor_get, "one tensor's metadata"},

@@ -1,6 +1,7 @@
 /* variants.c — GET /v1/variants: each variant's limits (common/variant_info.h) and whether it
- * can run here, from the workers' hellos: the device it would run on, and the library it opens
- * as that worker loaded it (the front opens no CUDA library itself). */
+ * can run here, from the workers' hellos: the device it would run on, the library it opens as
+ * that worker loaded it (the front opens no CUDA library itself), and the devices whose worker
+ * runs each of its implementations. */
 #include "front/routes/routes.h"
 
 #include <stdio.h>
@@ -62,9 +63,60 @@ static int variant_available(const variant_info *v, const cJSON *report, char *w
     return 1;
 }
 
+/* 1 when the hello of device lists implementation `impl` of v as one it runs. */
+static int impl_listed(const char *device, const variant_info *v, const char *impl)
+{
+    cJSON *list = pool_device_variants(device), *item, *name;
+    int found = 0;
+
+    cJSON_ArrayForEach(item, list) {
+        const cJSON *vname = cJSON_GetObjectItemCaseSensitive(item, "name");
+        if (!cJSON_IsString(vname) || strcmp(vname->valuestring, v->name) != 0) continue;
+        cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(item, "impls"))
+            if (cJSON_IsString(name) && !strcmp(name->valuestring, impl)) found = 1;
+    }
+    cJSON_Delete(list);
+    return found;
+}
+
+/* [{"name", "summary", "needs", "devices": [ids whose worker runs it]}, …]; [] for a variant
+ * with one implementation. */
+static cJSON *impls_json(const variant_info *v)
+{
+    cJSON *list = cJSON_CreateArray(), *devices = pool_devices_json(), *d;
+    const cJSON *ids = cJSON_GetObjectItemCaseSensitive(devices, "devices");
+    size_t i;
+    int ok = list != NULL;
+
+    for (i = 0; ok && i < v->impl_count; i++) {
+        const variant_impl *vi = &v->impls[i];
+        cJSON *o = cJSON_CreateObject(), *on = NULL;
+        ok = o && cJSON_AddItemToArray(list, o);
+        if (!ok) {
+            cJSON_Delete(o);
+            break;
+        }
+        ok = cJSON_AddStringToObject(o, "name", vi->name) && cJSON_AddStringToObject(o, "summary", vi->summary);
+        ok = ok && (vi->needs ? cJSON_AddStringToObject(o, "needs", vi->needs) != NULL
+                              : cJSON_AddNullToObject(o, "needs") != NULL);
+        ok = ok && (on = cJSON_AddArrayToObject(o, "devices")) != NULL;
+        cJSON_ArrayForEach(d, ids) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
+            if (ok && cJSON_IsString(id) && impl_listed(id->valuestring, v, vi->name))
+                ok = cJSON_AddItemToArray(on, cJSON_CreateString(id->valuestring));
+        }
+    }
+    cJSON_Delete(devices);
+    if (!ok) {
+        cJSON_Delete(list);
+        return NULL;
+    }
+    return list;
+}
+
 static cJSON *variant_json(const variant_info *v)
 {
-    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *hd, *report = variant_report(v), *lib;
+    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *hd, *report = variant_report(v), *lib, *impls;
     char why[1024], cc[16];
     int ok = o != NULL, available, t;
 
@@ -92,6 +144,9 @@ static cJSON *variant_json(const variant_info *v)
     if (!lib) lib = cJSON_CreateNull(); /* no worker has said hello yet */
     ok = ok && lib && cJSON_AddItemToObject(o, "library", lib);
     if (!ok) cJSON_Delete(lib);
+    impls = ok ? impls_json(v) : NULL;
+    ok = impls && cJSON_AddItemToObject(o, "impls", impls);
+    if (!ok) cJSON_Delete(impls);
     cJSON_Delete(report);
     if (!ok) {
         cJSON_Delete(o);

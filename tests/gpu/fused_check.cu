@@ -58,14 +58,13 @@ struct fused_variant {
     workspace_fn workspace; /* NULL: none */
 };
 /* Every selectable kernel of kernels/fused.h is checked and timed in one run: "flash" and
- * "efficient" are the defaults (or whatever ATTND_FLASH_IMPL / ATTND_FLASH_LEGACY /
- * ATTND_EFFICIENT_LEGACY select: on an H200 built with sm_90a, flash is the wgmma kernel at
+ * "efficient" are the defaults (on an H200 built with sm_90a, flash is the TMA kernel at
  * head_dim 64/128); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy" force one
  * kernel where it differs from the others (head_dim 96/128, legacy also 64; efficient: 128), and
  * skip other problems silently (same kernel as the default). */
 static int flash_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    flash_set_impl(FLASH_IMPL_ENV);
+    flash_set_impl(FLASH_IMPL_DEFAULT);
     return flash_forward(c, p, t, w);
 }
 static int flash_fwd_w8(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
@@ -99,7 +98,7 @@ static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
         why[0] = '\0'; /* silent skip */
         return -1;
     }
-    return flash_check(p, why, why_len);
+    return variant_check_flash(p, why, why_len);
 }
 static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -107,11 +106,11 @@ static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_l
         why[0] = '\0'; /* silent skip */
         return -1;
     }
-    return flash_check(p, why, why_len);
+    return variant_check_flash(p, why, why_len);
 }
 static int efficient_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    efficient_set_impl(EFFICIENT_IMPL_ENV);
+    efficient_set_impl(EFFICIENT_IMPL_DEFAULT);
     return efficient_forward(c, p, t, w);
 }
 static int efficient_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
@@ -125,7 +124,7 @@ static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_
         why[0] = '\0'; /* silent skip */
         return -1;
     }
-    return efficient_check(p, why, why_len);
+    return variant_check_efficient(p, why, why_len);
 }
 /* Each wgmma configuration forced on every problem (kernels/flash.cu picks one per problem:
  * the "flash" rows), so that each is checked on every case and timed side by side:
@@ -136,7 +135,7 @@ static int fused_cc = 0;
 template <class TR> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
 {
 #ifdef FLASH_HAVE_SM90A
-    if (p->head_dim == TR::D && fused_cc == 90) return flash_check(p, why, why_len);
+    if (p->head_dim == TR::D && fused_cc == 90) return variant_check_flash(p, why, why_len);
 #endif
     why[0] = '\0';
     return -1;
@@ -193,16 +192,16 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
     why[0] = '\0';
     if (fused_cc != 90 || (p->head_dim != 64 && p->head_dim != 128)) return -1;
 #ifdef FLASH_HAVE_SM90A
-    return flash_check(p, why, why_len);
+    return variant_check_flash(p, why, why_len);
 #else
     return -1;
 #endif
 }
 
 static const fused_variant check_variants[] = {
-    {"efficient", efficient_check, efficient_fwd_default},
+    {"efficient", variant_check_efficient, efficient_fwd_default},
     {"efficient@legacy", efficient_check_d128_16, efficient_fwd_legacy},
-    {"flash", flash_check, flash_fwd_default},
+    {"flash", variant_check_flash, flash_fwd_default},
     {"flash@w8", flash_check_d96_128, flash_fwd_w8},
     {"flash@w4", flash_check_d96_128, flash_fwd_w4},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_legacy},

@@ -16,7 +16,7 @@ case "$GENCODE" in *sm_90a*) HAVE_SM90A=-DFLASH_HAVE_SM90A ;; *) HAVE_SM90A= ;; 
 NVCC=${NVCC:-nvcc}
 mkdir -p build
 "$NVCC" -std=c++17 -O3 $GENCODE $HAVE_SM90A -DFUSED_CHECK_CUDNN -D_GNU_SOURCE -I. -o "${OUTBIN:-build/fused_check}" \
-    tests/gpu/fused_check.cu kernels/efficient.cu kernels/flash.cu kernels/exec_context.c kernels/attn.c \
+    tests/gpu/fused_check.cu kernels/efficient.cu kernels/flash.cu kernels/exec_context.c common/attn.c common/variant_info.c \
     kernels/cudnn_loader.c kernels/cudnn_sdpa.c -lcublas -ldl
 [ "${BUILD_ONLY:-0}" = 1 ] && exit 0
 exec "${OUTBIN:-build/fused_check}" "$@"

@@ -226,7 +226,7 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
 
 
 def test_one_gib_round_trip_target():
-    """Issue 4's target: 1 GB/s each way through loopback for 1 GiB (medians of ROUND_TRIPS).
+    """The transfer target: 1 GB/s each way through loopback for 1 GiB (medians of ROUND_TRIPS).
     On the H200: upload 1.41 (0dc0055) and 1.17 (9537dd7), download 1.37 and 1.36 GB/s;
     curl alone reaches 2.36 / 1.50 there (bench/loopback_ceiling.py)."""
     if not ROUND_TRIP_GBPS:

@@ -45,7 +45,7 @@ def validate_trace(trace, rec, want_nvtx=False):
     assert len(cats.get("gpu_memcpy", [])) + len(cats.get("gpu_memset", [])) == k["memops_per_forward"]
     assert cats.get("cuda_api"), "no launching API calls"
     if want_nvtx:
-        assert cats.get("user_annotation"), "no NVTX ranges (the server runs with ATTND_NVTX_TO_CUPTI=1)"
+        assert cats.get("user_annotation"), "no NVTX ranges (the server runs with nvtx_to_cupti true)"
     for cat in ("kernel", "gpu_memcpy", "gpu_memset"):
         assert all(e["pid"] == 1 for e in cats.get(cat, [])), cat
     for cat in ("cuda_api", "user_annotation"):
@@ -114,8 +114,9 @@ def test_async_gpu_run_keeps_its_trace(gapi):
 
 
 def test_trace_has_nvtx_ranges_when_injected(gapi):
-    """NVTX ranges reach CUPTI unless ATTND_NVTX_TO_CUPTI=0 (worker/profile.c): a server of
-    its own with it set explicitly, so the test holds whatever the shared server's env."""
+    """NVTX ranges reach CUPTI unless the setting nvtx_to_cupti is false: a server of its own
+    with it set explicitly (ATTND_NVTX_TO_CUPTI), so the test holds whatever the shared
+    server's env."""
     srv = AttndServer(devices="all", env={"ATTND_NVTX_TO_CUPTI": "1"}).start()
     try:
         api = GpuApi(srv.url)

@@ -1,4 +1,4 @@
-/* test_auth.c — bearer tokens (server/auth.c): the token file's format, which requests need
+/* test_auth.c — bearer tokens (front/auth.c): the token file's format, which requests need
  * a token, public_reads, and exact matching (no prefix, no extension, no case folding). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +68,11 @@ int main(void)
     CHECK(auth_check("HEAD", "/v1/runs/1", NULL) == 1, "public HEAD");
     CHECK(auth_check("POST", "/v1/runs", NULL) == 0, "POST still needs a token");
     CHECK(auth_check("DELETE", "/v1/runs/1", "Bearer nope") == 0, "DELETE with a wrong token");
+
+    /* What a refusal says: no header, or a token that is not one of them. */
+    CHECK(strstr(auth_refusal_message(NULL), "needs Authorization: Bearer") != NULL, "message without a header");
+    CHECK(strstr(auth_refusal_message("Bearer nope"), "not valid") != NULL, "message for a wrong token");
+    CHECK(strcmp(AUTH_CHALLENGE, "Bearer realm=\"attnd\"") == 0, "the challenge");
 
     /* Errors: a missing file, a file without tokens, an over-long line. */
     CHECK(load("/nonexistent/tokens", 0, err, sizeof err) == -1 && strstr(err, "/nonexistent/tokens"),

@@ -1,5 +1,5 @@
 /* test_measure_stats.c — sample statistics, the stopping rule, the timing/perf JSON and cpu
- * timing (server/measure_stats.c), without a GPU. */
+ * timing (worker/measure_stats.c), without a GPU. */
 #include <math.h>
 #include <string.h>
 

@@ -1,4 +1,4 @@
-/* test_npy.c — the .npy header parser and writer (server/npy.c). */
+/* test_npy.c — the .npy header parser and writer (common/npy.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,5 @@
 /* test_output_stats.c — host output summary, tolerances, host verify and their JSON
- * (server/output_stats_host.c), without a GPU. */
+ * (worker/output_stats_host.c), without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>

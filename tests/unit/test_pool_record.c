@@ -189,7 +189,10 @@ int main(int argc, char **argv)
     stored = store_get_run(id);
     {
         cJSON *o = stored ? cJSON_Parse(stored) : NULL;
+        char *answered = cJSON_PrintUnformatted(resp);
         CHECK(o && strcmp(str_of(o, "status"), "done") == 0, "stored done");
+        CHECK(answered && stored && strcmp(answered, stored) == 0, "the answer is the stored record, byte for byte");
+        cJSON_free(answered);
         cJSON_Delete(o);
     }
     free(stored);

@@ -12,6 +12,7 @@
 
 #include "common/variant_info.h"
 #include "common/run_request.h"
+#include "kernels/fused.h"
 #include "tests/unit/check.h"
 
 static const char *gpu_backend, *cpu_backend;
@@ -275,7 +276,9 @@ static void round_trip(const char *query, const char *body, int allow_faults)
     jb = run_request_to_json(&b);
     tb = cJSON_PrintUnformatted(jb);
     CHECK(!strcmp(ta, tb), "JSON differs:\n  %s\n  %s", ta, tb);
-    CHECK(!strcmp(a.backend, b.backend) && !strcmp(a.device, b.device) && !strcmp(a.fault, b.fault), "strings");
+    CHECK(!strcmp(a.backend, b.backend) && !strcmp(a.device, b.device) && !strcmp(a.fault, b.fault) &&
+              !strcmp(a.impl, b.impl),
+          "strings");
     CHECK(!memcmp(&a.problem, &b.problem, sizeof a.problem), "problem differs for %s", ta);
     CHECK(a.scale_given == b.scale_given, "scale_given %d vs %d", a.scale_given, b.scale_given);
     CHECK(a.seed == b.seed && a.warmup == b.warmup && a.iters == b.iters && a.min_iters == b.min_iters &&
@@ -463,6 +466,86 @@ static void test_round_trip(void)
     cJSON_Delete(j);
 }
 
+/* `impl`: one of the backend's implementations (variant_info.impls), kept in params only when
+ * given; a name the backend lacks, or any name for a backend with one implementation, is 400
+ * bad_value naming what exists. Skipped when no variant of the linked table has any. */
+static void test_impl(void)
+{
+    const variant_info *multi = NULL, *single = NULL;
+    char q[256], body[256];
+    run_request r;
+    api_error e;
+    cJSON *j;
+    size_t i, k;
+
+    for (i = 0; i < variant_infos_count; i++) {
+        const variant_info *v = variant_infos[i];
+        if (v->impl_count && !multi) multi = v;
+        if (!v->impl_count && !single) single = v;
+        for (k = 0; k < v->impl_count; k++) {
+            CHECK(v->impls[k].name && strlen(v->impls[k].name) < sizeof r.impl, "%s: impl %zu's name", v->name, k);
+            CHECK(v->impls[k].summary && v->impls[k].summary[0], "%s %s: a summary", v->name, v->impls[k].name);
+            CHECK(variant_info_impl_find(v, v->impls[k].name) == (int)k, "%s %s: names are unique", v->name,
+                  v->impls[k].name);
+        }
+        CHECK(variant_info_impl_find(v, NULL) == -1 && variant_info_impl_find(v, "") == -1, "%s: no name", v->name);
+    }
+    if (!multi) return;
+
+    /* The kernels number their families in the table's order (kernels/fused.h). */
+    CHECK(variant_info_flash.impl_count == 5 && !strcmp(variant_info_flash.impls[FLASH_IMPL_TMA].name, "tma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_WGMMA].name, "wgmma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W4].name, "w4") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W8].name, "w8") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_LEGACY].name, "legacy"),
+          "flash's impls follow FLASH_IMPL_*");
+    CHECK(variant_info_efficient.impl_count == 2 &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_EXACT].name, "exact") &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_LEGACY].name, "legacy"),
+          "efficient's impls follow EFFICIENT_IMPL_*");
+
+    for (k = 0; k < multi->impl_count; k++) {
+        snprintf(q, sizeof q, "backend=%s&impl=%s", multi->name, multi->impls[k].name);
+        expect_ok(q, NULL, &r);
+        CHECK(!strcmp(r.impl, multi->impls[k].name), "impl '%s' kept as '%s'", multi->impls[k].name, r.impl);
+        j = run_request_to_json(&r);
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "impl")), multi->impls[k].name),
+              "params.impl %s", multi->impls[k].name);
+        cJSON_Delete(j);
+        round_trip(q, NULL, 0);
+    }
+    snprintf(body, sizeof body, "{\"backend\":\"%s\",\"impl\":\"%s\"}", multi->name, multi->impls[0].name);
+    expect_ok(NULL, body, &r);
+    CHECK(!strcmp(r.impl, multi->impls[0].name), "impl from the body");
+
+    /* Not given, or null: the default, and no key in params. */
+    snprintf(body, sizeof body, "{\"backend\":\"%s\",\"impl\":null}", multi->name);
+    expect_ok(NULL, body, &r);
+    CHECK(r.impl[0] == '\0', "impl null is the default");
+    j = run_request_to_json(&r);
+    CHECK(cJSON_GetObjectItemCaseSensitive(j, "impl") == NULL, "no impl key for the default");
+    cJSON_Delete(j);
+
+    snprintf(q, sizeof q, "backend=%s&impl=nosuch", multi->name);
+    expect_fail(q, NULL, 400, "bad_value", "impl");
+    CHECK(parse(&r, q, NULL, 0, &e) == -1, "unknown impl");
+    for (k = 0; k < multi->impl_count; k++)
+        CHECK(strstr(e.message, multi->impls[k].name) != NULL, "the message names %s: %s", multi->impls[k].name,
+              e.message);
+    snprintf(q, sizeof q, "backend=%s&impl=", multi->name);
+    expect_fail(q, NULL, 400, "bad_value", "impl");
+    snprintf(body, sizeof body, "{\"backend\":\"%s\",\"impl\":3}", multi->name);
+    expect_fail(NULL, body, 400, "bad_value", "impl");
+    snprintf(q, sizeof q, "backend=%s&impl=%s%s", multi->name, multi->impls[0].name, "xxxxxxxxxxxxxxxxxxxxxxxxxxx");
+    expect_fail(q, NULL, 400, "bad_value", "impl");
+
+    if (!single) return;
+    snprintf(q, sizeof q, "backend=%s&impl=%s", single->name, multi->impls[0].name);
+    expect_fail(q, NULL, 400, "bad_value", "impl");
+    CHECK(parse(&r, q, NULL, 0, &e) == -1 && strstr(e.message, multi->name) != NULL,
+          "the message names the backends that have implementations: %s", e.message);
+}
+
 int main(void)
 {
     size_t i;
@@ -481,5 +564,6 @@ int main(void)
     test_round_trip();
     test_body_text();
     test_params_post_back();
+    test_impl();
     return CHECK_DONE();
 }

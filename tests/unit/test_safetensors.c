@@ -1,4 +1,4 @@
-/* test_safetensors.c — the safetensors header parser (server/safetensors.c). */
+/* test_safetensors.c — the safetensors header parser (front/safetensors.c). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

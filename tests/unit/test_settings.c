@@ -75,6 +75,28 @@ static void test_defaults(void)
     CHECK(s.cpu_threads == 0, "cpu_threads");
     CHECK(s.enable_fault_injection == 0, "enable_fault_injection");
     CHECK(!strcmp(s.cudnn_library, ""), "cudnn_library '%s'", s.cudnn_library);
+    CHECK(s.cupti == 1, "cupti %d", s.cupti);
+    CHECK(s.nvtx_to_cupti == 1, "nvtx_to_cupti %d", s.nvtx_to_cupti);
+}
+
+/* The profiler switches, once environment variables read by the worker, are settings: the
+ * same names in the environment as before (ATTND_NVTX_TO_CUPTI=0 still works), a flag each. */
+static void test_profiler_switches(void)
+{
+    settings s;
+    char err[512];
+    char *bare[] = {"attnd", NULL};
+
+    setenv("ATTND_NVTX_TO_CUPTI", "0", 1);
+    CHECK(load(&s, err, sizeof err, 1, bare) == 0 && s.nvtx_to_cupti == 0 && s.cupti == 1, "env: %s nvtx %d", err,
+          s.nvtx_to_cupti);
+    CHECK(LOAD(&s, err, "--nvtx-to-cupti") == 0 && s.nvtx_to_cupti == 1, "bare flag over env: %s", err);
+    unsetenv("ATTND_NVTX_TO_CUPTI");
+    setenv("ATTND_CUPTI", "false", 1);
+    CHECK(load(&s, err, sizeof err, 1, bare) == 0 && s.cupti == 0, "ATTND_CUPTI=false: %s", err);
+    unsetenv("ATTND_CUPTI");
+    CHECK(LOAD(&s, err, "--cupti=no") == 0 && s.cupti == 0, "--cupti=no: %s", err);
+    CHECK(LOAD(&s, err, "--cupti=maybe") == -1 && strstr(err, "cupti"), "bad value: %s", err);
 }
 
 /* cudnn_library in its three spellings: any string (the loader reports a bad one in
@@ -231,7 +253,8 @@ static void test_help(void)
                                        "--token-file",  "--log-level",         "--verify-cpu-max-macs",
                                        "--cpu-threads", "--enable-fault-injection", "--devices", "--job-timeout-s",
                                        "--memory-budget-bytes", "--config", "127.0.0.1:8080",
-                                       "--cudnn-library PATH", "ATTND_CUDNN_LIBRARY"};
+                                       "--cudnn-library PATH", "ATTND_CUDNN_LIBRARY", "--cupti",
+                                       "ATTND_NVTX_TO_CUPTI", "--nvtx-to-cupti"};
     size_t i;
 
     /* --help prints on stdout and returns 1, even with a broken setting beside it. */
@@ -277,6 +300,7 @@ int main(void)
     test_defaults();
     test_precedence();
     test_cudnn_library();
+    test_profiler_switches();
     test_errors();
     test_price();
     test_help();

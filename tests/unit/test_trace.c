@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "worker/profile.h"
+#include "worker/profile_trace.h"
 
 #include <cjson/cJSON.h>
 
