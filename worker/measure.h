@@ -67,8 +67,8 @@ void timing_summarize(double *samples_us, int n, timing_stats *s);
 const char *timing_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms);
 
 /* The board's average power in W while timing, from the n steps of NVML's energy counter the
- * sampler saw (oldest first): the energy between the first and the last well-timed step over
- * the time between them. NAN with the reason written to why (why_len bytes) when they are
+ * sampler saw (oldest first): the least-squares rate of the counter over the well-timed steps
+ * (the first and last of them at least MEASURE_ENERGY_MIN_SPAN_MS apart). NAN with the reason written to why (why_len bytes) when they are
  * fewer than two or closer than MEASURE_ENERGY_MIN_SPAN_MS, or when the power exceeds
  * power_limit_w (0: unknown, not checked) by more than MEASURE_ENERGY_MAX_OVER_LIMIT.
  * window_ms, the timed window, only goes into the reason. */

@@ -393,6 +393,34 @@ def peak_rss_bytes(pid):
     raise AssertionError("no VmHWM in /proc/%d/status" % pid)
 
 
+# A CUDA library's file name: what the front must neither link nor map.
+CUDA_LIBRARY = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cupti|cudnn\w*|nvidia-ml|nvrtc)\.so")
+
+
+def vm_rss_bytes(pid):
+    """VmRSS of process pid: what it has resident now."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
+
+
+def mapped_libraries(pid):
+    """The shared objects process pid has mapped (paths from /proc/PID/maps)."""
+    with open("/proc/%d/maps" % pid) as f:
+        return {line.split()[-1] for line in f if ".so" in line}
+
+
+def child_pids(pid):
+    """The children of process pid (its workers, for attnd's front)."""
+    kids = []
+    for task in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+            kids += [int(k) for k in f.read().split()]
+    return kids
+
+
 def reset_peak_rss(pid):
     """Set pid's VmHWM back to its current RSS ("5" to /proc/PID/clear_refs, Linux >= 4.0), so
     that a later peak_rss_bytes covers only what came after. False when the kernel refused:

@@ -2,41 +2,18 @@
 and maps no CUDA library and stays small; it starts attnd-worker beside itself, which holds
 CUDA and cuDNN and reports what it loaded in its hello."""
 import os
-import re
 import subprocess
 
 import pytest
 
-from conftest import attnd_bin
+from conftest import CUDA_LIBRARY, attnd_bin, child_pids, mapped_libraries, vm_rss_bytes
 
-CUDA_LIBS = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cupti|cudnn\w*|nvidia-ml|nvrtc)\.so")
 FRONT_IDLE_RSS_LIMIT = 30 * 1024 * 1024
-
-
-def vm_rss_bytes(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
-
-
-def mapped_libraries(pid):
-    with open("/proc/%d/maps" % pid) as f:
-        return {line.split()[-1] for line in f if ".so" in line}
-
-
-def children(pid):
-    kids = []
-    for task in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-            kids += [int(k) for k in f.read().split()]
-    return kids
 
 
 def test_front_links_no_cuda():
     out = subprocess.run(["ldd", attnd_bin()], capture_output=True, text=True, check=True).stdout
-    assert not CUDA_LIBS.search(out), out
+    assert not CUDA_LIBRARY.search(out), out
     worker = os.path.join(os.path.dirname(attnd_bin()), "attnd-worker")
     wout = subprocess.run(["ldd", worker], capture_output=True, text=True, check=True).stdout
     assert "libcublas" in wout and "libcupti" in wout, wout
@@ -54,13 +31,13 @@ def test_idle_front_is_small_and_maps_no_cuda(server, api):
     rss = vm_rss_bytes(pid)
     print("front VmRSS: %.1f MB" % (rss / 2**20))
     assert rss <= FRONT_IDLE_RSS_LIMIT, "front VmRSS %.1f MB > 30 MB" % (rss / 2**20)
-    cuda = sorted(lib for lib in mapped_libraries(pid) if CUDA_LIBS.search(lib))
+    cuda = sorted(lib for lib in mapped_libraries(pid) if CUDA_LIBRARY.search(lib))
     assert not cuda, "the front maps %s" % cuda
 
 
 def test_workers_are_attnd_worker(server):
     pid = server.proc.pid
-    kids = children(pid)
+    kids = child_pids(pid)
     exes = [os.readlink("/proc/%d/exe" % k) for k in kids]
     assert exes and all(os.path.basename(e) == "attnd-worker" for e in exes), exes
     assert os.path.dirname(exes[0]) == os.path.dirname(os.path.realpath(attnd_bin()))
@@ -74,7 +51,7 @@ def test_cudnn_library_is_the_workers(server, api):
     assert lib is not None and lib["name"] == "cuDNN", row
     if lib["path"] is None:
         pytest.skip("no cuDNN on this machine: %s" % row["why"])
-    worker = children(server.proc.pid)[0]
+    worker = child_pids(server.proc.pid)[0]
     assert lib["path"] in mapped_libraries(worker)
     assert lib["path"] not in mapped_libraries(server.proc.pid)
 

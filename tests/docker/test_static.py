@@ -29,7 +29,7 @@ def repo_copy(tmp_path):
     """The files check_dockerfile reads, copied so that a test may break them."""
     for name in ("Dockerfile", "Makefile", ".dockerignore"):
         shutil.copy(os.path.join(REPO, name), tmp_path / name)
-    for d in ("kernels", "server", "clients/dashboard", "deploy", "docs"):
+    for d in ("common", "front", "worker", "kernels", "clients/dashboard", "deploy", "docs"):
         os.makedirs(tmp_path / d, exist_ok=True)
     (tmp_path / "docs" / "openapi.json").write_text("{}")
     shutil.copy(os.path.join(REPO, "deploy", "docker-healthcheck.sh"), tmp_path / "deploy" / "docker-healthcheck.sh")
@@ -59,7 +59,8 @@ def edit(path, old, new):
     ("Dockerfile", "ATTND_LISTEN=0.0.0.0:8080", "ATTND_LISTEN=127.0.0.1:8080", "ATTND_LISTEN"),
     ("Dockerfile", "COPY clients/dashboard/ /opt/attnd/clients/dashboard/\n", "", "dashboard"),
     ("Makefile", "-lsqlite3", "-lsqlite3 -lzstd", "-lzstd"),
-    (".dockerignore", "data\n", "data\nserver\n", "dockerignore"),
+    (".dockerignore", "data\n", "data\nworker\n", "dockerignore"),
+    ("Dockerfile", "/out/attnd /out/attnd-worker /opt/attnd/bin/", "/out/attnd /opt/attnd/bin/", "attnd-worker"),
     (".dockerignore", "!docs/openapi.json\n", "", "dockerignore"),
     ("Dockerfile", "COPY docs/openapi.json /opt/attnd/docs/openapi.json\n", "", "openapi"),
 ])

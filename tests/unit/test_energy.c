@@ -92,6 +92,21 @@ static void test_exact_arithmetic(void)
     }
 }
 
+/* Steps every 100 ms at 700 W, the first published 30 ms late: its two ends alone say 745 W;
+ * the fit over all six steps stays within 5%. */
+static void test_late_step_spread_by_the_fit(void)
+{
+    char why[300];
+    energy_step s[6];
+    double w;
+    for (int i = 0; i < 6; i++) {
+        double t = 100.0 * (i + 1) + (i == 0 ? 30.0 : 0.0);
+        s[i] = (energy_step){t - 0.5, t + 0.5, (unsigned long long)(700.0 * 100.0 * (i + 1))};
+    }
+    w = energy_average_power_w(s, 6, 700.0, 0.0, why, sizeof why);
+    CHECK(fabs(w - 700.0) < 35.0 && fabs(w - 700.0) < fabs(350000.0 / 470.0 - 700.0), "fit: %g W for 700 W", w);
+}
+
 static void test_too_few_steps(void)
 {
     char why[300];
@@ -137,6 +152,7 @@ int main(void)
     test_sampled_often();
     test_sampled_once_a_batch();
     test_exact_arithmetic();
+    test_late_step_spread_by_the_fit();
     test_too_few_steps();
     test_power_limit_guard();
     test_sampler_without_nvml();
