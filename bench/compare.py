@@ -150,10 +150,13 @@ def energy_note(why, limit=60):
     return text
 
 
-def commit_id():
-    # ATTND_COMMIT first: a copy of the tree on a lent machine may carry a stale .git
+def commit_id(build_info=None):
+    # ATTND_COMMIT first, then the commit the server was built from: a copy of the tree on a
+    # lent machine may carry a stale .git
     if os.environ.get("ATTND_COMMIT"):
         return os.environ["ATTND_COMMIT"]
+    if build_info and build_info.get("commit") and build_info.get("commit") != "unknown":
+        return build_info["commit"][:7] + ("-dirty" if build_info.get("dirty") else "")
     try:
         p = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                            timeout=10)
@@ -305,7 +308,7 @@ def build(args):
                 continue
             lines.append({"variant": v, "attnd": a, "torch": t, "torch_source": src})
         tables.append({"shape": shape, "rows": lines})
-    return {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": commit_id(), "build": build_info,
+    return {"date": datetime.date.today().isoformat(), "gpu": gpu, "commit": commit_id(build_info), "build": build_info,
             "torch": torch_meta and {k: torch_meta.get(k) for k in ("torch", "cuda", "cudnn", "gpu")},
             "attnd_cudnn": attnd_cudnn, "cudnn_choice": args.cudnn_choice,
             "recorded_peer_cudnn": cfg.get("recorded_peer", {}).get("cudnn"),

@@ -671,10 +671,16 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
         }
     }
 
-    /* What the backend supports, short of the device's architecture (the front checks that
-     * once it knows the device): passing v->min_cc makes the arch check pass. */
-    why[0] = '\0';
-    if (variant_info_check(v, &r->problem, v->min_cc, why, sizeof why) != 0)
+    return 0;
+}
+
+int run_request_check(const run_request *r, int cc, api_error *e)
+{
+    const variant_info *v = variant_info_find(r->backend);
+    char why[300] = "";
+
+    if (!v) return api_fail(e, 400, "unknown_backend", "backend", "unknown backend '%.40s'", r->backend);
+    if (variant_info_check(v, &r->problem, cc, why, sizeof why) != 0)
         return api_fail(e, 422, "unsupported", field_of_message(why), "%s",
                         why[0] ? why : "this backend does not support the problem");
     return 0;

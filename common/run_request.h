@@ -68,12 +68,17 @@ void run_request_defaults(run_request *r);
  * Accepts seq (sets seq_q and seq_kv), seq_q, seq_kv, causal (true/false), mask
  * (none|causal|causal_bottom_right), cache (hot|cold), booleans as true/false/1/0.
  * Returns 0, or -1 with e filled: 400 for malformed or out-of-range values and unknown
- * parameters, 422 for a valid request the backend does not support (checked against the
- * variants table; the device's compute capability is checked later, by the front). `impl`
+ * parameters. Whether the backend supports the problem is run_request_check's. `impl`
  * must name one of the backend's implementations (400; whether the device runs it is the
  * front's check, against the worker's hello).
  * allow_faults: accept the `fault` parameter (settings.enable_fault_injection). */
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e);
+
+/* Whether r's backend supports r's problem (common/variant_info.c), on a device of compute
+ * capability cc (0: any; the front checks the architecture once it has chosen the device).
+ * 0, or -1 with e: 422 unsupported, the field the limit is about. Called once by the front,
+ * after resident tensors set the shape, and once by the worker. */
+int run_request_check(const run_request *r, int cc, api_error *e);
 
 /* run_request_parse for an HTTP request: `query` as above, `body` the raw body text (NULL or
  * body_len 0: none). The body must be a JSON object without NUL bytes (else 400 bad_json,

@@ -284,6 +284,16 @@ static void variant_dtype_list(unsigned dtypes, char *buf, size_t len)
     }
 }
 
+int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why_len)
+{
+    if (cc > 0 && cc < v->min_cc) {
+        snprintf(why, why_len, "backend %s needs compute capability %d.%d or newer; the device has %d.%d", v->name,
+                 v->min_cc / 10, v->min_cc % 10, cc / 10, cc % 10);
+        return -1;
+    }
+    return 0;
+}
+
 /* Limits in the order a client fixes them: dtype, head_dim, then the device, then what only
  * the variant knows. */
 int variant_info_check(const variant_info *v, const attn_problem *p, int cc, char *why, size_t why_len)
@@ -305,11 +315,7 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
                  v->head_dim_multiple, (long long)p->head_dim);
         return -1;
     }
-    if (cc > 0 && cc < v->min_cc) {
-        snprintf(why, why_len, "backend %s needs compute capability %d.%d or newer; the device has %d.%d", v->name,
-                 v->min_cc / 10, v->min_cc % 10, cc / 10, cc % 10);
-        return -1;
-    }
+    if (variant_info_check_arch(v, cc, why, why_len) != 0) return -1;
     if (v->check) return v->check(p, why, why_len);
     return 0;
 }

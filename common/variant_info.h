@@ -76,6 +76,10 @@ int variant_info_impl_find(const variant_info *v, const char *name);
  * workers' hellos say which implementations each device runs. */
 int variant_info_impl_check(const variant_info *v, const char *impl, char *why, size_t why_len);
 
+/* The architecture part of variant_info_check alone: for the front, which checked the problem
+ * when it parsed the request (run_request_parse) and learns the device only afterwards. */
+int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why_len);
+
 /* The problem limits of the fused variants, as the table's `check` (the kernels call them
  * too, to refuse a problem that bypassed the table). */
 int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);

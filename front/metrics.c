@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/build_info.h"
+#include "common/grow.h"
 #include "front/http.h" /* the route table: the only labels a request can get */
 
 #define METRICS_ROWS 256
@@ -206,15 +207,9 @@ static void tb_printf(text_buf *t, const char *fmt, ...)
             t->len += (size_t)n;
             return;
         }
-        {
-            size_t cap = t->cap * 2 + (size_t)n;
-            char *grown = realloc(t->p, cap);
-            if (!grown) {
-                t->oom = 1;
-                return;
-            }
-            t->p = grown;
-            t->cap = cap;
+        if (grow_array(&t->p, &t->cap, t->len + (size_t)n + 1, 1, 4096) != 0) {
+            t->oom = 1;
+            return;
         }
     }
 }

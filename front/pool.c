@@ -21,6 +21,7 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "front/children.h"
 #include "front/metrics.h"
 #include "front/pool_dispatch.h"
@@ -46,15 +47,14 @@ static int pool_choose_gpus(const char *devices, int count, int *ordinals, int m
     }
     snprintf(list, sizeof list, "%s", devices);
     for (tok = strtok_r(list, ", ", &save); tok && n < max; tok = strtok_r(NULL, ", ", &save)) {
-        char *end = NULL;
-        long k = strtol(tok, &end, 10);
+        long long k;
         int dup = 0;
-        if (!end || *end || k < 0) {
+        if (parse_int_in(tok, 0, 1023, &k) != 0) {
             log_warn("devices: %s is not a GPU ordinal; skipped", tok);
             continue;
         }
         if (k >= count) {
-            log_warn("devices: GPU %ld requested but only %d found; skipped", k, count);
+            log_warn("devices: GPU %lld requested but only %d found; skipped", k, count);
             continue;
         }
         for (i = 0; i < n; i++) dup |= ordinals[i] == (int)k;

@@ -12,6 +12,7 @@
 #include "front/store.h"
 
 #include "common/clock.h"
+#include "common/grow.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -91,7 +92,7 @@ static int store_mark_interrupted(void)
     sqlite3_stmt *sel = NULL;
     long long *ids = NULL;
     char **records = NULL;
-    size_t n = 0, cap = 0, i;
+    size_t n = 0, cap = 0, id_cap = 0, i;
     char finished[40];
     int rc = -1;
 
@@ -104,17 +105,9 @@ static int store_mark_interrupted(void)
         const unsigned char *text;
         if (step < 0) goto done;
         if (step == SQLITE_DONE) break;
-        if (n == cap) {
-            size_t ncap = cap ? cap * 2 : 16;
-            long long *nids = realloc(ids, ncap * sizeof *ids);
-            char **nrec;
-            if (!nids) goto done;
-            ids = nids;
-            nrec = realloc(records, ncap * sizeof *records);
-            if (!nrec) goto done;
-            records = nrec;
-            cap = ncap;
-        }
+        if (grow_array(&ids, &id_cap, n + 1, sizeof *ids, 16) != 0 ||
+            grow_array(&records, &cap, n + 1, sizeof *records, 16) != 0)
+            goto done;
         ids[n] = sqlite3_column_int64(sel, 0);
         text = sqlite3_column_text(sel, 1);
         records[n] = strdup(text ? (const char *)text : "{}");
@@ -362,7 +355,7 @@ char *store_list_runs(long long after_id, int limit, const char *backend, const 
 char *store_query_runs(long long after_id, int limit, const char *backend, const char *status, const char *device,
                        const char *since, long long *last_id)
 {
-    char *out = NULL, *grown, sql[400];
+    char *out = NULL, sql[400];
     size_t len = 0, cap = 0;
     sqlite3_stmt *st = st_list, *own = NULL;
     int step;
@@ -400,12 +393,7 @@ char *store_query_runs(long long after_id, int limit, const char *backend, const
         size_t n = text ? strlen((const char *)text) : 0;
         if (last_id) *last_id = sqlite3_column_int64(st, 1);
         if (!n) continue;
-        if (len + n + 3 > cap) { /* separator, closing bracket, NUL */
-            while (len + n + 3 > cap) cap *= 2;
-            grown = realloc(out, cap);
-            if (!grown) goto fail;
-            out = grown;
-        }
+        if (grow_array(&out, &cap, len + n + 3, 1, 4096) != 0) goto fail; /* separator, closing bracket, NUL */
         if (len > 1) out[len++] = ',';
         memcpy(out + len, text, n);
         len += n;

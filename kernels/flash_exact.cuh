@@ -112,13 +112,12 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     T *s_k = s_q + TR::Q_ELEMS;
     T *s_v = s_k + 2 * TR::KV_ELEMS;
 
+    flash_cta<T> cta;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, cta)) return;
+    const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
+    T *g_o = cta.tile.o;
+    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    flash_tile<T> tile;
-    flash_tile_keys keys;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, tile, keys)) return;
-    const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
-    T *g_o = tile.o;
-    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
@@ -129,17 +128,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     flash_x_load<TR, BN>(s_v, g_v, 0, seq_kv);
     flash_cp_async_commit();
 
-    float o[MI][D / 8][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
-    float row_max[MI][2], row_sum[MI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        row_max[mi][0] = row_max[mi][1] = -INFINITY;
-        row_sum[mi][0] = row_sum[mi][1] = 0.f;
-    }
+    float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
+    flash_acc_init<MI, D>(o, row_max, row_sum);
 
     /* ldmatrix row/chunk of this lane, see flash_mma.cuh for the fragment layouts */
     const int a_row = warp_row0 + (lane & 7) + ((lane >> 3) & 1) * 8, a_chunk = lane >> 4; /* Q (A), + mi*16 */

@@ -215,15 +215,32 @@ __device__ __forceinline__ void flash_store_zero_rows(T *g_o, int m0, int BM, in
 
 /* The start of every one-tile-per-CTA flash body: the CTA's tile and the key blocks it reads.
  * When it reads none, its rows are written as zeros and it returns false: the CTA is done. */
+template <class T> struct flash_cta {
+    flash_tile<T> tile;
+    flash_tile_keys keys;
+};
+
 template <class T, int THREADS>
-__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_tile<T> &tile,
-                                                flash_tile_keys &keys)
+__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_cta<T> &c)
 {
-    tile = flash_tile_of<T>(p, BM, head_dim);
-    keys = flash_tile_keys_of(p, tile.m0, BM, BN);
-    if (keys.n_blocks > 0) return true;
-    flash_store_zero_rows<THREADS>(tile.o, tile.m0, BM, p.seq_q, head_dim, (int)threadIdx.x);
+    c.tile = flash_tile_of<T>(p, BM, head_dim);
+    c.keys = flash_tile_keys_of(p, c.tile.m0, BM, BN);
+    if (c.keys.n_blocks > 0) return true;
+    flash_store_zero_rows<THREADS>(c.tile.o, c.tile.m0, BM, p.seq_q, head_dim, (int)threadIdx.x);
     return false;
+}
+
+/* The start of the online softmax: O = 0, each row's running max −inf and sum 0. */
+template <int MI, int D>
+__device__ __forceinline__ void flash_acc_init(float (&o)[MI][D / 8][4], float (&row_max)[MI][2], float (&row_sum)[MI][2])
+{
+#pragma unroll
+    for (int mi = 0; mi < MI; ++mi) {
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
+        row_max[mi][0] = row_max[mi][1] = -INFINITY;
+        row_sum[mi][0] = row_sum[mi][1] = 0.f;
+    }
 }
 
 /* The per-block arithmetic both mma.sync bodies share; it needs flash_params,
@@ -240,12 +257,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
     T *s_v = s_k + TR::STAGES * TR::KV_ELEMS;
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
-    flash_tile<T> tile;
-    flash_tile_keys keys;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, head_dim, tile, keys)) return;
-    const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
-    T *g_o = tile.o;
-    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
+    flash_cta<T> cta;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, head_dim, cta)) return;
+    const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
+    T *g_o = cta.tile.o;
+    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     constexpr int MI = TR::MI;
@@ -256,17 +272,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
     flash_load_tile<TR, BN>(s_v, g_v, 0, seq_kv, head_dim);
     flash_cp_async_commit();
 
-    float o[MI][D / 8][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) o[mi][i][0] = o[mi][i][1] = o[mi][i][2] = o[mi][i][3] = 0.f;
-    float row_max[MI][2], row_sum[MI][2];
-#pragma unroll
-    for (int mi = 0; mi < MI; ++mi) {
-        row_max[mi][0] = row_max[mi][1] = -INFINITY;
-        row_sum[mi][0] = row_sum[mi][1] = 0.f;
-    }
+    float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
+    flash_acc_init<MI, D>(o, row_max, row_sum);
     uint32_t q_frag[TR::Q_IN_REGS ? MI : 1][TR::Q_IN_REGS ? D / 16 : 1][4];
 
     /* ldmatrix row/chunk of this lane, see flash_mma.cuh for the fragment layouts */

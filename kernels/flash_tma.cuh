@@ -128,10 +128,7 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
         mx = POS ? fmaxf(mx, o1) : fminf(mx, o1);
         const float o2 = __shfl_xor_sync(0xffffffffu, mx, 2);
         mx = POS ? fmaxf(mx, o2) : fminf(mx, o2);
-        const float m_new = fmaxf(st.max[r], mx * p.scale_log2); /* ±inf·scale = −inf: nothing visible */
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;    /* no −inf − −inf */
-        alpha[r] = flash_exp2(st.max[r] - m_use);
-        st.max[r] = m_new;
+        const float m_use = flash_wg_new_max(st, r, mx * p.scale_log2, alpha[r]); /* ±inf·scale = −inf: nothing visible */
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) {
@@ -397,10 +394,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
          * or 4-byte pieces straight from registers */
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            float l = st.sum[r];
-            l += __shfl_xor_sync(0xffffffffu, l, 1);
-            l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const float inv = l > 0.f ? 1.f / l : 0.f; /* no visible key: zeros */
+            const float inv = flash_row_inv(st.sum[r]); /* no visible key: zeros */
             const int lr = my_row0 + 8 * r;
             if constexpr (TR::O_SMEM) {
 #pragma unroll

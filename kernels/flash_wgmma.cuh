@@ -147,6 +147,18 @@ struct flash_wg_rows {
     float max[2], sum[2];
 };
 
+/* Row r's new running max from its block max (log2 units): alpha, the factor O and the sum
+ * are rescaled by, is exactly 1 where the max held. Returns the max to subtract (0 for a row
+ * that has seen no key yet: no −inf − −inf). */
+__device__ __forceinline__ float flash_wg_new_max(flash_wg_rows &st, int r, float block_max, float &alpha)
+{
+    const float m_new = fmaxf(st.max[r], block_max);
+    const float m_use = m_new == -INFINITY ? 0.f : m_new;
+    alpha = flash_exp2(st.max[r] - m_use);
+    st.max[r] = m_new;
+    return m_use;
+}
+
 /* Set the scores of keys this thread's two rows must not see (row r: row0 + 8r; the
  * accumulator layout of wgmma: element 4i + 2r + e is key n0 + 8i + 2t + e) to `lost`. */
 template <int BN>
@@ -182,10 +194,7 @@ __device__ __forceinline__ void flash_wg_softmax(float (&s)[TR::BN / 2], flash_w
         for (int i = 0; i < BN / 8; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_new = fmaxf(st.max[r], mx);
-        const float m_use = m_new == -INFINITY ? 0.f : m_new; /* no −inf − −inf */
-        alpha[r] = flash_exp2(st.max[r] - m_use);
-        st.max[r] = m_new;
+        const float m_use = flash_wg_new_max(st, r, mx, alpha[r]);
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) {
@@ -245,12 +254,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
     uint8_t *q_ptr = flash_wg_smem + (s_q - raw); /* the same bytes, for the epilogue's ordinary accesses */
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
-    flash_tile<T> tile;
-    flash_tile_keys keys;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, tile, keys)) return;
-    const T *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
-    T *g_o = tile.o;
-    const int m0 = tile.m0, vis_min = keys.vis_min, n_blocks = keys.n_blocks;
+    flash_cta<T> cta;
+    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, cta)) return;
+    const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
+    T *g_o = cta.tile.o;
+    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     /* prologue: one group (Q, K_0, V_0) */
@@ -336,10 +344,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
      * they have completed), then each warp stores its 16 rows as 16-byte chunks. */
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float l = st.sum[r];
-        l += __shfl_xor_sync(0xffffffffu, l, 1);
-        l += __shfl_xor_sync(0xffffffffu, l, 2);
-        const float inv = l > 0.f ? 1.f / l : 0.f; /* no visible key: zeros */
+        const float inv = flash_row_inv(st.sum[r]); /* no visible key: zeros */
         const int lr = my_row0 + 8 * r;
 #pragma unroll
         for (int i = 0; i < D / 8; ++i)

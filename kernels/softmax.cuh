@@ -48,50 +48,53 @@ template <bool IS_MAX> __device__ __forceinline__ float softmax_block_reduce(flo
     return r;
 }
 
-/* Loads ITERS vectors of W elements of row `r_in`, vector c at column (c·step + idx)·W;
- * columns ≥ L (and every column when !live) read as −inf. Register paths only: L ≤ 16384 and
- * step·ITERS·W < 2·L, so int columns cannot overflow. */
+/* f(it, col, in) for each of this thread's ITERS vectors of W elements of a row: vector it
+ * starts at column (it·step + idx)·W, and `in` says whether it holds row elements (live and
+ * col < L). Register paths only: L ≤ 16384 and step·ITERS·W < 2·L, so int columns cannot
+ * overflow. */
+template <int W, int ITERS, class F>
+__device__ __forceinline__ void softmax_for_vectors(int L, int idx, int step, bool live, F f)
+{
+#pragma unroll
+    for (int it = 0; it < ITERS; it++) {
+        const int col = (it * step + idx) * W;
+        f(it, col, live && col < L);
+    }
+}
+
+/* Loads the row's vectors into x; columns ≥ L (and every column when !live) read as −inf. */
 template <typename Tin, int W, int ITERS>
 __device__ __forceinline__ void softmax_load_row(const Tin *r_in, int L, int idx, int step, bool live,
                                                  float (&x)[ITERS * W])
 {
-#pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-        const int col = (it * step + idx) * W;
-        if (live && col < L) {
-            if constexpr (W > 1) {
-                float f[W];
-                ew_load<Tin, W>(r_in + col, f);
-#pragma unroll
-                for (int j = 0; j < W; j++) x[it * W + j] = f[j];
-            } else {
-                x[it * W] = ew_load1(r_in, col);
-            }
+    softmax_for_vectors<W, ITERS>(L, idx, step, live, [&](int it, int col, bool in) {
+        float f[W];
+        if constexpr (W > 1) {
+            if (in) ew_load<Tin, W>(r_in + col, f);
         } else {
-#pragma unroll
-            for (int j = 0; j < W; j++) x[it * W + j] = -INFINITY;
+            if (in) f[0] = ew_load1(r_in, col);
         }
-    }
+#pragma unroll
+        for (int j = 0; j < W; j++) x[it * W + j] = in ? f[j] : -INFINITY;
+    });
 }
 
+/* Stores x's vectors into the row, only the columns below L (none when !live). */
 template <typename Tout, int W, int ITERS>
 __device__ __forceinline__ void softmax_store_row(Tout *r_out, int L, int idx, int step, bool live,
                                                   const float (&x)[ITERS * W])
 {
+    softmax_for_vectors<W, ITERS>(L, idx, step, live, [&](int it, int col, bool in) {
+        if (!in) return;
+        if constexpr (W > 1) {
+            float f[W];
 #pragma unroll
-    for (int it = 0; it < ITERS; it++) {
-        const int col = (it * step + idx) * W;
-        if (live && col < L) {
-            if constexpr (W > 1) {
-                float f[W];
-#pragma unroll
-                for (int j = 0; j < W; j++) f[j] = x[it * W + j];
-                ew_store<Tout, W>(r_out + col, f);
-            } else {
-                ew_store1(r_out, col, x[it * W]);
-            }
+            for (int j = 0; j < W; j++) f[j] = x[it * W + j];
+            ew_store<Tout, W>(r_out + col, f);
+        } else {
+            ew_store1(r_out, col, x[it * W]);
         }
-    }
+    });
 }
 
 /* exp(x − m) in place, returns the sum. Padding (−inf) adds 0 unless m is −inf, in which case

@@ -156,7 +156,6 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     timing_stats ts;
     output_summary os;
     verify_result vr;
-    char why[256];
     void *q = NULL, *k = NULL, *vv = NULL, *out = NULL, *ws = NULL;
     const void *resident[3] = {NULL, NULL, NULL};
     size_t esz = attn_dtype_bytes(p->dtype), out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes;
@@ -170,10 +169,7 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         api_fail(e, 422, "unsupported", "device", "backend %s runs on a GPU, not on the cpu device", v->info->name);
         return NULL;
     }
-    if (variant_info_check(v->info, p, 0, why, sizeof why) != 0) {
-        api_fail(e, 422, "unsupported", "backend", "%s", why);
-        return NULL;
-    }
+    if (run_request_check(r, 0, e) != 0) return NULL; /* the same check as the front's */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
     if (cpu_check_fits(attn_min_bytes(p) + (double)ws_bytes + cpu_reference_scratch_bytes(p, threads), e) != 0)
         return NULL;

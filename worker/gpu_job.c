@@ -384,7 +384,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     profile_result prof;
     output_summary os;
     verify_result vr;
-    char why[256], range[160];
+    char range[160];
     size_t esz = attn_dtype_bytes(p->dtype);
     size_t q_bytes = (size_t)attn_q_elems(p) * esz, kv_bytes = (size_t)attn_kv_elems(p) * esz;
     size_t out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes, ref_bytes = 0, math_ws_bytes = 0;
@@ -412,10 +412,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         api_fail(e, 422, "unsupported", "device", "backend %s runs on the cpu device only", v->info->name);
         return NULL;
     }
-    if (variant_info_check(v->info, p, ctx->cc, why, sizeof why) != 0) {
-        api_fail(e, 422, "unsupported", "backend", "%s", why);
-        return NULL;
-    }
+    if (run_request_check(r, ctx->cc, e) != 0) return NULL; /* the same check as the front's, with the arch */
     impl = r->impl[0] ? variant_info_impl_find(v->info, r->impl) : -1;
     if (r->impl[0] && !worker_impl_runnable(v, impl, ctx->cc)) { /* the front checked it, from our hello */
         api_fail(e, 422, "unsupported", "impl", "impl %s of backend %s cannot run on cuda:%d (compute capability "

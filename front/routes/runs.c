@@ -110,8 +110,8 @@ static int resolve_device(run_request *r, const variant_info *v, api_error *e)
     if (!strcmp(r->device, "cpu") && r->cache_cold)
         return api_fail(e, 422, "not_applicable", "cache",
                         "cache=cold flushes a GPU's L2 between forwards; the cpu device has none to flush (drop cache)");
-    why[0] = '\0';
-    if (variant_info_check(v, &r->problem, cc, why, sizeof why) != 0 ||
+    why[0] = '\0'; /* the problem was checked when the request was parsed; now the device */
+    if (variant_info_check_arch(v, cc, why, sizeof why) != 0 ||
         variant_ready_on(r->device, v, why, sizeof why) != 0)
         return api_fail(e, 422, "unsupported", "device", "%s (device %s)", why[0] ? why : "unsupported here",
                         r->device);
@@ -138,7 +138,9 @@ void route_run(http_request *req)
         http_fail(req, 500, "internal", "backend", "backend %s vanished from the variants table", r.backend);
         return;
     }
-    if (tensors_apply_run(&r, &e) != 0 || resolve_device(&r, v, &e) != 0) { /* q/k/v ids: front/tensor_runs.c */
+    /* q/k/v ids set the shape (front/tensor_runs.c); then the problem is checked, once, and the
+     * device chosen and checked */
+    if (tensors_apply_run(&r, &e) != 0 || run_request_check(&r, 0, &e) != 0 || resolve_device(&r, v, &e) != 0) {
         http_send_error(req, &e);
         return;
     }

@@ -49,6 +49,7 @@ static int parse(run_request *r, const char *query, const char *body_text, int a
     }
     memset(e, 0, sizeof *e);
     rc = run_request_parse(r, q, b, allow_faults, e);
+    if (rc == 0) rc = run_request_check(r, 0, e); /* as the front does next */
     cJSON_Delete(q);
     cJSON_Delete(b);
     return rc;
