@@ -45,6 +45,7 @@
 #include "worker/roofline.h"
 #include "worker/tensors.h"
 #include "worker/variants_report.h"
+#include "worker/json_fields.h"
 
 #define GPU_CUBLAS_WORKSPACE_BYTES ((size_t)32 << 20)
 #define GIB (1024.0 * 1024.0 * 1024.0)
@@ -171,12 +172,6 @@ static void gpu_cudnn_version(char *out, size_t len)
     if (cudnn_load(why, sizeof why) == 0) cudnn_version_string(out, len);
 }
 
-static void gpu_add_string_or_null(cJSON *o, const char *key, const char *s)
-{
-    if (s && s[0]) cJSON_AddStringToObject(o, key, s);
-    else cJSON_AddNullToObject(o, key);
-}
-
 /* "library": {"name", "requested", "version", "path"} of what v loaded in this worker (the
  * cuDNN that made the numbers), as GET /v1/variants shows it. */
 static void gpu_add_library(cJSON *res, const variant *v)
@@ -189,8 +184,8 @@ static void gpu_add_library(cJSON *res, const variant *v)
     v->library_info(&lib);
     cJSON_AddStringToObject(o, "name", lib.name ? lib.name : "");
     cJSON_AddStringToObject(o, "requested", lib.requested);
-    gpu_add_string_or_null(o, "version", lib.version);
-    gpu_add_string_or_null(o, "path", lib.path);
+    json_add_string_or_null(o, "version", lib.version);
+    json_add_string_or_null(o, "path", lib.path);
 }
 
 cJSON *gpu_worker_device_json(gpu_worker *w)
@@ -225,21 +220,21 @@ cJSON *gpu_worker_device_json(gpu_worker *w)
         cJSON_AddNumberToObject(o, "mem_clock_max_mhz", khz / 1000);
     else cJSON_AddNullToObject(o, "mem_clock_max_mhz");
 
-    gpu_add_string_or_null(o, "driver", clocks_driver_version());
+    json_add_string_or_null(o, "driver", clocks_driver_version());
     buf[0] = '\0';
     if (cudaDriverGetVersion(&v) == cudaSuccess) gpu_version_text(v, buf, sizeof buf);
-    gpu_add_string_or_null(o, "cuda_driver", buf);
+    json_add_string_or_null(o, "cuda_driver", buf);
     buf[0] = '\0';
     if (cudaRuntimeGetVersion(&v) == cudaSuccess) gpu_version_text(v, buf, sizeof buf);
-    gpu_add_string_or_null(o, "cuda_runtime", buf);
+    json_add_string_or_null(o, "cuda_runtime", buf);
     buf[0] = '\0';
     if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
         cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
         cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS)
         snprintf(buf, sizeof buf, "%d.%d.%d", major, minor, patch);
-    gpu_add_string_or_null(o, "cublas", buf);
+    json_add_string_or_null(o, "cublas", buf);
     gpu_cudnn_version(buf, sizeof buf);
-    gpu_add_string_or_null(o, "cudnn", buf);
+    json_add_string_or_null(o, "cudnn", buf);
     return o;
 }
 
@@ -524,7 +519,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         goto cleanup;
     }
     if (impl_used) cJSON_AddStringToObject(res, "impl_used", impl_used);
-    if (v->engine_desc) gpu_add_string_or_null(res, "engine", v->engine_desc(p));
+    if (v->engine_desc) json_add_string_or_null(res, "engine", v->engine_desc(p));
     if (v->library_info) gpu_add_library(res, v);
     if (r->keep_output) { /* the output becomes a resident tensor: not freed below */
         if (worker_tensors_keep_output(r, b.d_out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {

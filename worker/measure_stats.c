@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/grow.h"
 #include "worker/clocks.h"
+#include "worker/json_fields.h"
 
 /* ---------------------------------------------------------------- statistics ---------- */
 
@@ -167,42 +168,35 @@ double energy_average_power_w(const energy_step *steps, int n, double window_ms,
 
 /* ---------------------------------------------------------------- JSON ---------------- */
 
-/* Non-finite numbers are not JSON: null instead. */
-static void measure_add_number(cJSON *o, const char *key, double v)
-{
-    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
-    else cJSON_AddNullToObject(o, key);
-}
-
 cJSON *timing_to_json(const timing_stats *s)
 {
     cJSON *o = cJSON_CreateObject(), *clocks;
     if (!o) return NULL;
-    measure_add_number(o, "median_us", s->median_us);
-    measure_add_number(o, "mean_us", s->mean_us);
-    measure_add_number(o, "min_us", s->min_us);
-    measure_add_number(o, "max_us", s->max_us);
-    measure_add_number(o, "p10_us", s->p10_us);
-    measure_add_number(o, "p90_us", s->p90_us);
-    measure_add_number(o, "stdev_us", s->stdev_us);
-    measure_add_number(o, "spread", s->spread);
-    measure_add_number(o, "rse", s->rse);
+    json_add_number_or_null(o, "median_us", s->median_us);
+    json_add_number_or_null(o, "mean_us", s->mean_us);
+    json_add_number_or_null(o, "min_us", s->min_us);
+    json_add_number_or_null(o, "max_us", s->max_us);
+    json_add_number_or_null(o, "p10_us", s->p10_us);
+    json_add_number_or_null(o, "p90_us", s->p90_us);
+    json_add_number_or_null(o, "stdev_us", s->stdev_us);
+    json_add_number_or_null(o, "spread", s->spread);
+    json_add_number_or_null(o, "rse", s->rse);
     cJSON_AddNumberToObject(o, "iters", s->iters);
     cJSON_AddNumberToObject(o, "warmup", s->warmup);
     if (s->stop_reason) cJSON_AddStringToObject(o, "stop_reason", s->stop_reason);
     else cJSON_AddNullToObject(o, "stop_reason");
     cJSON_AddStringToObject(o, "cache", s->cache_cold ? "cold" : "hot");
     cJSON_AddBoolToObject(o, "graph", s->graph != 0);
-    measure_add_number(o, "host_us", s->host_us);
-    measure_add_number(o, "total_ms", s->total_ms);
+    json_add_number_or_null(o, "host_us", s->host_us);
+    json_add_number_or_null(o, "total_ms", s->total_ms);
     clocks = cJSON_AddObjectToObject(o, "clocks");
     if (clocks) {
-        measure_add_number(clocks, "sm_min_mhz", s->sm_clock_min_mhz);
-        measure_add_number(clocks, "sm_max_mhz", s->sm_clock_max_mhz);
-        measure_add_number(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz);
+        json_add_number_or_null(clocks, "sm_min_mhz", s->sm_clock_min_mhz);
+        json_add_number_or_null(clocks, "sm_max_mhz", s->sm_clock_max_mhz);
+        json_add_number_or_null(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz);
         cJSON_AddBoolToObject(clocks, "throttled", s->throttled != 0);
-        measure_add_number(clocks, "power_min_w", s->power_min_w > 0 ? s->power_min_w : NAN);
-        measure_add_number(clocks, "power_max_w", s->power_max_w > 0 ? s->power_max_w : NAN);
+        json_add_number_or_null(clocks, "power_min_w", s->power_min_w > 0 ? s->power_min_w : NAN);
+        json_add_number_or_null(clocks, "power_max_w", s->power_max_w > 0 ? s->power_max_w : NAN);
         if (s->have_clock_reasons) cJSON_AddItemToObject(clocks, "event_reasons", clocks_reasons_json(s->clock_reasons));
         else cJSON_AddNullToObject(clocks, "event_reasons");
     }
@@ -216,14 +210,14 @@ cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour
     double per_forward = known ? s->energy_j / s->iters : NAN;
 
     if (!o) return NULL;
-    measure_add_number(o, "joules_per_forward", per_forward);
-    measure_add_number(o, "avg_power_w", known ? s->energy_j / (s->energy_window_ms * 1e-3) : NAN);
-    measure_add_number(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
-    measure_add_number(o, "window_ms", s->energy_window_ms);
+    json_add_number_or_null(o, "joules_per_forward", per_forward);
+    json_add_number_or_null(o, "avg_power_w", known ? s->energy_j / (s->energy_window_ms * 1e-3) : NAN);
+    json_add_number_or_null(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
+    json_add_number_or_null(o, "window_ms", s->energy_window_ms);
     cJSON_AddNumberToObject(o, "forwards", s->iters);
     /* The box is paid by the hour: a million forwards at the median take median_us seconds. */
     if (price_per_hour > 0.0) {
-        measure_add_number(o, "cost_per_million_forwards", s->iters > 0 ? price_per_hour / 3600.0 * s->median_us : NAN);
+        json_add_number_or_null(o, "cost_per_million_forwards", s->iters > 0 ? price_per_hour / 3600.0 * s->median_us : NAN);
         if (currency && currency[0]) cJSON_AddStringToObject(o, "currency", currency);
     }
     if (known) cJSON_AddNullToObject(o, "why");
@@ -237,10 +231,10 @@ cJSON *perf_to_json(const attn_problem *p, double median_us)
     double flops = attn_flops(p), bytes = attn_min_bytes(p);
     double seconds = median_us * 1e-6;
     if (!o) return NULL;
-    measure_add_number(o, "flops", flops);
-    measure_add_number(o, "tflops", seconds > 0.0 ? flops / seconds / 1e12 : NAN);
-    measure_add_number(o, "bytes", bytes);
-    measure_add_number(o, "gbps", seconds > 0.0 ? bytes / seconds / 1e9 : NAN);
+    json_add_number_or_null(o, "flops", flops);
+    json_add_number_or_null(o, "tflops", seconds > 0.0 ? flops / seconds / 1e12 : NAN);
+    json_add_number_or_null(o, "bytes", bytes);
+    json_add_number_or_null(o, "gbps", seconds > 0.0 ? bytes / seconds / 1e9 : NAN);
     return o;
 }
 

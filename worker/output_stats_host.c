@@ -14,6 +14,7 @@
 #include "kernels/dtype_convert.h"
 #include "kernels/fingerprint.h"
 #include "worker/output_stats.h"
+#include "worker/json_fields.h"
 
 void output_summarize_cpu(const void *out, attn_dtype dtype, int64_t n, output_summary *s)
 {
@@ -84,13 +85,6 @@ void verify_compare_host(const void *out, attn_dtype dtype, const double *ref, i
     v->pass = v->nan == 0 && v->max_abs_err <= v->tol_abs && v->rel_l2_err <= v->tol_rel_l2;
 }
 
-/* JSON has no NaN or Infinity: null instead. */
-static void output_add_number(cJSON *o, const char *key, double v)
-{
-    if (isfinite(v)) cJSON_AddNumberToObject(o, key, v);
-    else cJSON_AddNullToObject(o, key);
-}
-
 cJSON *output_to_json(const output_summary *s, const attn_problem *p)
 {
     cJSON *o = cJSON_CreateObject(), *shape;
@@ -104,8 +98,8 @@ cJSON *output_to_json(const output_summary *s, const attn_problem *p)
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->head_dim));
     }
     cJSON_AddStringToObject(o, "dtype", attn_dtype_name(p->dtype));
-    output_add_number(o, "sum", s->sum);
-    output_add_number(o, "abs_sum", s->abs_sum);
+    json_add_number_or_null(o, "sum", s->sum);
+    json_add_number_or_null(o, "abs_sum", s->abs_sum);
     cJSON_AddNumberToObject(o, "nan", (double)s->nan);
     cJSON_AddNumberToObject(o, "inf", (double)s->inf);
     /* A string: 64 bits do not survive a JSON number (a double) in most clients. */
@@ -119,12 +113,12 @@ cJSON *verify_to_json(const verify_result *v)
     cJSON *o = cJSON_CreateObject(), *tol;
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "reference", v->reference);
-    output_add_number(o, "max_abs_err", v->max_abs_err);
-    output_add_number(o, "rel_l2_err", v->rel_l2_err);
+    json_add_number_or_null(o, "max_abs_err", v->max_abs_err);
+    json_add_number_or_null(o, "rel_l2_err", v->rel_l2_err);
     tol = cJSON_AddObjectToObject(o, "tol");
     if (tol) {
-        output_add_number(tol, "abs", v->tol_abs);
-        output_add_number(tol, "rel_l2", v->tol_rel_l2);
+        json_add_number_or_null(tol, "abs", v->tol_abs);
+        json_add_number_or_null(tol, "rel_l2", v->tol_rel_l2);
     }
     cJSON_AddNumberToObject(o, "nan", (double)v->nan);
     cJSON_AddBoolToObject(o, "pass", v->pass != 0);
