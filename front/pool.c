@@ -317,21 +317,30 @@ int pool_device_generation(const char *device)
     return g;
 }
 
-/* A copy of a part of device's last hello: its device object, or its variant reports. */
-static cJSON *pool_hello_part(const char *device, int variants)
+/* A copy of a part of device's last hello: its device object (variant NULL), or the report
+ * of that variant. */
+static cJSON *pool_hello_part(const char *device, const char *variant)
 {
     const worker_slot *w;
-    const cJSON *part = NULL;
+    const cJSON *part = NULL, *item;
     cJSON *copy = NULL;
 
     pthread_mutex_lock(&pool_mu);
     w = slot_find_locked(device);
-    if (w) part = variants ? (cJSON_IsArray(w->variants) ? w->variants : NULL) : w->device;
+    if (w && !variant) part = w->device;
+    if (w && variant && cJSON_IsArray(w->variants))
+        cJSON_ArrayForEach(item, w->variants) {
+            const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(item, "name"));
+            if (name && !strcmp(name, variant)) {
+                part = item;
+                break;
+            }
+        }
     if (part) copy = cJSON_Duplicate(part, 1);
     pthread_mutex_unlock(&pool_mu);
     return copy;
 }
 
-cJSON *pool_device_json(const char *device) { return pool_hello_part(device, 0); }
+cJSON *pool_device_json(const char *device) { return pool_hello_part(device, NULL); }
 
-cJSON *pool_device_variants(const char *device) { return pool_hello_part(device, 1); }
+cJSON *pool_device_variant(const char *device, const char *name) { return pool_hello_part(device, name); }

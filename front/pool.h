@@ -114,8 +114,8 @@ int pool_device_generation(const char *device);
 /* The device object of the last hello (caller deletes), NULL when unknown. */
 cJSON *pool_device_json(const char *device);
 
-/* The variant reports of device's last hello: [{"name","ready","why","library"}, …]
+/* Variant `name`'s report in device's last hello: {"name","ready","why","library","impls"}
  * (worker/variants_report.h). Caller deletes; NULL when unknown. */
-cJSON *pool_device_variants(const char *device);
+cJSON *pool_device_variant(const char *device, const char *name);
 
 #endif

@@ -180,8 +180,8 @@ static int measure_warmup(exec_context *ctx, measure_state *st, forward_fn fn, v
     return 0;
 }
 
-/* Stop the sampler; then the energy of the timed window: the average power between its first
- * and last step of the counter, over the whole window; or why there is none. Its power reads
+/* Stop the sampler; then the energy of the timed window: the counter's average power over its
+ * steps (energy_average_power_w), times the whole window; or why there is none. Its power reads
  * join the once-a-batch ones. */
 static void measure_energy(measure_state *st, timing_stats *out)
 {

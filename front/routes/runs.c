@@ -21,22 +21,19 @@
  * else -1 with its reason. */
 static int variant_ready_on(const char *device, const variant_info *v, char *why, size_t why_len)
 {
-    cJSON *list, *item;
+    cJSON *report;
+    const cJSON *reason;
     int rc = 0;
 
     if (!v->library) return 0;
-    list = pool_device_variants(device);
-    cJSON_ArrayForEach(item, list) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-        const cJSON *reason = cJSON_GetObjectItemCaseSensitive(item, "why");
-        if (!cJSON_IsString(name) || strcmp(name->valuestring, v->name) != 0) continue;
-        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(item, "ready"))) {
-            snprintf(why, why_len, "%s is not available: %s", v->library,
-                     cJSON_IsString(reason) ? reason->valuestring : "it did not load");
-            rc = -1;
-        }
+    report = pool_device_variant(device, v->name);
+    reason = cJSON_GetObjectItemCaseSensitive(report, "why");
+    if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(report, "ready"))) {
+        snprintf(why, why_len, "%s is not available: %s", v->library,
+                 cJSON_IsString(reason) ? reason->valuestring : "it did not load");
+        rc = -1;
     }
-    cJSON_Delete(list);
+    cJSON_Delete(report);
     return rc;
 }
 
@@ -45,24 +42,19 @@ static int variant_ready_on(const char *device, const variant_info *v, char *why
 static int impl_runs_on(const char *device, const variant_info *v, const char *impl, char *why, size_t why_len)
 {
     const char *needs;
-    cJSON *list, *item, *name;
+    cJSON *report, *name;
     char runs[200] = "";
     size_t n = 0;
     int found = 0, k;
 
     if (!impl[0]) return 0;
-    list = pool_device_variants(device);
-    cJSON_ArrayForEach(item, list) {
-        const cJSON *vname = cJSON_GetObjectItemCaseSensitive(item, "name");
-        if (!cJSON_IsString(vname) || strcmp(vname->valuestring, v->name) != 0) continue;
-        cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(item, "impls")) {
-            if (!cJSON_IsString(name)) continue;
-            if (!strcmp(name->valuestring, impl)) found = 1;
-            if (n < sizeof runs)
-                n += (size_t)snprintf(runs + n, sizeof runs - n, "%s%s", n ? ", " : "", name->valuestring);
-        }
+    report = pool_device_variant(device, v->name);
+    cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(report, "impls")) {
+        if (!cJSON_IsString(name)) continue;
+        if (!strcmp(name->valuestring, impl)) found = 1;
+        if (n < sizeof runs) n += (size_t)snprintf(runs + n, sizeof runs - n, "%s%s", n ? ", " : "", name->valuestring);
     }
-    cJSON_Delete(list);
+    cJSON_Delete(report);
     if (found) return 0;
     k = variant_info_impl_find(v, impl); /* run_request_parse checked the name */
     needs = k >= 0 && v->impls[k].needs ? v->impls[k].needs : "a device its worker reports";

@@ -19,16 +19,8 @@ static cJSON *variant_report(const variant_info *v)
     int i;
 
     for (i = 0; i < 2; i++) {
-        cJSON *list = from[i] ? pool_device_variants(from[i]) : NULL, *item;
-        cJSON_ArrayForEach(item, list) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(item, "name");
-            if (cJSON_IsString(name) && strcmp(name->valuestring, v->name) == 0) {
-                cJSON *found = cJSON_DetachItemViaPointer(list, item);
-                cJSON_Delete(list);
-                return found;
-            }
-        }
-        cJSON_Delete(list);
+        cJSON *report = from[i] ? pool_device_variant(from[i], v->name) : NULL;
+        if (report) return report;
     }
     return NULL;
 }
@@ -66,16 +58,12 @@ static int variant_available(const variant_info *v, const cJSON *report, char *w
 /* 1 when the hello of device lists implementation `impl` of v as one it runs. */
 static int impl_listed(const char *device, const variant_info *v, const char *impl)
 {
-    cJSON *list = pool_device_variants(device), *item, *name;
+    cJSON *report = pool_device_variant(device, v->name), *name;
     int found = 0;
 
-    cJSON_ArrayForEach(item, list) {
-        const cJSON *vname = cJSON_GetObjectItemCaseSensitive(item, "name");
-        if (!cJSON_IsString(vname) || strcmp(vname->valuestring, v->name) != 0) continue;
-        cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(item, "impls"))
-            if (cJSON_IsString(name) && !strcmp(name->valuestring, impl)) found = 1;
-    }
-    cJSON_Delete(list);
+    cJSON_ArrayForEach(name, cJSON_GetObjectItemCaseSensitive(report, "impls"))
+        if (cJSON_IsString(name) && !strcmp(name->valuestring, impl)) found = 1;
+    cJSON_Delete(report);
     return found;
 }
 
