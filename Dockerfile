@@ -4,14 +4,22 @@
 #   docker build -t attnd --build-arg ATTND_COMMIT=$(git rev-parse --short=12 HEAD) .
 #   docker run --gpus all -p 8080:8080 -v attnd-data:/var/lib/attnd attnd
 #
+# The same image runs a plan of runs without a listener (attnd batch, docs/plan.md): the
+# records on stdout, one JSON line each, progress on stderr, exit 1 when a run failed:
+#
+#   docker run --rm --gpus all --no-healthcheck -v "$PWD/plan.json:/plan.json:ro" \
+#       -v attnd-data:/var/lib/attnd attnd batch /plan.json > results.jsonl
+#
 # Configuration is by environment (ATTND_*: docs/operations.md lists every setting); the
-# image listens on 0.0.0.0:8080 and keeps its SQLite database in the /var/lib/attnd volume.
+# image listens on 0.0.0.0:8080 and keeps its SQLite database in the /var/lib/attnd volume
+# (with ATTND_STORE=postgresql://…, the fleet's history is there and the volume keeps the
+# outbox: docs/operations.md, "Fleet").
 # tests/docker/check_dockerfile.py checks this file against the Makefile in `make test`.
 
 FROM nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      make gcc g++ libmicrohttpd-dev libcjson-dev libsqlite3-dev \
+      make gcc g++ libmicrohttpd-dev libcjson-dev libsqlite3-dev libpq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
@@ -31,7 +39,7 @@ FROM nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 # runtime image does not carry CUPTI), curl for the HEALTHCHECK.
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      libmicrohttpd12t64 libcjson1 libsqlite3-0 curl ca-certificates \
+      libmicrohttpd12t64 libcjson1 libsqlite3-0 libpq5 curl ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --uid 10001 --user-group --home-dir /var/lib/attnd --shell /usr/sbin/nologin attnd \
  && mkdir -p /var/lib/attnd \

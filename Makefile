@@ -27,16 +27,18 @@ HAVE_SM90A  := $(if $(findstring sm_90a,$(GENCODE)),-DFLASH_HAVE_SM90A,)
 # Two executables (docs/architecture.md): the front, $(BUILD)/attnd, built from common/ and
 # front/ without the CUDA headers and linked without CUDA; and the worker it starts,
 # $(BUILD)/attnd-worker, from common/, worker/ and kernels/ with CUDA, cuBLAS and CUPTI.
-CPPFLAGS_HOST = -D_GNU_SOURCE -I. -MMD -MP
+CPPFLAGS_HOST = -D_GNU_SOURCE -I. -I$(PG_INCLUDE) -MMD -MP
 CPPFLAGS  = $(CPPFLAGS_HOST) -I$(CUDA)/include
 CFLAGS    = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread
 NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) $(HAVE_SM90A) -Xcompiler -Wall,-Wno-unused-parameter \
             --expt-relaxed-constexpr -Xptxas -warn-spills
-LDFLAGS_FRONT  = -pthread -Wl,-rpath,'$$ORIGIN/lib'
-LDLIBS_FRONT   = -lmicrohttpd -lcjson -lsqlite3 -lm
+LDFLAGS_FRONT  = -pthread -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
+# libpq (the PostgreSQL store, front/store_pg.c): its header lives in a folder of its own.
+PG_INCLUDE    ?= $(or $(shell pg_config --includedir 2>/dev/null),/usr/include/postgresql)
+LDLIBS_FRONT   = -lmicrohttpd -lcjson -lsqlite3 -lpq -lm
 LDFLAGS   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
 LDLIBS_WORKER  = -lcudart_static -lcublas -lcupti -lcjson -ldl -lrt -lm
-LDLIBS    = $(LDLIBS_WORKER) -lmicrohttpd -lsqlite3
+LDLIBS    = $(LDLIBS_WORKER) -lmicrohttpd -lsqlite3 -lpq
 
 COMMON_C  = $(wildcard common/*.c)
 FRONT_C   = $(filter-out front/main.c,$(wildcard front/*.c front/routes/*.c))
@@ -59,7 +61,7 @@ else
 Q = @
 endif
 
-.PHONY: FORCE all run test test-layout test-unit test-api test-fuzz test-gpu bench deps deps-build bundle clean
+.PHONY: FORCE all run test test-layout test-unit test-api test-api-pg test-fuzz test-gpu bench deps deps-build bundle clean
 
 all: $(BUILD)/attnd $(BUILD)/attnd-worker
 
@@ -149,8 +151,14 @@ run: deps-build
 	$(BUILD)/attnd --config config/attnd.json
 
 # Tests compile one architecture into build/test: everything they run is on the cpu device.
+# The unit and API tests run beside a PostgreSQL of their own (tests/pg/pg_server.py: fresh
+# for each `make test`, a unix socket in build/test/pg, stopped however they end), named to
+# them by ATTND_TEST_PG. With ATTND_TEST_PG set, `make test-unit` alone works too.
+TEST_MAKE = $(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)"
 test: deps
-	$(Q)$(MAKE) --no-print-directory BUILD=build/test GENCODE="$(GENCODE_TEST)" build/test/attnd build/test/attnd-worker test-layout test-unit test-api test-fuzz
+	$(Q)$(TEST_MAKE) build/test/attnd build/test/attnd-worker test-layout
+	$(Q)$(PYTHON) tests/pg/pg_server.py run build/test/pg -- $(TEST_MAKE) test-unit test-api test-api-pg
+	$(Q)$(TEST_MAKE) test-fuzz
 
 # libFuzzer on the upload parsers (npy, safetensors), FUZZ_SECONDS each; skipped with a
 # message when clang cannot build fuzzers.
@@ -163,6 +171,14 @@ test-unit: $(UNIT_BINS)
 
 test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker
+
+# The history, async, persistence and fault tests again, each server keeping its history in
+# PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE); needs ATTND_TEST_PG (make test sets it).
+PG_API_TESTS = tests/api/test_history.py tests/api/test_async.py tests/api/test_persistence.py \
+               tests/api/test_faults.py tests/api/test_batch.py
+test-api-pg: $(BUILD)/attnd $(BUILD)/attnd-worker
+	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) ATTND_TEST_STORE=postgresql $(PYTHON) -m pytest -q -m "not sqlite_only" \
+	    $(PG_API_TESTS)
 
 # On a GPU machine: builds nothing when build/attnd is already there (the lent GPU machine
 # has no libmicrohttpd headers; bundle here, carry build/).

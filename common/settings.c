@@ -45,6 +45,8 @@ static int check_listen(const char *value, char *why, size_t why_len);
 static int check_devices(const char *value, char *why, size_t why_len);
 static int check_log_level(const char *value, char *why, size_t why_len);
 static int check_price(const char *value, char *why, size_t why_len);
+static int check_store(const char *value, char *why, size_t why_len);
+static int check_node(const char *value, char *why, size_t why_len);
 
 #define FIELD(f) offsetof(settings, f), sizeof(((settings *)0)->f)
 
@@ -117,6 +119,15 @@ static const setting_def setting_table[] = {
     {"nvtx_to_cupti", SETTING_BOOL, FIELD(nvtx_to_cupti), "true", 0, 1, "",
      "route the workers' NVTX ranges into CUPTI, so traces show the variants' phases "
      "(user_annotation events)", NULL},
+    {"store", SETTING_STRING, FIELD(store), "sqlite", 0, 0, "where",
+     "where the run history lives: sqlite (data_dir/attnd.db, this machine only) or PostgreSQL, "
+     "shared by a fleet: postgresql://user@host/db, key=value words, or just postgresql to take "
+     "everything from the PG* environment; records wait in data_dir's outbox while it is unreachable",
+     check_store},
+    {"node", SETTING_STRING, FIELD(node), "", 0, 0, "name",
+     "this attnd's name in the fleet, stored in every run and tensor; empty: the host name", check_node},
+    {"heartbeat_s", SETTING_INT, FIELD(heartbeat_s), "5", 1, 3600, "s",
+     "how often this node writes its heartbeat (devices, version) for GET /v1/nodes", NULL},
 };
 
 #define SETTING_COUNT (sizeof setting_table / sizeof setting_table[0])
@@ -312,6 +323,30 @@ static int check_price(const char *value, char *why, size_t why_len)
              "currency code (2.49 or \"2.49 USD\")", value);
     return -1;
 }
+
+static int check_store(const char *value, char *why, size_t why_len)
+{
+    if (!strcmp(value, "sqlite") || !strcmp(value, "postgresql") || !strcmp(value, "postgres") ||
+        !strncmp(value, "postgresql://", 13) || !strncmp(value, "postgres://", 11) || strchr(value, '='))
+        return 0;
+    snprintf(why, why_len, "'%.80s' is not a store: sqlite, postgresql (the PG* environment), a "
+             "postgresql:// URI or key=value connection words", value);
+    return -1;
+}
+
+/* A node name goes into URLs' query strings and the dashboard: keep it to a host name's letters. */
+static int check_node(const char *value, char *why, size_t why_len)
+{
+    const char *p;
+    for (p = value; *p; p++)
+        if (!isalnum((unsigned char)*p) && !strchr("-_.", *p)) {
+            snprintf(why, why_len, "'%.80s' is not a node name: letters, digits, '-', '_' and '.' only", value);
+            return -1;
+        }
+    return 0;
+}
+
+int settings_store_is_postgresql(const settings *s) { return strcmp(s->store, "sqlite") != 0; }
 
 int settings_price(const settings *s, double *amount, char currency[4])
 {

@@ -35,7 +35,13 @@ typedef struct settings {
     char price_per_hour[32];      /* what the box costs an hour, "2.49" or "2.49 USD"; "": unknown */
     int cupti;                    /* GPU workers load CUPTI (kernel table, trace); 0: never */
     int nvtx_to_cupti;            /* NVTX ranges reach CUPTI, so traces show them */
+    char store[1024];             /* "sqlite" (data_dir/attnd.db) or a PostgreSQL connection string */
+    char node[128];               /* this attnd's name in the fleet; "": the host name */
+    int heartbeat_s;              /* how often the node's heartbeat is written to the store */
 } settings;
+
+/* Whether s->store names PostgreSQL (anything but "sqlite"). */
+int settings_store_is_postgresql(const settings *s);
 
 /* price_per_hour as an amount (> 0) and its currency ("" when none was given). 0, or -1
  * when no price is set. */

@@ -128,12 +128,15 @@ int children_find_worker(char *err, size_t err_len)
 }
 
 /* In a forked child only: async-signal-safe calls. Signal mask back to empty (the front's
- * threads may block signals), then exec the worker. */
+ * threads may block signals); a process group of its own, so a terminal's Ctrl-C reaches the
+ * front alone, which ends the running job in order (the worker still dies with the front:
+ * PR_SET_PDEATHSIG); then exec the worker. */
 static void children_exec(char **argv)
 {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    setpgid(0, 0);
     execv(children_worker_path, argv);
     _exit(127);
 }

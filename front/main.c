@@ -20,11 +20,13 @@
 #include <unistd.h>
 
 #include "front/auth.h"
+#include "front/batch.h"
 #include "common/build_info.h"
 #include "front/http.h"
 #include "common/log.h"
 #include "common/command_line.h"
 #include "front/metrics.h"
+#include "front/node_heartbeat.h"
 #include "front/pool.h"
 #include "common/settings.h"
 #include "front/store.h"
@@ -99,7 +101,7 @@ static int main_front(int argc, char **argv)
         fprintf(stderr, "attnd: %s\n", err);
         return 2;
     }
-    if (make_dirs(s.data_dir, err, sizeof err) != 0 || store_open(s.data_dir, err, sizeof err) != 0) {
+    if (make_dirs(s.data_dir, err, sizeof err) != 0 || store_open_settings(&s, err, sizeof err) != 0) {
         log_error("store: %s", err);
         return 1;
     }
@@ -109,9 +111,15 @@ static int main_front(int argc, char **argv)
         store_close();
         return 1;
     }
+    if (node_heartbeat_start(s.heartbeat_s) != 0) {
+        pool_stop();
+        store_close();
+        return 1;
+    }
     http_set_request_observer(metrics_http_request); /* every answered request is counted */
     if (http_start(&s, err, sizeof err) != 0) {
         log_error("http: %s", err);
+        node_heartbeat_stop();
         pool_stop();
         store_close();
         return 1;
@@ -151,6 +159,7 @@ static int main_front(int argc, char **argv)
         log_info("stopping on %s", sig ? strsignal(sig) : "error");
     }
     http_stop();
+    node_heartbeat_stop();
     pool_stop();
     store_close();
     log_info("stopped");
@@ -166,5 +175,6 @@ int main(int argc, char **argv)
         printf("%s\n", line);
         return 0;
     }
+    if (argc >= 2 && strcmp(argv[1], "batch") == 0) return batch_main(argc, argv); /* a plan, no listener */
     return main_front(argc, argv);
 }

@@ -22,6 +22,7 @@
 #include "common/build_info.h"
 #include "common/grow.h"
 #include "front/http.h" /* the route table: the only labels a request can get */
+#include "front/store.h"
 
 #define METRICS_ROWS 256
 /* Request label sets: routes (+ HEAD of GET routes) and the few methods of "unmatched",
@@ -298,6 +299,27 @@ static void render_histograms(text_buf *t, const char *name, const char *help, i
     }
 }
 
+/* Where the history goes and how far behind the fleet database is (read outside metrics_mu:
+ * the outbox depth is a query of the local file). */
+static void render_store(text_buf *t)
+{
+    store_health h;
+    char a[96], b[96];
+
+    store_get_health(&h);
+    esc(h.backend, a, sizeof a);
+    esc(store_node(), b, sizeof b);
+    header(t, "attnd_store_up", "gauge",
+           "1 when the history's database answered the last write (always 1 for sqlite), else 0.");
+    tb_printf(t, "attnd_store_up{backend=\"%s\",node=\"%s\"} %d\n", a, b, h.database_up);
+    header(t, "attnd_store_outbox_depth", "gauge", "Writes waiting in this node's outbox for the fleet database.");
+    tb_printf(t, "attnd_store_outbox_depth{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_depth);
+    header(t, "attnd_store_outbox_sent_total", "counter", "Writes the outbox delivered to the fleet database.");
+    tb_printf(t, "attnd_store_outbox_sent_total{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_sent);
+    header(t, "attnd_store_outbox_failures_total", "counter", "Attempts to send the outbox that found the database away.");
+    tb_printf(t, "attnd_store_outbox_failures_total{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_failures);
+}
+
 char *metrics_render(void)
 {
     text_buf t = {malloc(8192), 0, 8192, 0};
@@ -307,6 +329,7 @@ char *metrics_render(void)
     if (!t.p) return NULL;
     t.p[0] = '\0';
     render_devices(&t);
+    render_store(&t);
 
     pthread_mutex_lock(&metrics_mu);
     header(&t, "attnd_runs_total", "counter", "Runs that reached a final state, by backend and status.");

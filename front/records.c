@@ -92,6 +92,7 @@ cJSON *run_record_to_json(const run_record *rec)
         cJSON_AddStringToObject(o, "finished", rec->finished);
     else
         cJSON_AddNullToObject(o, "finished");
+    cJSON_AddStringToObject(o, "node", store_node()); /* where it ran, and where its tensors lived */
     cJSON_AddStringToObject(o, "backend", rec->request.backend);
     cJSON_AddItemToObject(o, "build", build_info_json()); /* which binary made the numbers */
     cJSON_AddItemToObject(o, "params", run_request_to_json(&rec->request));

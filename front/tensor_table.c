@@ -215,6 +215,7 @@ cJSON *tensor_entry_json(const tensor_entry *t, int gone)
     cJSON_AddStringToObject(o, "dtype", attn_dtype_name(t->dtype));
     cJSON_AddNumberToObject(o, "bytes", (double)t->bytes);
     cJSON_AddStringToObject(o, "device", t->device);
+    cJSON_AddStringToObject(o, "node", store_node()); /* tensors never leave the node that holds them */
     cJSON_AddStringToObject(o, "fingerprint", t->fingerprint);
     cJSON_AddStringToObject(o, "created", t->created);
     cJSON_AddStringToObject(o, "state", gone ? "gone" : "resident");
@@ -223,6 +224,7 @@ cJSON *tensor_entry_json(const tensor_entry *t, int gone)
 
 int tensor_table_lookup(const char *id, const char *field, tensor_entry *out, api_error *e)
 {
+    char node[128];
     int i, gen;
 
     if (id[0] != 't' || !isdigit((unsigned char)id[1]) || strspn(id + 1, "0123456789") != strlen(id + 1) || strlen(id) > 20)
@@ -231,6 +233,10 @@ int tensor_table_lookup(const char *id, const char *field, tensor_entry *out, ap
     i = tensors_index_locked(id);
     if (i >= 0) *out = tensors_table[i];
     pthread_mutex_unlock(&tensors_mu);
+    if (i < 0 && store_tensor_elsewhere(strtoll(id + 1, NULL, 10), node, sizeof node) == 1)
+        return api_fail(e, 409, "tensor_on_other_node", field,
+                        "tensor %s lives on node %s, not on %s: resident tensors stay on the node they were uploaded "
+                        "to; send this request to %s (or upload the tensor here)", id, node, store_node(), node);
     if (i < 0 && store_tensor_known(strtoll(id + 1, NULL, 10)) == 1)
         return api_fail(e, 410, "gone", field,
                         "tensor %s is gone: it was resident in an earlier run of the server, and resident tensors "

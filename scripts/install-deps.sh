@@ -2,11 +2,13 @@
 # Install what a fresh Debian/Ubuntu machine with the CUDA toolkit lacks, and nothing that
 # is already there. Installing needs root; without it the missing names are printed.
 #
-#   sh scripts/install-deps.sh build       build and serve: libmicrohttpd, cJSON, SQLite headers
+#   sh scripts/install-deps.sh build       build and serve: libmicrohttpd, cJSON, SQLite and libpq
+#                                          (the PostgreSQL fleet store) headers
 #   sh scripts/install-deps.sh test        build + what make test uses (the default):
 #       apt: clang (libFuzzer targets of tests/fuzz), chromium (the dashboard test drives it
 #            headless), openssl (self-signed certificates for the TLS tests), jq (the README's
-#            examples are run as printed)
+#            examples are run as printed), postgresql (the tests run a throwaway server of
+#            their own, tests/pg/pg_server.py)
 #       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
 #            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
 #            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), setuptools and wheel
@@ -21,16 +23,20 @@ pip_missing=""
 need_header() { [ -f "$1" ] || apt_missing="$apt_missing $2"; }
 need_command() { command -v "$1" >/dev/null 2>&1 || apt_missing="$apt_missing $2"; }
 need_module() { $py -c "import $1" 2>/dev/null || pip_missing="$pip_missing $2"; }
+# Debian keeps the server programs out of PATH, under a folder per major version.
+need_pg_server() { ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_missing="$apt_missing postgresql"; }
 
 need_header /usr/include/microhttpd.h libmicrohttpd-dev
 need_header /usr/include/cjson/cJSON.h libcjson-dev
 need_header /usr/include/sqlite3.h libsqlite3-dev
+need_header /usr/include/postgresql/libpq-fe.h libpq-dev
 case "$what" in
 test)
     need_command clang clang
     need_command chromium chromium
     need_command openssl openssl
     need_command jq jq
+    need_pg_server
     for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
              schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
              setuptools:setuptools wheel:wheel; do

@@ -58,6 +58,8 @@ function shapeOf(rec) {
 }
 const median = (rec) => (rec.timing && typeof rec.timing.median_us === "number") ? rec.timing.median_us : null;
 const kernelsPerForward = (rec) => (rec.kernels && typeof rec.kernels.per_forward === "number") ? rec.kernels.per_forward : null;
+// Order of runs, newest first: created (ISO-8601 UTC text sorts as time), then id.
+const newestFirst = (a, b) => (b.created || "").localeCompare(a.created || "") || b.id - a.id;
 const deviceOf = (rec) => (rec.device && rec.device.id) || (rec.params && rec.params.device) || "";
 const fmt = (x, d = 1) => x == null ? "–" : Number(x).toFixed(d);
 
@@ -150,16 +152,17 @@ function emptyText() {
 function renderTable() {
   const tbody = $("#runs tbody");
   if (!runs.size) {
-    tbody.replaceChildren(el("tr", { class: "empty" }, el("td", { colSpan: 8, class: pollError ? "error" : "muted" }, emptyText())));
+    tbody.replaceChildren(el("tr", { class: "empty" }, el("td", { colSpan: 9, class: pollError ? "error" : "muted" }, emptyText())));
     return;
   }
   const seen = new Set([...tbody.children].map((tr) => Number(tr.dataset.id)));
-  const ids = [...runs.keys()].sort((a, b) => b - a);
+  // Newest first by creation: in a fleet, ids are ranges per node and say nothing of time.
+  const ids = [...runs.values()].sort(newestFirst).map((r) => r.id);
   const rows = ids.map((id) => {
     const r = runs.get(id);
     const tr = el("tr", { "data-id": id, "data-status": r.status, class: seen.has(id) ? "" : "new" },
       el("td", {}, id), el("td", { class: `status-${r.status}` }, r.status + (r.queue_position ? ` (#${r.queue_position})` : "")),
-      el("td", {}, r.backend), el("td", {}, deviceOf(r)), el("td", {}, shapeOf(r)),
+      el("td", {}, r.backend), el("td", { class: "node" }, r.node || ""), el("td", {}, deviceOf(r)), el("td", {}, shapeOf(r)),
       el("td", {}, fmt(median(r), 2)), el("td", {}, kernelsPerForward(r) ?? "–"), el("td", {}, r.created || ""));
     tr.addEventListener("click", () => { selectedRun = id; renderDetail(r); });
     return tr;
@@ -169,7 +172,7 @@ function renderTable() {
 
 function renderShapes() {
   const sel = $("#shape");
-  const byNewest = [...runs.values()].sort((a, b) => b.id - a.id);
+  const byNewest = [...runs.values()].sort(newestFirst);
   const shapes = [...new Set(byNewest.map(shapeOf))];
   const current = sel.value;
   const want = shapeFollowsLatest && shapes.length ? shapes[0] : current;
@@ -202,7 +205,7 @@ function renderCharts() {
   const shape = $("#shape").value;
   const latest = new Map();   // backend -> newest done run of this shape
   for (const r of runs.values())
-    if (r.status === "done" && shapeOf(r) === shape && (!latest.has(r.backend) || latest.get(r.backend).id < r.id))
+    if (r.status === "done" && shapeOf(r) === shape && (!latest.has(r.backend) || newestFirst(r, latest.get(r.backend)) < 0))
       latest.set(r.backend, r);
   const list = [...latest.values()].sort((a, b) => a.backend.localeCompare(b.backend));
   barChart($("#chart-timing"), list.map((r) => ({ backend: r.backend, value: median(r), run: r.id })), (v) => `${fmt(v, 2)} µs`);

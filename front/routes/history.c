@@ -113,7 +113,7 @@ int routes_history_parse_since(const char *text, char *out, size_t len)
 
 void route_list_runs(http_request *req)
 {
-    static const char *const known[] = {"after", "limit", "backend", "status", "device", "since"};
+    static const char *const known[] = {"after", "limit", "backend", "status", "device", "node", "since"};
     const char *status = qs(req, "status"), *since_text = qs(req, "since");
     char since[40] = "", *rows, *out;
     long long after, limit, last;
@@ -125,7 +125,7 @@ void route_list_runs(http_request *req)
             if (!strcmp(item->string, known[i])) break;
         if (i == sizeof known / sizeof known[0]) {
             http_fail(req, 400, "unknown_parameter", item->string,
-                      "unknown parameter '%.60s'; GET /v1/runs takes after, limit, backend, status, device, since",
+                      "unknown parameter '%.60s'; GET /v1/runs takes after, limit, backend, status, device, node, since",
                       item->string);
             return;
         }
@@ -146,7 +146,17 @@ void route_list_runs(http_request *req)
                   "since must be an ISO-8601 time such as 2026-12-02T10:31:05Z, got '%.60s'", since_text);
         return;
     }
-    rows = store_query_runs(after, (int)limit, qs(req, "backend"), status, qs(req, "device"), since, &last);
+    rows = store_query_runs(after, (int)limit, qs(req, "backend"), status, qs(req, "device"), qs(req, "node"), since,
+                            &last);
+    if (!rows && !store_available()) {
+        store_health h;
+        store_get_health(&h);
+        if (http_add_header(req, "Retry-After", "2") != 0) log_warn("cannot add Retry-After");
+        http_fail(req, 503, "store_unavailable", "",
+                  "the fleet's history database is away (%s); runs still execute and wait in this node's outbox "
+                  "(%lld write(s)); ask again shortly", h.last_error, h.outbox_depth);
+        return;
+    }
     if (!rows) {
         http_fail(req, 500, "store_error", "", "the run history could not be read");
         return;

@@ -28,9 +28,12 @@ void route_run(http_request *req);            /* POST /v1/runs, POST /run */
 void route_get_run(http_request *req);        /* GET /v1/runs/{id} */
 
 /* history.c */
-void route_list_runs(http_request *req);      /* GET /v1/runs?after=&limit=&backend=&status=&device=&since= */
+void route_list_runs(http_request *req);      /* GET /v1/runs?after=&limit=&backend=&status=&device=&node=&since= */
 void route_cancel_run(http_request *req);     /* DELETE /v1/runs/{id} */
 void route_run_trace(http_request *req);      /* GET /v1/runs/{id}/trace */
+
+/* nodes.c */
+void route_nodes(http_request *req);          /* GET /v1/nodes */
 
 /* metrics.c */
 void route_metrics(http_request *req);        /* GET /metrics */

@@ -4,6 +4,12 @@ hanging CI (pytest-timeout is not installed).
 
     ATTND_BIN   absolute path of the binary (make test-api sets it); default build/test/attnd
                 or build/attnd under the repository root.
+    ATTND_TEST_PG     conninfo of a throwaway PostgreSQL server (tests/pg/pg_server.py run sets
+                it; make test does): the fleet tests use it.
+    ATTND_TEST_STORE  "postgresql": every server keeps its history there, one database per
+                data_dir (a restart on the same data_dir finds the same database); make test
+                runs the history, async, persistence and fault tests so, after the whole suite
+                on SQLite. Tests marked sqlite_only (they open attnd.db themselves) are left out.
 
 The session server (`server`) runs on the cpu device only (--devices none); tests that need
 other settings start their own with `start_server(...)`, which stops it at teardown.
@@ -34,6 +40,38 @@ READY_POLL_TIMEOUT_S = 20.0   # /readyz must say ready within this
 STOP_TIMEOUT_S = 10.0         # SIGTERM → exit 0 within this
 HTTP_TIMEOUT_S = 10.0         # any quick request
 RUN_TIMEOUT_S = 90.0          # a run on the cpu device (tiny shapes; generous for slow CI)
+
+PG_DIR = os.path.join(REPO, "tests", "pg")
+if PG_DIR not in sys.path:
+    sys.path.insert(0, PG_DIR)
+
+
+def test_pg():
+    """The conninfo of the tests' PostgreSQL server, or a test failure that says how to get one."""
+    conninfo = os.environ.get("ATTND_TEST_PG")
+    if not conninfo:
+        pytest.fail("ATTND_TEST_PG is not set: run the tests through `make test`, or under "
+                    "`python3 tests/pg/pg_server.py run DIR -- python3 -m pytest ...`", pytrace=False)
+    return conninfo
+
+
+_pg_databases = {}
+
+
+def pg_database_for(key):
+    """The conninfo of the database of `key` (a data_dir, or a fleet's name), created on first use."""
+    import hashlib
+    import pg_server
+
+    if key not in _pg_databases:
+        name = "attnd_" + hashlib.sha1(key.encode()).hexdigest()[:16]
+        _pg_databases[key] = pg_server.create_database(test_pg(), name)
+    return _pg_databases[key]
+
+
+def store_under_test():
+    return os.environ.get("ATTND_TEST_STORE", "sqlite")
+
 
 LISTEN_RE = re.compile(r"^attnd listening on (http://127\.0\.0\.1:(\d+))\s*$")
 
@@ -74,8 +112,11 @@ class AttndServer:
         self.stdout_rest = []
 
     def argv(self):
+        store = []
+        if store_under_test() == "postgresql" and "--store" not in self.extra:
+            store = ["--store", pg_database_for(os.path.realpath(self.data_dir))]
         return [attnd_bin(), "--listen", "127.0.0.1:0", "--data-dir", self.data_dir, "--devices", self.devices,
-                "--log-level", "warn"] + self.extra
+                "--log-level", "warn"] + store + self.extra
 
     def stderr_text(self):
         try:
@@ -294,6 +335,11 @@ def check_against_openapi(instance, name):
                 check(item, sc["items"], "%s[%d]" % (where, i))
 
     check(instance, schema, name)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "sqlite_only: the test reads or writes attnd.db itself, so it runs "
+                            "only against the SQLite store")
 
 
 def tiny(**over):

@@ -185,6 +185,8 @@ def test_form_run_appears_in_table_and_chart(api, browser):
     # The table shows it as done, and the timing chart has its bar.
     browser.wait_for("(() => { const tr = document.querySelector('#runs tbody tr[data-id=\"%d\"]');"
                      " return tr && tr.dataset.status === 'done'; })()" % run_id, "run %d done in the table" % run_id)
+    node = browser.eval("document.querySelector('#runs tbody tr[data-id=\"%d\"] td.node').textContent" % run_id)
+    assert node == rec["node"] and node, (node, rec.get("node"))
     bar = browser.wait_for("(() => { const b = document.querySelector('#chart-timing rect.bar[data-run=\"%d\"]');"
                            " return b ? b.getAttribute('data-backend') + ' ' + b.getAttribute('width') : ''; })()" % run_id,
                            "run %d in the timing chart" % run_id)

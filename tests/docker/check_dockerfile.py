@@ -38,6 +38,7 @@ LIBRARIES = {
     "microhttpd": ("apt", "libmicrohttpd12t64", "libmicrohttpd-dev"),
     "cjson": ("apt", "libcjson1", "libcjson-dev"),
     "sqlite3": ("apt", "libsqlite3-0", "libsqlite3-dev"),
+    "pq": ("apt", "libpq5", "libpq-dev"),
     "dl": ("static", "part of glibc"),
     "rt": ("static", "part of glibc"),
     "m": ("static", "part of glibc"),

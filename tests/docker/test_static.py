@@ -3,6 +3,7 @@ the Dockerfile against the Makefile (check_dockerfile.py, and that the check cat
 should), the Kubernetes manifests in deploy/ (parsed with PyYAML, required fields), and the
 curl scripts (shell syntax)."""
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -138,24 +139,30 @@ def test_service_selects_the_pods():
         assert any(p.get("targetPort") == "http" or p.get("targetPort") == 8080 for p in svc["spec"]["ports"])
 
 
-def test_sweep_job_runs_the_cli_against_the_service():
+def test_sweep_job_runs_attnd_batch_on_a_plan_from_a_configmap():
     ms = all_manifests()
-    services = {d["metadata"]["name"]: d for _, d in ms if d["kind"] == "Service" and
-                d["spec"].get("clusterIP") != "None"}
     (job,) = [d for _, d in ms if d["kind"] == "Job"]
     ps = pod_spec(job)
-    assert ps["restartPolicy"] in ("Never", "OnFailure")
+    assert ps["restartPolicy"] == "Never"
+    assert ps["securityContext"]["runAsNonRoot"] is True
     (c,) = ps["containers"]
-    argv = c.get("command", []) + c.get("args", [])
-    assert argv[:2] == ["attnd-cli", "sweep"]
-    url = next(a.split("=", 1)[1] for a in argv if a.startswith("--url="))
-    host = url.split("//", 1)[1].split(":")[0]
-    assert host in services, (host, list(services))
-    # the CLI accepts these arguments
+    argv = c.get("command", []) + c.get("args", [])  # no command: the image's entrypoint, attnd
+    assert argv[:2] == ["batch", "/plans/plan.json"], argv
+    assert argv[argv.index("--out") + 1] == "/results/results.jsonl"
+    assert str(c["resources"]["limits"]["nvidia.com/gpu"]) == "1"
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    volumes = {v["name"]: v for v in ps["volumes"]}
+    assert "/results" in mounts and mounts["/results"] in volumes
+    plans = volumes[mounts["/plans"]]["configMap"]["name"]
+    (cm,) = [d for _, d in ms if d["kind"] == "ConfigMap" and d["metadata"]["name"] == plans]
+    # exit 1 and 2 are not worth a retry (failed runs, a bad plan)
+    rules = job["spec"]["podFailurePolicy"]["rules"]
+    assert any(r["action"] == "FailJob" and {1, 2} <= set(r["onExitCodes"]["values"]) for r in rules)
+    # the plan is one attnd batch (and attnd-cli sweep --plan) accepts
     sys.path.insert(0, os.path.join(REPO, "clients", "python"))
     from attnd import cli
-    args = cli.build_parser().parse_args(argv[1:])
-    assert args.backends and args.seq
+    grid = cli.plan_grid(json.loads(cm["data"]["plan.json"]))
+    assert len(grid) >= 1 and all(p["backend"] for p in grid)
 
 
 def test_curl_scripts_parse():

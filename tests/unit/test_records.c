@@ -60,7 +60,7 @@ int main(void)
     CHECK(run_record_save(&rec) == 0 && rec.id > 0, "saved queued, id %lld", rec.id);
     CHECK(store_count_runs() == 1, "one row");
     o = stored(rec.id, keys, sizeof keys);
-    CHECK(!strcmp(keys, "id,status,created,finished,backend,build,params,device"),
+    CHECK(!strcmp(keys, "id,status,created,finished,node,backend,build,params,device"),
           "queued keys: %s", keys);
     CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(o, "id")) == (double)rec.id, "stored id");
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(o, "finished")), "finished null while queued");
@@ -72,7 +72,7 @@ int main(void)
     rec.status = RUN_RUNNING;
     CHECK(run_record_save(&rec) == 0, "saved running");
     o = stored(rec.id, keys, sizeof keys);
-    CHECK(!strcmp(keys, "id,status,created,finished,backend,build,params,device"),
+    CHECK(!strcmp(keys, "id,status,created,finished,node,backend,build,params,device"),
           "running keys: %s", keys);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(o, "device")) && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(o, "status")), "running"),
           "running, device null");
@@ -89,7 +89,7 @@ int main(void)
     CHECK(strlen(rec.finished) == 24, "finished %s", rec.finished);
     json = run_record_to_json(&rec);
     CHECK(!strcmp(keys_of(json, keys, sizeof keys),
-                  "id,status,created,finished,backend,build,params,device,timing,kernels,output,verify,client_gone"),
+                  "id,status,created,finished,node,backend,build,params,device,timing,kernels,output,verify,client_gone"),
           "done keys: %s", keys);
     CHECK(run_record_store(&rec, json) == 0, "stored done");
     cJSON_Delete(json);
@@ -123,7 +123,7 @@ int main(void)
     run_record_finish(&rec, RUN_FAILED);
     CHECK(run_record_save(&rec) == 0, "saved failed");
     o = stored(id, keys, sizeof keys);
-    CHECK(!strcmp(keys, "id,status,created,finished,backend,build,params,device,error"),
+    CHECK(!strcmp(keys, "id,status,created,finished,node,backend,build,params,device,error"),
           "failed keys: %s", keys);
     CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetObjectItem(o, "error"), "code")), "worker_crashed"),
           "error code");

@@ -241,6 +241,27 @@ static void test_price(void)
     CHECK(LOAD(&s, err, "--price-per-hour", "nan") == -1, "nan refused");
 }
 
+static void test_store_and_node(void)
+{
+    settings s;
+    char err[512];
+
+    CHECK(LOAD(&s, err, "--listen", "127.0.0.1:1") == 0 && !strcmp(s.store, "sqlite") && !settings_store_is_postgresql(&s) &&
+              s.node[0] == '\0' && s.heartbeat_s == 5,
+          "defaults: sqlite, the host name, 5 s");
+    CHECK(LOAD(&s, err, "--store", "postgresql://attnd@db.internal/attnd?sslmode=require") == 0 &&
+              settings_store_is_postgresql(&s), "a URI");
+    CHECK(LOAD(&s, err, "--store", "host=/tmp/pg dbname=attnd") == 0 && settings_store_is_postgresql(&s),
+          "key=value words");
+    CHECK(LOAD(&s, err, "--store", "postgresql") == 0 && settings_store_is_postgresql(&s), "the PG* environment");
+    CHECK(LOAD(&s, err, "--store", "mysql://db/attnd") == -1 && strstr(err, "store") && strstr(err, "not a store"),
+          "another database refused: %s", err);
+    CHECK(LOAD(&s, err, "--node", "gpu-07.rack_2") == 0 && !strcmp(s.node, "gpu-07.rack_2"), "a node name");
+    CHECK(LOAD(&s, err, "--node", "gpu 07") == -1 && strstr(err, "node"), "a space refused: %s", err);
+    CHECK(LOAD(&s, err, "--node", "a\"b") == -1, "a quote refused");
+    CHECK(LOAD(&s, err, "--heartbeat-s", "0") == -1, "heartbeat_s 0 refused");
+}
+
 static void test_help(void)
 {
     settings s;
@@ -303,6 +324,7 @@ int main(void)
     test_profiler_switches();
     test_errors();
     test_price();
+    test_store_and_node();
     test_help();
 
     {

@@ -2,6 +2,8 @@
 
     attnd-cli run --backend flash --seq 4096 [--json]
     attnd-cli sweep --backends naive,math --seq 512,1024 --heads 8,16 [--csv out.csv] [--json out.json]
+    attnd-cli sweep --plan plan.json                     (the same grid, from a plan file: docs/plan.md)
+    attnd-cli plan --backends naive,math --seq 512,1024 [run flags] > plan.json
     attnd-cli device | variants | get ID | wait ID | runs [--after N] [--follow]
 
 --url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
@@ -78,9 +80,12 @@ def _add_run_params(p, lists):
                    help="any other run parameter (repeatable)")
 
 
-def _run_params(args):
+def _run_params(args, axes=()):
+    """The run parameters of the flags; axes: flags that are lists of a grid, not parameters."""
     params = {}
     for name in INT_PARAMS + FLOAT_PARAMS + STR_PARAMS + BOOL_PARAMS:
+        if name in axes:
+            continue
         v = getattr(args, name, None)
         if v is not None:
             params[name] = v
@@ -90,6 +95,18 @@ def _run_params(args):
         k, v = kv.split("=", 1)
         params[k] = _value(v)
     return params
+
+
+def _add_grid(p, required):
+    """The grid flags of sweep and plan: the axes, repeat and the fixed run parameters."""
+    p.add_argument("--backends", type=_list(str), required=required, help="comma-separated, e.g. naive,math")
+    p.add_argument("--seq", type=_list(int), default=None, help="comma-separated sequence lengths")
+    p.add_argument("--heads", type=_list(int), default=None)
+    p.add_argument("--batch", type=_list(int), default=None)
+    p.add_argument("--head-dim", dest="head_dim", type=_list(int), default=None)
+    p.add_argument("--dtype", type=_list(str), default=None)
+    p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over")
+    _add_run_params(p, lists=True)
 
 
 def build_parser():
@@ -104,21 +121,21 @@ def build_parser():
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.add_argument("--async", dest="async_", action="store_true", help="submit, wait, then print")
 
-    p = sub.add_parser("sweep", help="runs over a grid of backends x shapes; prints a table")
+    p = sub.add_parser("sweep", help="runs over a grid of backends x shapes (flags or --plan); prints a table")
     _add_common(p)
-    p.add_argument("--backends", type=_list(str), required=True, help="comma-separated, e.g. naive,math")
-    p.add_argument("--seq", type=_list(int), default=None, help="comma-separated sequence lengths")
-    p.add_argument("--heads", type=_list(int), default=None)
-    p.add_argument("--batch", type=_list(int), default=None)
-    p.add_argument("--head-dim", dest="head_dim", type=_list(int), default=None)
-    p.add_argument("--dtype", type=_list(str), default=None)
-    _add_run_params(p, lists=True)
+    p.add_argument("--plan", default=None, metavar="FILE", help="the grid from a plan file (docs/plan.md) "
+                   "instead of the grid and run flags")
+    _add_grid(p, required=False)
     p.add_argument("--csv", default=None, metavar="FILE", help="write the table as CSV")
     p.add_argument("--json", default=None, metavar="FILE", help="write every record (or error) as JSON")
     p.add_argument("--retries", type=int, default=5, help="retries of a 429 queue_full (default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
-    for name, helptext in (("device", "GET /v1/device"), ("variants", "GET /v1/variants")):
+    p = sub.add_parser("plan", help="print the plan file (docs/plan.md) the sweep flags describe, for attnd batch")
+    _add_grid(p, required=True)
+
+    for name, helptext in (("device", "GET /v1/device"), ("variants", "GET /v1/variants"),
+                           ("nodes", "GET /v1/nodes: the fleet's nodes")):
         p = sub.add_parser(name, help=helptext)
         _add_common(p)
     p = sub.add_parser("get", help="GET /v1/runs/ID")
@@ -133,7 +150,7 @@ def build_parser():
     p.add_argument("--after", type=int, default=0)
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--follow", action="store_true")
-    for name in ("backend", "status", "device", "since"):
+    for name in ("backend", "status", "device", "node", "since"):
         p.add_argument("--" + name, default=None)
     return ap
 
@@ -225,20 +242,107 @@ class Progress:
         self.stream.flush()
 
 
-def sweep_grid(args):
-    """The list of run parameter dicts of a sweep, backends outermost."""
-    fixed = _run_params(args)
-    axes = [("backend", args.backends)]
-    for name in ("batch", "heads", "seq", "head_dim", "dtype"):
-        values = getattr(args, name)
-        if values:
-            axes.append((name, values))
+# ---- plans (docs/plan.md): the sweep grid as a file; attnd batch reads the same format
+
+PLAN_AXES = ("batch", "heads", "seq", "head_dim", "dtype")  # expansion order, after backends
+PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "description")
+PLAN_REFUSED_PARAMS = ("q", "k", "v", "keep_output", "async")  # a server's session, not a plan's
+PLAN_MAX_REPEAT = 1000
+
+
+class PlanError(ValueError):
+    """A plan that attnd batch would refuse (exit 2); the message names the key."""
+
+
+def check_plan(plan):
+    """Raise PlanError unless plan is a plan attnd batch accepts (front/batch_plan.c checks
+    the same; the run parameters themselves are the server's to check)."""
+    if not isinstance(plan, dict):
+        raise PlanError('a plan is a JSON object {"backends": [...], ...}')
+    for key in plan:
+        if key not in PLAN_KEYS:
+            raise PlanError('unknown key "%s"; a plan has %s' % (key, ", ".join(PLAN_KEYS)))
+    if "backends" not in plan:
+        raise PlanError('"backends" is missing (a non-empty array of backend names)')
+    for key in ("backends",) + PLAN_AXES:
+        if key not in plan:
+            continue
+        values, want_str = plan[key], key in ("backends", "dtype")
+        ok = isinstance(values, list) and values and all(
+            (isinstance(v, str) and v) if want_str else (isinstance(v, int) and not isinstance(v, bool))
+            for v in values)
+        if not ok:
+            raise PlanError('"%s" must be a non-empty array of %s' % (key, "strings" if want_str else "integers"))
+    if "description" in plan and not isinstance(plan["description"], str):
+        raise PlanError('"description" must be a string')
+    repeat = plan.get("repeat", 1)
+    if isinstance(repeat, bool) or not isinstance(repeat, int) or not 1 <= repeat <= PLAN_MAX_REPEAT:
+        raise PlanError('"repeat" must be an integer from 1 to %d' % PLAN_MAX_REPEAT)
+    params = plan.get("params", {})
+    if not isinstance(params, dict):
+        raise PlanError('"params" must be an object of run parameters')
+    for key in params:
+        if key == "backend":
+            raise PlanError('params.backend: backends are an axis; list them in "backends"')
+        if key in PLAN_AXES and key in plan:
+            raise PlanError("params.%s: %s is also an axis of the plan; give it in one place" % (key, key))
+        if key in PLAN_REFUSED_PARAMS:
+            raise PlanError("params.%s: not in a plan (resident tensors, keep_output and async belong to a "
+                            "server's session)" % key)
+
+
+def plan_grid(plan):
+    """The run parameter dicts of a plan, in the order attnd batch runs them: the whole grid
+    `repeat` times over; in it backends outermost, then batch, heads, seq, head_dim, dtype."""
+    check_plan(plan)
+    axes = [("backend", plan["backends"])] + [(name, plan[name]) for name in PLAN_AXES if name in plan]
     grid = []
-    for combo in itertools.product(*[v for _, v in axes]):
-        p = dict(fixed)
-        p.update({name: val for (name, _), val in zip(axes, combo)})
-        grid.append(p)
+    for _ in range(plan.get("repeat", 1)):
+        for combo in itertools.product(*[values for _, values in axes]):
+            p = dict(plan.get("params", {}))
+            p.update({name: val for (name, _), val in zip(axes, combo)})
+            grid.append(p)
     return grid
+
+
+def plan_of_args(args):
+    """The plan the sweep flags describe (attnd-cli plan prints it)."""
+    plan = {"backends": args.backends}
+    for name in PLAN_AXES:
+        if getattr(args, name):
+            plan[name] = getattr(args, name)
+    params = _run_params(args, axes=PLAN_AXES)
+    if params:
+        plan["params"] = params
+    if args.repeat is not None:
+        plan["repeat"] = args.repeat
+    return plan
+
+
+def read_plan(path):
+    """A plan file, checked. Raises PlanError (unreadable and bad JSON included)."""
+    try:
+        with open(path) as f:
+            plan = json.load(f)
+    except OSError as exc:
+        raise PlanError("cannot read %s: %s" % (path, exc))
+    except ValueError as exc:
+        raise PlanError("%s is not JSON: %s" % (path, exc))
+    check_plan(plan)
+    return plan
+
+
+def sweep_grid(args):
+    """The run parameter dicts of a sweep: its --plan file's, or the plan its flags describe."""
+    if getattr(args, "plan", None):
+        flags = [name for name in ("backends", "repeat") + PLAN_AXES if getattr(args, name) is not None]
+        if flags or _run_params(args, axes=PLAN_AXES):
+            raise PlanError("--plan holds the whole grid; drop the grid and run flags (%s)"
+                            % ", ".join(flags or ["run parameters"]))
+        return plan_grid(read_plan(args.plan))
+    if not args.backends:
+        raise PlanError("sweep needs --backends (or --plan FILE)")
+    return plan_grid(plan_of_args(args))
 
 
 def cmd_sweep(args, out):
@@ -298,11 +402,18 @@ def main(argv=None, out=None):
             return cmd_run(args, out)
         if args.cmd == "sweep":
             return cmd_sweep(args, out)
+        if args.cmd == "plan":
+            plan = plan_of_args(args)
+            check_plan(plan)  # flags that batch would refuse are refused here
+            out.write(json.dumps(plan, indent=1) + "\n")
+            return 0
         client = _client(args)
         if args.cmd == "device":
             out.write(json.dumps(client.device(), indent=1) + "\n")
         elif args.cmd == "variants":
             out.write(json.dumps(client.variants(), indent=1) + "\n")
+        elif args.cmd == "nodes":
+            out.write(json.dumps(client.nodes(), indent=1) + "\n")
         elif args.cmd == "get":
             out.write(json.dumps(client.get_run(args.id), indent=1) + "\n")
         elif args.cmd == "wait":
@@ -310,7 +421,7 @@ def main(argv=None, out=None):
             out.write(json.dumps(rec, indent=1) + "\n")
             return 0 if rec.get("status") == "done" else 1
         elif args.cmd == "runs":
-            filters = {k: getattr(args, k) for k in ("backend", "status", "device", "since")}
+            filters = {k: getattr(args, k) for k in ("backend", "status", "device", "node", "since")}
             for rec in client.iter_runs(after=args.after, limit=args.limit, follow=args.follow, **filters):
                 out.write(json.dumps(rec) + "\n")
                 out.flush()
@@ -318,6 +429,9 @@ def main(argv=None, out=None):
     except AttndError as exc:
         sys.stderr.write("attnd-cli: %s\n" % exc)
         return 1
+    except PlanError as exc:
+        sys.stderr.write("attnd-cli: plan: %s\n" % exc)
+        return 2
     except KeyboardInterrupt:
         return 130
 

@@ -203,6 +203,10 @@ class Client:
         """GET /v1/variants: {"variants": [...]}."""
         return self._json("GET", "/v1/variants")
 
+    def nodes(self):
+        """GET /v1/nodes: {"nodes": [...], "this_node": name}: the fleet's nodes and heartbeats."""
+        return self._json("GET", "/v1/nodes")
+
     # -------------------------------------------------------------------- runs ------
     @staticmethod
     def _params(params):
@@ -280,7 +284,7 @@ class Client:
         return self._json("DELETE", "/v1/runs/%d" % int(run_id))
 
     def runs(self, after=None, limit=None, **filters):
-        """GET /v1/runs?after=&limit=&backend=&status=&device=&since=: one page,
+        """GET /v1/runs?after=&limit=&backend=&status=&device=&node=&since=: one page,
         {"runs": [...], "next_after": id}."""
         params = self._params(dict(filters, after=after, limit=limit))
         return self._json("GET", "/v1/runs", params=params)

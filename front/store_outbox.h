@@ -1,0 +1,32 @@
+/* store_outbox.h — the thread that carries this machine's outbox (store_local.h) to the
+ * fleet's PostgreSQL (store_pg.h), oldest first, in batches of one transaction each. A batch
+ * that fails stays and is tried again with a growing pause (up to OUTBOX_RETRY_MAX_MS); one
+ * that committed but whose removal here was lost is sent again and changes nothing (the
+ * database keeps a run's write only when its counter is higher). */
+#ifndef STORE_OUTBOX_H
+#define STORE_OUTBOX_H
+
+/* Start the thread. 0, or -1. */
+int outbox_start(void);
+
+/* One last attempt to send what waits (bounded), then stop the thread. */
+void outbox_stop(void);
+
+/* Something was written: send it soon. */
+void outbox_kick(void);
+
+/* Send what waits now, in the caller's thread (after any send in progress). 0 when the
+ * outbox is empty afterwards, -1 when the database was away. */
+int outbox_flush(void);
+
+/* How the outbox is doing. */
+typedef struct outbox_state {
+    int database_up;          /* the last attempt reached the database */
+    long long depth;          /* writes waiting */
+    long long sent;           /* writes delivered since start */
+    long long failures;       /* attempts that found the database away */
+    char last_error[256];     /* why, "" when up */
+} outbox_state;
+void outbox_get_state(outbox_state *st);
+
+#endif

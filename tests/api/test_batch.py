@@ -1,0 +1,194 @@
+"""`attnd batch PLAN.json` (front/batch.c, docs/plan.md) with the real binary on the cpu
+device: the lines it writes, the store it fills, its exit statuses, its stop on SIGTERM, and
+that a plan from `attnd-cli plan` runs the grid the sweep flags describe.
+
+The cpu device runs one backend, `reference`, so the grids here vary seq and dtype over it;
+a GPU backend stands for a run the device refuses.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from attnd_api_helpers import REPO, HTTP_TIMEOUT_S, Api, attnd_bin, pg_database_for, store_under_test
+
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+from attnd import cli  # noqa: E402
+
+BATCH_TIMEOUT_S = 120.0
+TINY_PARAMS = {"batch": 1, "heads": 2, "head_dim": 8, "warmup": 0, "iters": 1, "verify": True}
+
+
+def write_plan(tmp_path, plan, name="plan.json"):
+    path = tmp_path / name
+    path.write_text(plan if isinstance(plan, str) else json.dumps(plan))
+    return str(path)
+
+
+def store_flags(data_dir):
+    """--store for the store under test: a fleet database per data_dir, like the servers'."""
+    if store_under_test() != "postgresql":
+        return []
+    return ["--store", pg_database_for(os.path.realpath(str(data_dir)))]
+
+
+def run_batch(plan_path, data_dir, *extra):
+    """attnd batch on the cpu device; returns the CompletedProcess (text)."""
+    argv = [attnd_bin(), "batch", plan_path, "--devices", "none", "--data-dir", str(data_dir),
+            "--cpu-threads", "2", "--log-level", "warn"] + store_flags(data_dir) + list(extra)
+    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=BATCH_TIMEOUT_S)
+
+
+def lines_of(text):
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def grid_plan():
+    return {"backends": ["reference"], "seq": [8, 16], "dtype": ["fp32", "bf16"], "params": dict(TINY_PARAMS)}
+
+
+def test_plan_writes_one_done_record_per_run(tmp_path):
+    p = run_batch(write_plan(tmp_path, grid_plan()), tmp_path / "data")
+    assert p.returncode == 0, p.stderr
+    recs = lines_of(p.stdout)
+    assert len(recs) == 4, p.stdout
+    # expansion order: seq before dtype, dtype turning fastest
+    assert [(r["params"]["seq_q"], r["params"]["dtype"]) for r in recs] == [
+        (8, "fp32"), (8, "bf16"), (16, "fp32"), (16, "bf16")]
+    for r in recs:
+        assert r["status"] == "done", r
+        assert r["timing"]["median_us"] > 0
+        assert r["verify"]["pass"] is True
+    progress = [line for line in p.stderr.splitlines() if line.startswith("[")]
+    assert len(progress) == 4, p.stderr
+    assert progress[0].startswith("[1/4] reference batch=1 heads=2 seq=8 head_dim=8 dtype=fp32")
+    assert all("ms median" in line and "eta " in line for line in progress), progress
+
+
+def test_out_file_gets_the_lines_and_stdout_nothing(tmp_path):
+    out = tmp_path / "results.jsonl"
+    p = run_batch(write_plan(tmp_path, grid_plan()), tmp_path / "data", "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == ""
+    recs = lines_of(out.read_text())
+    assert len(recs) == 4 and all(r["status"] == "done" for r in recs)
+
+
+def test_records_are_in_the_store_a_server_reads(tmp_path, start_server):
+    data = tmp_path / "data"
+    p = run_batch(write_plan(tmp_path, grid_plan()), data)
+    assert p.returncode == 0, p.stderr
+    ids = [r["id"] for r in lines_of(p.stdout)]
+    srv = start_server(data_dir=str(data))
+    r = Api(srv.url).get("/v1/runs?after=0&limit=100", timeout=HTTP_TIMEOUT_S)
+    assert r.status_code == 200, r.text
+    stored = r.json()["runs"]
+    assert [x["id"] for x in stored] == ids
+    assert all(x["status"] == "done" for x in stored)
+
+
+def test_a_refused_run_is_a_line_and_exit_1_after_the_rest(tmp_path):
+    plan = {"backends": ["naive", "reference"], "seq": [8, 16], "params": dict(TINY_PARAMS)}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 1, p.stderr
+    recs = lines_of(p.stdout)
+    assert len(recs) == 4
+    refused, done = recs[:2], recs[2:]
+    for r in refused:  # naive needs a GPU: refused as POST /v1/runs would, nothing stored
+        assert r["status"] == "refused" and r["error"]["code"] == "no_device", r
+        assert r["params"]["backend"] == "naive" and "id" not in r
+    assert [r["status"] for r in done] == ["done", "done"]
+    assert "REFUSED: no_device" in p.stderr
+
+
+def test_a_value_only_the_device_check_refuses_is_a_refusal(tmp_path):
+    plan = {"backends": ["reference"], "seq": [8], "params": dict(TINY_PARAMS, graph=True)}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 1, p.stderr
+    (r,) = lines_of(p.stdout)
+    assert r["status"] == "refused" and r["error"]["code"] == "not_applicable" and r["error"]["field"] == "graph"
+
+
+@pytest.mark.parametrize("plan,names", [
+    ('{"backends": ["reference"], ', "not JSON"),
+    ({"seq": [8]}, '"backends" is missing'),
+    ({"backends": ["reference"], "sequence": [8]}, 'unknown key "sequence"'),
+    ({"backends": ["reference"], "params": {"iterations": 3}}, "params.iterations"),
+    ({"backends": ["reference"], "params": {"iters": -1}}, "params.iters"),
+    ({"backends": ["reference"], "seq": [8], "params": {"seq": 16}}, "params.seq"),
+    ({"backends": ["reference"], "params": {"q": "t1"}}, "params.q"),
+    ({"backends": ["reference", "no_such_backend"]}, "no_such_backend"),
+    ({"backends": ["reference"], "heads": [2.5]}, '"heads"[0]'),
+    ({"backends": ["reference"], "repeat": 0}, '"repeat"'),
+])
+def test_bad_plan_exits_2_naming_it_and_runs_nothing(tmp_path, plan, names):
+    data = tmp_path / "data"
+    p = run_batch(write_plan(tmp_path, plan), data)
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert names in p.stderr, p.stderr
+    assert p.stdout == ""
+    assert "[1/" not in p.stderr
+    assert not data.exists()  # the plan is refused before the store is opened
+
+
+def test_bad_flags_exit_2(tmp_path):
+    plan = write_plan(tmp_path, grid_plan())
+    for extra in (["--no-such-flag"], ["--out"]):
+        p = run_batch(plan, tmp_path / "data", *extra)
+        assert p.returncode == 2 and "attnd batch:" in p.stderr, (extra, p.stderr)
+    p = subprocess.run([attnd_bin(), "batch"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "usage: attnd batch PLAN.json" in p.stderr
+    p = subprocess.run([attnd_bin(), "batch", "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "usage: attnd batch" in p.stdout
+
+
+def test_cli_plan_runs_the_grid_the_sweep_flags_describe(tmp_path, capsys):
+    flags = ["--backends", "reference", "--seq", "8,16", "--dtype", "bf16,fp32", "--heads", "1,2", "--batch", "1",
+             "--head-dim", "8", "--warmup", "0", "--iters", "1", "--causal", "false", "--repeat", "2"]
+    assert cli.main(["plan"] + flags) == 0
+    plan_text = capsys.readouterr().out
+    p = run_batch(write_plan(tmp_path, plan_text), tmp_path / "data")
+    assert p.returncode == 0, p.stderr
+    ran = [r["params"] for r in lines_of(p.stdout)]
+    swept = cli.sweep_grid(cli.build_parser().parse_args(["sweep"] + flags))
+    assert len(ran) == len(swept) == 2 * 2 * 2 * 2
+    for got, want in zip(ran, swept):
+        want = dict(want)
+        seq = want.pop("seq")
+        assert got["seq_q"] == got["seq_kv"] == seq
+        assert {k: got[k] for k in want} == want
+
+
+def test_sigterm_stops_after_the_current_run_with_143(tmp_path):
+    plan = {"backends": ["reference"], "seq": [64], "repeat": 200,
+            "params": {"batch": 1, "heads": 2, "head_dim": 16, "warmup": 0, "iters": 0, "min_iters": 1,
+                       "min_time_ms": 100, "max_time_ms": 200}}
+    out = tmp_path / "results.jsonl"
+    argv = [attnd_bin(), "batch", write_plan(tmp_path, plan), "--out", str(out), "--devices", "none",
+            "--data-dir", str(tmp_path / "data"), "--log-level", "warn"]
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # wait for the second run to be written, then stop it mid-plan
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            if out.exists() and out.read_text().count("\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, stderr
+    text = out.read_text()
+    assert text.endswith("\n")
+    recs = lines_of(text)
+    assert 2 <= len(recs) < 200
+    assert all(r["status"] == "done" for r in recs)
+    assert "stopped by" in stderr

@@ -1,0 +1,87 @@
+"""attnd-cli's plans (clients/python/attnd/cli.py, docs/plan.md) without a server: one
+expansion for `sweep` flags, `sweep --plan` and `plan`, the order attnd batch runs, and the
+same refusals as front/batch_plan.c. test_batch.py runs a `plan` output through attnd batch.
+"""
+import io
+import json
+import os
+import sys
+
+import pytest
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+from attnd import cli  # noqa: E402
+
+SWEEP_FLAGS = ["--backends", "naive,math", "--batch", "1", "--heads", "8,16", "--seq", "512,1024",
+               "--head-dim", "64", "--dtype", "bf16", "--causal", "true", "--iters", "20", "--verify", "true",
+               "--param", "profile=false"]
+
+
+def plan_output(flags):
+    out = io.StringIO()
+    assert cli.main(["plan"] + flags, out=out) == 0
+    return json.loads(out.getvalue())
+
+
+def test_plan_command_writes_the_documented_example():
+    assert plan_output(SWEEP_FLAGS) == {
+        "backends": ["naive", "math"], "batch": [1], "heads": [8, 16], "seq": [512, 1024], "head_dim": [64],
+        "dtype": ["bf16"], "params": {"iters": 20, "causal": True, "verify": True, "profile": False}}
+
+
+def test_expansion_order_backends_outermost_dtype_innermost():
+    grid = cli.plan_grid({"backends": ["a", "b"], "heads": [8, 16], "seq": [1, 2], "dtype": ["bf16", "fp16"],
+                          "params": {"iters": 3}})
+    assert len(grid) == 2 * 2 * 2 * 2
+    assert grid[0] == {"backend": "a", "heads": 8, "seq": 1, "dtype": "bf16", "iters": 3}
+    assert grid[1]["dtype"] == "fp16" and grid[2]["seq"] == 2 and grid[4]["heads"] == 16
+    assert [g["backend"] for g in grid] == ["a"] * 8 + ["b"] * 8
+
+
+def test_repeat_runs_the_whole_grid_again():
+    grid = cli.plan_grid({"backends": ["a", "b"], "seq": [1, 2], "repeat": 3})
+    once = cli.plan_grid({"backends": ["a", "b"], "seq": [1, 2]})
+    assert grid == once * 3
+
+
+def test_sweep_flags_plan_file_and_plan_command_expand_alike(tmp_path):
+    from_flags = cli.sweep_grid(cli.build_parser().parse_args(["sweep"] + SWEEP_FLAGS))
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan_output(SWEEP_FLAGS)))
+    from_file = cli.sweep_grid(cli.build_parser().parse_args(["sweep", "--plan", str(path)]))
+    assert from_flags == from_file
+    assert len(from_flags) == 2 * 1 * 2 * 2 * 1 * 1
+    assert all(p["iters"] == 20 and p["verify"] is True for p in from_flags)
+
+
+@pytest.mark.parametrize("plan,names", [
+    ([], "JSON object"),
+    ({"seq": [1]}, '"backends" is missing'),
+    ({"backends": []}, '"backends"'),
+    ({"backends": ["a"], "sequence": [1]}, 'unknown key "sequence"'),
+    ({"backends": ["a"], "seq": [1.5]}, '"seq"'),
+    ({"backends": ["a"], "seq": [1], "params": {"seq": 2}}, "params.seq"),
+    ({"backends": ["a"], "params": {"backend": "b"}}, "params.backend"),
+    ({"backends": ["a"], "params": {"keep_output": True}}, "params.keep_output"),
+    ({"backends": ["a"], "repeat": 0}, '"repeat"'),
+    ({"backends": ["a"], "params": []}, '"params"'),
+])
+def test_bad_plans_are_refused_naming_the_key(plan, names):
+    with pytest.raises(cli.PlanError) as exc:
+        cli.plan_grid(plan)
+    assert names in str(exc.value)
+
+
+def test_sweep_plan_file_errors_exit_2(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert cli.main(["sweep", "--plan", str(bad)]) == 2
+    assert "not JSON" in capsys.readouterr().err
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"backends": ["a"]}))
+    assert cli.main(["sweep", "--plan", str(good), "--seq", "8"]) == 2  # the file holds the whole grid
+    assert "--plan holds the whole grid" in capsys.readouterr().err
+    assert cli.main(["sweep"]) == 2
+    assert "--backends" in capsys.readouterr().err
+    assert cli.main(["sweep", "--plan", str(tmp_path / "missing.json")]) == 2
