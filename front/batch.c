@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -114,36 +113,6 @@ static int batch_parse_args(int argc, char **argv, batch_args *a, char *err, siz
     return 0;
 }
 
-/* mkdir -p data_dir, so that a CI job can point it at a fresh path. 0, or -1 with err. */
-static int batch_make_dirs(const char *path, char *err, size_t err_len)
-{
-    char buf[512];
-    size_t i, n = strlen(path);
-
-    if (n == 0 || n >= sizeof buf) {
-        snprintf(err, err_len, "data_dir '%.100s' is empty or too long", path);
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            snprintf(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
-            return -1;
-        }
-        buf[i] = path[i];
-    }
-    return 0;
-}
-
-/* Open the store the server would open with these settings: records of a batch and of a
- * server land in the same place. 0, or -1 with err. */
-static int batch_store_open(const settings *s, char *err, size_t err_len)
-{
-    if (batch_make_dirs(s->data_dir, err, err_len) != 0) return -1;
-    return store_open_settings(s, err, err_len);
-}
 
 /* Take SIGTERM/SIGINT (blocked in every thread): the first one asks the batch to stop after
  * the run in progress, a second one ends the process now. */
@@ -364,7 +333,7 @@ int batch_main(int argc, char **argv)
     }
     fprintf(stderr, "attnd batch: %d runs from %s\n", plan.count, a.plan_path);
 
-    if (batch_take_signals(err, sizeof err) != 0 || batch_store_open(&s, err, sizeof err) != 0) {
+    if (batch_take_signals(err, sizeof err) != 0 || store_open_settings(&s, err, sizeof err) /* where the server keeps its records */ != 0) {
         log_error("%s", err);
         rc = BATCH_EXIT_RUN_FAILED;
     } else if (pool_start(&s, err, sizeof err) != 0) {

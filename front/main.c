@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,29 +37,6 @@
 #define MAIN_DRAIN_S 30
 #define MAIN_RUN_GRACE_S 5
 
-
-/* mkdir -p: create path and its missing parents. 0, or -1 with err filled. */
-static int make_dirs(const char *path, char *err, size_t err_len)
-{
-    char buf[512];
-    size_t i, n = strlen(path);
-
-    if (n == 0 || n >= sizeof buf) {
-        snprintf(err, err_len, "data_dir '%.100s' is empty or too long", path);
-        return -1;
-    }
-    memcpy(buf, path, n + 1);
-    for (i = 1; i <= n; i++) {
-        if (buf[i] != '/' && buf[i] != '\0') continue;
-        buf[i] = '\0';
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-            snprintf(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
-            return -1;
-        }
-        buf[i] = path[i];
-    }
-    return 0;
-}
 
 static int main_front(int argc, char **argv)
 {
@@ -101,7 +77,7 @@ static int main_front(int argc, char **argv)
         fprintf(stderr, "attnd: %s\n", err);
         return 2;
     }
-    if (make_dirs(s.data_dir, err, sizeof err) != 0 || store_open_settings(&s, err, sizeof err) != 0) {
+    if (store_open_settings(&s, err, sizeof err) != 0) {
         log_error("store: %s", err);
         return 1;
     }

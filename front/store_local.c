@@ -211,6 +211,30 @@ done:
     return rc;
 }
 
+/* mkdir -p: data_dir and its missing parents (a CI job points it at a fresh path). 0, or -1
+ * with err filled. */
+static int store_make_dirs(const char *path, char *err, size_t err_len)
+{
+    char buf[512];
+    size_t i, n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        snprintf(err, err_len, "data_dir '%.100s' is empty or too long", path);
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
+            return -1;
+        }
+        buf[i] = path[i];
+    }
+    return 0;
+}
+
 int local_open(const char *data_dir, int outbox, char *err, size_t err_len)
 {
     char path[1024];
@@ -223,10 +247,7 @@ int local_open(const char *data_dir, int outbox, char *err, size_t err_len)
     }
     store_last_error[0] = '\0';
     store_outbox_on = outbox;
-    if (mkdir(data_dir, 0755) != 0 && errno != EEXIST) {
-        snprintf(err, err_len, "cannot create data_dir %s: %s", data_dir, strerror(errno));
-        goto out;
-    }
+    if (store_make_dirs(data_dir, err, err_len) != 0) goto out;
     if ((size_t)snprintf(path, sizeof path, "%s/attnd.db", data_dir) >= sizeof path) {
         snprintf(err, err_len, "data_dir path too long: %s", data_dir);
         goto out;
