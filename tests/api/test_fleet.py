@@ -55,14 +55,15 @@ def wait_outbox_empty(apis, timeout=30.0):
 
 @pytest.fixture
 def nodes(start_server):
-    """Three attnd processes, nodes n0 n1 n2, on one fresh database."""
+    """Three attnd processes, nodes n0 n1 n2, on one fresh database: (conninfo, their Apis, the servers)."""
     conninfo = pg_database_for("fleet-%d-%f" % (os.getpid(), time.time()))
-    return conninfo, [Api(start_server(extra=["--store", conninfo, "--node", "n%d" % k, "--cpu-threads", "1",
-                                              "--heartbeat-s", "1"]).url) for k in range(3)]
+    servers = [start_server(extra=["--store", conninfo, "--node", "n%d" % k, "--cpu-threads", "1", "--heartbeat-s", "1"])
+               for k in range(3)]
+    return conninfo, [Api(srv.url) for srv in servers], servers
 
 
 def test_three_nodes_sixty_writers_a_poller_sees_every_run_once(nodes):
-    _, apis = nodes
+    _, apis, servers = nodes
     per_node, per_writer = 20, 3
     created, errors = [], []
     lock = threading.Lock()
@@ -117,7 +118,7 @@ def test_three_nodes_sixty_writers_a_poller_sees_every_run_once(nodes):
 
 
 def test_nodes_heartbeats_and_tensors_stay_home(nodes):
-    _, apis = nodes
+    _, apis, servers = nodes
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
         body = apis[1].get("/v1/nodes").json()
@@ -158,6 +159,16 @@ def test_nodes_heartbeats_and_tensors_stay_home(nodes):
     assert r.status_code == 409 and "n0" in error_of(r)["message"], r.text
     rec = apis[0].run_ok(**dict(tiny(), q=t["id"], k=t["id"], v=t["id"]))
     assert rec["node"] == "n0"
+
+    # A node that stopped keeps its row; max_age_s leaves it out once its heartbeat is old.
+    servers[2].stop_checked()
+    time.sleep(3.5)
+    fresh = {n["node"] for n in apis[0].get("/v1/nodes", params={"max_age_s": 3}).json()["nodes"]}
+    every = {n["node"] for n in apis[0].get("/v1/nodes", params={"max_age_s": 0}).json()["nodes"]}
+    assert fresh == {"n0", "n1"} and every == {"n0", "n1", "n2"}, (fresh, every)
+    r = apis[0].get("/v1/nodes", params={"max_age_s": "soon"})
+    assert r.status_code == 400 and error_of(r)["field"] == "max_age_s"
+    assert error_of(apis[0].get("/v1/nodes", params={"colour": "red"}))["code"] == "unknown_parameter"
 
 
 # ------------------------------------------------------------------ outages
