@@ -40,6 +40,32 @@ static _Thread_local char pg_error[512];
 
 /* ----------------------------------------------------------------------- errors -- */
 
+/* An outage repeats one failure at every retry, heartbeat and read: the same text is logged
+ * once a minute at most (the repeats at debug level, counted in the next line). */
+#define PG_LOG_REPEAT_MS 60000
+static pthread_mutex_t pg_log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char pg_logged[512];
+static double pg_logged_ms;
+static long pg_log_repeats;
+
+static void pg_log_failure(const char *text)
+{
+    double now = clock_monotonic_ms();
+
+    pthread_mutex_lock(&pg_log_mu);
+    if (!strcmp(text, pg_logged) && now - pg_logged_ms < PG_LOG_REPEAT_MS) {
+        pg_log_repeats++;
+        log_debug("store_pg: %s", text);
+    } else {
+        if (pg_log_repeats) log_error("store_pg: %s (and %ld times more since the last line)", text, pg_log_repeats);
+        else log_error("store_pg: %s", text);
+        snprintf(pg_logged, sizeof pg_logged, "%s", text);
+        pg_logged_ms = now;
+        pg_log_repeats = 0;
+    }
+    pthread_mutex_unlock(&pg_log_mu);
+}
+
 /* Set the calling thread's reason, on one line (libpq's messages end in newlines and may
  * continue with a tab-indented hint), and log it. */
 static void pg_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -60,7 +86,7 @@ static void pg_fail(const char *fmt, ...)
     }
     if (to > pg_error && to[-1] == ' ') to--;
     *to = '\0';
-    log_error("store_pg: %s", pg_error);
+    pg_log_failure(pg_error);
 }
 
 /* Where conn points, for messages: never the conninfo, which may hold a password. */
@@ -165,6 +191,10 @@ static int pg_connect(void)
     }
     pg_conn = conn;
     pg_connect_error[0] = '\0';
+    pthread_mutex_lock(&pg_log_mu);
+    pg_logged[0] = '\0'; /* the next outage's first failure is logged at once */
+    pg_log_repeats = 0;
+    pthread_mutex_unlock(&pg_log_mu);
     log_info("store_pg: connected to %s (schema version %d)", where, version);
     return 0;
 }
