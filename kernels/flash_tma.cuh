@@ -24,7 +24,7 @@
  * while the other's products run.
  *
  * Tiles: persistent grid (one CTA per SM) or one CTA per tile; the tile order is heads-fastest
- * within L2 sections of heads whose K and V fit in 32 MB, query blocks descending (the longest
+ * within L2 sections of heads whose K and V fit in 16 MB, query blocks descending (the longest
  * causal tiles first). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when
  * tiles are equal, non-causal) or the next from a counter (DYNAMIC: best for causal). Blocks
  * above the causal diagonal are never loaded; only blocks reaching past the first row's visible
@@ -47,6 +47,15 @@
 
 #include "kernels/flash_wgmma.cuh"
 #include "kernels/tma.cuh"
+
+/* The K and V bytes of the heads one L2 section holds (the tile order walks a section's heads
+ * before the next's, so their K/V stay in L2 while every query block reads them). 16 MB, not
+ * the 32 that would fit the 50 MB L2 on paper: at 32 the 132 CTAs spread over 16 heads of
+ * S4096 D128 and K/V were read from DRAM 2.5 times over (678 MB a non-causal forward, L2 hit
+ * 74%); at 16, 294 MB and 87%, 2% faster (bench/NOTES.md, "L2 sections"). */
+#ifndef FLASH_TMA_L2_SECTION_BYTES
+#define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
+#endif
 
 /* How the CTAs of a persistent grid take tiles: STATIC tile = blockIdx.x + k·gridDim.x;
  * DYNAMIC the next tile from a counter (atomicAdd) once a tile's loads are issued, so CTAs
@@ -460,7 +469,7 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     a.m_tiles = (int)m_tiles;
     a.n_tiles = (int)(bh * m_tiles);
     const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
-    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, (32ll << 20) / std::max<int64_t>(kv_head_bytes, 1)));
+    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, FLASH_TMA_L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
 
     static thread_local flash_tma_maps maps = {};
     if (!(maps.valid && maps.q == t->q && maps.k == t->k && maps.v == t->v && maps.bh == bh &&
