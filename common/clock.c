@@ -2,7 +2,6 @@
 #include "common/clock.h"
 
 #include <stdio.h>
-#include <time.h>
 
 void clock_text_now_iso(char *buf, size_t len)
 {
@@ -24,3 +23,24 @@ double clock_monotonic_s(void)
 }
 
 long long clock_monotonic_ms(void) { return (long long)(clock_monotonic_s() * 1e3); }
+
+void clock_cond_init(pthread_cond_t *cond)
+{
+    pthread_condattr_t attr;
+
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(cond, &attr);
+    pthread_condattr_destroy(&attr);
+}
+
+struct timespec clock_deadline(long long ms)
+{
+    double at = clock_monotonic_s() + ms * 1e-3;
+    struct timespec ts;
+
+    ts.tv_sec = (time_t)at;
+    ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    return ts;
+}

@@ -30,6 +30,7 @@
 #include "common/settings.h"
 #include "common/variant_info.h"
 #include "front/batch_plan.h"
+#include "front/http.h" /* http_error_json: the one shape of a refusal */
 #include "front/node_heartbeat.h"
 #include "front/pool.h"
 #include "front/run_device.h"
@@ -178,16 +179,6 @@ static cJSON *batch_refusal_line(const run_request *r, int http_status, cJSON *e
     return line;
 }
 
-static cJSON *batch_error_body(const api_error *e)
-{
-    cJSON *body = cJSON_CreateObject(), *error = cJSON_AddObjectToObject(body, "error");
-
-    cJSON_AddStringToObject(error, "code", e->code);
-    cJSON_AddStringToObject(error, "message", e->message);
-    cJSON_AddStringToObject(error, "field", e->field);
-    return body;
-}
-
 /* Run r as POST /v1/runs would: check the problem, choose and check the device, run it
  * through the pool. *line: the final record, or a refusal line (caller deletes). */
 static batch_outcome batch_run_one(const settings *s, run_request *r, cJSON **line)
@@ -200,7 +191,7 @@ static batch_outcome batch_run_one(const settings *s, run_request *r, cJSON **li
 
     if (!v) api_fail(&e, 500, "internal", "backend", "backend %s vanished from the variants table", r->backend);
     if (!v || run_request_check(r, 0, &e) != 0 || run_device_resolve(r, v, &e) != 0) {
-        *line = batch_refusal_line(r, e.status, batch_error_body(&e));
+        *line = batch_refusal_line(r, e.status, http_error_json(&e)) /* the body POST /v1/runs answers */;
         return BATCH_RUN_REFUSED;
     }
     r->verify_cpu_max_macs = s->verify_cpu_max_macs;

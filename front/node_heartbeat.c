@@ -9,12 +9,14 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "front/pool.h"
 #include "front/store.h"
 
 static pthread_mutex_t beat_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t beat_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t beat_cv; /* on the monotonic clock: node_heartbeat_start */
+static pthread_once_t beat_cv_once = PTHREAD_ONCE_INIT;
 static pthread_t beat_thread;
 static int beat_running, beat_stopping, beat_period_s;
 
@@ -53,9 +55,7 @@ static void *heartbeat_main(void *arg)
     (void)arg;
     pthread_mutex_lock(&beat_mu);
     while (!beat_stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += beat_period_s;
+        struct timespec until = clock_deadline(beat_period_s * 1000LL);
         pthread_cond_timedwait(&beat_cv, &beat_mu, &until);
         if (beat_stopping) break;
         pthread_mutex_unlock(&beat_mu);
@@ -66,10 +66,13 @@ static void *heartbeat_main(void *arg)
     return NULL;
 }
 
+static void beat_cv_init(void) { clock_cond_init(&beat_cv); }
+
 int node_heartbeat_start(int period_s)
 {
     int rc;
 
+    pthread_once(&beat_cv_once, beat_cv_init);
     heartbeat_once();
     pthread_mutex_lock(&beat_mu);
     beat_period_s = period_s > 0 ? period_s : 5;

@@ -94,7 +94,7 @@ static void pool_wait_hellos_locked(void)
 
     for (;;) {
         int starting = 0;
-        struct timespec until = pool_deadline(200);
+        struct timespec until = clock_deadline(200);
         for (i = 0; i < pool_nslots; i++) starting += pool_slots[i].state == SLOT_STARTING;
         if (!starting || clock_monotonic_s() >= deadline_s) break;
         pthread_cond_timedwait(&pool_slots[0].state_cond, &pool_mu, &until);
@@ -139,8 +139,8 @@ int pool_start(const settings *s, char *err, size_t err_len)
             snprintf(w->name, sizeof w->name, "cuda:%d", ordinals[i - 1]);
         w->sock = -1;
         w->state = SLOT_STARTING;
-        pool_cond_init(&w->work_cond);
-        pool_cond_init(&w->state_cond);
+        clock_cond_init(&w->work_cond);
+        clock_cond_init(&w->state_cond);
     }
     metrics_set_device_source(pool_metrics_devices);
 
@@ -283,7 +283,7 @@ int pool_device_cc(const char *device)
     worker_slot *w;
     const cJSON *cc;
     int result = -1;
-    struct timespec until = pool_deadline(CHILDREN_HELLO_LIMIT_MS);
+    struct timespec until = clock_deadline(CHILDREN_HELLO_LIMIT_MS);
 
     if (device && strcmp(device, "cpu") == 0) return 0;
     pthread_mutex_lock(&pool_mu);

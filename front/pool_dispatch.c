@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "front/children.h"
+#include "common/clock.h"
 #include "front/queue.h"
 
 #define POOL_HELLO_TRIES 3       /* failed hellos in a row before a slot is marked down */
@@ -179,7 +180,7 @@ static cJSON *verify_on_cpu(const pool_job *run, int fd)
     v.checked = &run->rec;
     v.fd = fd;
     v.bytes = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
-    pool_cond_init(&v.cond);
+    clock_cond_init(&v.cond);
 
     pthread_mutex_lock(&pool_mu);
     if (cpu->state == SLOT_DOWN || pool_stopping)
@@ -429,7 +430,7 @@ static void slot_start_worker(worker_slot *w, int *failures)
         slot_refuse_queue_locked(w, "no_device", message);
         pthread_cond_broadcast(&w->state_cond);
     } else if (!pool_stopping) {
-        struct timespec until = pool_deadline(POOL_RETRY_PAUSE_MS);
+        struct timespec until = clock_deadline(POOL_RETRY_PAUSE_MS);
         pthread_cond_timedwait(&w->work_cond, &pool_mu, &until);
     }
     pthread_mutex_unlock(&pool_mu);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/clock.h"
 #include "front/queue.h"
 
 #define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
@@ -37,7 +38,7 @@ static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_f
             pthread_cond_wait(&j->cond, &pool_mu);
             continue;
         }
-        until = pool_deadline(POOL_CLIENT_POLL_MS);
+        until = clock_deadline(POOL_CLIENT_POLL_MS);
         pthread_cond_timedwait(&j->cond, &pool_mu, &until);
         if (j->finished || j->ending) continue;
         pthread_mutex_unlock(&pool_mu); /* the poll is a syscall: not under the lock */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "front/queue.h"
 
 static long long pool_tensor_job_ids; /* negative job ids: apart from the store's run ids */
@@ -26,7 +27,7 @@ int pool_tensor_op(const char *device, cJSON *msg, int fd, cJSON **reply, int *r
     j.msg = msg;
     j.fd = fd;
     j.reply_fd = -1;
-    pool_cond_init(&j.cond);
+    clock_cond_init(&j.cond);
 
     pthread_mutex_lock(&pool_mu);
     j.id = -(++pool_tensor_job_ids);

@@ -28,29 +28,6 @@ int pool_nslots;
 int pool_started, pool_stopping;
 int pool_draining;
 
-/* ------------------------------------------------------------------------------ time -- */
-
-void pool_cond_init(pthread_cond_t *cond)
-{
-    pthread_condattr_t attr;
-
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC); /* clock_monotonic_s's clock: immune to wall-clock steps */
-    pthread_cond_init(cond, &attr);
-    pthread_condattr_destroy(&attr);
-}
-
-struct timespec pool_deadline(long long ms)
-{
-    double at = clock_monotonic_s() + ms * 1e-3;
-    struct timespec ts;
-
-    ts.tv_sec = (time_t)at;
-    ts.tv_nsec = (long)((at - (double)ts.tv_sec) * 1e9);
-    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
-    return ts;
-}
-
 /* ---------------------------------------------------------------------------- queues -- */
 
 int pool_is_stopping(void)
@@ -158,7 +135,7 @@ pool_job *job_new_run(const run_request *r, cJSON *device)
     j->reply_fd = -1;
     j->generation = -1;
     run_record_init(&j->rec, r, device);
-    pool_cond_init(&j->cond);
+    clock_cond_init(&j->cond);
     return j;
 }
 

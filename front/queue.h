@@ -80,12 +80,8 @@ extern int pool_draining; /* pool_quiesce: no new runs; the running ones go on *
 
 #define POOL_SHUTDOWN_MESSAGE "the server is stopping; the run was not started"
 
-/* ---- time: every condition variable of the pool waits on CLOCK_MONOTONIC ---- */
-
-void pool_cond_init(pthread_cond_t *cond);
-
-/* The absolute time ms from now, for pthread_cond_timedwait on a pool_cond_init variable. */
-struct timespec pool_deadline(long long ms);
+/* Every condition variable of the pool waits on the monotonic clock: clock_cond_init and
+ * clock_deadline (common/clock.h). */
 
 /* ---- slots and their queues (under pool_mu unless said) ---- */
 

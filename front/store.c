@@ -262,9 +262,4 @@ void store_get_health(store_health *h)
     }
 }
 
-int store_available(void)
-{
-    store_health h;
-    store_get_health(&h);
-    return h.database_up;
-}
+int store_available(void) { return !store_fleet || outbox_database_up(); }

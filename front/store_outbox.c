@@ -13,6 +13,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "front/store_local.h"
 #include "front/store_pg.h"
@@ -22,7 +23,8 @@
 
 static pthread_mutex_t send_mu = PTHREAD_MUTEX_INITIALIZER;  /* one sender at a time */
 static pthread_mutex_t state_mu = PTHREAD_MUTEX_INITIALIZER; /* what follows */
-static pthread_cond_t state_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t state_cv; /* on the monotonic clock: outbox_start */
+static pthread_once_t state_cv_once = PTHREAD_ONCE_INIT;
 static pthread_t outbox_thread;
 static int outbox_running, outbox_kicked, outbox_stopping;
 static int database_up = 1;
@@ -133,13 +135,7 @@ static void *outbox_main(void *arg)
             if (pause_ms == 0) {
                 pthread_cond_wait(&state_cv, &state_mu);
             } else {
-                clock_gettime(CLOCK_REALTIME, &until);
-                until.tv_sec += pause_ms / 1000;
-                until.tv_nsec += (long)(pause_ms % 1000) * 1000000L;
-                if (until.tv_nsec >= 1000000000L) {
-                    until.tv_sec++;
-                    until.tv_nsec -= 1000000000L;
-                }
+                until = clock_deadline(pause_ms);
                 pthread_cond_timedwait(&state_cv, &state_mu, &until);
             }
         }
@@ -157,10 +153,13 @@ static void *outbox_main(void *arg)
     return NULL;
 }
 
+static void state_cv_init(void) { clock_cond_init(&state_cv); }
+
 int outbox_start(void)
 {
     int rc;
 
+    pthread_once(&state_cv_once, state_cv_init);
     pthread_mutex_lock(&state_mu);
     outbox_stopping = 0;
     outbox_kicked = 1; /* what an earlier process left waits too */
@@ -196,6 +195,15 @@ void outbox_stop(void)
     /* One last try; what still waits is sent by the next start on this data_dir. */
     if (outbox_flush() != 0 && (left = local_outbox_depth()) > 0)
         log_warn("store: %lld write(s) wait in the outbox for the next start (%s)", left, last_error);
+}
+
+int outbox_database_up(void)
+{
+    int up;
+    pthread_mutex_lock(&state_mu);
+    up = database_up;
+    pthread_mutex_unlock(&state_mu);
+    return up;
 }
 
 void outbox_get_state(outbox_state *st)

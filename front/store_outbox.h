@@ -19,6 +19,9 @@ void outbox_kick(void);
  * outbox is empty afterwards, -1 when the database was away. */
 int outbox_flush(void);
 
+/* Whether the last attempt reached the database (1 before any). */
+int outbox_database_up(void);
+
 /* How the outbox is doing. */
 typedef struct outbox_state {
     int database_up;          /* the last attempt reached the database */

@@ -148,17 +148,8 @@ void route_list_runs(http_request *req)
     }
     rows = store_query_runs(after, (int)limit, qs(req, "backend"), status, qs(req, "device"), qs(req, "node"), since,
                             &last);
-    if (!rows && !store_available()) {
-        store_health h;
-        store_get_health(&h);
-        if (http_add_header(req, "Retry-After", "2") != 0) log_warn("cannot add Retry-After");
-        http_fail(req, 503, "store_unavailable", "",
-                  "the fleet's history database is away (%s); runs still execute and wait in this node's outbox "
-                  "(%lld write(s)); ask again shortly", h.last_error, h.outbox_depth);
-        return;
-    }
     if (!rows) {
-        http_fail(req, 500, "store_error", "", "the run history could not be read");
+        routes_store_read_failed(req, "the run history");
         return;
     }
     n = strlen(rows) + 64;
@@ -172,6 +163,21 @@ void route_list_runs(http_request *req)
     free(rows);
     http_send_json_text(req, 200, out, strlen(out));
     free(out);
+}
+
+void routes_store_read_failed(http_request *req, const char *what)
+{
+    store_health h;
+
+    if (store_available()) {
+        http_fail(req, 500, "store_error", "", "%s could not be read", what);
+        return;
+    }
+    store_get_health(&h);
+    if (http_add_header(req, "Retry-After", "2") != 0) log_warn("cannot add Retry-After");
+    http_fail(req, 503, "store_unavailable", "",
+              "the fleet's database is away (%s): %s cannot be read now; runs still execute and wait in this node's "
+              "outbox (%lld write(s)); ask again shortly", h.last_error, what, h.outbox_depth);
 }
 
 int routes_history_client_gone(const void *req) { return http_client_gone((const http_request *)req); }

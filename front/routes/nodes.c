@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/log.h"
 #include "common/parse_int.h"
 #include "front/store.h"
 
@@ -34,12 +33,7 @@ void route_nodes(http_request *req)
     }
     text = store_nodes_json();
     if (!text) {
-        if (!store_available()) {
-            if (http_add_header(req, "Retry-After", "2") != 0) log_warn("cannot add Retry-After");
-            http_fail(req, 503, "store_unavailable", "", "the fleet's database is away: the nodes cannot be read now");
-        } else {
-            http_fail(req, 500, "store_error", "", "the nodes could not be read");
-        }
+        routes_store_read_failed(req, "the nodes");
         return;
     }
     nodes = cJSON_Parse(text);

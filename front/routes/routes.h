@@ -31,6 +31,9 @@ void route_get_run(http_request *req);        /* GET /v1/runs/{id} */
 void route_list_runs(http_request *req);      /* GET /v1/runs?after=&limit=&backend=&status=&device=&node=&since= */
 void route_cancel_run(http_request *req);     /* DELETE /v1/runs/{id} */
 void route_run_trace(http_request *req);      /* GET /v1/runs/{id}/trace */
+/* A store read came back empty-handed: 503 store_unavailable (Retry-After) while the fleet's
+ * database is away, else 500 store_error; what names the thing, "the run history". */
+void routes_store_read_failed(http_request *req, const char *what);
 
 /* nodes.c */
 void route_nodes(http_request *req);          /* GET /v1/nodes */

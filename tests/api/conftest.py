@@ -430,13 +430,18 @@ def safetensors_bytes(tensors):
 
 # ---------------------------------------------------------------- process memory (tests/api and tests/gpu)
 
-def peak_rss_bytes(pid):
-    """VmHWM of process pid: its peak resident set since it started, or since reset_peak_rss."""
+def _proc_status_bytes(pid, key):
+    """A kB line of /proc/PID/status (VmHWM, VmRSS) in bytes."""
     with open("/proc/%d/status" % pid) as f:
         for line in f:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) * 1024
-    raise AssertionError("no VmHWM in /proc/%d/status" % pid)
+    raise AssertionError("no %s in /proc/%d/status" % (key, pid))
+
+
+def peak_rss_bytes(pid):
+    """VmHWM of process pid: its peak resident set since it started, or since reset_peak_rss."""
+    return _proc_status_bytes(pid, "VmHWM")
 
 
 # A CUDA library's file name: what the front must neither link nor map.
@@ -445,11 +450,7 @@ CUDA_LIBRARY = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cupti|cudnn\w*|nvidi
 
 def vm_rss_bytes(pid):
     """VmRSS of process pid: what it has resident now."""
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS in /proc/%d/status" % pid)
+    return _proc_status_bytes(pid, "VmRSS")
 
 
 def mapped_libraries(pid):
