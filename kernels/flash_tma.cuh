@@ -65,13 +65,16 @@ enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
 /* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
  * rings, PINGPONG: the consumers' products are issued in turn (named barriers 1..WGS);
  * O_SMEM: O staged through its own smem tile for 16-byte stores (else 4-byte stores straight
- * from registers, which leaves room for a third stage at D128); SCHED (above); NOLOAD: a
+ * from registers, which leaves room for a third stage at D128); SCHED (above); TREE: the
+ * softmax's row max and row sum as pairwise trees (5 dependent steps for a thread's 32 values
+ * of a row instead of 16: a shorter softmax, which bounds short D64 tiles); NOLOAD: a
  * diagnostic that loads each K/V stage once and then hands the stale tiles over again (wrong
  * results: it times the kernel without its K/V traffic; never dispatched). */
 template <int D_, int WGS_, int BN_, int STAGES_, bool PINGPONG_, bool O_SMEM_ = true, int SCHED_ = FLASH_TMA_STATIC,
-          bool NOLOAD_ = false>
+          bool TREE_ = false, bool NOLOAD_ = false>
 struct flash_tma_traits {
     static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
+    static constexpr bool TREE = TREE_;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -115,11 +118,22 @@ __device__ __forceinline__ void flash_tma_tile(const flash_tma_params &a, int ti
     bh = h0 + r % hn;
 }
 
+/* v[0] = v[0] op v[1] op ... op v[2W-1] as a tree of depth log2(2W): v[i] op= v[i+W], then
+ * W/2, ... (compile-time indices throughout, so v stays in registers). */
+template <int W, class Op> __device__ __forceinline__ void flash_tma_fold(float *v, Op op)
+{
+    if constexpr (W >= 1) {
+#pragma unroll
+        for (int i = 0; i < W; ++i) v[i] = op(v[i], v[i + W]);
+        flash_tma_fold<W / 2>(v, op);
+    }
+}
+
 /* Online softmax of one block in place, the scale folded into the exponent: with scale > 0
  * (POS) the row max of the raw scores gives the max of the scaled ones, with scale < 0 the row
  * min; masked scores become the value that scales to −inf. alpha = the factor O must be
  * rescaled by; the sums are this lane's partial sums. */
-template <int BN, bool POS>
+template <int BN, bool POS, bool TREE>
 __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                   const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
@@ -127,11 +141,19 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
     if (need_mask) flash_wg_mask<BN>(s, p, row0, n0, t, lost);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        float mx = lost;
+        float mx = lost, v[BN / 8];
+        if constexpr (TREE) {
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i) {
-            if (POS) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
-            else mx = fminf(mx, fminf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            for (int i = 0; i < BN / 8; ++i)
+                v[i] = POS ? fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]) : fminf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]);
+            flash_tma_fold<BN / 16>(v, [](float x, float y) { return POS ? fmaxf(x, y) : fminf(x, y); });
+            mx = v[0];
+        } else {
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i) {
+                if (POS) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+                else mx = fminf(mx, fminf(s[4 * i + 2 * r], s[4 * i + 2 * r + 1]));
+            }
         }
         const float o1 = __shfl_xor_sync(0xffffffffu, mx, 1);
         mx = POS ? fmaxf(mx, o1) : fminf(mx, o1);
@@ -143,18 +165,23 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
         for (int i = 0; i < BN / 8; ++i) {
             s[4 * i + 2 * r] = flash_exp2(fmaf(s[4 * i + 2 * r], p.scale_log2, -m_use));
             s[4 * i + 2 * r + 1] = flash_exp2(fmaf(s[4 * i + 2 * r + 1], p.scale_log2, -m_use));
-            sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+            if constexpr (TREE) v[i] = s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+            else sum += s[4 * i + 2 * r] + s[4 * i + 2 * r + 1];
+        }
+        if constexpr (TREE) {
+            flash_tma_fold<BN / 16>(v, [](float x, float y) { return x + y; });
+            sum = v[0];
         }
         st.sum[r] = st.sum[r] * alpha[r] + sum;
     }
 }
 
-template <int BN>
+template <int BN, bool TREE>
 __device__ __forceinline__ void flash_tma_softmax_any(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                       const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
-    if (p.scale_log2 > 0.f) flash_tma_softmax<BN, true>(s, st, alpha, p, row0, n0, need_mask, t);
-    else flash_tma_softmax<BN, false>(s, st, alpha, p, row0, n0, need_mask, t);
+    if (p.scale_log2 > 0.f) flash_tma_softmax<BN, true, TREE>(s, st, alpha, p, row0, n0, need_mask, t);
+    else flash_tma_softmax<BN, false, TREE>(s, st, alpha, p, row0, n0, need_mask, t);
 }
 
 /* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
@@ -359,7 +386,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
         {
             const int n0 = (n_blocks - 1) * BN;
-            flash_tma_softmax_any<BN>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
         }
         flash_tma_pack_p<BN, BF16>(s, pa);
         int vst = kst; /* V stage of the block P belongs to */
@@ -380,7 +407,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             release(k_empty + kst);
             if (j == 0) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
             const int n0 = j * BN;
-            flash_tma_softmax_any<BN>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* P·V_j+1: O and P free, V_j+1 read */
             flash_tma_fence(o);
             release(v_empty + vst);

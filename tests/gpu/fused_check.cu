@@ -9,7 +9,9 @@
  * row (attnd's cudnn variant, enabled at run time with --cudnn DIR: the directory of the
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified),
- * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range).
+ * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
+ * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
+ * shape only; bf16).
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
@@ -158,7 +160,8 @@ typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_OVERLAP> wg_d64_w3s3o;
 /* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [n] [g|d]" = head dim
  * D, W consumer warpgroups, S stages (default 2; 3 at D128 stores O from registers), n: no
  * ping-pong, g: one CTA per tile instead of the persistent grid, d: persistent with the
- * dynamic tile counter (default: static). "flash@tma" and "flash@wgmma" are kernels/flash.cu's
+ * dynamic tile counter (default: static), _tree: tree reductions in the
+ * softmax (TREE). "flash@tma" and "flash@wgmma" are kernels/flash.cu's
  * own choice within v6 and v5. "diag@…" rows are timed, never verified (flash_tma.cuh NOLOAD:
  * the kernel without its K/V traffic, wrong results by design). */
 template <class TR, bool PERSISTENT>
@@ -179,13 +182,17 @@ typedef flash_tma_traits<128, 2, 128, 2, true> tma_d128_w2;
 typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d128_w2d;
 typedef flash_tma_traits<128, 2, 128, 3, true, false> tma_d128_w2s3;
 typedef flash_tma_traits<128, 2, 128, 3, true, false, FLASH_TMA_DYNAMIC> tma_d128_w2s3d;
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, true> tma_d128_noload;
+typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, false, true> tma_d128_noload;
 typedef flash_tma_traits<64, 3, 128, 2, true> tma_d64_w3;
 typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d64_w3d;
 typedef flash_tma_traits<64, 2, 128, 2, true> tma_d64_w2;
 typedef flash_tma_traits<64, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d64_w2d;
 typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC> tma_d64_w2s3d;
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC, true> tma_d64_noload;
+typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC, false, true> tma_d64_noload;
+typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, true> tma_d128_w2_tree;
+typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
+typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
+typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -225,6 +232,10 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t64w2", tma_d64_w2, true),
     TMA_VARIANT("flash@t64w2d", tma_d64_w2d, true),
     TMA_VARIANT("flash@t64w2s3d", tma_d64_w2s3d, true),
+    TMA_VARIANT("flash@t128w2_tree", tma_d128_w2_tree, true),
+    TMA_VARIANT("flash@t128w2d_tree", tma_d128_w2d_tree, true),
+    TMA_VARIANT("flash@t64w3d_tree", tma_d64_w3d_tree, true),
+    TMA_VARIANT("flash@t64w2s3d_tree", tma_d64_w2s3d_tree, true),
     TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
     TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
 };
@@ -509,6 +520,35 @@ static void verify(device_problem &dp, int row_step)
 }
 
 static int time_repeats = 1; /* --repeats N: each variant timed N times (median of 20 each) */
+/* --shape B,H,S,D,causal|none: time this shape only (default: the seven of docs/fused.md) */
+static struct {
+    long long B, H, S, D;
+    attn_mask mask;
+} one_shape = {0, 0, 0, 0, ATTN_MASK_NONE};
+/* One timing: the median of 20 forwards after 5 warm-ups, in microseconds (< 0: failed). */
+static double time_once(const fused_variant &v, const attn_problem *p, attn_tensors *t, void *ws, cudaEvent_t e0,
+                        cudaEvent_t e1)
+{
+    std::vector<float> ms;
+    for (int it = 0; it < 25; ++it) {
+        CHECK_CUDA(cudaEventRecord(e0, ctx.stream));
+        if (v.forward(&ctx, p, t, ws) != 0) {
+            printf("| %s | forward failed: %s |\n", v.name, ctx.error);
+            failures++;
+            return -1;
+        }
+        CHECK_CUDA(cudaEventRecord(e1, ctx.stream));
+        CHECK_CUDA(cudaEventSynchronize(e1));
+        float x;
+        CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
+        if (it >= 5) ms.push_back(x);
+    }
+    std::sort(ms.begin(), ms.end());
+    return 0.5 * (ms[9] + ms[10]) * 1e3;
+}
+/* The repeats go round the variants, in reverse order every other round (A B, B A, A B, ...):
+ * a variant timed right after another inherits its heat and its clock, so timing each
+ * variant's repeats back to back, always in the same order, favoured whichever came first. */
 static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m)
 {
     device_problem dp;
@@ -520,35 +560,29 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m)
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
     attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
-    for (const fused_variant &v : run_variants()) {
+    const std::vector<fused_variant> all = run_variants();
+    std::vector<const fused_variant *> timed;
+    for (const fused_variant &v : all) {
         char why[256];
-        if (!variant_selected(v.name) || v.check(p, why, sizeof why) != 0) continue;
-        void *ws = variant_workspace(v, p);
-        std::vector<double> reps;
-        for (int rep = 0; rep < time_repeats; ++rep) {
-            std::vector<float> ms;
-            for (int it = 0; it < 25; ++it) {
-                CHECK_CUDA(cudaEventRecord(e0, ctx.stream));
-                if (v.forward(&ctx, p, &t, ws) != 0) {
-                    printf("| %s | forward failed: %s |\n", v.name, ctx.error);
-                    failures++;
-                    break;
-                }
-                CHECK_CUDA(cudaEventRecord(e1, ctx.stream));
-                CHECK_CUDA(cudaEventSynchronize(e1));
-                float x;
-                CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
-                if (it >= 5) ms.push_back(x);
-            }
-            if (ms.size() != 20) break;
-            std::sort(ms.begin(), ms.end());
-            reps.push_back(0.5 * (ms[9] + ms[10]) * 1e3);
+        if (variant_selected(v.name) && v.check(p, why, sizeof why) == 0) timed.push_back(&v);
+    }
+    std::vector<std::vector<double>> reps(timed.size());
+    std::vector<bool> failed(timed.size(), false);
+    for (int rep = 0; rep < time_repeats; ++rep)
+        for (size_t k = 0; k < timed.size(); ++k) {
+            const size_t i = rep % 2 == 0 ? k : timed.size() - 1 - k;
+            if (failed[i]) continue;
+            const double us = time_once(*timed[i], p, &t, variant_workspace(*timed[i], p), e0, e1);
+            if (us < 0) failed[i] = true;
+            else reps[i].push_back(us);
         }
-        if ((int)reps.size() != time_repeats) continue;
-        std::sort(reps.begin(), reps.end());
-        const double us = reps[reps.size() / 2];
+    for (size_t i = 0; i < timed.size(); ++i) {
+        if (failed[i]) continue;
+        std::vector<double> &r = reps[i];
+        std::sort(r.begin(), r.end());
+        const double us = r[r.size() / 2];
         printf("| %lld | %lld | %lld | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f |\n", (long long)B, (long long)H,
-               (long long)S, (long long)D, attn_mask_name(m), v.name, us, reps.front(), reps.back(),
+               (long long)S, (long long)D, attn_mask_name(m), timed[i]->name, us, r.front(), r.back(),
                flops / (us * 1e-6) / 1e12);
     }
     CHECK_CUDA(cudaEventDestroy(e0));
@@ -565,6 +599,17 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--timing-only") == 0) timing_only = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_list = argv[++i];
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
+        else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
+            char mask[16] = "";
+            const char *arg = argv[++i];
+            if (sscanf(arg, "%lld,%lld,%lld,%lld,%15s", &one_shape.B, &one_shape.H, &one_shape.S, &one_shape.D, mask) != 5 ||
+                one_shape.B < 1 || one_shape.H < 1 || one_shape.S < 1 || one_shape.D < 1 ||
+                (strcmp(mask, "causal") != 0 && strcmp(mask, "none") != 0)) {
+                fprintf(stderr, "--shape %s: want B,H,S,D,causal|none\n", arg);
+                return 2;
+            }
+            one_shape.mask = strcmp(mask, "causal") == 0 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
+        }
 #ifdef FUSED_CHECK_CUDNN
         else if (strcmp(argv[i], "--cudnn") == 0 && i + 1 < argc) {
             char why[512] = "cudnn_set_library refused it";
@@ -576,7 +621,9 @@ int main(int argc, char **argv)
         }
 #endif
         else {
-            fprintf(stderr, "usage: %s [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--cudnn DIR]\n",
+            fprintf(stderr,
+                    "usage: %s [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
+                    " [--cudnn DIR]\n",
                     argv[0]);
             return 2;
         }
@@ -627,8 +674,9 @@ int main(int argc, char **argv)
             }
 
     /* a client-given scale: negative, and larger than 1/sqrt(D) (the online max must follow
-     * the scaled scores; an exponent ≥ 0 anywhere would overflow the sums) */
-    const double scales[] = {-0.3, 0.7};
+     * the scaled scores; an exponent ≥ 0 anywhere would overflow the sums), and large enough
+     * that most exponentials underflow */
+    const double scales[] = {-0.3, 0.7, 8.0};
     if (!timing_only)
     for (attn_dtype t : dtypes)
         for (int64_t D : {96, 128, 64})
@@ -645,13 +693,17 @@ int main(int argc, char **argv)
         printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2; %d repeat(s): median, range)\n",
                time_repeats);
         printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
-        time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
-        time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);
-        time_shape(4, 16, 4096, 64, ATTN_MASK_CAUSAL);
-        time_shape(4, 16, 4096, 128, ATTN_MASK_CAUSAL);
-        time_shape(2, 16, 8192, 128, ATTN_MASK_CAUSAL);
-        time_shape(4, 16, 4096, 128, ATTN_MASK_NONE);
-        time_shape(16, 32, 512, 64, ATTN_MASK_NONE);
+        if (one_shape.B > 0) {
+            time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask);
+        } else {
+            time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
+            time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);
+            time_shape(4, 16, 4096, 64, ATTN_MASK_CAUSAL);
+            time_shape(4, 16, 4096, 128, ATTN_MASK_CAUSAL);
+            time_shape(2, 16, 8192, 128, ATTN_MASK_CAUSAL);
+            time_shape(4, 16, 4096, 128, ATTN_MASK_NONE);
+            time_shape(16, 32, 512, 64, ATTN_MASK_NONE);
+        }
     }
     CHECK_CUDA(cudaStreamDestroy(ctx.stream));
     printf("\n%s: %d failure(s)\n", failures ? "FAIL" : "PASS", failures);
