@@ -160,9 +160,8 @@ typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_OVERLAP> wg_d64_w3s3o;
 /* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [n] [g|d]" = head dim
  * D, W consumer warpgroups, S stages (default 2; 3 at D128 stores O from registers), n: no
  * ping-pong, g: one CTA per tile instead of the persistent grid, d: persistent with the
- * dynamic tile counter (default: static), _tree: tree reductions in the
- * softmax (TREE). "flash@tma" and "flash@wgmma" are kernels/flash.cu's
- * own choice within v6 and v5. "diag@…" rows are timed, never verified (flash_tma.cuh NOLOAD:
+ * dynamic tile counter (default: static), _tree: the softmax's reductions as trees (TREE).
+ * "flash@tma" and "flash@wgmma" are kernels/flash.cu's own choice within v6 and v5. "diag@…" rows are timed, never verified (flash_tma.cuh NOLOAD:
  * the kernel without its K/V traffic, wrong results by design). */
 template <class TR, bool PERSISTENT>
 static int flash_tma_fwd(exec_context *c, const attn_problem *p, const attn_tensors *t, void *)
