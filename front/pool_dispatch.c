@@ -19,11 +19,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/ipc.h"
 #include "common/log.h"
 #include "common/proto.h"
 #include "front/children.h"
-#include "common/clock.h"
 #include "front/queue.h"
 
 #define POOL_HELLO_TRIES 3       /* failed hellos in a row before a slot is marked down */

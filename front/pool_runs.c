@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "common/log.h"
 #include "common/clock.h"
+#include "common/log.h"
 #include "front/queue.h"
 
 #define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
