@@ -12,20 +12,22 @@
  *     (setmaxnreg.inc) and release each buffer through another mbarrier ("empty": every
  *     consumer warp's wgmma reading it has retired). No CTA barrier in the loop.
  *
- * Per key block j (walked from the last block down, so the masked blocks come first), each
- * consumer warpgroup:
- *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j+1·V_j+1 (P from
+ * Per key block j (walked from the first block up, KEYS_ASCENDING: causal tiles of one head that
+ * start together then read the same K/V blocks at the same moment, as equal tiles always do; the
+ * masked blocks come last), each consumer warpgroup:
+ *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j-1·V_j-1 (P from
  *      registers: the previous block's softmax) as two groups, without waiting;
  *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
  *      one FFMA per score before exp2) while P·V is still on the tensor cores;
- *   3. waits for P·V, releases V_j+1, rescales O (only when a row max moved), packs P_j.
+ *   3. waits for P·V, releases V_j-1, rescales O (only when a row max moved), packs P_j.
  * With PINGPONG the issues of step 1 are a critical section passed round the consumer
  * warpgroups by named barriers (bar.sync own, bar.arrive next): one warpgroup's softmax runs
  * while the other's products run.
  *
  * Tiles: persistent grid (one CTA per SM) or one CTA per tile; the tile order is heads-fastest
- * within L2 sections of heads whose K and V fit in 16 MB, query blocks descending (the longest
- * causal tiles first). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when
+ * within L2 sections of heads, query blocks descending (the longest causal tiles first): sections
+ * of heads whose K and V fit in 16 MB when causal, one head when not (equal tiles that run in
+ * step then read the same K/V blocks at the same moment, and the L2 serves them together). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when
  * tiles are equal, non-causal) or the next from a counter (DYNAMIC: best for causal). Blocks
  * above the causal diagonal are never loaded; only blocks reaching past the first row's visible
  * keys are masked.
@@ -52,7 +54,11 @@
  * before the next's, so their K/V stay in L2 while every query block reads them). 16 MB, not
  * the 32 that would fit the 50 MB L2 on paper: at 32 the 132 CTAs spread over 16 heads of
  * S4096 D128 and K/V were read from DRAM 2.5 times over (678 MB a non-causal forward, L2 hit
- * 74%); at 16, 294 MB and 87%, 2% faster (bench/NOTES.md, "L2 sections"). */
+ * 74%); at 16, 294 MB and 87%, 2% faster (bench/NOTES.md, "L2 sections"). The causal
+ * (DYNAMIC) order keeps it: smaller sections start a section's longest tile late and leave a
+ * tail (4 MB: 4-5% slower). STATIC uses sections of one head (L2_SECTION_BYTES 0): at S4096
+ * D128 non-causal the 32 query blocks of a head run in step, their K/V reads take 43% fewer L2
+ * lookups (69 M, cuDNN 84 M) and sustained forwards run 4% faster ("L2 lookups"). */
 #ifndef FLASH_TMA_L2_SECTION_BYTES
 #define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
 #endif
@@ -75,6 +81,14 @@ template <int D_, int WGS_, int BN_, int STAGES_, bool PINGPONG_, bool O_SMEM_ =
 struct flash_tma_traits {
     static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
     static constexpr bool TREE = TREE_;
+    /* Knobs a configuration derived from this one may redefine (tests/gpu/fused_check.cu times
+     * them side by side): the L2 section above (0: one head), and how long each of the
+     * producer's waits for a free buffer may suspend it (0: a plain try loop; ns: try_wait's
+     * suspend hint, measured 2-3% slower sustained). */
+    static constexpr long long L2_SECTION_BYTES = SCHED == FLASH_TMA_STATIC ? 0 : FLASH_TMA_L2_SECTION_BYTES;
+    static constexpr unsigned PRODUCER_SUSPEND_NS = 0;
+    /* the order a tile walks its key blocks: up from block 0, or down from the last */
+    static constexpr bool KEYS_ASCENDING = true;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -116,6 +130,12 @@ __device__ __forceinline__ void flash_tma_tile(const flash_tma_params &a, int ti
     const int h0 = sec * a.sec_heads, hn = min(a.sec_heads, a.bh - h0);
     m_block = a.m_tiles - 1 - r / hn;
     bh = h0 + r % hn;
+}
+
+/* The key block a tile visits i-th of its n_blocks (TR::KEYS_ASCENDING above). */
+template <class TR> __device__ __forceinline__ int flash_tma_key_block(int i, int n_blocks)
+{
+    return TR::KEYS_ASCENDING ? i : n_blocks - 1 - i;
 }
 
 /* v[0] = v[0] op v[1] op ... op v[2W-1] as a tree of depth log2(2W): v[i] op= v[i+W], then
@@ -271,18 +291,23 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         /* ------------------------------------------------ producer
          * Per tile: wait until every consumer warp is done with Q (Q empty), write the tile's
          * number into the tile slot, load Q (or, for a tile without visible keys and for the
-         * final "no more tiles" message, arrive on Q full without data), then K_j and V_j+1
-         * for the key blocks j from the last down (K first: S_j needs K_j while P·V still
-         * reads V_j+1), then the last V. The slot is read by the consumers after Q full. */
+         * final "no more tiles" message, arrive on Q full without data), then per key block in
+         * visiting order its K and the previous block's V (K first: S_j needs K_j while P·V
+         * still reads the previous V), then the last V. The slot is read by the consumers
+         * after Q full. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TR::PRODUCER_REGS));
         if (warp != 0 || lane != 0) return;
         tma_prefetch_map(&map_q);
         tma_prefetch_map(&map_k);
         tma_prefetch_map(&map_v);
         uint32_t kv_iter = 0, tile_iter = 0;
+        auto producer_wait = [&](uint32_t b, uint32_t parity) {
+            if constexpr (TR::PRODUCER_SUSPEND_NS != 0) tma_mbar_wait_suspend(b, parity, TR::PRODUCER_SUSPEND_NS);
+            else tma_mbar_wait(b, parity);
+        };
         auto load_kv = [&](const CUtensorMap *map, uint32_t ring, int full, int empty, uint32_t it, int j, int bh) {
             const int st = (int)(it % STAGES);
-            tma_mbar_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
+            producer_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
             if (TR::NOLOAD && it >= STAGES) { /* diagnostic: hand the stale tile over again */
                 tma_mbar_arrive(bar(full + st));
                 return;
@@ -293,7 +318,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 tma_load_3d(ring + st * TR::KV_BYTES + h * BN * 128, map, bar(full + st), 64 * h, j * BN, bh);
         };
         for (int tile = blockIdx.x;;) {
-            tma_mbar_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
+            producer_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
             *tile_slot = tile;
             if (tile >= a.n_tiles) {
                 tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* "no more tiles" */
@@ -310,11 +335,22 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 #pragma unroll
                 for (int h = 0; h < TR::PANELS; ++h)
                     tma_load_3d(s_q + h * BM * 128, &map_q, bar(FLASH_TMA_Q_FULL), 64 * h, m0, bh);
-                for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
-                    load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
-                    if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
+                /* the ascending loop not unrolled: the producer has 24 registers, and ptxas
+                 * spilled it unrolled */
+                if constexpr (TR::KEYS_ASCENDING) {
+#pragma unroll 1
+                    for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
+                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                        if (j > 0) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j - 1, bh);
+                    }
+                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, n_blocks - 1, bh);
+                } else {
+                    for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
+                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                        if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
+                    }
+                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, 0, bh);
                 }
-                load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, 0, bh);
             }
             ++tile_iter;
             if constexpr (TR::SCHED == FLASH_TMA_DYNAMIC) {
@@ -373,7 +409,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
         float s[BN / 2], alpha[2];
 
-        /* first block visited: the last one (masked when it reaches past vis_min) */
+        /* the first block visited (masked when it reaches past vis_min) */
         int kst = (int)(kv_iter % STAGES);
         tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
         turn_begin();
@@ -385,7 +421,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         release(k_empty + kst);
         if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
         {
-            const int n0 = (n_blocks - 1) * BN;
+            const int n0 = flash_tma_key_block<TR>(0, n_blocks) * BN;
             flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
         }
         flash_tma_pack_p<BN, BF16>(s, pa);
@@ -393,7 +429,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         uint32_t vph = (kv_iter / STAGES) & 1;
         ++kv_iter;
 
-        for (int j = n_blocks - 2; j >= 0; --j, ++kv_iter) {
+        for (int i = 1; i < n_blocks; ++i, ++kv_iter) {
             kst = (int)(kv_iter % STAGES);
             tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
             tma_mbar_wait(bar(v_full + vst), vph);
@@ -405,8 +441,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             wgmma_wait<1>(); /* S_j; P·V_j+1 still running */
             flash_tma_fence(s);
             release(k_empty + kst);
-            if (j == 0) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
-            const int n0 = j * BN;
+            if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
+            const int n0 = flash_tma_key_block<TR>(i, n_blocks) * BN;
             flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* P·V_j+1: O and P free, V_j+1 read */
             flash_tma_fence(o);
@@ -496,7 +532,7 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     a.m_tiles = (int)m_tiles;
     a.n_tiles = (int)(bh * m_tiles);
     const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
-    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, FLASH_TMA_L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
+    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, TR::L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
 
     static thread_local flash_tma_maps maps = {};
     if (!(maps.valid && maps.q == t->q && maps.k == t->k && maps.v == t->v && maps.bh == bh &&

@@ -59,6 +59,18 @@ __device__ __forceinline__ void tma_mbar_wait(uint32_t bar, uint32_t parity)
                  "r"(parity)
                  : "memory");
 }
+/* The same wait, each try suspending the thread up to `ns` nanoseconds or until the phase
+ * completes: a thread that waits long (the producer, for a buffer to free) sleeps instead of
+ * spinning through the issue slots of the warps it shares a scheduler with. */
+__device__ __forceinline__ void tma_mbar_wait_suspend(uint32_t bar, uint32_t parity, uint32_t ns)
+{
+    asm volatile("{\n.reg .pred p;\n"
+                 "TMA_WAIT_SUSPEND:\n"
+                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n"
+                 "@!p bra TMA_WAIT_SUSPEND;\n}\n" ::"r"(bar),
+                 "r"(parity), "r"(ns)
+                 : "memory");
+}
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map)
 {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");

@@ -11,7 +11,8 @@
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified),
  * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
- * shape only; bf16).
+ * shape only; bf16), --window-ms N (each timing the mean over an N ms window of back-to-back
+ * forwards: sustained load at the power limit, not a burst).
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
@@ -192,6 +193,26 @@ typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, true> tma
 typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
 typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
 typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
+/* The traits' knobs redefined: "_l2sN" L2 sections of N MB (the defaults: one head for static
+ * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
+ * of spinning, "_desc" the key blocks walked from the last down (the default: up from 0). */
+template <class TR, long long MB> struct tma_l2 : TR {
+    static constexpr long long L2_SECTION_BYTES = MB << 20;
+};
+template <class TR> struct tma_sleep : TR {
+    static constexpr unsigned PRODUCER_SUSPEND_NS = 100000;
+};
+template <class TR> struct tma_desc : TR {
+    static constexpr bool KEYS_ASCENDING = false;
+};
+typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
+typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
+typedef tma_l2<tma_d128_w2d, 4> tma_d128_w2d_l2s4;
+typedef tma_sleep<tma_d128_w2> tma_d128_w2_sleep;
+typedef tma_desc<tma_d128_w2> tma_d128_w2_desc;
+typedef tma_desc<tma_d128_w2d> tma_d128_w2d_desc;
+typedef tma_desc<tma_d64_w3d> tma_d64_w3d_desc;
+typedef tma_desc<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_desc;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -235,6 +256,14 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t128w2d_tree", tma_d128_w2d_tree, true),
     TMA_VARIANT("flash@t64w3d_tree", tma_d64_w3d_tree, true),
     TMA_VARIANT("flash@t64w2s3d_tree", tma_d64_w2s3d_tree, true),
+    TMA_VARIANT("flash@t128w2_l2s16", tma_d128_w2_l2s16, true),
+    TMA_VARIANT("flash@t64w3_l2s16", tma_d64_w3_l2s16, true),
+    TMA_VARIANT("flash@t128w2d_l2s4", tma_d128_w2d_l2s4, true),
+    TMA_VARIANT("flash@t128w2_sleep", tma_d128_w2_sleep, true),
+    TMA_VARIANT("flash@t128w2_desc", tma_d128_w2_desc, true),
+    TMA_VARIANT("flash@t128w2d_desc", tma_d128_w2d_desc, true),
+    TMA_VARIANT("flash@t64w3d_desc", tma_d64_w3d_desc, true),
+    TMA_VARIANT("flash@t64w2s3d_tree_desc", tma_d64_w2s3d_tree_desc, true),
     TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
     TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
 };
@@ -524,22 +553,47 @@ static struct {
     long long B, H, S, D;
     attn_mask mask;
 } one_shape = {0, 0, 0, 0, ATTN_MASK_NONE};
+/* --window-ms N: each timing is a sustained window instead (below). */
+static int window_ms = 0;
+/* n forwards between one event pair: their milliseconds (< 0: a forward failed). */
+static float time_forwards(const fused_variant &v, const attn_problem *p, attn_tensors *t, void *ws, cudaEvent_t e0,
+                           cudaEvent_t e1, int n)
+{
+    CHECK_CUDA(cudaEventRecord(e0, ctx.stream));
+    for (int it = 0; it < n; ++it)
+        if (v.forward(&ctx, p, t, ws) != 0) {
+            printf("| %s | forward failed: %s |\n", v.name, ctx.error);
+            failures++;
+            return -1.f;
+        }
+    CHECK_CUDA(cudaEventRecord(e1, ctx.stream));
+    CHECK_CUDA(cudaEventSynchronize(e1));
+    float x;
+    CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
+    return x;
+}
+/* A sustained window: forwards back to back for about window_ms (the count sized from a short
+ * burst), one event pair around them all; the mean per forward in microseconds. Long enough
+ * to meet the board's power limit, as a user's long run does; a burst of 20 mostly does not. */
+static double time_window(const fused_variant &v, const attn_problem *p, attn_tensors *t, void *ws, cudaEvent_t e0,
+                          cudaEvent_t e1)
+{
+    if (time_forwards(v, p, t, ws, e0, e1, 1) < 0) return -1; /* a warm-up */
+    const float est = time_forwards(v, p, t, ws, e0, e1, 5);
+    if (est < 0) return -1;
+    const int n = std::max(10, (int)(window_ms / std::max(est / 5.0, 1e-3)));
+    const float ms = time_forwards(v, p, t, ws, e0, e1, n);
+    return ms < 0 ? -1 : ms * 1e3 / n;
+}
 /* One timing: the median of 20 forwards after 5 warm-ups, in microseconds (< 0: failed). */
 static double time_once(const fused_variant &v, const attn_problem *p, attn_tensors *t, void *ws, cudaEvent_t e0,
                         cudaEvent_t e1)
 {
+    if (window_ms > 0) return time_window(v, p, t, ws, e0, e1);
     std::vector<float> ms;
     for (int it = 0; it < 25; ++it) {
-        CHECK_CUDA(cudaEventRecord(e0, ctx.stream));
-        if (v.forward(&ctx, p, t, ws) != 0) {
-            printf("| %s | forward failed: %s |\n", v.name, ctx.error);
-            failures++;
-            return -1;
-        }
-        CHECK_CUDA(cudaEventRecord(e1, ctx.stream));
-        CHECK_CUDA(cudaEventSynchronize(e1));
-        float x;
-        CHECK_CUDA(cudaEventElapsedTime(&x, e0, e1));
+        const float x = time_forwards(v, p, t, ws, e0, e1, 1);
+        if (x < 0) return -1;
         if (it >= 5) ms.push_back(x);
     }
     std::sort(ms.begin(), ms.end());
@@ -598,6 +652,7 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--timing-only") == 0) timing_only = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_list = argv[++i];
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
+        else if (strcmp(argv[i], "--window-ms") == 0 && i + 1 < argc) window_ms = std::max(0, atoi(argv[++i]));
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             char mask[16] = "";
             const char *arg = argv[++i];
@@ -622,7 +677,7 @@ int main(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
-                    " [--cudnn DIR]\n",
+                    " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
         }
@@ -689,8 +744,12 @@ int main(int argc, char **argv)
                 }
 
     if (!quick) {
-        printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2; %d repeat(s): median, range)\n",
-               time_repeats);
+        if (window_ms > 0)
+            printf("\ntiming (bf16, mean per forward over a %d ms window, CUDA events, hot L2; %d repeat(s): median, range)\n",
+                   window_ms, time_repeats);
+        else
+            printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2; %d repeat(s): median, range)\n",
+                   time_repeats);
         printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
         if (one_shape.B > 0) {
             time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Build and run the fused-kernel harness (tests/gpu/fused_check.cu) on a machine with a GPU.
 # Usage: tests/gpu/fused_check.sh [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]
-#        [--cudnn DIR]
+#        [--window-ms N] [--cudnn DIR]
 # (--quick: correctness only; --timing-only: only the timed shapes, verified; --only: the variants
 # so named, or starting so when the name ends in *; --repeats: each timing N times, median and
-# range; --cudnn DIR: check and time attnd's cudnn variant too, with DIR's libcudnn.so.9).
+# range; --window-ms N: each timing a sustained N ms window, not a burst of 20; --cudnn DIR:
+# check and time attnd's cudnn variant too, with DIR's libcudnn.so.9).
 # OUTBIN overrides the binary's path (default build/fused_check). BUILD_ONLY=1: compile, do not
 # run (scripts/gpu-build.sh builds it here, without a GPU).
 # GENCODE overrides the target (default sm_90a, the H200, with the wgmma kernel: FLASH_HAVE_SM90A
