@@ -335,8 +335,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 #pragma unroll
                 for (int h = 0; h < TR::PANELS; ++h)
                     tma_load_3d(s_q + h * BM * 128, &map_q, bar(FLASH_TMA_Q_FULL), 64 * h, m0, bh);
-                /* the ascending loop not unrolled: the producer has 24 registers, and ptxas
-                 * spilled it unrolled */
+                /* the loops not unrolled: the producer has 24 registers, and ptxas spilled
+                 * the ascending loop unrolled */
                 if constexpr (TR::KEYS_ASCENDING) {
 #pragma unroll 1
                     for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
@@ -345,6 +345,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                     }
                     load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, n_blocks - 1, bh);
                 } else {
+#pragma unroll 1
                     for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
                         load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
                         if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
