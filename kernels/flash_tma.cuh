@@ -4,8 +4,8 @@
  * in step, so softmax and the tensor cores take turns. Here the roles are split:
  *
  *   warpgroup 0, the producer: one thread issues every load as a TMA bulk tensor copy (tma.cuh;
- *     Q once per tile, K_j then V_j+1 per key block into STAGES-deep rings) and hands each
- *     buffer over through an mbarrier ("full": the bytes landed); it also picks the tiles and
+ *     Q once per tile, per key block its K then the previous block's V, into STAGES-deep rings)
+ *     and hands each buffer over through an mbarrier ("full": the bytes landed); it picks the tiles and
  *     passes each tile's number to the consumers in shared memory under the Q barrier. Its
  *     warps give their registers up (setmaxnreg.dec) and all but that thread leave.
  *   warpgroups 1..WGS, the consumers, 64 query rows each (BM = 64·WGS), take the registers
@@ -26,10 +26,11 @@
  * while the other's products run.
  *
  * Tiles: persistent grid (one CTA per SM) or one CTA per tile; the tile order is heads-fastest
- * within L2 sections of heads, query blocks descending (the longest causal tiles first): sections
- * of heads whose K and V fit in 16 MB when causal, one head when not (equal tiles that run in
- * step then read the same K/V blocks at the same moment, and the L2 serves them together). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when
- * tiles are equal, non-causal) or the next from a counter (DYNAMIC: best for causal). Blocks
+ * within L2 sections of heads, query blocks descending (the longest causal tiles first):
+ * sections of heads whose K and V fit in 16 MB when causal, one head when not (equal tiles that
+ * run in step then read the same K/V blocks at the same moment, and the L2 serves them
+ * together). A persistent CTA takes tile blockIdx.x + k·gridDim.x (STATIC: best when tiles are
+ * equal, non-causal) or the next from a counter (DYNAMIC: best for causal). Blocks
  * above the causal diagonal are never loaded; only blocks reaching past the first row's visible
  * keys are masked.
  *
@@ -59,7 +60,8 @@
  * (DYNAMIC) order keeps it: smaller sections start a section's longest tile late and leave a
  * tail (4 MB: 4-5% slower). STATIC uses sections of one head (L2_SECTION_BYTES 0): at S4096
  * D128 non-causal the 32 query blocks of a head run in step, their K/V reads take 43% fewer L2
- * lookups (69 M, cuDNN 84 M) and sustained forwards run 4% faster ("L2 lookups"). */
+ * lookups (69 M, cuDNN 84 M) and sustained forwards run 4-6% faster (bench/NOTES.md, fifth
+ * session). */
 #ifndef FLASH_TMA_L2_SECTION_BYTES
 #define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
 #endif
@@ -440,13 +442,13 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
             flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
             turn_end();
-            wgmma_wait<1>(); /* S_j; P·V_j+1 still running */
+            wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
             flash_tma_fence(s);
             release(k_empty + kst);
             if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
             const int n0 = flash_tma_key_block<TR>(i, n_blocks) * BN;
             flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
-            wgmma_wait<0>(); /* P·V_j+1: O and P free, V_j+1 read */
+            wgmma_wait<0>(); /* that P·V: O and P free, its V read */
             flash_tma_fence(o);
             release(v_empty + vst);
             flash_tma_rescale<D>(o, alpha);
