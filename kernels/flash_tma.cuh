@@ -48,7 +48,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/flash_wgmma.cuh"
 #include "kernels/tma.cuh"
@@ -93,33 +92,33 @@ struct flash_tma_traits {
     static constexpr unsigned PRODUCER_SUSPEND_NS = 0;
     /* the order a tile walks its key blocks: up from block 0, or down from the last */
     static constexpr bool KEYS_ASCENDING = true;
-    /* CROSS_TILE: a tile's last P·V is issued with the next tile's first Q·Kᵀ and its epilogue
-     * runs after that block's softmax, so the tensor cores do not wait out a tile boundary;
-     * the next tile's Q then needs its own buffer (two Q tiles, taken in turn). */
-    static constexpr bool CROSS_TILE = false;
+    /* CTAs per cluster (1 or 2, STATIC tiles only). 2: the CTAs of a cluster take two query
+     * blocks of one head at a time and each loads half of every K and V block, multicast into
+     * both (FA3 does this for non-causal head dims ≥ 128); a buffer is free once the consumers
+     * of both CTAs released it. Problems that cannot pair (a mask, an odd number of query
+     * blocks) run unclustered. Measured 2-3.5% slower on the H200: the one-head L2 sections
+     * already let the L2 serve the pair's reads as one (bench/NOTES.md, sixth session). */
+    static constexpr int CLUSTER = 1;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
     static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = O_SMEM ? BM * D * 2 : 0;
     /* registers per thread after setmaxnreg: producer / consumers (FA3's split; 65536 in all) */
     static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
-    static constexpr uint32_t BARS_BYTES = 256; /* the mbarriers and the two tile slots, after the tiles */
+    static constexpr uint32_t BARS_BYTES = 256; /* the mbarriers and the tile slot, after the tiles */
     static constexpr uint32_t TILE_SLOT = BARS_BYTES - 8;
+    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
     static_assert(D == 64 || D == 128, "head_dim 64 or 128");
     static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
     static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
-    static_assert(8 * (4 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
+    static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
     static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
 };
 
-/* Q tiles in shared memory (CROSS_TILE: two) and the bytes a CTA asks for; functions rather
- * than members so that a configuration redefining CROSS_TILE gets them right. */
-template <class TR> __host__ __device__ constexpr int flash_tma_q_bufs() { return TR::CROSS_TILE ? 2 : 1; }
-template <class TR> __host__ __device__ constexpr size_t flash_tma_smem_bytes()
-{
-    return 1024 + flash_tma_q_bufs<TR>() * (size_t)TR::Q_BYTES + 2 * TR::STAGES * (size_t)TR::KV_BYTES + TR::O_BYTES +
-           TR::BARS_BYTES;
-}
+/* A configuration run without clusters (the fallback of a clustered one). */
+template <class TR> struct flash_tma_unclustered : TR {
+    static constexpr int CLUSTER = 1;
+};
 
 /* What the host hands over besides the three tensor maps. */
 struct flash_tma_params {
@@ -264,8 +263,8 @@ __device__ __forceinline__ void flash_tma_pack_p(const float (&s)[BN / 2], uint3
         for (int q = 0; q < 4; ++q) pa[kk][q] = flash_pack2<BF16>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
 }
 
-/* Barrier slots (8 bytes each) after the tiles: Q full and empty per Q buffer, then the rings. */
-enum { FLASH_TMA_Q_FULL = 0, FLASH_TMA_Q_EMPTY = 2, FLASH_TMA_KV = 4 };
+/* Barrier slots (8 bytes each) after the tiles. */
+enum { FLASH_TMA_Q_FULL = 0, FLASH_TMA_Q_EMPTY = 1, FLASH_TMA_KV = 2 };
 
 template <class TR, class T, bool BF16>
 __global__ void __launch_bounds__(TR::THREADS, 1)
@@ -273,53 +272,59 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                      const __grid_constant__ CUtensorMap map_v, const flash_tma_params a)
 {
 #if WGMMA_AVAILABLE && TMA_AVAILABLE
-    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS;
-    constexpr int Q_BUFS = flash_tma_q_bufs<TR>();
+    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS, CLUSTER = TR::CLUSTER;
+    static_assert(CLUSTER == 1 || (CLUSTER == 2 && TR::SCHED == FLASH_TMA_STATIC && !TR::NOLOAD),
+                  "clusters of 2, static tiles");
     extern __shared__ uint8_t flash_tma_smem[];
     const uint32_t raw = flash_smem_addr(flash_tma_smem);
-    const uint32_t s_q = (raw + 1023u) & ~1023u;        /* Q_BUFS x Q */
-    const uint32_t s_k = s_q + Q_BUFS * TR::Q_BYTES;    /* STAGES x K */
+    const uint32_t s_q = (raw + 1023u) & ~1023u;
+    const uint32_t s_k = s_q + TR::Q_BYTES;             /* STAGES x K */
     const uint32_t s_v = s_k + STAGES * TR::KV_BYTES;   /* STAGES x V */
     const uint32_t s_o = s_v + STAGES * TR::KV_BYTES;   /* O staging */
     const uint32_t s_bar = s_o + TR::O_BYTES;           /* mbarriers */
     uint8_t *o_ptr = flash_tma_smem + (s_o - raw);
     volatile int *tile_slot = reinterpret_cast<volatile int *>(flash_tma_smem + (s_bar - raw) + TR::TILE_SLOT);
-    /* Q buffer b: full = bar(b), empty = bar(2+b); K ring: full[s] = bar(4+s), empty[s] =
-     * bar(4+STAGES+s); V ring after it */
+    /* K ring: full[s] = bar(2+s), empty[s] = bar(2+STAGES+s); V ring after it */
     auto bar = [&](int i) { return s_bar + 8u * (uint32_t)i; };
     const int k_full = FLASH_TMA_KV, k_empty = FLASH_TMA_KV + STAGES, v_full = FLASH_TMA_KV + 2 * STAGES,
               v_empty = FLASH_TMA_KV + 3 * STAGES;
-    /* the Q buffer of a CTA's tile_iter-th tile and the parity of its barriers' phase */
-    auto q_buf = [](uint32_t tile_iter) { return (int)(tile_iter % Q_BUFS); };
-    auto q_parity = [](uint32_t tile_iter) { return (tile_iter / Q_BUFS) & 1; };
     const flash_params &p = a.p;
 
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     if (tid == 0) {
-        for (int b = 0; b < Q_BUFS; ++b) {
-            tma_mbar_init(bar(FLASH_TMA_Q_FULL + b), 1);
-            tma_mbar_init(bar(FLASH_TMA_Q_EMPTY + b), 4 * WGS); /* lane 0 of every consumer warp */
-        }
+        tma_mbar_init(bar(FLASH_TMA_Q_FULL), 1);
+        tma_mbar_init(bar(FLASH_TMA_Q_EMPTY), 4 * WGS); /* lane 0 of every consumer warp */
         for (int s = 0; s < STAGES; ++s) {
             tma_mbar_init(bar(k_full + s), 1);
-            tma_mbar_init(bar(k_empty + s), 4 * WGS);
+            tma_mbar_init(bar(k_empty + s), 4 * WGS * CLUSTER); /* every consumer warp of the cluster */
             tma_mbar_init(bar(v_full + s), 1);
-            tma_mbar_init(bar(v_empty + s), 4 * WGS);
+            tma_mbar_init(bar(v_empty + s), 4 * WGS * CLUSTER);
         }
         tma_fence_mbar_init();
     }
-    __syncthreads(); /* the last CTA-wide barrier: the producer's warps leave below */
+    /* the last CTA-wide barrier: the producer's warps leave below (clustered, they wait at the
+     * end until no other CTA can still write into this one: every barrier is initialized
+     * before any CTA of the cluster uses it, and none exits while the other still arrives) */
+    const uint32_t rank = CLUSTER > 1 ? tma_cluster_rank() : 0;
+    auto cluster_sync = [&]() {
+        if constexpr (CLUSTER > 1) tma_cluster_sync();
+    };
+    if constexpr (CLUSTER > 1) tma_cluster_sync();
+    else __syncthreads();
 
     if (wg == 0) {
         /* ------------------------------------------------ producer
-         * Per tile: wait until every consumer warp is done with its Q buffer (Q empty), write
-         * the tile's number into that buffer's tile slot, load Q (or, for a tile without
-         * visible keys and for the final "no more tiles" message, arrive on Q full without
-         * data), then per key block in visiting order its K and the previous block's V (K
-         * first: S_j needs K_j while P·V still reads the previous V), then the last V. The slot
-         * is read by the consumers after Q full. */
+         * Per tile: wait until every consumer warp is done with Q (Q empty), write the tile's
+         * number into the tile slot, load Q (or, for a tile without visible keys and for the
+         * final "no more tiles" message, arrive on Q full without data), then per key block in
+         * visiting order its K and the previous block's V (K first: S_j needs K_j while P·V
+         * still reads the previous V), then the last V. The slot is read by the consumers
+         * after Q full. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TR::PRODUCER_REGS));
-        if (warp != 0 || lane != 0) return;
+        if (warp != 0 || lane != 0) {
+            cluster_sync();
+            return;
+        }
         tma_prefetch_map(&map_q);
         tma_prefetch_map(&map_k);
         tma_prefetch_map(&map_v);
@@ -335,18 +340,24 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 tma_mbar_arrive(bar(full + st));
                 return;
             }
-            tma_mbar_expect_tx(bar(full + st), TR::KV_BYTES);
+            tma_mbar_expect_tx(bar(full + st), TR::KV_BYTES); /* clustered: both halves */
 #pragma unroll
-            for (int h = 0; h < TR::PANELS; ++h)
-                tma_load_3d(ring + st * TR::KV_BYTES + h * BN * 128, map, bar(full + st), 64 * h, j * BN, bh);
+            for (int h = 0; h < TR::PANELS; ++h) {
+                const uint32_t dst = ring + st * TR::KV_BYTES + h * BN * 128;
+                if constexpr (CLUSTER > 1) { /* this CTA's share of the rows, into every CTA */
+                    const uint32_t r = tma_cluster_rank(); /* read again: the producer has 24 registers */
+                    tma_load_3d_multicast(dst + r * (BN / CLUSTER) * 128, map, bar(full + st), 64 * h,
+                                          j * BN + (int)r * (BN / CLUSTER), bh, (1u << CLUSTER) - 1);
+                } else {
+                    tma_load_3d(dst, map, bar(full + st), 64 * h, j * BN, bh);
+                }
+            }
         };
         for (int tile = blockIdx.x;;) {
-            const int qb = q_buf(tile_iter);
-            const int q_full = FLASH_TMA_Q_FULL + qb;
-            producer_wait(bar(FLASH_TMA_Q_EMPTY + qb), q_parity(tile_iter) ^ 1); /* its last tile's Q read */
-            tile_slot[qb] = tile;
+            producer_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
+            *tile_slot = tile;
             if (tile >= a.n_tiles) {
-                tma_mbar_arrive(bar(q_full)); /* "no more tiles" */
+                tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* "no more tiles" */
                 break;
             }
             int bh, m_block;
@@ -354,12 +365,12 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             const int m0 = m_block * BM;
             const int n_blocks = flash_tile_keys_of(p, m0, BM, BN).n_blocks;
             if (n_blocks == 0) {
-                tma_mbar_arrive(bar(q_full)); /* the consumers write zeros */
+                tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* the consumers write zeros */
             } else {
-                tma_mbar_expect_tx(bar(q_full), TR::Q_BYTES);
+                tma_mbar_expect_tx(bar(FLASH_TMA_Q_FULL), TR::Q_BYTES);
 #pragma unroll
                 for (int h = 0; h < TR::PANELS; ++h)
-                    tma_load_3d(s_q + qb * TR::Q_BYTES + h * BM * 128, &map_q, bar(q_full), 64 * h, m0, bh);
+                    tma_load_3d(s_q + h * BM * 128, &map_q, bar(FLASH_TMA_Q_FULL), 64 * h, m0, bh);
                 /* the loops not unrolled: the producer has 24 registers, and ptxas spilled
                  * the ascending loop unrolled */
                 if constexpr (TR::KEYS_ASCENDING) {
@@ -384,9 +395,18 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 if (f == (unsigned)a.n_tiles - 1) flash_tma_tile_ctr[a.ctr_slot] = 0; /* the last draw of the launch */
                 tile = (int)min((unsigned)a.n_tiles, gridDim.x + f);
             } else {
-                tile += gridDim.x;
+                if constexpr (CLUSTER > 1) {
+                    /* the two CTAs' tiles stay a pair (the grid is even); %nctaid read again
+                     * rather than held, as the rank above (ptxas spilled it) */
+                    unsigned ctas;
+                    asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(ctas));
+                    tile += (int)ctas;
+                } else {
+                    tile += gridDim.x;
+                }
             }
         }
+        cluster_sync();
         return;
     }
 
@@ -394,6 +414,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(TR::CONSUMER_REGS));
     const int wgi = wg - 1, g = lane >> 2, t = lane & 3;
     const int wg_row0 = wgi * 64, my_row0 = wg_row0 + warp * 16 + g;
+    const uint32_t s_qw = s_q + wg_row0 * 128;
     const int sched_me = 1 + wgi, sched_next = 1 + (wgi + 1) % WGS; /* named barrier ids */
     auto turn_begin = [&]() {
         if constexpr (TR::PINGPONG) tma_bar_sync(sched_me, 256);
@@ -404,17 +425,100 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     auto release = [&](int b) {
         if (lane == 0) tma_mbar_arrive(bar(b));
     };
+    /* a K or V buffer: clustered, the other CTA's producer fills it too */
+    auto release_kv = [&](int b) {
+        if (lane == 0) tma_mbar_arrive(bar(b));
+        if constexpr (CLUSTER > 1)
+            if (lane == 1) tma_mbar_arrive_cluster(bar(b), rank ^ 1u);
+    };
     if constexpr (TR::PINGPONG)
         if (wgi == 0) tma_bar_arrive(sched_me, 256); /* the first turn is warpgroup 1's */
 
-    float o[D / 2];
-    uint32_t pa[BN / 16][4];
-    /* Epilogue of a tile whose P·V are all done: O / l, then 16-byte rows through this warp's
-     * 16 rows of the staging tile, or 4-byte pieces straight from registers. */
-    auto store_o = [&](float sum0, float sum1, int m0, T *g_o) {
+    uint32_t kv_iter = 0;
+    for (uint32_t tile_iter = 0;; ++tile_iter) {
+        tma_mbar_wait(bar(FLASH_TMA_Q_FULL), tile_iter & 1);
+        const int tile = *tile_slot;
+        if (tile >= a.n_tiles) break;
+        int bh, m_block;
+        flash_tma_tile(a, tile, bh, m_block);
+        const int m0 = m_block * BM;
+        const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
+        const int n_blocks = keys.n_blocks, vis_min = keys.vis_min;
+        T *g_o = static_cast<T *>(p.out) + (int64_t)bh * p.seq_q * D;
+        if (n_blocks == 0) { /* no row sees a key: zeros (this warpgroup's rows) */
+            for (int i = tid - 128 * wg; i < 64 * (D / 8); i += 128) {
+                const int row = m0 + wg_row0 + i / (D / 8);
+                if (row < p.seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
+            }
+            __syncwarp(); /* every lane has read the tile slot */
+            release(FLASH_TMA_Q_EMPTY);
+            continue;
+        }
+        float o[D / 2];
+#pragma unroll
+        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+        uint32_t pa[BN / 16][4];
+        flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
+        float s[BN / 2], alpha[2];
+
+        /* the first block visited (masked when it reaches past vis_min) */
+        int kst = (int)(kv_iter % STAGES);
+        tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
+        turn_begin();
+        wgmma_fence();
+        flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+        turn_end();
+        wgmma_wait<0>();
+        flash_tma_fence(s);
+        release_kv(k_empty + kst);
+        if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
+        {
+            const int n0 = flash_tma_key_block<TR>(0, n_blocks) * BN;
+            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+        }
+        flash_tma_pack_p<BN, BF16>(s, pa);
+        int vst = kst; /* V stage of the block P belongs to */
+        uint32_t vph = (kv_iter / STAGES) & 1;
+        ++kv_iter;
+
+        for (int i = 1; i < n_blocks; ++i, ++kv_iter) {
+            kst = (int)(kv_iter % STAGES);
+            tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
+            tma_mbar_wait(bar(v_full + vst), vph);
+            turn_begin();
+            wgmma_fence();
+            flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
+            turn_end();
+            wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
+            flash_tma_fence(s);
+            release_kv(k_empty + kst);
+            if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
+            const int n0 = flash_tma_key_block<TR>(i, n_blocks) * BN;
+            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+            wgmma_wait<0>(); /* that P·V: O and P free, its V read */
+            flash_tma_fence(o);
+            release_kv(v_empty + vst);
+            flash_tma_rescale<D>(o, alpha);
+            flash_tma_pack_p<BN, BF16>(s, pa);
+            vst = kst;
+            vph = (kv_iter / STAGES) & 1;
+        }
+        /* the last block's P·V */
+        tma_mbar_wait(bar(v_full + vst), vph);
+        turn_begin();
+        wgmma_fence();
+        flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
+        turn_end();
+        wgmma_wait<0>();
+        flash_tma_fence(o);
+        release_kv(v_empty + vst);
+
+        /* epilogue: O / l, then 16-byte rows through this warp's 16 rows of the staging tile,
+         * or 4-byte pieces straight from registers */
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const float inv = flash_row_inv(r == 0 ? sum0 : sum1); /* no visible key: zeros */
+            const float inv = flash_row_inv(st.sum[r]); /* no visible key: zeros */
             const int lr = my_row0 + 8 * r;
             if constexpr (TR::O_SMEM) {
 #pragma unroll
@@ -443,129 +547,10 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             }
             __syncwarp(); /* the next tile's epilogue overwrites these rows */
         }
-    };
-
-    /* CROSS_TILE: the tile whose last P·V (P in pa, V in stage vst) waits to be issued with the
-     * next tile's first Q·Kᵀ; its row sums, first row and output */
-    bool pending = false;
-    float pend_sum0 = 0.f, pend_sum1 = 0.f;
-    int pend_m0 = 0;
-    T *pend_o = nullptr;
-    int vst = 0;       /* V stage of the block P belongs to */
-    uint32_t vph = 0;  /* and its phase */
-    /* issue the pending tile's last P·V alone, then its epilogue */
-    auto finish_pending = [&]() {
-        tma_mbar_wait(bar(v_full + vst), vph);
-        turn_begin();
-        wgmma_fence();
-        flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
-        turn_end();
-        wgmma_wait<0>();
-        flash_tma_fence(o);
-        release(v_empty + vst);
-        store_o(pend_sum0, pend_sum1, pend_m0, pend_o);
-        pending = false;
-    };
-
-    uint32_t kv_iter = 0;
-    for (uint32_t tile_iter = 0;; ++tile_iter) {
-        const int qb = q_buf(tile_iter);
-        tma_mbar_wait(bar(FLASH_TMA_Q_FULL + qb), q_parity(tile_iter));
-        const int tile = tile_slot[qb];
-        const int q_empty = FLASH_TMA_Q_EMPTY + qb;
-        if (tile >= a.n_tiles) {
-            if (TR::CROSS_TILE && pending) finish_pending();
-            break;
-        }
-        int bh, m_block;
-        flash_tma_tile(a, tile, bh, m_block);
-        const int m0 = m_block * BM;
-        const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
-        const int n_blocks = keys.n_blocks, vis_min = keys.vis_min;
-        T *g_o = static_cast<T *>(p.out) + (int64_t)bh * p.seq_q * D;
-        if (n_blocks == 0) { /* no row sees a key: zeros (this warpgroup's rows) */
-            if (TR::CROSS_TILE && pending) finish_pending();
-            for (int i = tid - 128 * wg; i < 64 * (D / 8); i += 128) {
-                const int row = m0 + wg_row0 + i / (D / 8);
-                if (row < p.seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + (i % (D / 8)) * 8) = make_uint4(0, 0, 0, 0);
-            }
-            __syncwarp(); /* every lane has read the tile slot */
-            release(q_empty);
-            continue;
-        }
-        const uint32_t s_qw = s_q + qb * TR::Q_BYTES + wg_row0 * 128;
-        flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
-        float s[BN / 2], alpha[2];
-
-        /* the first block visited (masked when it reaches past vis_min), with the pending
-         * tile's last P·V. Two copies (WITH_PV a constant): ptxas serializes every wgmma
-         * (C7514) if one path of a runtime branch could touch O while P·V is in flight. */
-        int kst = (int)(kv_iter % STAGES);
-        auto first_block = [&](auto with_pv) {
-            constexpr bool WITH_PV = decltype(with_pv)::value;
-            tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
-            if constexpr (WITH_PV) tma_mbar_wait(bar(v_full + vst), vph);
-            turn_begin();
-            wgmma_fence();
-            flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
-            if constexpr (WITH_PV) flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
-            turn_end();
-            wgmma_wait<WITH_PV ? 1 : 0>(); /* S; the pending P·V may still run */
-            flash_tma_fence(s);
-            release(k_empty + kst);
-            if (n_blocks == 1) release(q_empty);
-            const int n0 = flash_tma_key_block<TR>(0, n_blocks) * BN;
-            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
-            if constexpr (WITH_PV) {
-                wgmma_wait<0>();
-                flash_tma_fence(o);
-                release(v_empty + vst);
-                store_o(pend_sum0, pend_sum1, pend_m0, pend_o);
-                pending = false;
-            }
-        };
-        if (TR::CROSS_TILE && pending) first_block(std::true_type{});
-        else first_block(std::false_type{});
-#pragma unroll
-        for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-        flash_tma_pack_p<BN, BF16>(s, pa);
-        vst = kst;
-        vph = (kv_iter / STAGES) & 1;
-        ++kv_iter;
-
-        for (int i = 1; i < n_blocks; ++i, ++kv_iter) {
-            kst = (int)(kv_iter % STAGES);
-            tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
-            tma_mbar_wait(bar(v_full + vst), vph);
-            turn_begin();
-            wgmma_fence();
-            flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
-            flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
-            turn_end();
-            wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
-            flash_tma_fence(s);
-            release(k_empty + kst);
-            if (i == n_blocks - 1) release(q_empty); /* the tile's last read of Q is done */
-            const int n0 = flash_tma_key_block<TR>(i, n_blocks) * BN;
-            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
-            wgmma_wait<0>(); /* that P·V: O and P free, its V read */
-            flash_tma_fence(o);
-            release(v_empty + vst);
-            flash_tma_rescale<D>(o, alpha);
-            flash_tma_pack_p<BN, BF16>(s, pa);
-            vst = kst;
-            vph = (kv_iter / STAGES) & 1;
-        }
-        /* the last block's P·V: with the next tile's first block, or now */
-        pend_sum0 = st.sum[0];
-        pend_sum1 = st.sum[1];
-        pend_m0 = m0;
-        pend_o = g_o;
-        pending = true;
-        if constexpr (!TR::CROSS_TILE) finish_pending();
     }
     if constexpr (TR::PINGPONG)
         if (wgi == 0) tma_bar_sync(sched_me, 256); /* take back the last warpgroup's final arrive */
+    cluster_sync();
 #else
     __trap(); /* not compiled for sm_90a: flash_tma_launch never launches it */
 #endif
@@ -576,7 +561,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 struct flash_tma_maps {
     const void *q, *k, *v;
     int64_t bh, seq_q, seq_kv;
-    int d, bm, bn;
+    int d, bm, kv_rows;
     bool bf16, valid;
     CUtensorMap mq, mk, mv;
 };
@@ -589,8 +574,13 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel runs on sm_90 only");
+    if constexpr (TR::CLUSTER > 1) { /* pairs of query blocks of one head that read the same key blocks */
+        const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
+        if (pr->mask != ATTN_MASK_NONE || m_tiles % TR::CLUSTER != 0 || pr->seq_kv == 0)
+            return flash_tma_launch<flash_tma_unclustered<TR>, T, BF16>(ctx, pr, t, who, persistent);
+    }
     flash_tma_params a;
-    const int rc = flash_prepare_launch(ctx, pr, t, flash_tma_smem_bytes<TR>(), who, &a.p);
+    const int rc = flash_prepare_launch(ctx, pr, t, TR::SMEM_BYTES, who, &a.p);
     if (rc != 0) return rc < 0 ? rc : 0;
     if (!(a.p.scale_log2 != 0.f && std::isfinite(a.p.scale_log2)))
         return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel needs a finite nonzero scale");
@@ -601,30 +591,56 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     a.n_tiles = (int)(bh * m_tiles);
     const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
     a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, TR::L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
+    if (TR::CLUSTER > 1) a.sec_heads = 1; /* a pair of consecutive tiles is then one head's */
+    constexpr int kv_rows = TR::BN / TR::CLUSTER; /* the K/V box: clustered, each CTA loads its share */
 
     static thread_local flash_tma_maps maps = {};
     if (!(maps.valid && maps.q == t->q && maps.k == t->k && maps.v == t->v && maps.bh == bh &&
           maps.seq_q == pr->seq_q && maps.seq_kv == pr->seq_kv && maps.d == TR::D && maps.bm == TR::BM &&
-          maps.bn == TR::BN && maps.bf16 == BF16)) {
+          maps.kv_rows == kv_rows && maps.bf16 == BF16)) {
         maps.valid = false;
         const uint64_t skv_rows = (uint64_t)std::max<int64_t>(pr->seq_kv, 1);
         int e = tma_encode_3d(&maps.mq, t->q, BF16, TR::D, (uint64_t)pr->seq_q, (uint64_t)bh, TR::BM);
-        if (e == 0) e = tma_encode_3d(&maps.mk, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
-        if (e == 0) e = tma_encode_3d(&maps.mv, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&maps.mk, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, kv_rows);
+        if (e == 0) e = tma_encode_3d(&maps.mv, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, kv_rows);
         if (e != 0) {
             char why[96];
             snprintf(why, sizeof why, "cuTensorMapEncodeTiled failed (CUresult %d)", e);
             return exec_fail(ctx, __FILE__, __LINE__, who, why);
         }
         maps.q = t->q, maps.k = t->k, maps.v = t->v, maps.bh = bh, maps.seq_q = pr->seq_q, maps.seq_kv = pr->seq_kv;
-        maps.d = TR::D, maps.bm = TR::BM, maps.bn = TR::BN, maps.bf16 = BF16, maps.valid = true;
+        maps.d = TR::D, maps.bm = TR::BM, maps.kv_rows = kv_rows, maps.bf16 = BF16, maps.valid = true;
     }
     a.ctr_slot = (int)(flash_tma_ctr_next.fetch_add(1, std::memory_order_relaxed) % FLASH_TMA_CTR_SLOTS);
     static std::atomic<unsigned long long> smem_set(0);
     auto kernel = flash_tma_kernel<TR, T, BF16>;
-    if (flash_kernel_smem_once(ctx, kernel, flash_tma_smem_bytes<TR>(), smem_set) != 0) return -1;
-    const int grid = persistent ? std::min(a.n_tiles, std::max(ctx->sm_count, 1)) : a.n_tiles;
-    kernel<<<grid, TR::THREADS, flash_tma_smem_bytes<TR>(), ctx->stream>>>(maps.mq, maps.mk, maps.mv, a);
+    if (flash_kernel_smem_once(ctx, kernel, TR::SMEM_BYTES, smem_set) != 0) return -1;
+    if constexpr (TR::CLUSTER == 1) {
+        const int grid = persistent ? std::min(a.n_tiles, std::max(ctx->sm_count, 1)) : a.n_tiles;
+        kernel<<<grid, TR::THREADS, TR::SMEM_BYTES, ctx->stream>>>(maps.mq, maps.mk, maps.mv, a);
+    } else {
+        cudaLaunchAttribute cluster;
+        cluster.id = cudaLaunchAttributeClusterDimension;
+        cluster.val.clusterDim.x = TR::CLUSTER, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.blockDim = dim3(TR::THREADS), cfg.dynamicSmemBytes = TR::SMEM_BYTES, cfg.stream = ctx->stream;
+        cfg.attrs = &cluster, cfg.numAttrs = 1;
+        int grid = a.n_tiles;
+        if (persistent) { /* as many clusters as fit at once (a GPC with an odd SM count leaves one idle) */
+            static std::atomic<int> resident[64];
+            const int dev = ctx->device >= 0 && ctx->device < 64 ? ctx->device : 0;
+            int n = resident[dev].load(std::memory_order_relaxed);
+            if (n == 0) {
+                cfg.gridDim = dim3(TR::CLUSTER * std::max(ctx->sm_count / TR::CLUSTER, 1));
+                CUDA_TRY(ctx, cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
+                if (n < 1) return exec_fail(ctx, __FILE__, __LINE__, who, "no cluster of this kernel fits an SM pair");
+                resident[dev].store(n, std::memory_order_relaxed);
+            }
+            grid = std::min(a.n_tiles, TR::CLUSTER * n);
+        }
+        cfg.gridDim = dim3(grid);
+        CUDA_TRY(ctx, cudaLaunchKernelEx(&cfg, kernel, maps.mq, maps.mk, maps.mv, a));
+    }
     LAUNCH_TRY(ctx);
     return 0;
 }

@@ -195,8 +195,8 @@ typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma
 typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
 /* The traits' knobs redefined: "_l2sN" L2 sections of N MB (the defaults: one head for static
  * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
- * of spinning, "_desc" the key blocks walked from the last down (the default: up from 0), "_x" a
- * tile's last P·V issued with the next tile's first Q·Kᵀ (CROSS_TILE). */
+ * of spinning, "_desc" the key blocks walked from the last down (the default: up from 0), "_c2"
+ * clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems run unclustered). */
 template <class TR, long long MB> struct tma_l2 : TR {
     static constexpr long long L2_SECTION_BYTES = MB << 20;
 };
@@ -206,8 +206,8 @@ template <class TR> struct tma_sleep : TR {
 template <class TR> struct tma_desc : TR {
     static constexpr bool KEYS_ASCENDING = false;
 };
-template <class TR> struct tma_cross : TR {
-    static constexpr bool CROSS_TILE = true;
+template <class TR> struct tma_cluster : TR {
+    static constexpr int CLUSTER = 2;
 };
 typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
 typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
@@ -217,11 +217,8 @@ typedef tma_desc<tma_d128_w2> tma_d128_w2_desc;
 typedef tma_desc<tma_d128_w2d> tma_d128_w2d_desc;
 typedef tma_desc<tma_d64_w3d> tma_d64_w3d_desc;
 typedef tma_desc<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_desc;
-typedef tma_cross<tma_d128_w2> tma_d128_w2_x;
-typedef tma_cross<tma_d128_w2d> tma_d128_w2d_x;
-typedef tma_cross<tma_d64_w3> tma_d64_w3_x;
-typedef tma_cross<tma_d64_w3d> tma_d64_w3d_x;
-typedef tma_cross<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_x;
+typedef tma_cluster<tma_d128_w2> tma_d128_w2_c2;
+typedef tma_cluster<tma_d64_w3> tma_d64_w3_c2;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -273,12 +270,9 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t128w2d_desc", tma_d128_w2d_desc, true),
     TMA_VARIANT("flash@t64w3d_desc", tma_d64_w3d_desc, true),
     TMA_VARIANT("flash@t64w2s3d_tree_desc", tma_d64_w2s3d_tree_desc, true),
-    TMA_VARIANT("flash@t128w2_x", tma_d128_w2_x, true),
-    TMA_VARIANT("flash@t128w2d_x", tma_d128_w2d_x, true),
-    TMA_VARIANT("flash@t128w2g_x", tma_d128_w2_x, false),
-    TMA_VARIANT("flash@t64w3_x", tma_d64_w3_x, true),
-    TMA_VARIANT("flash@t64w3d_x", tma_d64_w3d_x, true),
-    TMA_VARIANT("flash@t64w2s3d_tree_x", tma_d64_w2s3d_tree_x, true),
+    TMA_VARIANT("flash@t128w2_c2", tma_d128_w2_c2, true),
+    TMA_VARIANT("flash@t128w2g_c2", tma_d128_w2_c2, false),
+    TMA_VARIANT("flash@t64w3_c2", tma_d64_w3_c2, true),
     TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
     TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
 };
