@@ -14,8 +14,8 @@
  *
  * Per key block j (walked from the first block up, KEYS_ASCENDING: causal tiles of one head that
  * start together then read the same K/V blocks at the same moment, as equal tiles always do; the
- * masked blocks come last. Measured 2-3% faster sustained than walking down, non-causal too,
- * which that reason does not explain: bench/NOTES.md), each consumer warpgroup:
+ * masked blocks come last. Measured 2-3% faster than walking down in interleaved sustained
+ * windows, non-causal too, but 0.3% in isolated ones: bench/NOTES.md), each consumer warpgroup:
  *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j-1·V_j-1 (P from
  *      registers: the previous block's softmax) as two groups, without waiting;
  *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
@@ -96,8 +96,9 @@ struct flash_tma_traits {
      * blocks of one head at a time and each loads half of every K and V block, multicast into
      * both (FA3 does this for non-causal head dims ≥ 128); a buffer is free once the consumers
      * of both CTAs released it. Problems that cannot pair (a mask, an odd number of query
-     * blocks) run unclustered. Measured 2-3.5% slower on the H200: the one-head L2 sections
-     * already let the L2 serve the pair's reads as one (bench/NOTES.md, sixth session). */
+     * blocks) run unclustered. Measured on the H200: at the power cap it clocks 1.7% higher
+     * (less L2 traffic) but takes ~2% more cycles (the pair waits on each other), level to
+     * 3.5% slower (bench/NOTES.md, sixth session). */
     static constexpr int CLUSTER = 1;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
