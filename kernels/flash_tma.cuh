@@ -100,10 +100,6 @@ struct flash_tma_traits {
      * (less L2 traffic) but takes ~2% more cycles (the pair waits on each other), level to
      * 3.5% slower (bench/NOTES.md, sixth session). */
     static constexpr int CLUSTER = 1;
-    /* stages of the V ring (the K ring has STAGES): a V buffer is refilled only after the P·V
-     * that reads it, a block after the Q·Kᵀ that frees a K buffer, so V has the shorter slack.
-     * A configuration that changes it redefines SMEM_BYTES too. */
-    static constexpr int V_STAGES = STAGES;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -112,11 +108,11 @@ struct flash_tma_traits {
     static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
     static constexpr uint32_t BARS_BYTES = 256; /* the mbarriers and the tile slot, after the tiles */
     static constexpr uint32_t TILE_SLOT = BARS_BYTES - 8;
-    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + (STAGES + V_STAGES) * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
+    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
     static_assert(D == 64 || D == 128, "head_dim 64 or 128");
     static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
     static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
-    static_assert(8 * (2 + 2 * STAGES + 2 * 4) <= (int)TILE_SLOT, "barriers fit (up to 4 V stages)");
+    static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
     static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
 };
 
@@ -278,34 +274,30 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 {
 #if WGMMA_AVAILABLE && TMA_AVAILABLE
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS, CLUSTER = TR::CLUSTER;
-    constexpr int V_STAGES = TR::V_STAGES;
-    static_assert(V_STAGES >= STAGES && V_STAGES <= 4, "V stages");
     static_assert(CLUSTER == 1 || (CLUSTER == 2 && TR::SCHED == FLASH_TMA_STATIC && !TR::NOLOAD),
                   "clusters of 2, static tiles");
     extern __shared__ uint8_t flash_tma_smem[];
     const uint32_t raw = flash_smem_addr(flash_tma_smem);
     const uint32_t s_q = (raw + 1023u) & ~1023u;
     const uint32_t s_k = s_q + TR::Q_BYTES;             /* STAGES x K */
-    const uint32_t s_v = s_k + STAGES * TR::KV_BYTES;   /* V_STAGES x V */
-    const uint32_t s_o = s_v + V_STAGES * TR::KV_BYTES; /* O staging */
+    const uint32_t s_v = s_k + STAGES * TR::KV_BYTES;   /* STAGES x V */
+    const uint32_t s_o = s_v + STAGES * TR::KV_BYTES;   /* O staging */
     const uint32_t s_bar = s_o + TR::O_BYTES;           /* mbarriers */
     uint8_t *o_ptr = flash_tma_smem + (s_o - raw);
     volatile int *tile_slot = reinterpret_cast<volatile int *>(flash_tma_smem + (s_bar - raw) + TR::TILE_SLOT);
-    /* K ring: full[s] = bar(2+s), empty[s] = bar(2+STAGES+s); V ring after it (V_STAGES) */
+    /* K ring: full[s] = bar(2+s), empty[s] = bar(2+STAGES+s); V ring after it */
     auto bar = [&](int i) { return s_bar + 8u * (uint32_t)i; };
     const int k_full = FLASH_TMA_KV, k_empty = FLASH_TMA_KV + STAGES, v_full = FLASH_TMA_KV + 2 * STAGES,
-              v_empty = FLASH_TMA_KV + 2 * STAGES + V_STAGES;
+              v_empty = FLASH_TMA_KV + 3 * STAGES;
     const flash_params &p = a.p;
 
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
     if (tid == 0) {
         tma_mbar_init(bar(FLASH_TMA_Q_FULL), 1);
         tma_mbar_init(bar(FLASH_TMA_Q_EMPTY), 4 * WGS); /* lane 0 of every consumer warp */
-        for (int s = 0; s < V_STAGES; ++s) { /* V_STAGES ≥ STAGES */
-            if (s < STAGES) {
-                tma_mbar_init(bar(k_full + s), 1);
-                tma_mbar_init(bar(k_empty + s), 4 * WGS * CLUSTER); /* every consumer warp of the cluster */
-            }
+        for (int s = 0; s < STAGES; ++s) {
+            tma_mbar_init(bar(k_full + s), 1);
+            tma_mbar_init(bar(k_empty + s), 4 * WGS * CLUSTER); /* every consumer warp of the cluster */
             tma_mbar_init(bar(v_full + s), 1);
             tma_mbar_init(bar(v_empty + s), 4 * WGS * CLUSTER);
         }
@@ -342,11 +334,10 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             if constexpr (TR::PRODUCER_SUSPEND_NS != 0) tma_mbar_wait_suspend(b, parity, TR::PRODUCER_SUSPEND_NS);
             else tma_mbar_wait(b, parity);
         };
-        auto load_kv = [&](const CUtensorMap *map, uint32_t ring, int full, int empty, int stages, uint32_t it, int j,
-                           int bh) {
-            const int st = (int)(it % stages);
-            producer_wait(bar(empty + st), ((it / stages) & 1) ^ 1);
-            if (TR::NOLOAD && it >= (uint32_t)stages) { /* diagnostic: hand the stale tile over again */
+        auto load_kv = [&](const CUtensorMap *map, uint32_t ring, int full, int empty, uint32_t it, int j, int bh) {
+            const int st = (int)(it % STAGES);
+            producer_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
+            if (TR::NOLOAD && it >= STAGES) { /* diagnostic: hand the stale tile over again */
                 tma_mbar_arrive(bar(full + st));
                 return;
             }
@@ -386,17 +377,17 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 if constexpr (TR::KEYS_ASCENDING) {
 #pragma unroll 1
                     for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
-                        load_kv(&map_k, s_k, k_full, k_empty, STAGES, kv_iter, j, bh);
-                        if (j > 0) load_kv(&map_v, s_v, v_full, v_empty, V_STAGES, kv_iter - 1, j - 1, bh);
+                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                        if (j > 0) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j - 1, bh);
                     }
-                    load_kv(&map_v, s_v, v_full, v_empty, V_STAGES, kv_iter - 1, n_blocks - 1, bh);
+                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, n_blocks - 1, bh);
                 } else {
 #pragma unroll 1
                     for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
-                        load_kv(&map_k, s_k, k_full, k_empty, STAGES, kv_iter, j, bh);
-                        if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, V_STAGES, kv_iter - 1, j + 1, bh);
+                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                        if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
                     }
-                    load_kv(&map_v, s_v, v_full, v_empty, V_STAGES, kv_iter - 1, 0, bh);
+                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, 0, bh);
                 }
             }
             ++tile_iter;
@@ -487,8 +478,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
         }
         flash_tma_pack_p<BN, BF16>(s, pa);
-        int vst = (int)(kv_iter % V_STAGES); /* V stage of the block P belongs to */
-        uint32_t vph = (kv_iter / V_STAGES) & 1;
+        int vst = kst; /* V stage of the block P belongs to */
+        uint32_t vph = (kv_iter / STAGES) & 1;
         ++kv_iter;
 
         for (int i = 1; i < n_blocks; ++i, ++kv_iter) {
@@ -511,8 +502,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             release_kv(v_empty + vst);
             flash_tma_rescale<D>(o, alpha);
             flash_tma_pack_p<BN, BF16>(s, pa);
-            vst = (int)(kv_iter % V_STAGES);
-            vph = (kv_iter / V_STAGES) & 1;
+            vst = kst;
+            vph = (kv_iter / STAGES) & 1;
         }
         /* the last block's P·V */
         tma_mbar_wait(bar(v_full + vst), vph);

@@ -196,8 +196,7 @@ typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma
 /* The traits' knobs redefined: "_l2sN" L2 sections of N MB (the defaults: one head for static
  * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
  * of spinning, "_desc" the key blocks walked from the last down (the default: up from 0), "_c2"
- * clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems run unclustered),
- * "_v3" a V ring of 3 stages (K keeps 2). */
+ * clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems run unclustered). */
 template <class TR, long long MB> struct tma_l2 : TR {
     static constexpr long long L2_SECTION_BYTES = MB << 20;
 };
@@ -210,10 +209,6 @@ template <class TR> struct tma_desc : TR {
 template <class TR> struct tma_cluster : TR {
     static constexpr int CLUSTER = 2;
 };
-template <class TR> struct tma_v3 : TR {
-    static constexpr int V_STAGES = 3;
-    static constexpr size_t SMEM_BYTES = TR::SMEM_BYTES + (3 - TR::V_STAGES) * (size_t)TR::KV_BYTES;
-};
 typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
 typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
 typedef tma_l2<tma_d128_w2d, 4> tma_d128_w2d_l2s4;
@@ -224,9 +219,6 @@ typedef tma_desc<tma_d64_w3d> tma_d64_w3d_desc;
 typedef tma_desc<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_desc;
 typedef tma_cluster<tma_d128_w2> tma_d128_w2_c2;
 typedef tma_cluster<tma_d64_w3> tma_d64_w3_c2;
-typedef tma_v3<tma_d128_w2> tma_d128_w2_v3;
-typedef tma_v3<tma_d128_w2d> tma_d128_w2d_v3;
-typedef tma_cluster<tma_d128_w2_v3> tma_d128_w2_c2v3;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -281,9 +273,6 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t128w2_c2", tma_d128_w2_c2, true),
     TMA_VARIANT("flash@t128w2g_c2", tma_d128_w2_c2, false),
     TMA_VARIANT("flash@t64w3_c2", tma_d64_w3_c2, true),
-    TMA_VARIANT("flash@t128w2_v3", tma_d128_w2_v3, true),
-    TMA_VARIANT("flash@t128w2d_v3", tma_d128_w2d_v3, true),
-    TMA_VARIANT("flash@t128w2_c2v3", tma_d128_w2_c2v3, true),
     TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
     TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
 };
