@@ -12,10 +12,10 @@
  *     (setmaxnreg.inc) and release each buffer through another mbarrier ("empty": every
  *     consumer warp's wgmma reading it has retired). No CTA barrier in the loop.
  *
- * Per key block j (walked from the first block up, KEYS_ASCENDING: causal tiles of one head that
- * start together then read the same K/V blocks at the same moment, as equal tiles always do; the
- * masked blocks come last. Measured 2-3% faster than walking down in interleaved sustained
- * windows, non-causal too, but 0.3% in isolated ones: bench/NOTES.md), each consumer warpgroup:
+ * Per key block j (walked from the first block up: causal tiles of one head that start together
+ * then read the same K/V blocks at the same moment, as equal tiles always do; the masked blocks
+ * come last. Against walking down: 2-3% faster in interleaved sustained windows, 0.3% in
+ * isolated ones, bench/NOTES.md), each consumer warpgroup:
  *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j-1·V_j-1 (P from
  *      registers: the previous block's softmax) as two groups, without waiting;
  *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
@@ -90,13 +90,11 @@ struct flash_tma_traits {
      * suspend hint, measured 2-3% slower sustained). */
     static constexpr long long L2_SECTION_BYTES = SCHED == FLASH_TMA_STATIC ? 0 : FLASH_TMA_L2_SECTION_BYTES;
     static constexpr unsigned PRODUCER_SUSPEND_NS = 0;
-    /* the order a tile walks its key blocks: up from block 0, or down from the last */
-    static constexpr bool KEYS_ASCENDING = true;
     /* CTAs per cluster (1 or 2, STATIC tiles only). 2: the CTAs of a cluster take two query
      * blocks of one head at a time and each loads half of every K and V block, multicast into
      * both (FA3 does this for non-causal head dims ≥ 128); a buffer is free once the consumers
      * of both CTAs released it. Problems that cannot pair (a mask, an odd number of query
-     * blocks) run unclustered. Measured on the H200: at the power cap it clocks 1.7% higher
+     * blocks) run unclustered. Measured on the H200: at the power cap it clocks 1.5-1.7% higher
      * (less L2 traffic) but takes ~2% more cycles (the pair waits on each other), level to
      * 3.5% slower (bench/NOTES.md, sixth session). */
     static constexpr int CLUSTER = 1;
@@ -146,12 +144,6 @@ __device__ __forceinline__ void flash_tma_tile(const flash_tma_params &a, int ti
     const int h0 = sec * a.sec_heads, hn = min(a.sec_heads, a.bh - h0);
     m_block = a.m_tiles - 1 - r / hn;
     bh = h0 + r % hn;
-}
-
-/* The key block a tile visits i-th of its n_blocks (TR::KEYS_ASCENDING above). */
-template <class TR> __device__ __forceinline__ int flash_tma_key_block(int i, int n_blocks)
-{
-    return TR::KEYS_ASCENDING ? i : n_blocks - 1 - i;
 }
 
 /* v[0] = v[0] op v[1] op ... op v[2W-1] as a tree of depth log2(2W): v[i] op= v[i+W], then
@@ -372,23 +364,14 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 #pragma unroll
                 for (int h = 0; h < TR::PANELS; ++h)
                     tma_load_3d(s_q + h * BM * 128, &map_q, bar(FLASH_TMA_Q_FULL), 64 * h, m0, bh);
-                /* the loops not unrolled: the producer has 24 registers, and ptxas spilled
-                 * the ascending loop unrolled */
-                if constexpr (TR::KEYS_ASCENDING) {
+                /* not unrolled: the producer has 24 registers, and ptxas spilled this loop
+                 * unrolled */
 #pragma unroll 1
-                    for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
-                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
-                        if (j > 0) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j - 1, bh);
-                    }
-                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, n_blocks - 1, bh);
-                } else {
-#pragma unroll 1
-                    for (int j = n_blocks - 1; j >= 0; --j, ++kv_iter) {
-                        load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
-                        if (j + 1 < n_blocks) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j + 1, bh);
-                    }
-                    load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, 0, bh);
+                for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
+                    load_kv(&map_k, s_k, k_full, k_empty, kv_iter, j, bh);
+                    if (j > 0) load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, j - 1, bh);
                 }
+                load_kv(&map_v, s_v, v_full, v_empty, kv_iter - 1, n_blocks - 1, bh);
             }
             ++tile_iter;
             if constexpr (TR::SCHED == FLASH_TMA_DYNAMIC) {
@@ -473,10 +456,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         flash_tma_fence(s);
         release_kv(k_empty + kst);
         if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
-        {
-            const int n0 = flash_tma_key_block<TR>(0, n_blocks) * BN;
-            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
-        }
+        flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
         flash_tma_pack_p<BN, BF16>(s, pa);
         int vst = kst; /* V stage of the block P belongs to */
         uint32_t vph = (kv_iter / STAGES) & 1;
@@ -495,7 +475,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             flash_tma_fence(s);
             release_kv(k_empty + kst);
             if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
-            const int n0 = flash_tma_key_block<TR>(i, n_blocks) * BN;
+            const int n0 = i * BN;
             flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* that P·V: O and P free, its V read */
             flash_tma_fence(o);

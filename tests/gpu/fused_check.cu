@@ -195,16 +195,13 @@ typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma
 typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
 /* The traits' knobs redefined: "_l2sN" L2 sections of N MB (the defaults: one head for static
  * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
- * of spinning, "_desc" the key blocks walked from the last down (the default: up from 0), "_c2"
- * clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems run unclustered). */
+ * of spinning, "_c2" clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems
+ * run unclustered). */
 template <class TR, long long MB> struct tma_l2 : TR {
     static constexpr long long L2_SECTION_BYTES = MB << 20;
 };
 template <class TR> struct tma_sleep : TR {
     static constexpr unsigned PRODUCER_SUSPEND_NS = 100000;
-};
-template <class TR> struct tma_desc : TR {
-    static constexpr bool KEYS_ASCENDING = false;
 };
 template <class TR> struct tma_cluster : TR {
     static constexpr int CLUSTER = 2;
@@ -213,10 +210,6 @@ typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
 typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
 typedef tma_l2<tma_d128_w2d, 4> tma_d128_w2d_l2s4;
 typedef tma_sleep<tma_d128_w2> tma_d128_w2_sleep;
-typedef tma_desc<tma_d128_w2> tma_d128_w2_desc;
-typedef tma_desc<tma_d128_w2d> tma_d128_w2d_desc;
-typedef tma_desc<tma_d64_w3d> tma_d64_w3d_desc;
-typedef tma_desc<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_desc;
 typedef tma_cluster<tma_d128_w2> tma_d128_w2_c2;
 typedef tma_cluster<tma_d64_w3> tma_d64_w3_c2;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
@@ -266,10 +259,6 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t64w3_l2s16", tma_d64_w3_l2s16, true),
     TMA_VARIANT("flash@t128w2d_l2s4", tma_d128_w2d_l2s4, true),
     TMA_VARIANT("flash@t128w2_sleep", tma_d128_w2_sleep, true),
-    TMA_VARIANT("flash@t128w2_desc", tma_d128_w2_desc, true),
-    TMA_VARIANT("flash@t128w2d_desc", tma_d128_w2d_desc, true),
-    TMA_VARIANT("flash@t64w3d_desc", tma_d64_w3d_desc, true),
-    TMA_VARIANT("flash@t64w2s3d_tree_desc", tma_d64_w2s3d_tree_desc, true),
     TMA_VARIANT("flash@t128w2_c2", tma_d128_w2_c2, true),
     TMA_VARIANT("flash@t128w2g_c2", tma_d128_w2_c2, false),
     TMA_VARIANT("flash@t64w3_c2", tma_d64_w3_c2, true),
