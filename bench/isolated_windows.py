@@ -80,7 +80,11 @@ def main():
     variants = [v for v in args.variants.split(",") if v]
     window_s = args.window_ms / 1000.0
 
-    smi_path = args.smi_log or tempfile.mkstemp(suffix=".csv")[1]
+    if args.smi_log:
+        smi_path = args.smi_log
+    else:
+        fd, smi_path = tempfile.mkstemp(suffix=".csv")
+        os.close(fd)
     with open(smi_path, "w") as smi_out:
         smi = subprocess.Popen(["nvidia-smi", "--query-gpu=" + SMI_FIELDS.format(power=power_field()),
                                 "--format=csv,noheader,nounits", "-lms", "50"], stdout=smi_out,
