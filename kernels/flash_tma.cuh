@@ -20,7 +20,8 @@
  *      registers: the previous block's softmax) as two groups, without waiting;
  *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
  *      one FFMA per score before exp2) while P·V is still on the tensor cores;
- *   3. waits for P·V, releases V_j-1, rescales O (only when a row max moved), packs P_j.
+ *   3. waits for P·V, releases V_j-1, rescales O (only when a row max outgrew by 2^8 the max P
+ *      was taken against: rare after the first blocks), packs P_j.
  * With PINGPONG the issues of step 1 are a critical section passed round the consumer
  * warpgroups by named barriers (bar.sync own, bar.arrive next): one warpgroup's softmax runs
  * while the other's products run.
@@ -98,6 +99,9 @@ struct flash_tma_traits {
      * (less L2 traffic) but takes ~2% more cycles (the pair waits on each other), level to
      * 3.5% slower (bench/NOTES.md, sixth session). */
     static constexpr int CLUSTER = 1;
+    /* How far (log2 units) the row max may outgrow the one P is taken against before O is
+     * rescaled (flash_tma_new_max; 0: at every move of the max). */
+    static constexpr int RESCALE_SLACK = 8;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -157,11 +161,30 @@ template <int W, class Op> __device__ __forceinline__ void flash_tma_fold(float 
     }
 }
 
+/* The max row r's scores are exponentiated against from this block on, and alpha = the factor
+ * O and the sum must be rescaled by. SLACK = 0: the running max. SLACK > 0 (log2 units): the
+ * max is kept until a block's exceeds it by more than SLACK, so after the first blocks O is
+ * almost never rescaled (FlashAttention-4's lazy rescaling); P then reaches 2^SLACK at most,
+ * which 16-bit P (fp16 to 65504) and the fp32 sums hold without loss. */
+template <int SLACK>
+__device__ __forceinline__ float flash_tma_new_max(flash_wg_rows &st, int r, float block_max, float &alpha)
+{
+    if constexpr (SLACK == 0) {
+        return flash_wg_new_max(st, r, block_max, alpha);
+    } else {
+        const float m_new = block_max > st.max[r] + (float)SLACK ? block_max : st.max[r]; /* −inf + SLACK = −inf */
+        const float m_use = m_new == -INFINITY ? 0.f : m_new;
+        alpha = flash_exp2(st.max[r] - m_use); /* exactly 1 when kept */
+        st.max[r] = m_new;
+        return m_use;
+    }
+}
+
 /* Online softmax of one block in place, the scale folded into the exponent: with scale > 0
  * (POS) the row max of the raw scores gives the max of the scaled ones, with scale < 0 the row
  * min; masked scores become the value that scales to −inf. alpha = the factor O must be
  * rescaled by; the sums are this lane's partial sums. */
-template <int BN, bool POS, bool TREE>
+template <int BN, bool POS, bool TREE, int SLACK>
 __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                   const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
@@ -187,7 +210,7 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
         mx = POS ? fmaxf(mx, o1) : fminf(mx, o1);
         const float o2 = __shfl_xor_sync(0xffffffffu, mx, 2);
         mx = POS ? fmaxf(mx, o2) : fminf(mx, o2);
-        const float m_use = flash_wg_new_max(st, r, mx * p.scale_log2, alpha[r]); /* ±inf·scale = −inf: nothing visible */
+        const float m_use = flash_tma_new_max<SLACK>(st, r, mx * p.scale_log2, alpha[r]); /* ±inf·scale = −inf: nothing visible */
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) {
@@ -204,12 +227,14 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
     }
 }
 
-template <int BN, bool TREE>
-__device__ __forceinline__ void flash_tma_softmax_any(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
+template <class TR>
+__device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                       const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
-    if (p.scale_log2 > 0.f) flash_tma_softmax<BN, true, TREE>(s, st, alpha, p, row0, n0, need_mask, t);
-    else flash_tma_softmax<BN, false, TREE>(s, st, alpha, p, row0, n0, need_mask, t);
+    if (p.scale_log2 > 0.f)
+        flash_tma_softmax<TR::BN, true, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
+    else
+        flash_tma_softmax<TR::BN, false, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
 }
 
 /* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
@@ -456,7 +481,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         flash_tma_fence(s);
         release_kv(k_empty + kst);
         if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
-        flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
+        flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
         flash_tma_pack_p<BN, BF16>(s, pa);
         int vst = kst; /* V stage of the block P belongs to */
         uint32_t vph = (kv_iter / STAGES) & 1;
@@ -476,7 +501,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             release_kv(k_empty + kst);
             if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
             const int n0 = i * BN;
-            flash_tma_softmax_any<BN, TR::TREE>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
+            flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* that P·V: O and P free, its V read */
             flash_tma_fence(o);
             release_kv(v_empty + vst);
