@@ -11,6 +11,7 @@ difference comes from. The order of the variants reverses every other round.
 
     python3 bench/isolated_windows.py --fused-check build/gpu/fused_check
         --shape 4,16,4096,128,none --variants flash@tma,cudnn [--cudnn DIR]
+        (a variant written OTHER_BUILD/fused_check:flash@tma runs that row of another build)
         [--rounds 2] [--window-ms 3000] [--json out.json] [--smi-log file]
 """
 import argparse
@@ -70,7 +71,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fused-check", default="build/gpu/fused_check")
     ap.add_argument("--shape", required=True, help="B,H,S,D,causal|none (fused_check --shape)")
-    ap.add_argument("--variants", required=True, help="fused_check row names, comma-separated; the first is the baseline")
+    ap.add_argument("--variants", required=True,
+                    help="fused_check row names, comma-separated; the first is the baseline; BINARY:row takes"
+                         " the row from another fused_check build (two builds side by side)")
     ap.add_argument("--cudnn", help="cuDNN library directory, for the cudnn row")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--window-ms", type=int, default=3000)
@@ -94,13 +97,14 @@ def main():
     try:
         for r in range(args.rounds):
             for v in (variants if r % 2 == 0 else variants[::-1]):
-                cmd = [args.fused_check, "--timing-only", "--shape", args.shape, "--repeats", "1", "--window-ms",
-                       str(args.window_ms), "--only", v]
+                binary, row = v.rsplit(":", 1) if ":" in v else (args.fused_check, v)
+                cmd = [binary, "--timing-only", "--shape", args.shape, "--repeats", "1", "--window-ms",
+                       str(args.window_ms), "--only", row]
                 if args.cudnn:
                     cmd += ["--cudnn", args.cudnn]
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + 2 * window_s)
                 runs.append({"variant": v, "round": r + 1, "end": time.time(), "rc": out.returncode,
-                             "us": fused_check_us(out.stdout, v),
+                             "us": fused_check_us(out.stdout, row),
                              "fail": "FAIL" in out.stdout})
     finally:
         time.sleep(0.2)

@@ -237,18 +237,36 @@ __device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], fl
         flash_tma_softmax<TR::BN, false, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
 }
 
+/* Issue S = Q·Kᵀ (one group) from this warpgroup's Q rows at s_qw and the K tile at s_kt: one
+ * m64nBNk16 per 16 columns of D (32 bytes into a 128-byte row, then the next 64-column panel).
+ * Each descriptor is encoded once and advanced by constants: the issue, which the ping-pong
+ * passes round, is the products and little else. */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], uint32_t s_qw, uint32_t s_kt)
+{
+    const uint64_t qa = wgmma_desc_sw128(s_qw, 16, 1024), kb = wgmma_desc_sw128(s_kt, 16, 1024);
+#pragma unroll
+    for (int ks = 0; ks < TR::D / 16; ++ks) {
+        const uint32_t col = (ks & 3) * 32, panel = ks >> 2;
+        wgmma_ss<TR::BN, BF16>(s, wgmma_desc_advance(qa, panel * TR::BM * 128 + col),
+                               wgmma_desc_advance(kb, panel * TR::BN * 128 + col), ks > 0);
+    }
+    wgmma_commit();
+}
+
 /* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
  * product spans both 64-column panels, whose distance is the descriptor's leading offset). */
 template <class TR, bool BF16>
 __device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const uint32_t (&pa)[TR::BN / 16][4],
                                                    uint32_t s_vt)
 {
+    const uint64_t vb = wgmma_desc_sw128(s_vt, TR::D == 128 ? TR::BN * 128 : 1024, 1024);
 #pragma unroll
     for (int kk = 0; kk < TR::BN / 16; ++kk) {
         if constexpr (TR::D == 128)
-            wgmma_rs_tb128<BF16>(o, pa[kk], wgmma_desc_sw128(s_vt + kk * 16 * 128, TR::BN * 128, 1024));
+            wgmma_rs_tb128<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
         else
-            wgmma_rs_tb<BF16>(o, pa[kk], wgmma_desc_sw128(s_vt + kk * 16 * 128, 1024, 1024));
+            wgmma_rs_tb<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
     }
     wgmma_commit();
 }
@@ -475,7 +493,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
         turn_begin();
         wgmma_fence();
-        flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+        flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(s);
@@ -493,7 +511,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             tma_mbar_wait(bar(v_full + vst), vph);
             turn_begin();
             wgmma_fence();
-            flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
             flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
             turn_end();
             wgmma_wait<1>(); /* S_j; the previous block's P·V still running */

@@ -59,6 +59,15 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(uint32_t addr, uint32_t lbo
            (uint64_t)((sbo_bytes & 0x3FFFFu) >> 4) << 32 | (uint64_t)1 << 62;
 }
 
+/* d moved `bytes` (a multiple of 16) further into shared memory: one add to the address field,
+ * which never carries out of its 14 bits (shared memory ends below 256 KB). In an unrolled
+ * k loop the steps are constants, so each product costs an add, not the encoding. */
+__device__ __forceinline__ uint64_t wgmma_desc_advance(uint64_t d, uint32_t bytes)
+{
+    const uint32_t lo = (uint32_t)d + (bytes >> 4), hi = (uint32_t)(d >> 32);
+    return (uint64_t)hi << 32 | lo;
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N> __device__ __forceinline__ void wgmma_wait()
