@@ -102,6 +102,11 @@ struct flash_tma_traits {
     /* How far (log2 units) the row max may outgrow the one P is taken against before O is
      * rescaled (flash_tma_new_max; 0: at every move of the max). */
     static constexpr int RESCALE_SLACK = 8;
+    /* Q·Kᵀ takes Q from registers (loaded by ldmatrix once a tile; its buffer is then free for
+     * the next tile's Q at once) rather than from shared memory at every key block: 32 KB less
+     * shared-memory reading a block at D128, 14% of what the products and TMA move there. Costs
+     * D/4 registers a thread, so only the 240-register split of 2 consumer warpgroups has it. */
+    static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -242,16 +247,37 @@ __device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], fl
  * Each descriptor is encoded once and advanced by constants: the issue, which the ping-pong
  * passes round, is the products and little else. */
 template <class TR, bool BF16>
-__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], uint32_t s_qw, uint32_t s_kt)
+__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], const uint32_t (&qf)[TR::D / 16][4],
+                                                  uint32_t s_qw, uint32_t s_kt)
 {
     const uint64_t qa = wgmma_desc_sw128(s_qw, 16, 1024), kb = wgmma_desc_sw128(s_kt, 16, 1024);
 #pragma unroll
     for (int ks = 0; ks < TR::D / 16; ++ks) {
         const uint32_t col = (ks & 3) * 32, panel = ks >> 2;
-        wgmma_ss<TR::BN, BF16>(s, wgmma_desc_advance(qa, panel * TR::BM * 128 + col),
-                               wgmma_desc_advance(kb, panel * TR::BN * 128 + col), ks > 0);
+        const uint64_t kd = wgmma_desc_advance(kb, panel * TR::BN * 128 + col);
+        if constexpr (TR::Q_IN_REGS)
+            wgmma_rs128<BF16>(s, qf[ks], kd, ks > 0);
+        else
+            wgmma_ss<TR::BN, BF16>(s, wgmma_desc_advance(qa, panel * TR::BM * 128 + col), kd, ks > 0);
     }
     wgmma_commit();
+}
+
+/* This warp's Q rows as the A fragments of Q·Kᵀ (Q_IN_REGS), one ldmatrix.x4 per k16 step from
+ * the swizzled Q tile: lane l addresses row 8·((l/8)%2) + l%8 of the warp's 16, 16-byte chunk
+ * 2·(k step % 4) + l/16 of panel k step / 4, stored at chunk ^ (row % 8). */
+template <class TR>
+__device__ __forceinline__ void flash_tma_load_q(uint32_t (&qf)[TR::D / 16][4], uint32_t s_q, int warp_row0, int lane)
+{
+    const int row = warp_row0 + ((lane >> 3) & 1) * 8 + (lane & 7);
+#pragma unroll
+    for (int ks = 0; ks < TR::D / 16; ++ks) {
+        const int chunk = (ks & 3) * 2 + (lane >> 4);
+        const uint32_t addr = s_q + (ks >> 2) * TR::BM * 128 + row * 128 + ((chunk ^ (lane & 7)) << 4);
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(qf[ks][0]), "=r"(qf[ks][1]), "=r"(qf[ks][2]), "=r"(qf[ks][3])
+                     : "r"(addr));
+    }
 }
 
 /* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
@@ -481,6 +507,12 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             release(FLASH_TMA_Q_EMPTY);
             continue;
         }
+        uint32_t qf[D / 16][4];
+        if constexpr (TR::Q_IN_REGS) {
+            flash_tma_load_q<TR>(qf, s_q, wg_row0 + warp * 16, lane);
+            __syncwarp(); /* every lane has read Q and the tile slot */
+            release(FLASH_TMA_Q_EMPTY);
+        }
         float o[D / 2];
 #pragma unroll
         for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
@@ -493,12 +525,12 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
         turn_begin();
         wgmma_fence();
-        flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+        flash_tma_issue_s<TR, BF16>(s, qf, s_qw, s_k + kst * TR::KV_BYTES);
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(s);
         release_kv(k_empty + kst);
-        if (n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
+        if (!TR::Q_IN_REGS && n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
         flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
         flash_tma_pack_p<BN, BF16>(s, pa);
         int vst = kst; /* V stage of the block P belongs to */
@@ -511,13 +543,13 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             tma_mbar_wait(bar(v_full + vst), vph);
             turn_begin();
             wgmma_fence();
-            flash_tma_issue_s<TR, BF16>(s, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_tma_issue_s<TR, BF16>(s, qf, s_qw, s_k + kst * TR::KV_BYTES);
             flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
             turn_end();
             wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
             flash_tma_fence(s);
             release_kv(k_empty + kst);
-            if (i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q is done */
+            if (!TR::Q_IN_REGS && i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q */
             const int n0 = i * BN;
             flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* that P·V: O and P free, its V read */

@@ -127,6 +127,28 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uin
 #endif
 }
 
+/* d (+)= A·B, m64 x n128 x k16: A from registers (4 x 16-bit pairs, layout above), B K-major in
+ * shared memory (K as the B of Q·Kᵀ: no transpose). accumulate == 0 overwrites d. */
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+{
+#if WGMMA_AVAILABLE
+    if constexpr (BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+    } else {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+    }
+#endif
+}
+
 /* d += A·B, m64 x n64 x k16: A from registers (4 x 16-bit pairs, layout above), B in shared
  * memory MN-major (transpose bit set). Always accumulates. n64 only: one product then reads
  * exactly one 64-column sub-tile, so the operand's two offsets (8-key groups, and 64-column
