@@ -16,8 +16,9 @@
  * then read the same K/V blocks at the same moment, as equal tiles always do; the masked blocks
  * come last. Against walking down: 2-3% faster in interleaved sustained windows, 0.3% in
  * isolated ones, bench/NOTES.md), each consumer warpgroup:
- *   1. issues S_j = Q·K_jᵀ (wgmma, both from shared memory) and O += P_j-1·V_j-1 (P from
- *      registers: the previous block's softmax) as two groups, without waiting;
+ *   1. issues S_j = Q·K_jᵀ (wgmma; K from shared memory, Q from registers where Q_IN_REGS,
+ *      loaded once a tile) and O += P_j-1·V_j-1 (P from registers: the previous block's
+ *      softmax) as two groups, without waiting;
  *   2. waits for S_j only, releases K_j, runs the online softmax of block j (scale folded into
  *      one FFMA per score before exp2) while P·V is still on the tensor cores;
  *   3. waits for P·V, releases V_j-1, rescales O (only when a row max outgrew by 2^8 the max P

@@ -749,7 +749,7 @@ int main(int argc, char **argv)
             }
 
     /* a client-given scale: negative, and larger than 1/sqrt(D) (the online max must follow
-     * the scaled scores; an exponent ≥ 0 anywhere would overflow the sums), and large enough
+     * the scaled scores; an exponent far above 0 would overflow the sums), and large enough
      * that most exponentials underflow */
     const double scales[] = {-0.3, 0.7, 8.0};
     if (!timing_only)
