@@ -106,7 +106,8 @@ struct flash_tma_traits {
     /* Q·Kᵀ takes Q from registers (loaded by ldmatrix once a tile; its buffer is then free for
      * the next tile's Q at once) rather than from shared memory at every key block: 32 KB less
      * shared-memory reading a block at D128, 14% of what the products and TMA move there. Costs
-     * D/4 registers a thread, so only the 240-register split of 2 consumer warpgroups has it. */
+     * D/4 registers a thread, so only the 240-register split of 2 consumer warpgroups has it
+     * (with 3 and 160 registers ptxas spills and serializes the wgmma). */
     static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
