@@ -101,7 +101,7 @@ struct flash_tma_traits {
      * 3.5% slower (bench/NOTES.md, sixth session). */
     static constexpr int CLUSTER = 1;
     /* How far (log2 units) the row max may outgrow the one P is taken against before O is
-     * rescaled (flash_tma_new_max; 0: at every move of the max). */
+     * rescaled (flash_wg_new_max; 0: at every move of the max). */
     static constexpr int RESCALE_SLACK = 8;
     /* Q·Kᵀ takes Q from registers (loaded by ldmatrix once a tile; its buffer is then free for
      * the next tile's Q at once) rather than from shared memory at every key block: 32 KB less
@@ -168,25 +168,6 @@ template <int W, class Op> __device__ __forceinline__ void flash_tma_fold(float 
     }
 }
 
-/* The max row r's scores are exponentiated against from this block on, and alpha = the factor
- * O and the sum must be rescaled by. SLACK = 0: the running max. SLACK > 0 (log2 units): the
- * max is kept until a block's exceeds it by more than SLACK, so after the first blocks O is
- * almost never rescaled (FlashAttention-4's lazy rescaling); P then reaches 2^SLACK at most,
- * which 16-bit P (fp16 to 65504) and the fp32 sums hold without loss. */
-template <int SLACK>
-__device__ __forceinline__ float flash_tma_new_max(flash_wg_rows &st, int r, float block_max, float &alpha)
-{
-    if constexpr (SLACK == 0) {
-        return flash_wg_new_max(st, r, block_max, alpha);
-    } else {
-        const float m_new = block_max > st.max[r] + (float)SLACK ? block_max : st.max[r]; /* −inf + SLACK = −inf */
-        const float m_use = m_new == -INFINITY ? 0.f : m_new;
-        alpha = flash_exp2(st.max[r] - m_use); /* exactly 1 when kept */
-        st.max[r] = m_new;
-        return m_use;
-    }
-}
-
 /* Online softmax of one block in place, the scale folded into the exponent: with scale > 0
  * (POS) the row max of the raw scores gives the max of the scaled ones, with scale < 0 the row
  * min; masked scores become the value that scales to −inf. alpha = the factor O must be
@@ -217,7 +198,7 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
         mx = POS ? fmaxf(mx, o1) : fminf(mx, o1);
         const float o2 = __shfl_xor_sync(0xffffffffu, mx, 2);
         mx = POS ? fmaxf(mx, o2) : fminf(mx, o2);
-        const float m_use = flash_tma_new_max<SLACK>(st, r, mx * p.scale_log2, alpha[r]); /* ±inf·scale = −inf: nothing visible */
+        const float m_use = flash_wg_new_max<SLACK>(st, r, mx * p.scale_log2, alpha[r]); /* ±inf·scale = −inf: nothing visible */
         float sum = 0.f;
 #pragma unroll
         for (int i = 0; i < BN / 8; ++i) {

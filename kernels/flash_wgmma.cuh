@@ -149,10 +149,15 @@ struct flash_wg_rows {
 
 /* Row r's new running max from its block max (log2 units): alpha, the factor O and the sum
  * are rescaled by, is exactly 1 where the max held. Returns the max to subtract (0 for a row
- * that has seen no key yet: no −inf − −inf). */
+ * that has seen no key yet: no −inf − −inf). SLACK > 0 (log2 units): the max is kept until a
+ * block's exceeds it by more than SLACK, so after the first blocks O is almost never rescaled
+ * (FlashAttention-4's lazy rescaling); P then reaches 2^SLACK at most, which 16-bit P (fp16 to
+ * 65504) and the fp32 sums hold without loss. */
+template <int SLACK = 0>
 __device__ __forceinline__ float flash_wg_new_max(flash_wg_rows &st, int r, float block_max, float &alpha)
 {
-    const float m_new = fmaxf(st.max[r], block_max);
+    const float m_new = SLACK == 0 ? fmaxf(st.max[r], block_max)
+                                   : block_max > st.max[r] + (float)SLACK ? block_max : st.max[r]; /* −inf + SLACK = −inf */
     const float m_use = m_new == -INFINITY ? 0.f : m_new;
     alpha = flash_exp2(st.max[r] - m_use);
     st.max[r] = m_new;
