@@ -50,7 +50,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <type_traits>
 
 #include "kernels/flash_wgmma.cuh"
 #include "kernels/tma.cuh"
@@ -110,12 +109,6 @@ struct flash_tma_traits {
      * D/4 registers a thread, so only the 240-register split of 2 consumer warpgroups has it
      * (with 3 and 160 registers ptxas spills and serializes the wgmma). */
     static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
-    /* A key block whose second half no row of a warpgroup sees (the causal diagonal's first
-     * rows, the end of seq_kv) is multiplied as BN/2 keys, Q·Kᵀ and P·V, by that warpgroup:
-     * 2.3% of the products at S4096 D64 causal, 5.6% at the study shape, which run 2.4% and 4%
-     * faster. Head dim 64 only: at D128 (0.8-1.5% of the products) the halved kernel was
-     * 0.6-1.5% slower in isolated windows (bench/NOTES.md, eighth session). */
-    static constexpr bool HALF_BLOCKS = BN_ == 128 && D_ == 64;
     static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
@@ -222,25 +215,22 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
     }
 }
 
-/* The softmax of N keys (BN, or the first BN/2 of a halved block) for either sign of the scale. */
-template <class TR, int N = TR::BN>
-__device__ __forceinline__ void flash_tma_softmax_any(float (&s)[N / 2], flash_wg_rows &st, float (&alpha)[2],
+template <class TR>
+__device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                       const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
     if (p.scale_log2 > 0.f)
-        flash_tma_softmax<N, true, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
+        flash_tma_softmax<TR::BN, true, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
     else
-        flash_tma_softmax<N, false, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
+        flash_tma_softmax<TR::BN, false, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
 }
 
 /* Issue S = Q·Kᵀ (one group) from this warpgroup's Q rows at s_qw and the K tile at s_kt: one
- * m64nNk16 per 16 columns of D (32 bytes into a 128-byte row, then the next 64-column panel).
- * N = BN, or BN/2 for a block whose second half no row of the warpgroup sees (its own
- * accumulators: registers shared by products of both sizes would serialize the wgmma). Each
- * descriptor is encoded once and advanced by constants: the issue, which the ping-pong passes
- * round, is the products and little else. */
-template <class TR, bool BF16, int N>
-__device__ __forceinline__ void flash_tma_issue_s(float (&d)[N / 2], const uint32_t (&qf)[TR::D / 16][4],
+ * m64nBNk16 per 16 columns of D (32 bytes into a 128-byte row, then the next 64-column panel).
+ * Each descriptor is encoded once and advanced by constants: the issue, which the ping-pong
+ * passes round, is the products and little else. */
+template <class TR, bool BF16>
+__device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], const uint32_t (&qf)[TR::D / 16][4],
                                                   uint32_t s_qw, uint32_t s_kt)
 {
     const uint64_t qa = wgmma_desc_sw128(s_qw, 16, 1024), kb = wgmma_desc_sw128(s_kt, 16, 1024);
@@ -248,20 +238,13 @@ __device__ __forceinline__ void flash_tma_issue_s(float (&d)[N / 2], const uint3
     for (int ks = 0; ks < TR::D / 16; ++ks) {
         const uint32_t col = (ks & 3) * 32, panel = ks >> 2;
         const uint64_t kd = wgmma_desc_advance(kb, panel * TR::BN * 128 + col);
-        /* the first k step overwrites d (FRESH): S is not kept alive between blocks */
-        if constexpr (TR::Q_IN_REGS) {
-            if (ks == 0) wgmma_rs<N, BF16, true>(d, qf[ks], kd, 0);
-            else wgmma_rs<N, BF16>(d, qf[ks], kd, 1);
-        } else {
-            const uint64_t qd = wgmma_desc_advance(qa, panel * TR::BM * 128 + col);
-            if (ks == 0) wgmma_ss<N, BF16, true>(d, qd, kd, 0);
-            else wgmma_ss<N, BF16>(d, qd, kd, 1);
-        }
+        if constexpr (TR::Q_IN_REGS)
+            wgmma_rs128<BF16>(s, qf[ks], kd, ks > 0);
+        else
+            wgmma_ss<TR::BN, BF16>(s, wgmma_desc_advance(qa, panel * TR::BM * 128 + col), kd, ks > 0);
     }
     wgmma_commit();
 }
-
-
 
 /* This warp's Q rows as the A fragments of Q·Kᵀ (Q_IN_REGS), one ldmatrix.x4 per k16 step from
  * the swizzled Q tile: lane l addresses row 8·((l/8)%2) + l%8 of the warp's 16, 16-byte chunk
@@ -281,29 +264,20 @@ __device__ __forceinline__ void flash_tma_load_q(uint32_t (&qf)[TR::D / 16][4], 
 }
 
 /* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
- * product spans both 64-column panels, whose distance is the descriptor's leading offset); the
- * first KEYS keys of the block only (P is zero past them). */
-template <class TR, bool BF16, int KEYS = TR::BN>
+ * product spans both 64-column panels, whose distance is the descriptor's leading offset). */
+template <class TR, bool BF16>
 __device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const uint32_t (&pa)[TR::BN / 16][4],
                                                    uint32_t s_vt)
 {
     const uint64_t vb = wgmma_desc_sw128(s_vt, TR::D == 128 ? TR::BN * 128 : 1024, 1024);
 #pragma unroll
-    for (int kk = 0; kk < KEYS / 16; ++kk) {
+    for (int kk = 0; kk < TR::BN / 16; ++kk) {
         if constexpr (TR::D == 128)
             wgmma_rs_tb128<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
         else
             wgmma_rs_tb<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
     }
     wgmma_commit();
-}
-
-template <class TR, bool BF16>
-__device__ __forceinline__ void flash_tma_issue_pv_keys(float (&o)[TR::D / 2], const uint32_t (&pa)[TR::BN / 16][4],
-                                                        uint32_t s_vt, bool half)
-{
-    if (TR::HALF_BLOCKS && half) flash_tma_issue_pv<TR, BF16, TR::BN / 2>(o, pa, s_vt);
-    else flash_tma_issue_pv<TR, BF16>(o, pa, s_vt);
 }
 
 template <int N> __device__ __forceinline__ void flash_tma_fence(float (&x)[N])
@@ -325,12 +299,11 @@ template <int D> __device__ __forceinline__ void flash_tma_rescale(float (&o)[D 
     }
 }
 
-/* P of N keys (BN, or a halved block's BN/2) packed to 16 bits as the A fragments of P·V. */
-template <int N, int BN, bool BF16>
-__device__ __forceinline__ void flash_tma_pack_p(const float (&s)[N / 2], uint32_t (&pa)[BN / 16][4])
+template <int BN, bool BF16>
+__device__ __forceinline__ void flash_tma_pack_p(const float (&s)[BN / 2], uint32_t (&pa)[BN / 16][4])
 {
 #pragma unroll
-    for (int kk = 0; kk < N / 16; ++kk)
+    for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
         for (int q = 0; q < 4; ++q) pa[kk][q] = flash_pack2<BF16>(s[8 * kk + 2 * q], s[8 * kk + 2 * q + 1]);
 }
@@ -475,9 +448,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 
     /* ---------------------------------------------------- consumers */
     asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(TR::CONSUMER_REGS));
-    /* the warpgroup index broadcast from lane 0: ptxas then knows it is uniform, and branches on
-     * it (half_block) keep the wgmma unserialized */
-    const int wgi = __shfl_sync(0xffffffffu, wg - 1, 0), g = lane >> 2, t = lane & 3;
+    const int wgi = wg - 1, g = lane >> 2, t = lane & 3;
     const int wg_row0 = wgi * 64, my_row0 = wg_row0 + warp * 16 + g;
     const uint32_t s_qw = s_q + wg_row0 * 128;
     const int sched_me = 1 + wgi, sched_next = 1 + (wgi + 1) % WGS; /* named barrier ids */
@@ -509,9 +480,6 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         const int m0 = m_block * BM;
         const flash_tile_keys keys = flash_tile_keys_of(p, m0, BM, BN);
         const int n_blocks = keys.n_blocks, vis_min = keys.vis_min;
-        /* the keys this warpgroup's last row sees: blocks reaching past them by half are halved */
-        const int vis_wg = flash_visible(p.mask, p.seq_q, p.seq_kv, min(m0 + wg_row0 + 63, p.seq_q - 1));
-        auto half_block = [&](int j) { return j * BN + BN / 2 >= vis_wg; };
         T *g_o = static_cast<T *>(p.out) + (int64_t)bh * p.seq_q * D;
         if (n_blocks == 0) { /* no row sees a key: zeros (this warpgroup's rows) */
             for (int i = tid - 128 * wg; i < 64 * (D / 8); i += 128) {
@@ -533,83 +501,53 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
         uint32_t pa[BN / 16][4];
         flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
-        float alpha[2];
-        /* One key block's step, HALF: the warpgroup multiplies the block's first BN/2 keys only
-         * (S in its own, smaller accumulator: S of both sizes in one set of registers, behind a
-         * branch, makes ptxas serialize the wgmma). Only the last block is halved (a warpgroup's
-         * unseen keys are the last), so the loop runs full steps, its P·V always full, and the
-         * last step picks. S is a fresh product each block: nothing carries it between steps. */
-        auto softmax_block = [&](auto &sj, int n0, bool need_mask) {
-            constexpr int N = 2 * (int)(sizeof(sj) / sizeof(sj[0]));
-            flash_tma_fence(sj);
-            flash_tma_softmax_any<TR, N>(sj, st, alpha, p, m0 + my_row0, n0, need_mask, t);
-        };
+        float s[BN / 2], alpha[2];
+
         /* the first block visited (masked when it reaches past vis_min) */
-        auto first_step = [&](auto half_c) {
-            constexpr bool HALF = decltype(half_c)::value;
-            constexpr int N = HALF ? BN / 2 : BN;
-            float sj[N / 2];
-            const int kst = (int)(kv_iter % STAGES);
-            tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
-            turn_begin();
-            wgmma_fence();
-            flash_tma_issue_s<TR, BF16, N>(sj, qf, s_qw, s_k + kst * TR::KV_BYTES);
-            turn_end();
-            wgmma_wait<0>();
-            release_kv(k_empty + kst);
-            if (!TR::Q_IN_REGS && n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
-            softmax_block(sj, 0, HALF || BN > vis_min);
-            flash_tma_pack_p<N, BN, BF16>(sj, pa);
-        };
-        int vst = (int)(kv_iter % STAGES); /* V stage of the block P belongs to */
+        int kst = (int)(kv_iter % STAGES);
+        tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
+        turn_begin();
+        wgmma_fence();
+        flash_tma_issue_s<TR, BF16>(s, qf, s_qw, s_k + kst * TR::KV_BYTES);
+        turn_end();
+        wgmma_wait<0>();
+        flash_tma_fence(s);
+        release_kv(k_empty + kst);
+        if (!TR::Q_IN_REGS && n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
+        flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
+        flash_tma_pack_p<BN, BF16>(s, pa);
+        int vst = kst; /* V stage of the block P belongs to */
         uint32_t vph = (kv_iter / STAGES) & 1;
-        bool pv_half = TR::HALF_BLOCKS && n_blocks == 1 && half_block(0);
-        if (pv_half) first_step(std::true_type{});
-        else first_step(std::false_type{});
         ++kv_iter;
 
-        /* block i ≥ 1: S_i with the previous block's P·V */
-        auto step = [&](auto half_c, int i) {
-            constexpr bool HALF = decltype(half_c)::value;
-            constexpr int N = HALF ? BN / 2 : BN;
-            float sj[N / 2];
-            const int kst = (int)(kv_iter % STAGES);
+        for (int i = 1; i < n_blocks; ++i, ++kv_iter) {
+            kst = (int)(kv_iter % STAGES);
             tma_mbar_wait(bar(k_full + kst), (kv_iter / STAGES) & 1);
             tma_mbar_wait(bar(v_full + vst), vph);
             turn_begin();
             wgmma_fence();
-            flash_tma_issue_s<TR, BF16, N>(sj, qf, s_qw, s_k + kst * TR::KV_BYTES);
-            flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES); /* block i-1 < n-1: full */
+            flash_tma_issue_s<TR, BF16>(s, qf, s_qw, s_k + kst * TR::KV_BYTES);
+            flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
             turn_end();
-            wgmma_wait<1>(); /* S_i; the previous block's P·V still running */
+            wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
+            flash_tma_fence(s);
             release_kv(k_empty + kst);
             if (!TR::Q_IN_REGS && i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q */
             const int n0 = i * BN;
-            softmax_block(sj, n0, HALF || n0 + BN > vis_min);
+            flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* that P·V: O and P free, its V read */
             flash_tma_fence(o);
             release_kv(v_empty + vst);
             flash_tma_rescale<D>(o, alpha);
-            flash_tma_pack_p<N, BN, BF16>(sj, pa);
+            flash_tma_pack_p<BN, BF16>(s, pa);
             vst = kst;
             vph = (kv_iter / STAGES) & 1;
-            pv_half = HALF;
-        };
-        if constexpr (TR::HALF_BLOCKS) {
-            for (int i = 1; i < n_blocks - 1; ++i, ++kv_iter) step(std::false_type{}, i);
-            if (n_blocks > 1) {
-                if (half_block(n_blocks - 1)) step(std::true_type{}, n_blocks - 1);
-                else step(std::false_type{}, n_blocks - 1);
-                ++kv_iter;
-            }
-        } else {
-            for (int i = 1; i < n_blocks; ++i, ++kv_iter) step(std::false_type{}, i);
         }
         /* the last block's P·V */
         tma_mbar_wait(bar(v_full + vst), vph);
         turn_begin();
         wgmma_fence();
-        flash_tma_issue_pv_keys<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES, pv_half);
+        flash_tma_issue_pv<TR, BF16>(o, pa, s_v + vst * TR::KV_BYTES);
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(o);

@@ -82,6 +82,11 @@ __device__ __forceinline__ void wgmma_fence_operand(uint32_t &r) { asm volatile(
  * the async proxy (wgmma) once a barrier follows. */
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
+#define WGMMA_ACC8(d, i)                                                                                     \
+    "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
+        "+f"(d[i + 7])
+#define WGMMA_ACC32(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
+#define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32), WGMMA_ACC8(d, 40), WGMMA_ACC8(d, 48), WGMMA_ACC8(d, 56)
 #define WGMMA_REGS32                                                                                         \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
@@ -91,65 +96,55 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
     "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "                       \
     "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
 
-/* The accumulators as asm operands: "+f" read and written (accumulate), "=f" written only (a
- * fresh product: nothing keeps the old values alive, and branches between products of different
- * N leave no merged accumulator for ptxas to move, which would serialize the wgmma). */
-#define WGMMA_D8(c, d, i) c(d[i]), c(d[i + 1]), c(d[i + 2]), c(d[i + 3]), c(d[i + 4]), c(d[i + 5]), c(d[i + 6]), c(d[i + 7])
-#define WGMMA_D32(c, d) WGMMA_D8(c, d, 0), WGMMA_D8(c, d, 8), WGMMA_D8(c, d, 16), WGMMA_D8(c, d, 24)
-#define WGMMA_D64(c, d) WGMMA_D32(c, d), WGMMA_D8(c, d, 32), WGMMA_D8(c, d, 40), WGMMA_D8(c, d, 48), WGMMA_D8(c, d, 56)
-/* One K-major product (no transpose of B) with the accumulate predicate from `acc`: N 64 or
- * 128 (REGS, D), dtype TY, A as A_OPS ({4 registers} or a descriptor). */
-#define WGMMA_KMAJOR(N, TY, REGS, DN, C, d, A_TEXT, A_IN, B_AT, ACC_AT, desc_b, acc)                                  \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" ACC_AT ", 0;\n"                                                  \
-                 "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." TY "." TY " " REGS ", " A_TEXT ", %" B_AT           \
-                 ", p, 1, 1" WGMMA_KMAJOR_TAIL_##A_IN ";\n}\n"                                                          \
-                 : DN(C, d)                                                                                            \
-                 : WGMMA_KMAJOR_IN_##A_IN, "l"(desc_b), "r"(acc))
-#define WGMMA_KMAJOR_TAIL_regs ", 0"        /* imm-trans-b */
-#define WGMMA_KMAJOR_TAIL_desc ", 0, 0"     /* imm-trans-a, imm-trans-b */
-#define WGMMA_KMAJOR_IN_regs "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3])
-#define WGMMA_KMAJOR_IN_desc "l"(desc_a)
-
 /* d (+)= A·B, m64 x N x k16: A and B both K-major in shared memory. accumulate == 0
- * overwrites d (the first k step of a fresh product); FRESH: d is written only (accumulate
- * must be 0). */
-template <int N, bool BF16, bool FRESH = false>
+ * overwrites d (the first k step of a fresh product). */
+template <int N, bool BF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate)
 {
 #if WGMMA_AVAILABLE
     static_assert(N == 64 || N == 128, "N 64 or 128");
-    if constexpr (N == 128) {
-        if constexpr (BF16 && FRESH) WGMMA_KMAJOR(128, "bf16", WGMMA_REGS64, WGMMA_D64, "=f", d, "%64", desc, "65", "66", desc_b, accumulate);
-        else if constexpr (BF16) WGMMA_KMAJOR(128, "bf16", WGMMA_REGS64, WGMMA_D64, "+f", d, "%64", desc, "65", "66", desc_b, accumulate);
-        else if constexpr (FRESH) WGMMA_KMAJOR(128, "f16", WGMMA_REGS64, WGMMA_D64, "=f", d, "%64", desc, "65", "66", desc_b, accumulate);
-        else WGMMA_KMAJOR(128, "f16", WGMMA_REGS64, WGMMA_D64, "+f", d, "%64", desc, "65", "66", desc_b, accumulate);
+    if constexpr (N == 128 && BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    } else if constexpr (N == 128) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    } else if constexpr (BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC32(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
     } else {
-        if constexpr (BF16 && FRESH) WGMMA_KMAJOR(64, "bf16", WGMMA_REGS32, WGMMA_D32, "=f", d, "%32", desc, "33", "34", desc_b, accumulate);
-        else if constexpr (BF16) WGMMA_KMAJOR(64, "bf16", WGMMA_REGS32, WGMMA_D32, "+f", d, "%32", desc, "33", "34", desc_b, accumulate);
-        else if constexpr (FRESH) WGMMA_KMAJOR(64, "f16", WGMMA_REGS32, WGMMA_D32, "=f", d, "%32", desc, "33", "34", desc_b, accumulate);
-        else WGMMA_KMAJOR(64, "f16", WGMMA_REGS32, WGMMA_D32, "+f", d, "%32", desc, "33", "34", desc_b, accumulate);
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_REGS32 ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC32(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
     }
 #endif
 }
 
-/* d (+)= A·B, m64 x N x k16 (N 64 or 128): A from registers (4 x 16-bit pairs, layout above),
- * B K-major in shared memory (K as the B of Q·Kᵀ: no transpose). accumulate == 0 overwrites d;
- * FRESH as in wgmma_ss. */
-template <int N, bool BF16, bool FRESH = false>
-__device__ __forceinline__ void wgmma_rs(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
+/* d (+)= A·B, m64 x n128 x k16: A from registers (4 x 16-bit pairs, layout above), B K-major in
+ * shared memory (K as the B of Q·Kᵀ: no transpose). accumulate == 0 overwrites d. */
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs128(float (&d)[64], const uint32_t (&a)[4], uint64_t desc_b, int accumulate)
 {
 #if WGMMA_AVAILABLE
-    static_assert(N == 64 || N == 128, "N 64 or 128");
-    if constexpr (N == 128) {
-        if constexpr (BF16 && FRESH) WGMMA_KMAJOR(128, "bf16", WGMMA_REGS64, WGMMA_D64, "=f", d, "{%64, %65, %66, %67}", regs, "68", "69", desc_b, accumulate);
-        else if constexpr (BF16) WGMMA_KMAJOR(128, "bf16", WGMMA_REGS64, WGMMA_D64, "+f", d, "{%64, %65, %66, %67}", regs, "68", "69", desc_b, accumulate);
-        else if constexpr (FRESH) WGMMA_KMAJOR(128, "f16", WGMMA_REGS64, WGMMA_D64, "=f", d, "{%64, %65, %66, %67}", regs, "68", "69", desc_b, accumulate);
-        else WGMMA_KMAJOR(128, "f16", WGMMA_REGS64, WGMMA_D64, "+f", d, "{%64, %65, %66, %67}", regs, "68", "69", desc_b, accumulate);
+    if constexpr (BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
     } else {
-        if constexpr (BF16 && FRESH) WGMMA_KMAJOR(64, "bf16", WGMMA_REGS32, WGMMA_D32, "=f", d, "{%32, %33, %34, %35}", regs, "36", "37", desc_b, accumulate);
-        else if constexpr (BF16) WGMMA_KMAJOR(64, "bf16", WGMMA_REGS32, WGMMA_D32, "+f", d, "{%32, %33, %34, %35}", regs, "36", "37", desc_b, accumulate);
-        else if constexpr (FRESH) WGMMA_KMAJOR(64, "f16", WGMMA_REGS32, WGMMA_D32, "=f", d, "{%32, %33, %34, %35}", regs, "36", "37", desc_b, accumulate);
-        else WGMMA_KMAJOR(64, "f16", WGMMA_REGS32, WGMMA_D32, "+f", d, "{%32, %33, %34, %35}", regs, "36", "37", desc_b, accumulate);
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64
+                     ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+                     : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
     }
 #endif
 }
@@ -166,12 +161,12 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[32], const uint32_t (&a)[
     if constexpr (BF16) {
         asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " WGMMA_REGS32
                      ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                     : WGMMA_D32("+f", d)
+                     : WGMMA_ACC32(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     } else {
         asm volatile("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 " WGMMA_REGS32
                      ", {%32, %33, %34, %35}, %36, 1, 1, 1, 1;\n"
-                     : WGMMA_D32("+f", d)
+                     : WGMMA_ACC32(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 #endif
@@ -188,12 +183,12 @@ __device__ __forceinline__ void wgmma_rs_tb128(float (&d)[64], const uint32_t (&
     if constexpr (BF16) {
         asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64
                      ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                     : WGMMA_D64("+f", d)
+                     : WGMMA_ACC64(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     } else {
         asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64
                      ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
-                     : WGMMA_D64("+f", d)
+                     : WGMMA_ACC64(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 #endif

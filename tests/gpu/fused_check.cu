@@ -197,9 +197,7 @@ typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma
  * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
  * of spinning, "_c2" clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems
  * run unclustered), "_eager" O rescaled whenever a row max moves (no slack), "_qs" Q read from
- * shared memory by every Q·Kᵀ (not held in registers), "_whole" a block whose second half a
- * warpgroup does not see multiplied whole (the D64 default halves it), "_halved" such blocks
- * halved at D128 too (measured slower there). */
+ * shared memory by every Q·Kᵀ (not held in registers). */
 template <class TR, long long MB> struct tma_l2 : TR {
     static constexpr long long L2_SECTION_BYTES = MB << 20;
 };
@@ -215,9 +213,6 @@ template <class TR> struct tma_eager : TR { /* "_eager": O rescaled at every mov
 template <class TR> struct tma_q_smem : TR { /* "_qs": Q·Kᵀ reads Q from shared memory every block */
     static constexpr bool Q_IN_REGS = false;
 };
-template <class TR, bool HALVED> struct tma_halving : TR { /* "_whole" / "_halved" key blocks */
-    static constexpr bool HALF_BLOCKS = HALVED;
-};
 typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
 typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
 typedef tma_l2<tma_d128_w2d, 4> tma_d128_w2d_l2s4;
@@ -232,9 +227,6 @@ typedef tma_eager<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_eager;
 typedef tma_q_smem<tma_d128_w2> tma_d128_w2_qs;
 typedef tma_q_smem<tma_d128_w2d> tma_d128_w2d_qs;
 typedef tma_q_smem<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_qs;
-typedef tma_halving<tma_d128_w2d, true> tma_d128_w2d_halved;
-typedef tma_halving<tma_d64_w3d, false> tma_d64_w3d_whole;
-typedef tma_halving<tma_d64_w2s3d_tree, false> tma_d64_w2s3d_tree_whole;
 #define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -293,9 +285,6 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t128w2_qs", tma_d128_w2_qs, true),
     TMA_VARIANT("flash@t128w2d_qs", tma_d128_w2d_qs, true),
     TMA_VARIANT("flash@t64w2s3d_tree_qs", tma_d64_w2s3d_tree_qs, true),
-    TMA_VARIANT("flash@t128w2d_halved", tma_d128_w2d_halved, true),
-    TMA_VARIANT("flash@t64w3d_whole", tma_d64_w3d_whole, true),
-    TMA_VARIANT("flash@t64w2s3d_tree_whole", tma_d64_w2s3d_tree_whole, true),
     TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
     TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
 };
