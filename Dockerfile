@@ -24,8 +24,7 @@ RUN apt-get update \
 WORKDIR /src
 COPY Makefile ./
 COPY common/ common/
-COPY front/ front/
-COPY worker/ worker/
+COPY server/ server/
 COPY kernels/ kernels/
 # The front (no CUDA) and the fat worker: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
 # The context has no .git: the commit comes as a build argument (attnd --version, "build").

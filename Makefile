@@ -24,36 +24,44 @@ GENCODE     ?= $(GENCODE_FAT)
 # the host side must know whether the wgmma kernel was really compiled (kernels/flash.cu)
 HAVE_SM90A  := $(if $(findstring sm_90a,$(GENCODE)),-DFLASH_HAVE_SM90A,)
 
-# Two executables (docs/architecture.md): the front, $(BUILD)/attnd, built from common/ and
-# front/ without the CUDA headers and linked without CUDA; and the worker it starts,
-# $(BUILD)/attnd-worker, from common/, worker/ and kernels/ with CUDA, cuBLAS and CUPTI.
-CPPFLAGS_HOST = -D_GNU_SOURCE -I. -I$(PG_INCLUDE) -MMD -MP
-CPPFLAGS  = $(CPPFLAGS_HOST) -I$(CUDA)/include
-CFLAGS    = -std=c11 -O2 -g -Wall -Wextra -Wno-unused-parameter -pthread
-NVFLAGS   = -std=c++17 -O3 -g -lineinfo $(GENCODE) $(HAVE_SM90A) -Xcompiler -Wall,-Wno-unused-parameter \
-            --expt-relaxed-constexpr -Xptxas -warn-spills
-LDFLAGS_FRONT  = -pthread -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
-# libpq (the PostgreSQL store, front/store_pg.c): its header lives in a folder of its own.
-PG_INCLUDE    ?= $(or $(shell pg_config --includedir 2>/dev/null),/usr/include/postgresql)
-LDLIBS_FRONT   = -lmicrohttpd -lcjson -lsqlite3 -lpq -lm
-LDFLAGS   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
-LDLIBS_WORKER  = -lcudart_static -lcublas -lcupti -lcjson -ldl -lrt -lm
-LDLIBS    = $(LDLIBS_WORKER) -lmicrohttpd -lsqlite3 -lpq
+# The flags, in one place. Two executables (docs/architecture.md): the front, $(BUILD)/attnd,
+# from common/ and server/front/, compiled without the CUDA headers (CPPFLAGS_NO_CUDA) and linked
+# without CUDA; and the worker it starts, $(BUILD)/attnd-worker, from common/, server/worker/ and
+# kernels/ with CUDA, cuBLAS and CUPTI. Unit tests are compiled and linked like the code they test.
+# libpq (the PostgreSQL store, server/front/store/store_pg.c): its header lives in a folder of its own.
+PG_INCLUDE      ?= $(or $(shell pg_config --includedir 2>/dev/null),/usr/include/postgresql)
+WARNINGS         = -Wall,-Wextra,-Wno-unused-parameter
+CPPFLAGS_NO_CUDA = -D_GNU_SOURCE -I. -I$(PG_INCLUDE) -MMD -MP
+CPPFLAGS         = $(CPPFLAGS_NO_CUDA) -I$(CUDA)/include
+CFLAGS           = -std=c11 -O2 -g $(subst $(comma), ,$(WARNINGS)) -pthread
+NVFLAGS          = -std=c++17 -O3 -g -lineinfo $(GENCODE) $(HAVE_SM90A) -Xcompiler $(WARNINGS) \
+                   --expt-relaxed-constexpr -Xptxas -warn-spills
+LDFLAGS_FRONT    = -pthread -Wl,--disable-new-dtags -Wl,-rpath,'$$ORIGIN/lib'
+LDFLAGS_WORKER   = -L$(CUDA)/lib64 -pthread -Wl,-rpath,'$$ORIGIN/lib' -Wl,-rpath,$(CUDA)/lib64
+LDLIBS_COMMON    = -lcjson -lm
+LDLIBS_FRONT     = -lmicrohttpd -lsqlite3 -lpq $(LDLIBS_COMMON)
+LDLIBS_WORKER    = -lcudart_static -lcublas -lcupti -ldl -lrt $(LDLIBS_COMMON)
+comma := ,
 
 COMMON_C  = $(wildcard common/*.c)
-FRONT_C   = $(filter-out front/main.c,$(wildcard front/*.c front/routes/*.c))
-WORKER_C  = $(filter-out worker/main.c,$(wildcard worker/*.c))
-WORKER_CU = $(wildcard worker/*.cu)
+FRONT_C   = $(filter-out server/front/main.c,$(wildcard server/front/*.c server/front/*/*.c))
+WORKER_C  = $(filter-out server/worker/main.c,$(wildcard server/worker/*.c))
+WORKER_CU = $(wildcard server/worker/*.cu)
 KERNEL_C  = $(wildcard kernels/*.c)
 KERNEL_CU = $(wildcard kernels/*.cu)
 
 COMMON_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(COMMON_C))
 FRONT_OBJS  = $(patsubst %.c,$(BUILD)/%.o,$(FRONT_C))
 WORKER_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(WORKER_C) $(KERNEL_C)) $(patsubst %.cu,$(BUILD)/%.o,$(WORKER_CU) $(KERNEL_CU))
-# What the unit tests link: everything but the two main()s.
-LIB_OBJS    = $(COMMON_OBJS) $(FRONT_OBJS) $(WORKER_OBJS)
-UNIT_SRCS = $(wildcard tests/unit/test_*.c)
-UNIT_BINS = $(patsubst tests/unit/%.c,$(BUILD)/tests/%,$(UNIT_SRCS))
+
+# Unit tests mirror the tree (tests/unit/<folder>/test_*.c) and link the archive of the folder
+# they test, so each pulls in only the objects it uses: a front test links no CUDA.
+UNIT_FOLDERS = common front worker kernels
+UNIT_SRCS    = $(foreach f,$(UNIT_FOLDERS),$(wildcard tests/unit/$(f)/test_*.c))
+UNIT_BINS    = $(patsubst %.c,$(BUILD)/%,$(UNIT_SRCS))
+LIB_COMMON   = $(BUILD)/libattnd_common.a
+LIB_FRONT    = $(BUILD)/libattnd_front.a
+LIB_WORKER   = $(BUILD)/libattnd_worker.a
 
 ifeq ($(V),1)
 Q =
@@ -65,13 +73,20 @@ endif
 
 all: $(BUILD)/attnd $(BUILD)/attnd-worker
 
-$(BUILD)/attnd: $(COMMON_OBJS) $(FRONT_OBJS) $(BUILD)/front/main.o
+$(BUILD)/attnd: $(BUILD)/server/front/main.o $(LIB_FRONT) $(LIB_COMMON)
 	@echo "  LINK  $@"
 	$(Q)$(CC) -o $@ $^ $(LDFLAGS_FRONT) $(LDLIBS_FRONT)
 
-$(BUILD)/attnd-worker: $(COMMON_OBJS) $(WORKER_OBJS) $(BUILD)/worker/main.o
+$(BUILD)/attnd-worker: $(BUILD)/server/worker/main.o $(LIB_WORKER) $(LIB_COMMON)
 	@echo "  LINK  $@"
-	$(Q)$(CXX) -o $@ $^ $(LDFLAGS) $(LDLIBS_WORKER)
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
+
+$(LIB_COMMON): $(COMMON_OBJS)
+$(LIB_FRONT): $(FRONT_OBJS)
+$(LIB_WORKER): $(WORKER_OBJS)
+$(BUILD)/%.a:
+	@echo "  AR    $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
 
 # What built the binary (common/build_info.c, `attnd --version`, the "build" object): the values
 # go into $(BUILD)/build_info_values.h, rewritten (with the time) only when one of them changes,
@@ -96,27 +111,20 @@ $(BUILD)/build_info_values.h: FORCE
 	    echo '#define BUILD_INFO_GENCODE "$(BUILD_ARCHS)"'; \
 	    echo "#define BUILD_INFO_TIME \"$$(date -u +%Y-%m-%dT%H:%M:%SZ)\""; } > $@; }
 $(BUILD)/common/build_info.o: $(BUILD)/build_info_values.h
-$(BUILD)/common/build_info.o: CPPFLAGS_HOST += -I$(BUILD)
+$(BUILD)/common/build_info.o: CPPFLAGS_NO_CUDA += -I$(BUILD)
 
 # Every object depends on the flags it was built with: $(BUILD)/.flags is rewritten only when
 # they change (another GENCODE, say), and then everything rebuilds. Without it an object built
 # for sm_90 would silently stay, without the wgmma kernel, after a switch to sm_90a.
-BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS)
+BUILD_FLAGS := $(CC) $(CPPFLAGS) $(CFLAGS) | $(NVCC) $(NVFLAGS) | $(LDLIBS_FRONT) | $(LDLIBS_WORKER)
 $(BUILD)/.flags: FORCE
 	@mkdir -p $(BUILD)
 	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 FORCE:
 
-# common/ and front/ never see the CUDA headers: a CUDA include there fails the build.
-$(BUILD)/common/%.o: common/%.c $(BUILD)/.flags
-	@mkdir -p $(dir $@)
-	@echo "  CC    $<"
-	$(Q)$(CC) $(CPPFLAGS_HOST) $(CFLAGS) -c $< -o $@
-
-$(BUILD)/front/%.o: front/%.c $(BUILD)/.flags
-	@mkdir -p $(dir $@)
-	@echo "  CC    $<"
-	$(Q)$(CC) $(CPPFLAGS_HOST) $(CFLAGS) -c $< -o $@
+# common/ and server/front/ never see the CUDA headers: a CUDA include there fails the build.
+$(BUILD)/common/%.o $(BUILD)/server/front/%.o $(BUILD)/tests/unit/common/%.o $(BUILD)/tests/unit/front/%.o: \
+  CPPFLAGS = $(CPPFLAGS_NO_CUDA)
 
 $(BUILD)/%.o: %.c $(BUILD)/.flags
 	@mkdir -p $(dir $@)
@@ -128,11 +136,18 @@ $(BUILD)/%.o: %.cu $(BUILD)/.flags
 	@echo "  NVCC  $<"
 	$(Q)$(NVCC) $(CPPFLAGS) $(NVFLAGS) -c $< -o $@
 
-$(BUILD)/tests/%: tests/unit/%.c $(LIB_OBJS)
-	@mkdir -p $(dir $@)
-	@echo "  CC    $<"
-	$(Q)$(CXX) -x c -std=c11 $(CPPFLAGS) -O1 -g -Wall -Wextra -Wno-unused-parameter -pthread -c $< -o $@.o
-	$(Q)$(CXX) -o $@ $@.o $(LIB_OBJS) $(LDFLAGS) $(LDLIBS)
+unit_bins = $(patsubst %.c,$(BUILD)/%,$(wildcard tests/unit/$(1)/test_*.c))
+$(call unit_bins,common): $(BUILD)/%: $(BUILD)/%.o $(LIB_COMMON)
+	@echo "  LINK  $@"
+	$(Q)$(CC) -o $@ $^ -pthread $(LDLIBS_COMMON)
+
+$(call unit_bins,front): $(BUILD)/%: $(BUILD)/%.o $(LIB_FRONT) $(LIB_COMMON)
+	@echo "  LINK  $@"
+	$(Q)$(CC) -o $@ $^ $(LDFLAGS_FRONT) $(LDLIBS_FRONT)
+
+$(call unit_bins,worker) $(call unit_bins,kernels): $(BUILD)/%: $(BUILD)/%.o $(LIB_WORKER) $(LIB_COMMON)
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
 
 # Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
 deps:
@@ -166,8 +181,9 @@ FUZZ_SECONDS ?= 20
 test-fuzz:
 	$(Q)sh tests/fuzz/run.sh $(BUILD)/fuzz $(FUZZ_SECONDS)
 
-test-unit: $(UNIT_BINS)
-	$(Q)sh tests/unit/run.sh $(UNIT_BINS)
+# The pool's tests start the real worker (ATTND_WORKER_BIN).
+test-unit: $(UNIT_BINS) $(BUILD)/attnd-worker
+	$(Q)ATTND_WORKER_BIN=$(abspath $(BUILD)/attnd-worker) sh tests/unit/run.sh $(UNIT_BINS)
 
 test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker

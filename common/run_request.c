@@ -32,7 +32,7 @@
 
 /* The parameters a client may send. `fault` only with allow_faults. verify_cpu_max_macs is
  * accepted so a stored "params" object can be posted back unchanged; the server's setting
- * replaces it (front/routes/runs.c). */
+ * replaces it (server/front/routes/runs.c). */
 static const char *const run_params[] = {
     "backend", "device", "batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
     "mask", "scale", "seed", "warmup", "iters", "min_iters", "max_iters", "min_time_ms", "max_time_ms",
@@ -661,7 +661,7 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     {
         static const char *const names[] = {"q", "k", "v", "output_tensor"};
         char *dst[] = {r->q_tensor, r->k_tensor, r->v_tensor, r->output_tensor};
-        for (i = 0; i < 4; i++) { /* "t" and a decimal number (front/tensor_table.c) */
+        for (i = 0; i < 4; i++) { /* "t" and a decimal number (server/front/tensors/tensor_table.c) */
             if (!(item = param(query, body, names[i]))) continue;
             if (get_string(item, names[i], &s, e) != 0) return -1;
             if (s[0] != 't' || !s[1] || strlen(s) >= sizeof r->q_tensor || strspn(s + 1, "0123456789") != strlen(s + 1))

@@ -11,7 +11,6 @@
  * the value and what was expected.
  */
 #include "common/settings.h"
-#include "common/command_line.h"
 #include "common/grow.h"
 #include "common/parse_int.h"
 
@@ -462,22 +461,6 @@ out:
 }
 
 /* ----------------------------------------------------------------- load ----------------- */
-
-/* The front's command line, kept for the pool: workers are started with the same flags, so
- * they load the same settings (main.h). The getters are weak so that a unit test may define
- * its own (test_pool_record.c hands the pool a command line of its choosing); the setter is
- * the ordinary way. */
-static char *const *settings_main_argv;
-static int settings_main_argc;
-
-void main_set_original_argv(int argc, char **argv)
-{
-    settings_main_argv = argv;
-    settings_main_argc = argc;
-}
-
-__attribute__((weak)) char *const *main_original_argv(void) { return settings_main_argv; }
-__attribute__((weak)) int main_original_argc(void) { return settings_main_argc; }
 
 static int is_help_flag(const char *a) { return !strcmp(a, "--help") || !strcmp(a, "-h"); }
 

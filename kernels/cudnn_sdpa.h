@@ -60,7 +60,7 @@ const char *cudnn_sdpa_engine_desc(const attn_problem *p);
  * when nothing was built or cuDNN is absent. */
 void cudnn_sdpa_release(void);
 
-/* ---- exposed for tests/unit/test_cudnn_loader.c ------------------------------------- */
+/* ---- exposed for tests/unit/kernels/test_cudnn_loader.c ------------------------------------- */
 
 /* What identifies a plan. Scale is deliberately absent: it is a by-value input given in the
  * variant pack at execute time, so one plan serves every scale. */

@@ -1,4 +1,4 @@
-"""`attnd batch PLAN.json` (front/batch.c, docs/plan.md) with the real binary on the cpu
+"""`attnd batch PLAN.json` (server/front/batch/batch.c, docs/plan.md) with the real binary on the cpu
 device: the lines it writes, the store it fills, its exit statuses, its stop on SIGTERM, and
 that a plan from `attnd-cli plan` runs the grid the sweep flags describe.
 

@@ -1,6 +1,6 @@
 """attnd-cli's plans (clients/python/attnd/cli.py, docs/plan.md) without a server: one
 expansion for `sweep` flags, `sweep --plan` and `plan`, the order attnd batch runs, and the
-same refusals as front/batch_plan.c. test_batch.py runs a `plan` output through attnd batch.
+same refusals as server/front/batch/batch_plan.c. test_batch.py runs a `plan` output through attnd batch.
 """
 import io
 import json

@@ -1,4 +1,4 @@
-"""The HTTP front door under bad requests (front/http.c). Every refusal attnd makes is the
+"""The HTTP front door under bad requests (server/front/http/http.c). Every refusal attnd makes is the
 API's JSON error, {"error": {"code", "message", "field"}} with "field" null unless a
 parameter is at fault; the few that libmicrohttpd answers itself, before attnd sees the
 request, are answered and closed at once. Uploads (the streaming route) are refused before

@@ -23,7 +23,7 @@ def load_doc():
 
 
 def route_table():
-    """(method, path) of every entry of the route table in front/routes/table.c."""
+    """(method, path) of every entry of the route table in server/front/routes/table.c."""
     with open(os.path.join(REPO, "front", "routes", "table.c")) as f:
         text = f.read()
     table = text[text.index("http_routes[] = {"):]
@@ -47,7 +47,7 @@ def test_every_route_is_documented():
     doc = doc_paths(load_doc())
     routes = {(m, re.sub(r"\{[^}]+\}", "{id}", p)) for m, p in route_table()}
     missing = routes - doc
-    assert not missing, "routes in front/routes/table.c without an OpenAPI entry: %s" % sorted(missing)
+    assert not missing, "routes in server/front/routes/table.c without an OpenAPI entry: %s" % sorted(missing)
     # And nothing documented that the server lacks.
     extra = doc - routes
     assert not extra, "documented but not routed: %s" % sorted(extra)

@@ -1,12 +1,12 @@
 /* fuzz_safetensors.c — libFuzzer target for the safetensors header parser
- * (front/safetensors.c). The first byte picks whether the parser gets the whole file or
+ * (server/front/tensors/safetensors.c). The first byte picks whether the parser gets the whole file or
  * only the header bytes it asked for; on success every tensor must lie inside the file and
  * the tensors must tile the data section exactly. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "front/safetensors.h"
+#include "server/front/tensors/safetensors.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -19,7 +19,7 @@ if ! "$cc" -fsanitize=fuzzer,address "$out/probe.c" -o "$out/probe" >/dev/null 2
 fi
 flags="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -D_GNU_SOURCE -I."
 "$cc" $flags tests/fuzz/fuzz_npy.c common/npy.c common/attn.c -o "$out/fuzz_npy" -lm
-"$cc" $flags tests/fuzz/fuzz_safetensors.c front/safetensors.c common/attn.c -o "$out/fuzz_safetensors" -lcjson -lm
+"$cc" $flags tests/fuzz/fuzz_safetensors.c server/front/tensors/safetensors.c common/attn.c -o "$out/fuzz_safetensors" -lcjson -lm
 
 # Seeds: a valid file of each kind (mode byte first), so the fuzzer starts inside the grammar.
 mkdir -p "$out/corpus_npy" "$out/corpus_safetensors"

@@ -4,7 +4,7 @@ both ways), against the fp64 reference (the GPU fp32 math path above the cpu lim
 kernel per forward, any memop a memset (cuDNN's workspace), never a memcpy.
 
 nan == 0 proves every element was written: the worker poisons the output with NaN bytes
-before the profiled forward whose output it summarises (worker/gpu_job.h)."""
+before the profiled forward whose output it summarises (server/worker/gpu_job.h)."""
 import pytest
 
 from attnd_gpu_helpers import fact, fresh_seed, need_variant

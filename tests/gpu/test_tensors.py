@@ -122,7 +122,7 @@ def test_mixed_resident_and_generated(gapi, variants, resident):
 ROUND_TRIP_GBPS = {}
 def test_large_safetensors_at_unaligned_offsets(gapi):
     """A safetensors upload of 6 MiB: the worker copies uploads from 4 MiB on straight out of
-    its page-locked mapping of the body (worker/tensors.c), smaller ones through its
+    its page-locked mapping of the body (server/worker/tensors.c), smaller ones through its
     staging buffer (the resident fixture's). A 6-byte tensor first puts q, k and v at offsets
     that are not even 8-byte aligned in the body. Each comes back bit for bit with the
     documented fingerprint, and a run on them verifies against the fp64 reference."""

@@ -2,7 +2,7 @@
 and without the causal mask; fresh seeds every run.
 
 nan == 0 also proves the variant wrote every output element: the worker fills the output
-with NaN bytes before the profiled forward whose output is summarised (worker/gpu_job.h)."""
+with NaN bytes before the profiled forward whose output is summarised (server/worker/gpu_job.h)."""
 import pytest
 
 from attnd_gpu_helpers import (GPU_VARIANTS, STUDY, VERIFY_CPU_MAX_MACS, fact, fresh_seed, macs, need_variant)

@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
-"""The folders' rules (docs/architecture.md), checked over the sources and the build:
+"""The tree's rules (docs/architecture.md), checked over the sources and the build:
 
-- common/ includes only common/; front/ only common/ and front/; worker/ common/, worker/
-  and kernels/; kernels/ only kernels/ and common/ (the CUDA-free problem description).
-- no two files include each other, directly or through others (no include loop);
-- no CUDA header reaches an object of the front: the .d files of common/ and front/ objects
-  name no file of the CUDA toolkit, cuDNN, cuBLAS, CUPTI or NVML;
-- `ldd attnd` (the front) lists no CUDA library; attnd-worker does link the CUDA runtime's
-  companions (cuBLAS, CUPTI) — the split is real, not a copy.
-- no source file in front/ or worker/ is over MAX_LINES lines.
+- folders: common/ includes only common/; server/front/ only common/ and server/front/;
+  server/worker/ common/, server/worker/ and kernels/; kernels/ only kernels/ and common/ (the
+  CUDA-free problem description);
+- rooms: inside the front, a file includes and calls only its own room and the rooms below it
+  (ROOMS); nothing reaches up (store/ and tensors/ never reach http/ or routes/);
+- no circles: no include loop, and no two files that call each other, directly or through
+  others (the calls are read off the objects: a file's undefined symbols against the file
+  that defines them);
+- no CUDA header reaches an object of the front (the .d files of common/ and server/front/
+  objects), `ldd attnd` lists no CUDA library, and attnd-worker does link cuBLAS and CUPTI;
+- every room of the front says what it owns (README.md), and no folder holds more than
+  MAX_FOLDER_SOURCES sources.
 
 Exit 0 when every rule holds, else 1 with every breach listed.
 """
@@ -17,20 +21,55 @@ import os
 import re
 import subprocess
 import sys
+from collections import defaultdict
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FOLDERS = ("common", "front", "worker", "kernels")
+FOLDERS = ("common", "server/front", "server/worker", "kernels")
 ALLOWED = {
     "common": {"common"},
-    "front": {"common", "front"},
-    "worker": {"common", "worker", "kernels"},
+    "server/front": {"common", "server/front"},
+    "server/worker": {"common", "server/worker", "kernels"},
     "kernels": {"common", "kernels"},
 }
+# The front's rooms, each with the rooms it may reach (include or call) besides its own and
+# common/. "main", "records" and "metrics" are the files at the front's root.
+ROOMS = {
+    "main": {"routes", "batch", "tensors", "pool", "metrics", "records", "store", "http"},
+    "routes": {"tensors", "pool", "metrics", "records", "store", "http"},
+    "batch": {"pool", "metrics", "records", "store"},
+    "tensors": {"pool", "metrics", "records", "store"},
+    "pool": {"metrics", "records", "store"},
+    "metrics": {"records", "store"},
+    "records": {"store"},
+    "store": set(),
+    "http": set(),
+}
+MAX_FOLDER_SOURCES = 16
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 CUDA_FILE = re.compile(r"(/cuda[^/]*/|cudnn|cublas|cupti|nvml|cuda_runtime|nvToolsExt|/targets/x86_64-linux/)")
 CUDA_LIB = re.compile(r"lib(cuda|cudart|cublas|cublasLt|cupti|cudnn|nvidia-ml|nvrtc)\b")
-MAX_LINES = 700
+
+
+def folder_of(path):
+    for folder in FOLDERS:
+        if path.startswith(folder + "/"):
+            return folder
+    return None
+
+
+def room_of(path):
+    """The front room of a path under server/front/, else None."""
+    if not path.startswith("server/front/"):
+        return None
+    rest = path[len("server/front/"):]
+    if "/" in rest:
+        return rest.split("/")[0]
+    return os.path.splitext(rest)[0]
+
+
+def module_of(path):
+    return os.path.splitext(path)[0]
 
 
 def sources():
@@ -46,63 +85,136 @@ def includes(path):
         return INCLUDE.findall(f.read())
 
 
-def check_folders(files, graph, problems):
+def check_reach(src, dst, how, problems):
+    """One include or call from src to dst against the folders' and the rooms' rules."""
+    top, target = folder_of(src), folder_of(dst)
+    if target is None or target not in ALLOWED[top]:
+        problems.append(f"{src}: {how} {dst}, but {top}/ may reach only {sorted(ALLOWED[top])}")
+        return
+    a, b = room_of(src), room_of(dst)
+    if a and b and a != b:
+        if a not in ROOMS or b not in ROOMS:
+            problems.append(f"{src}: {how} {dst}: room '{a if a not in ROOMS else b}' is not in ROOMS")
+        elif b not in ROOMS[a]:
+            problems.append(f"{src}: {how} {dst}: the {a} room may not reach up to {b}")
+
+
+def check_includes(files, graph, problems):
     for f in files:
-        top = f.split("/")[0]
         for inc in graph[f]:
             if inc == "build_info_values.h":  # generated into $(BUILD) by the Makefile
                 continue
             if "/" not in inc:
                 problems.append(f"{f}: includes \"{inc}\": name project headers from the root (folder/file.h)")
-                continue
-            if inc.split("/")[0] not in ALLOWED[top]:
-                problems.append(f"{f}: includes {inc}, but {top}/ may include only {sorted(ALLOWED[top])}")
             elif not os.path.exists(os.path.join(ROOT, inc)):
                 problems.append(f"{f}: includes {inc}, which does not exist")
+            else:
+                check_reach(f, inc, "includes", problems)
 
 
-def check_loops(files, graph, problems):
-    # A .c/.cu file including a header of its own name is normal; a loop is a header cycle or
-    # two .c files that include each other's header while each header is included back.
-    state, stack = {}, []
-
-    def visit(node):
-        state[node] = 1
-        stack.append(node)
-        for nxt in graph.get(node, ()):
-            if nxt not in graph:
+def cycles(graph):
+    """Strongly connected components of more than one node (Tarjan, iterative)."""
+    index, low, on, stack, out, counter = {}, {}, set(), [], [], [0]
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter[0]
+        counter[0] += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            node, it = work[-1]
+            nxt = next(it, None)
+            if nxt is not None:
+                if nxt not in graph:
+                    continue
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter[0]
+                    counter[0] += 1
+                    stack.append(nxt)
+                    on.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on:
+                    low[node] = min(low[node], index[nxt])
                 continue
-            if state.get(nxt) == 1:
-                cyc = stack[stack.index(nxt):] + [nxt]
-                problems.append("include loop: " + " -> ".join(cyc))
-            elif nxt not in state:
-                visit(nxt)
-        stack.pop()
-        state[node] = 2
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    w = stack.pop()
+                    on.discard(w)
+                    comp.append(w)
+                    if w == node:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
 
-    for f in sorted(files):
-        if f not in state:
-            visit(f)
-    # module loops: a.c includes b.h and b.c includes a.h
-    mod = {}
+
+def check_include_loops(files, graph, problems):
+    # A .c file including its own header is normal; a loop is a header cycle, or two modules
+    # (a.c + a.h) that include each other's header.
+    for comp in cycles({f: set(graph[f]) for f in files}):
+        problems.append("include loop: " + " -> ".join(comp))
+    mods = defaultdict(set)
     for f in files:
-        if f.endswith((".c", ".cu")):
-            base = os.path.splitext(f)[0]
-            used = [i for i in graph[f] if i.endswith(".h")]
-            own = base + ".h"
-            used += graph.get(own, [])  # what its own header pulls in is used too
-            mod[base] = {os.path.splitext(i)[0] for i in used if i.endswith(".h")} - {base}
-    seen = set()
-    for a, deps in mod.items():
-        for b in deps:
-            if a in mod.get(b, ()) and (b, a) not in seen:
-                seen.add((a, b))
-                problems.append(f"modules include each other: {a}.c uses {b}.h and {b}.c uses {a}.h")
+        for inc in graph[f]:
+            if module_of(inc) != module_of(f):
+                mods[module_of(f)].add(module_of(inc))
+    for comp in cycles(mods):
+        problems.append("modules include each other: " + ", ".join(comp))
+
+
+def object_symbols(build):
+    """{source path: (defined, undefined)} for every object of common/, server/ and kernels/."""
+    table = {}
+    for folder in FOLDERS:
+        base = os.path.join(build, folder)
+        for dirpath, _, names in os.walk(base):
+            for n in names:
+                if not n.endswith(".o"):
+                    continue
+                obj = os.path.join(dirpath, n)
+                rel = os.path.relpath(obj, build)[:-2]
+                src = next((rel + ext for ext in (".c", ".cu") if os.path.exists(os.path.join(ROOT, rel + ext))), None)
+                if src is None:
+                    continue
+                out = subprocess.run(["nm", obj], capture_output=True, text=True).stdout
+                defined, undefined = set(), set()
+                for line in out.splitlines():
+                    p = line.split()
+                    if len(p) == 3 and p[1] in "TDBRVW":
+                        defined.add(p[2])
+                    elif len(p) == 2 and p[0] == "U":
+                        undefined.add(p[1])
+                table[src] = (defined, undefined)
+    return table
+
+
+def check_calls(build, problems):
+    table = object_symbols(build)
+    if not table:
+        problems.append(f"no objects under {build}: build first")
+        return
+    owner = {sym: src for src, (defined, _) in table.items() for sym in defined}
+    calls = defaultdict(set)
+    for src, (_, undefined) in table.items():
+        for sym in undefined:
+            dst = owner.get(sym)
+            if dst and dst != src:
+                calls[src].add(dst)
+                check_reach(src, dst, f"calls {sym} of", problems)
+    for comp in cycles({src: calls[src] for src in table}):
+        names = sorted({f"{a} -> {b}" for a in comp for b in calls[a] if b in comp})
+        problems.append("files call each other: " + "; ".join(names))
 
 
 def check_front_objects(build, problems):
     checked = 0
-    for folder in ("common", "front"):
+    for folder in ("common", "server/front"):
         for dirpath, _, names in os.walk(os.path.join(build, folder)):
             for n in names:
                 if not n.endswith(".d"):
@@ -114,7 +226,7 @@ def check_front_objects(build, problems):
                             problems.append(f"{os.path.join(dirpath, n)}: a front object depends on {dep}")
                             break
     if checked == 0:
-        problems.append(f"no .d files of common/ or front/ objects under {build}: build first")
+        problems.append(f"no .d files of common/ or server/front/ objects under {build}: build first")
 
 
 def check_binaries(build, problems):
@@ -136,30 +248,36 @@ def check_binaries(build, problems):
         problems.append(f"ldd {worker}: expected cuBLAS and CUPTI in the worker, got:\n{wout}")
 
 
-def check_sizes(files, problems):
+def check_folders(files, problems):
+    per_folder = defaultdict(int)
     for f in files:
-        if f.split("/")[0] not in ("front", "worker"):
-            continue
-        with open(os.path.join(ROOT, f), encoding="utf-8") as fh:
-            n = sum(1 for _ in fh)
-        if n > MAX_LINES:
-            problems.append(f"{f}: {n} lines (front/ and worker/ files stay under {MAX_LINES})")
+        if f.endswith((".c", ".cu")):
+            per_folder[os.path.dirname(f)] += 1
+    for folder, n in sorted(per_folder.items()):
+        if n > MAX_FOLDER_SOURCES:
+            problems.append(f"{folder}/: {n} sources (at most {MAX_FOLDER_SOURCES}: split it into rooms)")
+    front = os.path.join(ROOT, "server/front")
+    for name in sorted(os.listdir(front)):
+        if os.path.isdir(os.path.join(front, name)):
+            if name not in ROOMS:
+                problems.append(f"server/front/{name}/ is not a room of ROOMS")
+            if not os.path.exists(os.path.join(front, name, "README.md")):
+                problems.append(f"server/front/{name}/ has no README.md saying what it owns")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", help="the build folder (checks objects and binaries too)")
-    ap.add_argument("--no-sizes", action="store_true", help="skip the file-size rule")
+    ap.add_argument("--build", help="the build folder (checks calls, objects and binaries too)")
     args = ap.parse_args()
     files = sorted(sources())
     graph = {f: includes(f) for f in files}
     problems = []
-    check_folders(files, graph, problems)
-    check_loops(files, graph, problems)
-    if not args.no_sizes:
-        check_sizes(files, problems)
+    check_includes(files, graph, problems)
+    check_include_loops(files, graph, problems)
+    check_folders(files, problems)
     if args.build:
         build = os.path.join(ROOT, args.build) if not os.path.isabs(args.build) else args.build
+        check_calls(build, problems)
         check_front_objects(build, problems)
         check_binaries(build, problems)
     for p in problems:

@@ -255,7 +255,7 @@ class PlanError(ValueError):
 
 
 def check_plan(plan):
-    """Raise PlanError unless plan is a plan attnd batch accepts (front/batch_plan.c checks
+    """Raise PlanError unless plan is a plan attnd batch accepts (server/front/batch/batch_plan.c checks
     the same; the run parameters themselves are the server's to check)."""
     if not isinstance(plan, dict):
         raise PlanError('a plan is a JSON object {"backends": [...], ...}')

@@ -20,7 +20,7 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _UNIT_SCALE = np.float32(float.fromhex("0x1.bb67aep-16"))  # ≈ 1/37837.23: unit variance
 _TENSORS = {"q": 0, "k": 1, "v": 2}
 
-# Tolerances against the fp64 reference (worker/output_stats.h, docs/verify.md).
+# Tolerances against the fp64 reference (server/worker/output_stats.h, docs/verify.md).
 TOLERANCES = {"bf16": (4e-2, 1.6e-2), "fp16": (5e-3, 2e-3), "fp32": (1e-4, 1e-5)}
 
 

@@ -1,0 +1,295 @@
+/* batch_plan.c — read, check and expand a plan file (batch_plan.h, docs/plan.md).
+ *
+ * Strict on purpose: a CI job that misspells "heads" should stop before it spends an hour of
+ * GPU time on the wrong grid, so every unknown key is an error, and every run of the grid is
+ * parsed (run_request_parse) before the first one starts.
+ */
+#include "server/front/batch/batch_plan.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#define PLAN_MAX_BYTES (4 << 20) /* a plan is a few lines; anything larger is the wrong file */
+
+/* The grid's axes in expansion order after backends: the plan key is the run parameter. */
+static const char *const plan_axes[] = {"batch", "heads", "seq", "head_dim", "dtype"};
+#define PLAN_AXIS_COUNT (sizeof plan_axes / sizeof plan_axes[0])
+
+/* Run parameters a plan cannot hold: resident tensors belong to one server's memory, and
+ * a batch waits for every run anyway. */
+static const char *const plan_refused_params[] = {"q", "k", "v", "keep_output", "async"};
+
+/* The whole file, NUL-terminated and malloc'd (caller frees); NULL with err. */
+static char *plan_read_file(const char *path, size_t *len, char *err, size_t err_len)
+{
+    FILE *f = fopen(path, "rb");
+    char *text;
+    size_t n;
+
+    if (!f) {
+        snprintf(err, err_len, "cannot read plan %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    text = malloc(PLAN_MAX_BYTES + 1);
+    if (!text) {
+        fclose(f);
+        snprintf(err, err_len, "out of memory reading plan %s", path);
+        return NULL;
+    }
+    n = fread(text, 1, PLAN_MAX_BYTES + 1, f);
+    if (ferror(f) || n > PLAN_MAX_BYTES) {
+        snprintf(err, err_len, "plan %s: %s", path, ferror(f) ? strerror(errno) : "larger than 4 MiB");
+        fclose(f);
+        free(text);
+        return NULL;
+    }
+    fclose(f);
+    text[n] = '\0';
+    *len = n;
+    return text;
+}
+
+/* 1-based line of position at in text, for "not JSON" messages. */
+static int plan_line_of(const char *text, const char *at)
+{
+    int line = 1;
+    for (; text < at && *text; text++)
+        if (*text == '\n') line++;
+    return line;
+}
+
+/* Check that axis `key` of the plan, when present, is a non-empty array of integers
+ * (strings: want_string). 0, or -1 with err. */
+static int plan_check_axis(const char *path, const cJSON *plan, const char *key, int want_string, char *err,
+                           size_t err_len)
+{
+    const cJSON *axis = cJSON_GetObjectItemCaseSensitive(plan, key), *v;
+    int i = 0;
+
+    if (!axis) return 0;
+    if (!cJSON_IsArray(axis) || cJSON_GetArraySize(axis) == 0) {
+        snprintf(err, err_len, "plan %s: \"%s\" must be a non-empty array of %s", path, key,
+                 want_string ? "strings" : "integers");
+        return -1;
+    }
+    cJSON_ArrayForEach(v, axis) {
+        int ok = want_string ? cJSON_IsString(v) && v->valuestring[0]
+                             : cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble;
+        if (!ok) {
+            char *shown = cJSON_PrintUnformatted(v);
+            snprintf(err, err_len, "plan %s: \"%s\"[%d] is %.60s, not %s", path, key, i, shown ? shown : "?",
+                     want_string ? "a non-empty string" : "an integer");
+            free(shown);
+            return -1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+/* Check the plan's keys and the shape of each value. 0, or -1 with err. */
+static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_t err_len)
+{
+    const cJSON *item, *params, *repeat;
+    size_t k;
+
+    if (!cJSON_IsObject(plan)) {
+        snprintf(err, err_len, "plan %s: must be a JSON object {\"backends\": [...], ...}", path);
+        return -1;
+    }
+    cJSON_ArrayForEach(item, plan) {
+        int known = !strcmp(item->string, "backends") || !strcmp(item->string, "params") ||
+                    !strcmp(item->string, "repeat") || !strcmp(item->string, "description");
+        for (k = 0; k < PLAN_AXIS_COUNT && !known; k++) known = !strcmp(item->string, plan_axes[k]);
+        if (!known) {
+            snprintf(err, err_len,
+                     "plan %s: unknown key \"%.40s\"; a plan has backends, batch, heads, seq, head_dim, dtype, "
+                     "params, repeat and description (docs/plan.md)",
+                     path, item->string);
+            return -1;
+        }
+    }
+    if (!cJSON_GetObjectItemCaseSensitive(plan, "backends")) {
+        snprintf(err, err_len, "plan %s: \"backends\" is missing (a non-empty array of backend names)", path);
+        return -1;
+    }
+    if (plan_check_axis(path, plan, "backends", 1, err, err_len) != 0) return -1;
+    for (k = 0; k < PLAN_AXIS_COUNT; k++)
+        if (plan_check_axis(path, plan, plan_axes[k], !strcmp(plan_axes[k], "dtype"), err, err_len) != 0) return -1;
+
+    item = cJSON_GetObjectItemCaseSensitive(plan, "description");
+    if (item && !cJSON_IsString(item)) {
+        snprintf(err, err_len, "plan %s: \"description\" must be a string", path);
+        return -1;
+    }
+    repeat = cJSON_GetObjectItemCaseSensitive(plan, "repeat");
+    if (repeat && !(cJSON_IsNumber(repeat) && repeat->valuedouble == (double)(int)repeat->valuedouble &&
+                    repeat->valuedouble >= 1 && repeat->valuedouble <= BATCH_PLAN_MAX_REPEAT)) {
+        snprintf(err, err_len, "plan %s: \"repeat\" must be an integer from 1 to %d", path, BATCH_PLAN_MAX_REPEAT);
+        return -1;
+    }
+
+    params = cJSON_GetObjectItemCaseSensitive(plan, "params");
+    if (!params) return 0;
+    if (!cJSON_IsObject(params)) {
+        snprintf(err, err_len, "plan %s: \"params\" must be an object of run parameters", path);
+        return -1;
+    }
+    cJSON_ArrayForEach(item, params) {
+        if (!strcmp(item->string, "backend")) {
+            snprintf(err, err_len, "plan %s: params.backend: backends are an axis; list them in \"backends\"", path);
+            return -1;
+        }
+        for (k = 0; k < PLAN_AXIS_COUNT; k++)
+            if (!strcmp(item->string, plan_axes[k]) && cJSON_GetObjectItemCaseSensitive(plan, plan_axes[k])) {
+                snprintf(err, err_len, "plan %s: params.%s: %s is also an axis of the plan; give it in one place",
+                         path, item->string, item->string);
+                return -1;
+            }
+        for (k = 0; k < sizeof plan_refused_params / sizeof plan_refused_params[0]; k++)
+            if (!strcmp(item->string, plan_refused_params[k])) {
+                snprintf(err, err_len,
+                         "plan %s: params.%s: not in a plan (resident tensors, keep_output and async belong to a "
+                         "server's session; a batch runs generated inputs and waits for each run)",
+                         path, item->string);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* Where the plan sets parameter field, for messages: "params.iters", "backends", "seq". */
+static const char *plan_key_of_field(const cJSON *doc, const char *field, char *key, size_t key_len)
+{
+    if (!field[0]) return "params";
+    if (!strcmp(field, "backend")) return "backends";
+    if (cJSON_GetObjectItemCaseSensitive(doc, field)) return field; /* an axis */
+    snprintf(key, key_len, "params.%.40s", field);
+    return key;
+}
+
+/* The run at one point of the grid: params, the backend and the axes' values at[k], parsed
+ * as a POST /v1/runs body. 0, or -1 with err. */
+static int plan_parse_point(const char *path, const cJSON *doc, const cJSON *backend, const cJSON *const *axes,
+                            const int *at, int allow_faults, int index, run_request *r, char *err, size_t err_len)
+{
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(doc, "params");
+    cJSON *body = params ? cJSON_Duplicate(params, 1) : cJSON_CreateObject();
+    char key[64];
+    api_error e;
+    size_t k;
+    int rc;
+
+    if (!body) {
+        snprintf(err, err_len, "out of memory expanding plan %s", path);
+        return -1;
+    }
+    cJSON_AddItemToObject(body, "backend", cJSON_Duplicate(backend, 0));
+    for (k = 0; k < PLAN_AXIS_COUNT; k++)
+        if (axes[k]) cJSON_AddItemToObject(body, plan_axes[k], cJSON_Duplicate(cJSON_GetArrayItem(axes[k], at[k]), 0));
+    rc = run_request_parse(r, NULL, body, allow_faults, &e);
+    cJSON_Delete(body);
+    if (rc != 0)
+        snprintf(err, err_len, "plan %s: %s: %s (run %d of the grid, backend %s)", path,
+                 plan_key_of_field(doc, e.field, key, sizeof key), e.message, index + 1, backend->valuestring);
+    return rc;
+}
+
+/* Expand the checked plan into plan->runs: one pass of the grid, parsed, then copied for
+ * each further repeat. 0, or -1 with err naming the run at fault. */
+static int plan_expand(const char *path, const cJSON *doc, int allow_faults, batch_plan *plan, char *err,
+                       size_t err_len)
+{
+    const cJSON *backends = cJSON_GetObjectItemCaseSensitive(doc, "backends"), *backend;
+    const cJSON *repeat = cJSON_GetObjectItemCaseSensitive(doc, "repeat");
+    const cJSON *axes[PLAN_AXIS_COUNT];
+    int sizes[PLAN_AXIS_COUNT], at[PLAN_AXIS_COUNT];
+    int repeats = repeat ? (int)repeat->valuedouble : 1, points = 1, per_grid, point, n = 0, r;
+    size_t k;
+
+    for (k = 0; k < PLAN_AXIS_COUNT; k++) {
+        axes[k] = cJSON_GetObjectItemCaseSensitive(doc, plan_axes[k]);
+        sizes[k] = axes[k] ? cJSON_GetArraySize(axes[k]) : 1; /* an axis not given: one pass, unset */
+        if ((long long)points * sizes[k] > BATCH_PLAN_MAX_RUNS) points = BATCH_PLAN_MAX_RUNS + 1;
+        else points *= sizes[k];
+    }
+    if ((long long)points * cJSON_GetArraySize(backends) * repeats > BATCH_PLAN_MAX_RUNS) {
+        snprintf(err, err_len, "plan %s: more than %d runs (backends x the axes x repeat)", path,
+                 BATCH_PLAN_MAX_RUNS);
+        return -1;
+    }
+    per_grid = points * cJSON_GetArraySize(backends);
+    plan->runs = calloc((size_t)per_grid * (size_t)repeats, sizeof *plan->runs);
+    if (!plan->runs) {
+        snprintf(err, err_len, "out of memory expanding plan %s", path);
+        return -1;
+    }
+    cJSON_ArrayForEach(backend, backends) {
+        memset(at, 0, sizeof at);
+        for (point = 0; point < points; point++, n++) {
+            if (plan_parse_point(path, doc, backend, axes, at, allow_faults, n, &plan->runs[n], err, err_len) != 0)
+                return -1;
+            for (k = PLAN_AXIS_COUNT; k-- > 0;) { /* the next point: the last axis turns fastest */
+                if (++at[k] < sizes[k]) break;
+                at[k] = 0;
+            }
+        }
+    }
+    for (r = 1; r < repeats; r++) memcpy(plan->runs + (size_t)r * per_grid, plan->runs, per_grid * sizeof *plan->runs);
+    plan->count = per_grid * repeats;
+    return 0;
+}
+
+int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *err, size_t err_len)
+{
+    cJSON *doc;
+    size_t len = 0;
+    char *text;
+    int rc;
+
+    plan->runs = NULL;
+    plan->count = 0;
+    text = plan_read_file(path, &len, err, err_len);
+    if (!text) return -1;
+    doc = cJSON_ParseWithLength(text, len);
+    if (!doc) {
+        const char *at = cJSON_GetErrorPtr();
+        snprintf(err, err_len, "plan %s is not JSON (line %d, byte %ld)", path, at ? plan_line_of(text, at) : 0,
+                 at ? (long)(at - text) : 0L);
+        free(text);
+        return -1;
+    }
+    free(text);
+    rc = plan_check_keys(path, doc, err, err_len);
+    if (rc == 0) rc = plan_expand(path, doc, allow_faults, plan, err, err_len);
+    cJSON_Delete(doc);
+    if (rc != 0) batch_plan_free(plan);
+    return rc;
+}
+
+void batch_plan_free(batch_plan *plan)
+{
+    free(plan->runs);
+    plan->runs = NULL;
+    plan->count = 0;
+}
+
+void batch_plan_label(const run_request *r, char *out, size_t len)
+{
+    const attn_problem *p = &r->problem;
+    int n;
+
+    n = snprintf(out, len, "%s batch=%" PRId64 " heads=%" PRId64, r->backend, p->batch, p->heads);
+    if (n < 0 || (size_t)n >= len) return;
+    if (p->seq_q == p->seq_kv)
+        n += snprintf(out + n, len - (size_t)n, " seq=%" PRId64, p->seq_q);
+    else
+        n += snprintf(out + n, len - (size_t)n, " seq_q=%" PRId64 " seq_kv=%" PRId64, p->seq_q, p->seq_kv);
+    if ((size_t)n >= len) return;
+    snprintf(out + n, len - (size_t)n, " head_dim=%" PRId64 " dtype=%s", p->head_dim, attn_dtype_name(p->dtype));
+}

@@ -1,0 +1,46 @@
+/* metrics.h — the counters and gauges of GET /metrics (Prometheus text format 0.0.4).
+ *
+ * Counters live here, updated by the front as things happen (thread-safe, never blocking on
+ * I/O); gauges that the pool already knows (queue depth, workers up, restarts, GPU memory)
+ * are read through the source it registers when the text is rendered. Every name starts
+ * with attnd_.
+ */
+#ifndef METRICS_H
+#define METRICS_H
+
+#include <stddef.h>
+
+#include "server/front/records.h"
+
+/* One answered HTTP request: route is the route table's pattern ("/v1/runs/{id}"), NULL
+ * when no route matched (counted as route="unmatched"); status 0 when nothing was sent.
+ * Labels come from the route table only: a method it does not have counts as "other". */
+void metrics_http_request(const char *method, const char *route, int status);
+
+/* A run reached its final state (done, failed, cancelled): counted by backend and status,
+ * and a done run's median forward time (rec->median_us) goes into its device's histogram. */
+void metrics_observe_run(const run_record *rec);
+
+/* One device's gauges, as the pool knows them when /metrics is rendered. */
+typedef struct metrics_device {
+    char id[16];                /* "cpu", "cuda:N" */
+    int queue_depth;            /* runs waiting */
+    int up;                     /* 1 when its worker is up */
+    int restarts;
+    double memory_total_bytes;  /* from the worker's last hello; < 0 when unknown */
+    double memory_free_bytes;
+} metrics_device;
+
+/* Fills out with up to max devices; returns how many. */
+typedef int (*metrics_devices_fn)(metrics_device *out, int max);
+
+/* Where the device gauges come from (the pool, at its start); without one, none. */
+void metrics_set_device_source(metrics_devices_fn fn);
+
+/* Bytes of resident tensors held on device; 0 until set. */
+void metrics_set_tensor_bytes(const char *device, double bytes);
+
+/* The whole exposition text, malloc'd (caller frees); NULL when out of memory. */
+char *metrics_render(void);
+
+#endif

@@ -1,0 +1,279 @@
+/* pool_runs.c — runs through the pool (pool.h): the refusals before a run queues, its
+ * record stored "queued", the synchronous caller's wait (and its client leaving), cancel,
+ * and what the queues tell about the runs in them.
+ */
+#include "server/front/pool/pool.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/front/pool/queue.h"
+
+#define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
+
+/* A run refused before it became a job: its end hook, on the caller's thread (no lock). */
+static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end)
+{
+    if (on_end) on_end(r, POOL_RUN_REFUSED, NULL, -1);
+}
+
+/* The synchronous caller's wait for j's end (pool_mu held, and held again on return).
+ * With gone, its client is asked every POOL_CLIENT_POLL_MS whether it left: while j waits
+ * in the queue, j is cancelled (stored "cancelled", client_gone) and its slot freed at once;
+ * while it runs, it goes on detached and its record will say client_gone. Returns 1 when
+ * the end was handed over (j->http_status, j->response; the caller frees j), 0 when j was
+ * detached (its end frees it; *response is set here). */
+static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_fn gone, const void *client,
+                                 cJSON **response, int *status)
+{
+    char message[200];
+
+    while (!j->finished) {
+        struct timespec until;
+        int left;
+
+        if (!gone) {
+            pthread_cond_wait(&j->cond, &pool_mu);
+            continue;
+        }
+        until = clock_deadline(POOL_CLIENT_POLL_MS);
+        pthread_cond_timedwait(&j->cond, &pool_mu, &until);
+        if (j->finished || j->ending) continue;
+        pthread_mutex_unlock(&pool_mu); /* the poll is a syscall: not under the lock */
+        left = gone(client);
+        pthread_mutex_lock(&pool_mu);
+        if (!left || j->finished || j->ending) continue;
+
+        __atomic_store_n(&j->client_gone, 1, __ATOMIC_RELEASE);
+        if (slot_position_locked(w, j) > 0) { /* still waiting: it never runs */
+            snprintf(message, sizeof message, "run %lld was cancelled while queued: its client closed the connection",
+                     j->id);
+            log_info("run %lld cancelled while queued on %s: its client left", j->id, w->name);
+            queue_cancel_run_locked(w, j, "client_gone", message);
+            continue;
+        }
+        /* Running: let it finish and be stored; nobody waits for it any more. */
+        j->detached = 1;
+        log_info("run %lld: its client left while it ran on %s; it finishes unattended", j->id, w->name);
+        snprintf(message, sizeof message, "run %lld goes on without its client (GET /v1/runs/%lld)", j->id, j->id);
+        *status = 409;
+        *response = pool_error_body("client_gone", message, NULL);
+        return 0;
+    }
+    *status = j->http_status;
+    *response = j->response;
+    return 1;
+}
+
+/* Why r cannot queue (the slot is w, NULL when unknown): a status with *response set, or
+ * 0 when it may. Under pool_mu. */
+static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **response)
+{
+    char message[700];
+    long long macs = run_request_macs(r);
+
+    /* A forward on the cpu costs seconds per 10^10 MACs: a run past the limit would hold the
+     * only cpu worker (verifies included) for minutes. Refused before it queues. */
+    if (!strcmp(r->device, "cpu") && pool_settings.cpu_max_macs > 0 && macs > pool_settings.cpu_max_macs) {
+        snprintf(message, sizeof message,
+                 "this run costs about %lld multiply-accumulates per forward (batch*heads*seq_q*seq_kv*head_dim), "
+                 "over the cpu device's limit cpu_max_macs=%lld; run it on a GPU or make it smaller",
+                 macs, pool_settings.cpu_max_macs);
+        *response = pool_error_body("too_costly", message, NULL);
+        return 422;
+    }
+    if (!pool_started || pool_stopping || pool_draining) {
+        *response = pool_error_body("shutting_down", "the server is stopping; it takes no new runs", NULL);
+        return 503;
+    }
+    if (!w || w->state == SLOT_DOWN) {
+        if (!w)
+            snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)",
+                     r->device[0] ? r->device : "(none)");
+        else
+            snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
+        *response = pool_error_body("no_device", message, "device");
+        return 503;
+    }
+    if (w->queued >= pool_settings.queue_depth) {
+        snprintf(message, sizeof message, "the queue of device %s is full (queue_depth=%d jobs waiting); retry later",
+                 w->name, pool_settings.queue_depth);
+        *response = pool_error_body("queue_full", message, NULL);
+        return 429;
+    }
+    return 0;
+}
+
+/* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL.
+ * gone/client: the synchronous caller's client (pool_run_watched), NULL when none. */
+static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end,
+                       pool_client_gone_fn gone, const void *client)
+{
+    worker_slot *w;
+    pool_job *j;
+    cJSON *device;
+    char message[700];
+    int status;
+
+    *response = NULL;
+    pthread_mutex_lock(&pool_mu);
+    w = slot_find_locked(r->device);
+    status = pool_refusal_locked(r, w, response);
+    if (status) {
+        pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
+        return status;
+    }
+    w->queued++; /* reserved now, so concurrent requests cannot overfill the queue */
+    device = w->device ? cJSON_Duplicate(w->device, 1) : NULL;
+    pthread_mutex_unlock(&pool_mu);
+
+    j = job_new_run(r, device);
+    if (!j || run_record_save(&j->rec) != 0) {
+        if (j)
+            job_free(j);
+        else
+            cJSON_Delete(device);
+        pthread_mutex_lock(&pool_mu);
+        w->queued--;
+        pthread_mutex_unlock(&pool_mu);
+        pool_end_unqueued(r, on_end);
+        *response = j ? pool_error_body("store_error", "the run could not be stored", NULL)
+                      : pool_error_body("out_of_memory", "out of memory", NULL);
+        return 500;
+    }
+    j->id = j->rec.id;
+    j->on_end = on_end; /* from here every end of j calls it (job_end_hook) */
+
+    pthread_mutex_lock(&pool_mu);
+    if (pool_stopping || pool_draining) { /* the server began to stop while we stored */
+        w->queued--;
+        job_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL); /* not detached yet: row deleted */
+    } else if (w->state == SLOT_DOWN) { /* it went down while we stored */
+        w->queued--;
+        snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
+        job_refuse_locked(j, 503, "no_device", message, "device");
+    } else { /* the reservation becomes the job */
+        slot_push_locked(w, j);
+        if (detach) { /* from here the dispatcher (or a cancel) owns j: never touch it after unlock */
+            long long id = j->id;
+            int position = slot_position_locked(w, j);
+            j->detached = 1;
+            pthread_mutex_unlock(&pool_mu);
+            *response = cJSON_CreateObject();
+            cJSON_AddNumberToObject(*response, "id", (double)id);
+            cJSON_AddStringToObject(*response, "status", "queued");
+            cJSON_AddNumberToObject(*response, "queue_position", position);
+            return 202;
+        }
+    }
+    if (!pool_wait_sync_locked(w, j, gone, client, response, &status)) {
+        pthread_mutex_unlock(&pool_mu); /* detached: the dispatcher frees j */
+        return status;
+    }
+    pthread_mutex_unlock(&pool_mu);
+    job_free(j);
+    return status;
+}
+
+int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0, NULL, NULL, NULL); }
+
+int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1, NULL, NULL, NULL); }
+
+int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response)
+{
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, NULL, NULL);
+}
+
+int pool_run_watched(const run_request *r, pool_run_end_fn on_end, pool_client_gone_fn gone, const void *client,
+                     cJSON **response)
+{
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, r->async_run ? NULL : gone, client);
+}
+
+int pool_cancel(long long id)
+{
+    worker_slot *w = NULL;
+    pool_job *j;
+    char message[160];
+
+    pthread_mutex_lock(&pool_mu);
+    j = queue_find_run_locked(id, &w);
+    if (!j) {
+        pthread_mutex_unlock(&pool_mu);
+        return -1;
+    }
+    snprintf(message, sizeof message, "run %lld was cancelled (DELETE /v1/runs/%lld) while it was queued", id, id);
+    log_info("run %lld cancelled while queued on %s", id, w->name);
+    queue_cancel_run_locked(w, j, "cancelled", message);
+    pthread_mutex_unlock(&pool_mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- queues -- */
+
+int pool_queue_position(long long id)
+{
+    worker_slot *w = NULL;
+    pool_job *j;
+    int position = -1;
+
+    pthread_mutex_lock(&pool_mu);
+    j = queue_find_run_locked(id, &w);
+    if (j) position = slot_position_locked(w, j);
+    pthread_mutex_unlock(&pool_mu);
+    return position;
+}
+
+int pool_queue_depth(const char *device)
+{
+    worker_slot *w;
+    int n = 0;
+
+    pthread_mutex_lock(&pool_mu);
+    w = slot_find_locked(device);
+    if (w) n = w->queued;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
+int pool_runs_running(void)
+{
+    int i, n = 0;
+
+    pthread_mutex_lock(&pool_mu);
+    for (i = 0; i < pool_nslots; i++) n += pool_slots[i].current_run > 0;
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}
+
+/* 1 when run request q reads resident tensor id as q, k or v. */
+static int pool_reads_tensor(const run_request *q, const char *id)
+{
+    return !strcmp(q->q_tensor, id) || !strcmp(q->k_tensor, id) || !strcmp(q->v_tensor, id);
+}
+
+int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)
+{
+    int i, n = 0;
+
+    if (!tensor_id || !tensor_id[0]) return 0;
+    pthread_mutex_lock(&pool_mu);
+    for (i = 0; i < pool_nslots; i++) {
+        const worker_slot *w = &pool_slots[i];
+        const pool_job *q;
+        if (w->current_run > 0 && pool_reads_tensor(&w->current_req, tensor_id)) {
+            if (n < max) ids[n] = w->current_run;
+            n++;
+        }
+        for (q = w->head; q; q = q->next)
+            if (q->kind == JOB_RUN && pool_reads_tensor(&q->rec.request, tensor_id)) {
+                if (n < max) ids[n] = q->id;
+                n++;
+            }
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return n;
+}

@@ -1,0 +1,35 @@
+/* table.c — every route of the front: method, path, handler, and the line GET / lists. The
+ * metrics' route labels come from this table only (server/front/metrics.c). */
+#include "server/front/routes/routes.h"
+#include "server/front/tensors/tensors.h"
+
+const http_route http_routes[] = {
+    {"GET", "/healthz", route_healthz, "the process is alive"},
+    {"GET", "/readyz", route_readyz, "every worker is up (503 while not)"},
+    {"GET", "/v1/device", route_device, "the devices served: cpu and GPUs"},
+    {"GET", "/v1/variants", route_variants, "the variants, what each supports, available or why not"},
+    {"POST", "/v1/runs", route_run, "run a job (synchronously, or async=true: 202 and poll)"},
+    {"POST", "/run", route_run, "alias of POST /v1/runs"},
+    {"GET", "/v1/runs/{id}", route_get_run, "one stored run"},
+    {"GET", "/v1/runs", route_list_runs, "run history: ?after=POSITION&limit=N&backend&status&device&node&since"},
+    {"DELETE", "/v1/runs/{id}", route_cancel_run, "cancel a queued run (409 once it runs)"},
+    {"GET", "/v1/runs/{id}/trace", route_run_trace, "Chrome trace-event JSON of a profiled GPU run"},
+    {"GET", "/v1/nodes", route_nodes, "the fleet's nodes: devices, version, last heartbeat"},
+    {"GET", "/metrics", route_metrics, "Prometheus text exposition"},
+    {"GET", "/openapi.json", route_openapi, "the OpenAPI 3.0 document of this API"},
+    {"GET", "/", route_dashboard, "the dashboard page"},
+    {"GET", "/dashboard/{id}", route_dashboard_file, "the dashboard's static files"},
+    /* resident tensors (server/front/tensors/tensors.h); the upload streams its body into a memfd */
+    {"POST", "/v1/tensors", route_tensor_upload, "upload a tensor: raw, .npy or safetensors (streamed)"},
+    {"GET", "/v1/tensors", route_tensor_list, "the resident tensors"},
+    {"GET", "/v1/tensors/{id}", route_tensor_get, "one tensor's metadata"},
+    {"GET", "/v1/tensors/{id}/data", route_tensor_data, "download a tensor: npy (default) or ?format=raw"},
+    {"DELETE", "/v1/tensors/{id}", route_tensor_delete, "free a tensor"},
+};
+const size_t http_routes_count = sizeof http_routes / sizeof http_routes[0];
+
+/* POST bodies written to a memfd as they arrive (http.h): tensor uploads. */
+const http_stream_route http_stream_routes[] = {
+    {"/v1/tensors", tensors_upload_admit, tensors_upload_grow, tensors_upload_release},
+    {NULL, NULL, NULL, NULL},
+};

@@ -1,0 +1,265 @@
+/* store.c — the front's one door to the history (store.h): this machine's SQLite file
+ * alone, or that file as the outbox of the fleet's PostgreSQL.
+ *
+ * Writes always go to the local file (with an outbox row when in a fleet) and then kick the
+ * outbox thread: a run never waits for, nor fails because of, the database. Reads of one run
+ * look here first (this node's runs, freshest), then in the database (the other nodes').
+ * The history list reads the database after sending this node's waiting writes, so a client
+ * sees its own run in the list as soon as it has its answer.
+ */
+#include "server/front/store/store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/build_info.h"
+#include "common/clock.h"
+#include "common/log.h"
+#include "server/front/store/store_local.h"
+#include "server/front/store/store_outbox.h"
+#include "server/front/store/store_pg.h"
+
+/* How long a data_dir that has no instance number yet waits for the database at start. */
+#define STORE_REGISTER_WAIT_S 15
+/* Instance n's run and tensor ids are n · 2^32 + 1, + 2, …: unique across the fleet without
+ * asking the database for each, and below 2^53 (exact in JSON numbers) up to 2^21 instances. */
+#define STORE_ID_BITS 32
+
+static int store_fleet;          /* the history is in PostgreSQL */
+static char node_name[128];
+static long long instance_number;
+static char started_at[40];
+
+const char *store_node(void) { return node_name; }
+long long store_instance(void) { return instance_number; }
+
+/* A random (version 4) UUID in its 36-character text form. 0, or -1. */
+static int store_new_uuid(char out[37])
+{
+    unsigned char b[16];
+
+    if (getrandom(b, sizeof b, 0) != (ssize_t)sizeof b) return -1;
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1], b[2], b[3],
+             b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    return 0;
+}
+
+static void store_set_node(const char *configured)
+{
+    if (configured && configured[0]) {
+        snprintf(node_name, sizeof node_name, "%s", configured);
+    } else if (gethostname(node_name, sizeof node_name) != 0 || !node_name[0]) {
+        snprintf(node_name, sizeof node_name, "localhost");
+    }
+    node_name[sizeof node_name - 1] = '\0';
+    clock_text_now_iso(started_at, sizeof started_at);
+}
+
+int store_open(const char *data_dir, char *err, size_t err_len)
+{
+    store_fleet = 0;
+    instance_number = 0;
+    store_set_node(NULL);
+    return local_open(data_dir, 0, err, err_len);
+}
+
+/* This data_dir's instance number: the one it was given before, or a new one from the
+ * database (waiting for it up to STORE_REGISTER_WAIT_S). Also renews the node's name there. */
+static long long store_instance_of(const char *uuid, char *err, size_t err_len)
+{
+    char text[32];
+    long long known = 0, n = -1;
+    int waited_ms = 0;
+
+    if (local_state_get("instance", text, sizeof text) == 1) known = strtoll(text, NULL, 10);
+    for (;;) {
+        n = store_pg_register_instance(uuid, node_name);
+        if (n > 0 || known > 0 || waited_ms >= STORE_REGISTER_WAIT_S * 1000) break;
+        if (waited_ms == 0) log_warn("store: waiting for the fleet database to number this node: %s", store_pg_last_error());
+        usleep(500 * 1000);
+        waited_ms += 500;
+    }
+    if (n > 0 && known > 0 && n != known)
+        log_warn("store: the fleet database numbers this data_dir %lld, it was %lld (a new database?)", n, known);
+    if (n > 0) {
+        snprintf(text, sizeof text, "%lld", n);
+        if (local_state_set("instance", text) != 0) return -1;
+        return n;
+    }
+    if (known > 0) {
+        log_warn("store: the fleet database is away (%s); runs wait in the outbox", store_pg_last_error());
+        return known;
+    }
+    snprintf(err, err_len, "the fleet database did not answer within %d s, and this data_dir has never met it (its node "
+             "number comes from there once): %s", STORE_REGISTER_WAIT_S, store_pg_last_error());
+    return -1;
+}
+
+int store_open_settings(const settings *s, char *err, size_t err_len)
+{
+    char uuid[40], pg_err[256];
+
+    store_set_node(s->node);
+    store_fleet = settings_store_is_postgresql(s);
+    instance_number = 0;
+    if (local_open(s->data_dir, store_fleet, err, err_len) != 0) return -1;
+    if (!store_fleet) return 0;
+
+    if (local_state_get("instance_uuid", uuid, sizeof uuid) != 1) {
+        if (store_new_uuid(uuid) != 0 || local_state_set("instance_uuid", uuid) != 0) {
+            snprintf(err, err_len, "cannot record this data_dir's instance uuid");
+            goto fail;
+        }
+    }
+    /* A failed open keeps the connection words: every later call tries again. */
+    if (store_pg_open(strcmp(s->store, "postgresql") && strcmp(s->store, "postgres") ? s->store : "", pg_err,
+                      sizeof pg_err) != 0)
+        log_warn("store: %s", pg_err);
+    instance_number = store_instance_of(uuid, err, err_len);
+    if (instance_number <= 0) goto fail;
+    if (local_set_id_base(instance_number << STORE_ID_BITS) != 0) {
+        snprintf(err, err_len, "cannot move this data_dir's ids to instance %lld's range", instance_number);
+        goto fail;
+    }
+    if (outbox_start() != 0) {
+        snprintf(err, err_len, "cannot start the outbox thread");
+        goto fail;
+    }
+    log_info("store: fleet node %s, instance %lld, %lld write(s) waiting in the outbox", node_name, instance_number,
+             local_outbox_depth());
+    return 0;
+fail:
+    store_pg_close();
+    local_close();
+    store_fleet = 0;
+    return -1;
+}
+
+void store_close(void)
+{
+    if (store_fleet) {
+        outbox_stop();
+        store_pg_close();
+    }
+    local_close();
+}
+
+/* ------------------------------------------------------------------------ runs -- */
+
+long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
+                           const char *record_json)
+{
+    char uuid[40];
+    long long id;
+
+    if (store_new_uuid(uuid) != 0) return -1;
+    id = local_insert_run(created, backend, device, status, record_json, uuid, node_name);
+    if (id > 0 && store_fleet) outbox_kick();
+    return id;
+}
+
+int store_update_run(long long id, const char *status, const char *record_json)
+{
+    int rc = local_update_run(id, status, record_json);
+    if (rc == 0 && store_fleet) outbox_kick();
+    return rc;
+}
+
+int store_delete_run(long long id)
+{
+    int rc = local_delete_run(id);
+    if (rc == 0 && store_fleet) outbox_kick();
+    return rc;
+}
+
+char *store_get_run(long long id)
+{
+    char *record = local_get_run(id);
+    if (!record && store_fleet && store_pg_get_run(id, &record) != 1) record = NULL;
+    return record;
+}
+
+char *store_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
+                       const char *node, const char *since, long long *last)
+{
+    if (!store_fleet) return local_query_runs(after, limit, backend, status, device, node, since, last);
+    outbox_flush(); /* this node's own writes first; when the database is away the read fails too */
+    return store_pg_query_runs(after, limit, backend, status, device, node, since, last);
+}
+
+char *store_list_runs(long long after, int limit, const char *backend, const char *status)
+{
+    return store_query_runs(after, limit, backend, status, NULL, NULL, NULL, NULL);
+}
+
+long long store_count_runs(void) { return local_count_runs(); }
+
+int store_put_trace(long long run_id, const char *json)
+{
+    int rc = local_put_trace(run_id, json);
+    if (rc == 0 && store_fleet) outbox_kick();
+    return rc;
+}
+
+char *store_get_trace(long long run_id)
+{
+    char *json = local_get_trace(run_id);
+    if (!json && store_fleet && store_pg_get_trace(run_id, &json) != 1) json = NULL;
+    return json;
+}
+
+/* ------------------------------------------------------------------------ tensors -- */
+
+long long store_tensor_issue(const char *device) { return local_tensor_issue(device); }
+int store_tensor_known(long long id) { return local_tensor_known(id); }
+int store_tensor_forget(long long id) { return local_tensor_forget(id); }
+
+int store_tensor_elsewhere(long long id, char *node, size_t len)
+{
+    long long owner = id >> STORE_ID_BITS;
+
+    if (!store_fleet || owner <= 0 || owner == instance_number) return 0;
+    if (store_pg_instance_node(owner, node, len) != 1) snprintf(node, len, "instance %lld", owner);
+    return 1;
+}
+
+/* ------------------------------------------------------------------------ nodes -- */
+
+int store_heartbeat(const char *devices_json)
+{
+    char version[160];
+
+    snprintf(version, sizeof version, "%s (%s)", build_info_version(), build_info_commit());
+    if (store_fleet) {
+        int rc = store_pg_heartbeat(instance_number, node_name, version, devices_json, started_at);
+        if (rc == 0 && !store_available()) outbox_kick(); /* the database is back: do not wait for the retry */
+        return rc;
+    }
+    return local_heartbeat(0, node_name, version, devices_json, started_at);
+}
+
+char *store_nodes_json(void) { return store_fleet ? store_pg_nodes_json() : local_nodes_json(); }
+
+void store_get_health(store_health *h)
+{
+    memset(h, 0, sizeof *h);
+    h->backend = store_fleet ? "postgresql" : "sqlite";
+    h->database_up = 1;
+    if (store_fleet) {
+        outbox_state st;
+        outbox_get_state(&st);
+        h->database_up = st.database_up;
+        h->outbox_depth = st.depth;
+        h->outbox_sent = st.sent;
+        h->outbox_failures = st.failures;
+        snprintf(h->last_error, sizeof h->last_error, "%s", st.last_error);
+    }
+}
+
+int store_available(void) { return !store_fleet || outbox_database_up(); }

@@ -1,0 +1,103 @@
+/* store.h — where every run's record goes: the one door of the front to its history.
+ *
+ * With store=sqlite (the default) the history is this machine's SQLite file
+ * (server/front/store/store_local.c). With a PostgreSQL connection string it is the fleet's: every change
+ * is written to the local file first, with an outbox row in the same transaction, and a
+ * thread (server/front/store/store_outbox.c) carries the outbox to PostgreSQL (server/front/store/store_pg.c) in order,
+ * idempotently by the run's uuid and write counter, so an outage of the database loses and
+ * duplicates nothing. Run and tensor ids are then global: instance · 2^32 + a local number,
+ * the instance number issued once per data_dir by the database. docs/architecture.md
+ * ("The fleet store") gives the design; the history's cursor is a fleet position that
+ * commits in order.
+ */
+#ifndef STORE_H
+#define STORE_H
+
+#include <stddef.h>
+
+#include "common/settings.h"
+
+/* Open the store s names (data_dir, store, node). PostgreSQL: a data_dir that has never
+ * met the database waits up to STORE_REGISTER_WAIT_S for it (its instance number); one that
+ * has starts at once and queues in the outbox. 0, or -1 with err filled. */
+int store_open_settings(const settings *s, char *err, size_t err_len);
+
+/* The SQLite store in data_dir alone, this host as node (tests, tools). 0, or -1. */
+int store_open(const char *data_dir, char *err, size_t err_len);
+
+/* Stop the outbox thread (one last attempt to send what waits) and close. */
+void store_close(void);
+
+/* This attnd's node name and fleet instance (0 with SQLite). */
+const char *store_node(void);
+long long store_instance(void);
+
+/* A new run in state `status` with its record so far; returns its id (> 0), or -1. A record
+ * inserted as {"id":0,… gets its id filled in before anyone can read it. */
+long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
+                           const char *record_json);
+
+/* Replace status and record of run id. 0, or -1. */
+int store_update_run(long long id, const char *status, const char *record_json);
+
+/* Remove a run that was refused before it ran (so a failed request changes nothing). */
+int store_delete_run(long long id);
+
+/* The record of run id, malloc'd (caller frees); NULL when there is none anywhere (this
+ * machine first, then the fleet). */
+char *store_get_run(long long id);
+
+/* History for pollers (GET /v1/runs?after=P): records after position `after`, oldest first,
+ * at most limit (1..1000), filtered by backend, status, device, node (NULL or "": any) and
+ * created >= since (ISO-8601 UTC "YYYY-MM-DDTHH:MM:SS.mmmZ"). *last gets the position of the
+ * last row returned, or after when none: the next cursor. With SQLite a position is the run
+ * id; in a fleet it is the order in which runs first reached the database, which commits in
+ * order, so following next_after sees every run of every node exactly once. Returns a JSON
+ * array text, malloc'd; NULL on failure (store_available() says whether the database is away). */
+char *store_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
+                       const char *node, const char *since, long long *last);
+
+/* store_query_runs with backend and status only (tests). */
+char *store_list_runs(long long after, int limit, const char *backend, const char *status);
+
+/* The Chrome trace of a profiled run, kept apart from the record so the history stays
+ * small. put: 0, or -1. get: malloc'd JSON text, NULL if none. */
+int store_put_trace(long long run_id, const char *json);
+char *store_get_trace(long long run_id);
+
+/* Number of runs stored on this machine (tests, /metrics). */
+long long store_count_runs(void);
+
+/* Resident-tensor ids (server/front/tensors/tensor_table.c): issue a new one for `device` (> 0, unique
+ * across restarts and nodes; -1 on failure); whether id was issued here and not forgotten
+ * (1, 0; -1 on failure); forget it once deleted (0, or -1). */
+long long store_tensor_issue(const char *device);
+int store_tensor_known(long long id);
+int store_tensor_forget(long long id);
+
+/* Whether tensor id was issued by another node of the fleet: 1 with its node's name in node
+ * ("instance N" when the database cannot say), 0 when it is this node's or unknown. */
+int store_tensor_elsewhere(long long id, char *node, size_t len);
+
+/* This node's heartbeat: devices (a JSON array text) and version, with the time. 0, or -1. */
+int store_heartbeat(const char *devices_json);
+
+/* GET /v1/nodes: every node's name, instance, version, devices, start and last heartbeat
+ * (JSON array text, malloc'd); NULL on failure. */
+char *store_nodes_json(void);
+
+/* What /readyz and /metrics say of the store. */
+typedef struct store_health {
+    const char *backend;        /* "sqlite" or "postgresql" */
+    int database_up;            /* 1: the last exchange with PostgreSQL worked (sqlite: 1) */
+    long long outbox_depth;     /* writes waiting for the database (sqlite: 0) */
+    long long outbox_sent;      /* writes the outbox delivered since start */
+    long long outbox_failures;  /* attempts that found the database away */
+    char last_error[256];       /* why the database was away, "" when it is not */
+} store_health;
+void store_get_health(store_health *h);
+
+/* Whether the history can be read now: 0 when the fleet database is away. */
+int store_available(void);
+
+#endif

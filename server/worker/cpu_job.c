@@ -1,0 +1,296 @@
+/* cpu_job.c — the cpu device (cpu_job.h): runs of cpu variants (`reference`) and
+ * `verify` of GPU outputs against the fp64 reference.
+ *
+ * Host memory is checked before anything is allocated: a request that cannot fit is a
+ * 413, never an OOM kill of the worker. Every path frees what it allocated.
+ */
+#include "server/worker/cpu_job.h"
+
+#include "common/host_memory.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "kernels/decomposed.h"
+#include "kernels/inputs.h"
+#include "kernels/variants.h"
+#include "server/worker/measure.h"
+#include "server/worker/output_stats.h"
+#include "server/worker/roofline.h"
+#include "server/worker/tensors.h"
+
+/* ---- the device object ------------------------------------------------------------ */
+
+/* "model name" from /proc/cpuinfo (x86); other architectures name the CPU differently,
+ * so fall back to the machine type from uname. */
+static void cpu_model_name(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[512];
+
+    snprintf(buf, len, "unknown cpu");
+    if (!f) return;
+    while (fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(buf, len, "%s", colon);
+        break;
+    }
+    fclose(f);
+}
+
+cJSON *cpu_device_json(void)
+{
+    cJSON *d = cJSON_CreateObject();
+    char name[256];
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+    if (!d) return NULL;
+    cpu_model_name(name, sizeof name);
+    cJSON_AddStringToObject(d, "id", "cpu");
+    cJSON_AddStringToObject(d, "kind", "cpu");
+    cJSON_AddStringToObject(d, "name", name);
+    cJSON_AddNumberToObject(d, "cores", cores > 0 ? (double)cores : 1.0);
+    cJSON_AddNumberToObject(d, "memory_total_bytes", (pages > 0 && page > 0) ? (double)pages * (double)page : 0.0);
+    return d;
+}
+
+/* ---- memory --------------------------------------------------------------------- */
+
+/* The reference's per-thread scratch (reference.c): k and v of one head in double, one q
+ * row, one row of scores. */
+static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
+{
+    long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    double per = 8.0 * (2.0 * (double)p->seq_kv * (double)p->head_dim + (double)p->seq_kv + (double)p->head_dim);
+    return (double)(n > 0 ? n : 1) * per;
+}
+
+static int cpu_check_fits(double need, api_error *e)
+{
+    double avail = host_memory_available_bytes();
+    if (need > avail)
+        return api_fail(e, 413, "too_large_for_device", "",
+                        "the problem needs %.3g GB of host memory; the cpu device has %.3g GB available",
+                        need / 1e9, avail / 1e9);
+    return 0;
+}
+
+/* malloc that never returns NULL for 0 bytes, so NULL always means failure. */
+static void *cpu_alloc(size_t bytes) { return malloc(bytes ? bytes : 1); }
+
+/* ---- runs ----------------------------------------------------------------------- */
+
+typedef struct cpu_job {
+    const variant *v;
+    const attn_problem *p;
+    attn_tensors t;
+    void *workspace;
+} cpu_job;
+
+static int cpu_forward(exec_context *ctx, void *arg)
+{
+    cpu_job *j = arg;
+    return j->v->forward(ctx, j->p, &j->t, j->workspace);
+}
+
+/* q, k, v from the seed, into fresh host buffers; an input in `resident` (a resident
+ * tensor) gets no buffer (NULL). Returns 0, or -1 with e (413). */
+static int cpu_make_inputs_except(const run_request *r, const void *const resident[3], void **q, void **k, void **v,
+                                  api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    size_t esz = attn_dtype_bytes(p->dtype);
+    size_t qb = (size_t)attn_q_elems(p) * esz, kvb = (size_t)attn_kv_elems(p) * esz;
+
+    *q = *k = *v = NULL;
+    if (!resident[0] && !(*q = cpu_alloc(qb))) goto oom;
+    if (!resident[1] && !(*k = cpu_alloc(kvb))) goto oom;
+    if (!resident[2] && !(*v = cpu_alloc(kvb))) goto oom;
+    if (*q) inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
+    if (*k) inputs_generate_cpu(*k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K);
+    if (*v) inputs_generate_cpu(*v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V);
+    return 0;
+oom:
+    free(*q), free(*k), free(*v);
+    *q = *k = *v = NULL;
+    return api_fail(e, 413, "too_large_for_device", "", "host allocation of the inputs (%.3g GB) failed",
+                    (double)(qb + 2 * kvb) / 1e9);
+}
+
+/* q, k, v from the seed, into fresh host buffers. Returns 0, or -1 with e (413). */
+static int cpu_make_inputs(const run_request *r, void **q, void **k, void **v, api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    size_t esz = attn_dtype_bytes(p->dtype);
+    size_t qb = (size_t)attn_q_elems(p) * esz, kvb = (size_t)attn_kv_elems(p) * esz;
+
+    *q = cpu_alloc(qb), *k = cpu_alloc(kvb), *v = cpu_alloc(kvb);
+    if (!*q || !*k || !*v) {
+        free(*q), free(*k), free(*v);
+        *q = *k = *v = NULL;
+        return api_fail(e, 413, "too_large_for_device", "", "host allocation of the inputs (%.3g GB) failed",
+                        (double)(qb + 2 * kvb) / 1e9);
+    }
+    inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
+    inputs_generate_cpu(*k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K);
+    inputs_generate_cpu(*v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V);
+    return 0;
+}
+
+cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    const variant *v = variant_find(r->backend);
+    exec_context ctx;
+    cpu_job job;
+    timing_stats ts;
+    output_summary os;
+    verify_result vr;
+    void *q = NULL, *k = NULL, *vv = NULL, *out = NULL, *ws = NULL;
+    const void *resident[3] = {NULL, NULL, NULL};
+    size_t esz = attn_dtype_bytes(p->dtype), out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes;
+    cJSON *res = NULL;
+
+    if (!v) {
+        api_fail(e, 422, "unknown_backend", "backend", "no backend named '%s'", r->backend);
+        return NULL;
+    }
+    if (!v->info->on_cpu) {
+        api_fail(e, 422, "unsupported", "device", "backend %s runs on a GPU, not on the cpu device", v->info->name);
+        return NULL;
+    }
+    if (run_request_check(r, 0, e) != 0) return NULL; /* the same check as the front's */
+    ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
+    if (cpu_check_fits(attn_min_bytes(p) + (double)ws_bytes + cpu_reference_scratch_bytes(p, threads), e) != 0)
+        return NULL;
+
+    if (worker_tensors_inputs(r, &resident[0], &resident[1], &resident[2], e) != 0) return NULL;
+
+    reference_set_threads(threads);
+    if (cpu_make_inputs_except(r, resident, &q, &k, &vv, e) != 0) return NULL;
+    out = cpu_alloc(out_bytes);
+    ws = cpu_alloc(ws_bytes);
+    if (!out || !ws) {
+        api_fail(e, 413, "too_large_for_device", "", "host allocation of the output and workspace (%.3g GB) failed",
+                 (double)(out_bytes + ws_bytes) / 1e9);
+        goto done;
+    }
+
+    memset(&ctx, 0, sizeof ctx); /* no stream, no handles: the cpu device */
+    ctx.device = -1;
+    job.v = v, job.p = p, job.workspace = ws;
+    job.t.q = resident[0] ? resident[0] : q;
+    job.t.k = resident[1] ? resident[1] : k;
+    job.t.v = resident[2] ? resident[2] : vv;
+    job.t.out = out;
+
+    if (measure_cpu(&ctx, cpu_forward, &job, r, &ts) != 0) {
+        api_fail(e, 500, "run_failed", "", "%s", ctx.error[0] ? ctx.error : "timing the forward failed");
+        goto done;
+    }
+    /* Poison, then one more forward: an element the variant never writes shows as NaN in
+     * the summary instead of a stale value from the timed forwards. */
+    memset(out, 0xFF, out_bytes);
+    if (cpu_forward(&ctx, &job) != 0) {
+        api_fail(e, 500, "run_failed", "", "%s", ctx.error[0] ? ctx.error : "the forward failed");
+        goto done;
+    }
+    output_summarize_cpu(out, p->dtype, attn_out_elems(p), &os);
+
+    res = cJSON_CreateObject();
+    if (!res) {
+        api_fail(e, 500, "internal", "", "out of memory building the result");
+        goto done;
+    }
+    cJSON_AddItemToObject(res, "timing", timing_to_json(&ts));
+    cJSON_AddNullToObject(res, "kernels");
+    cJSON_AddItemToObject(res, "output", output_to_json(&os, p));
+    if (r->verify) {
+        /* The variant left its unrounded fp64 result in the workspace: this checks the
+         * rounding only, but keeps the schema the same as for GPU runs. */
+        verify_compare_host(out, p->dtype, (const double *)ws, attn_out_elems(p), "cpu_fp64", &vr);
+        cJSON_AddItemToObject(res, "verify", verify_to_json(&vr));
+    } else {
+        cJSON_AddNullToObject(res, "verify");
+    }
+    {
+        cJSON *perf = perf_to_json(p, ts.median_us);
+        /* The same fields as a GPU run's, null with the reason: the schema does not depend on the device. */
+        if (perf) roofline_add_to_perf(perf, NULL, "the cpu device runs the fp64 reference: no peak table");
+        cJSON_AddItemToObject(res, "perf", perf);
+        ts.energy_j = NAN;
+        ts.energy_window_ms = ts.total_ms;
+        ts.energy_why = "the cpu device has no energy counter";
+        cJSON_AddItemToObject(res, "energy", energy_to_json(&ts, attn_flops(p), 0.0, ""));
+    }
+    if (r->keep_output) { /* the output becomes a resident tensor */
+        if (worker_tensors_keep_output(r, out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
+            cJSON_Delete(res);
+            res = NULL;
+            goto done;
+        }
+        out = NULL;
+    }
+
+done:
+    free(q), free(k), free(vv), free(out), free(ws);
+    return res;
+}
+
+cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads, api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    int64_t n = attn_out_elems(p);
+    size_t expect = (size_t)n * attn_dtype_bytes(p->dtype);
+    void *q = NULL, *k = NULL, *v = NULL, *map = MAP_FAILED;
+    double *ref = NULL;
+    struct stat st;
+    verify_result vr;
+    cJSON *res = NULL;
+
+    if (bytes != expect) {
+        api_fail(e, 400, "bad_output_size", "", "the output has %zu bytes; [%lld,%lld,%lld,%lld] %s needs %zu",
+                 bytes, (long long)p->batch, (long long)p->heads, (long long)p->seq_q, (long long)p->head_dim,
+                 attn_dtype_name(p->dtype), expect);
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || st.st_size < 0 || (size_t)st.st_size < bytes) {
+        api_fail(e, 400, "bad_output_size", "", "the output file holds fewer than the %zu bytes announced", bytes);
+        return NULL;
+    }
+    if (cpu_check_fits(attn_min_bytes(p) - (double)expect + 8.0 * (double)n + cpu_reference_scratch_bytes(p, threads),
+                       e) != 0)
+        return NULL;
+
+    if (bytes > 0) {
+        map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (map == MAP_FAILED) {
+            api_fail(e, 500, "internal", "", "mmap of the output (%zu bytes) failed", bytes);
+            return NULL;
+        }
+    }
+    if (cpu_make_inputs(r, &q, &k, &v, e) != 0) goto done;
+    ref = cpu_alloc((size_t)n * sizeof(double));
+    if (!ref || reference_attention_f64(p, q, k, v, ref, threads) != 0) {
+        api_fail(e, 413, "too_large_for_device", "", "host memory for the fp64 reference ran out");
+        goto done;
+    }
+    verify_compare_host(bytes > 0 ? map : (const void *)ref, p->dtype, ref, n, "cpu_fp64", &vr);
+    res = verify_to_json(&vr);
+    if (!res) api_fail(e, 500, "internal", "", "out of memory building the verify object");
+
+done:
+    if (map != MAP_FAILED) munmap(map, bytes);
+    free(q), free(k), free(v), free(ref);
+    return res;
+}

@@ -1,0 +1,154 @@
+/* test_attn.c — names, parsers and work measures of common/attn.c, and the variants
+ * tables' checks (common/variant_info.c, kernels/variants.c): closed forms against brute force on small shapes. */
+#include <math.h>
+#include <string.h>
+
+#include "common/attn.h"
+#include "kernels/variants.h"
+#include "tests/unit/check.h"
+
+static double brute_pairs(attn_mask m, int64_t sq, int64_t skv)
+{
+    double n = 0;
+    for (int64_t i = 0; i < sq; i++)
+        for (int64_t j = 0; j < skv; j++) {
+            int visible = m == ATTN_MASK_NONE || (m == ATTN_MASK_CAUSAL && j <= i) ||
+                          (m == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && j <= i + skv - sq);
+            n += visible;
+        }
+    return n;
+}
+
+static void test_names(void)
+{
+    attn_dtype t;
+    attn_mask m;
+    for (int i = 0; i < ATTN_DTYPE_COUNT; i++)
+        CHECK(attn_dtype_parse(attn_dtype_name((attn_dtype)i), &t) == 0 && t == (attn_dtype)i, "dtype %d", i);
+    for (int i = 0; i < ATTN_MASK_COUNT; i++)
+        CHECK(attn_mask_parse(attn_mask_name((attn_mask)i), &m) == 0 && m == (attn_mask)i, "mask %d", i);
+    CHECK(strcmp(attn_dtype_name(ATTN_BF16), "bf16") == 0 && strcmp(attn_dtype_name(ATTN_FP32), "fp32") == 0,
+          "dtype names");
+    CHECK(strcmp(attn_mask_name(ATTN_MASK_CAUSAL_BOTTOM_RIGHT), "causal_bottom_right") == 0, "mask name");
+    CHECK(attn_dtype_parse("float16", &t) == -1 && attn_dtype_parse("", &t) == -1 && attn_dtype_parse(NULL, &t) == -1,
+          "unknown dtypes");
+    CHECK(attn_mask_parse("Causal", &m) == -1 && attn_mask_parse(NULL, &m) == -1, "unknown masks");
+}
+
+static void test_pairs_and_flops(void)
+{
+    int bad = 0;
+    for (int m = 0; m < ATTN_MASK_COUNT; m++)
+        for (int64_t sq = 1; sq <= 24; sq++)
+            for (int64_t skv = 1; skv <= 24; skv++) {
+                attn_problem p = {2, 3, sq, skv, 5, ATTN_BF16, (attn_mask)m, 1.0};
+                double pairs = brute_pairs((attn_mask)m, sq, skv);
+                double want = 4.0 * 2 * 3 * 5 * ((m != ATTN_MASK_NONE && sq == skv) ? sq * skv / 2.0 : pairs);
+                double rows = 0;
+                for (int64_t i = 0; i < sq; i++) rows += (double)attn_visible_keys((attn_mask)m, sq, skv, i);
+                if (attn_visible_pairs(&p) != pairs || rows != pairs) bad++;
+                if (attn_flops(&p) != want) bad++;
+            }
+    CHECK(bad == 0, "%d shapes with wrong pairs or flops", bad);
+
+    {
+        /* The study's shape: 8·16·1024·1024·64·4 / 2 */
+        attn_problem p = {8, 16, 1024, 1024, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+        CHECK(attn_flops(&p) == 4.0 * 8 * 16 * 1024 * 1024 * 64 / 2, "study flops %g", attn_flops(&p));
+        CHECK(attn_visible_pairs(&p) == 1024.0 * 1025 / 2, "study pairs");
+        CHECK(attn_min_bytes(&p) == 4.0 * 8 * 16 * 1024 * 64 * 2, "study bytes %g", attn_min_bytes(&p));
+        p.dtype = ATTN_FP32, p.seq_kv = 4096;
+        CHECK(attn_min_bytes(&p) == (2.0 * 8 * 16 * 1024 * 64 + 2.0 * 8 * 16 * 4096 * 64) * 4, "fp32 Sq≠Skv bytes");
+    }
+    {
+        /* Huge rows: closed forms stay exact and fast (a loop over 2^31 rows would not). */
+        int64_t s = (int64_t)1 << 31;
+        attn_problem p = {1, 1, s, s, 1, ATTN_FP16, ATTN_MASK_CAUSAL, 1.0};
+        CHECK(attn_visible_pairs(&p) == (double)s * (double)(s + 1) / 2, "pairs at 2^31");
+        p.seq_q = 3, p.mask = ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
+        CHECK(attn_visible_pairs(&p) == 3.0 * (double)s - 3.0, "bottom-right, 3 rows against 2^31 keys");
+        p.mask = ATTN_MASK_CAUSAL;
+        CHECK(attn_visible_pairs(&p) == 6.0, "top-left, 3 rows against 2^31 keys");
+        p.seq_q = s, p.seq_kv = 5, p.mask = ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
+        CHECK(attn_visible_pairs(&p) == 15.0, "bottom-right, 2^31 rows against 5 keys: all but 5 rows masked");
+    }
+}
+
+static void test_variants(void)
+{
+    char why[256];
+    const variant *ref = variant_find("reference");
+    attn_problem p = {1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+
+    CHECK(ref && ref->info->on_cpu && ref->forward && ref->workspace_bytes, "reference variant");
+    CHECK(variant_find("nope") == NULL && variant_find(NULL) == NULL, "unknown variant");
+    CHECK(variant_info_find("nope") == NULL && variant_info_find(NULL) == NULL, "unknown variant info");
+    /* The code table and the description table hold the same variants, in the same order. */
+    CHECK(variants_count == variant_infos_count, "%zu code rows, %zu descriptions", variants_count, variant_infos_count);
+    for (size_t i = 0; i < variants_count; i++) {
+        const variant *v = &variants[i];
+        const variant_info *vi = v->info;
+        CHECK(vi == variant_infos[i], "row %zu: the same variant in both tables", i);
+        CHECK(variant_find(vi->name) == v && variant_info_find(vi->name) == vi, "find %s", vi->name);
+        CHECK(vi->summary && vi->summary[0] && v->forward && v->workspace_bytes && vi->dtypes &&
+                  vi->head_dim_multiple >= 1,
+              "%s is complete", vi->name);
+        CHECK(!vi->library == !v->library_ready && !vi->library == !v->library_info,
+              "%s: a library in the description iff the code opens one", vi->name);
+        for (size_t j = 0; j < i; j++) CHECK(strcmp(vi->name, variants[j].info->name) != 0, "unique name %s", vi->name);
+    }
+    CHECK(variant_find("naive") && variant_find("naive_inplace") && variant_find("math"), "the GPU rows");
+    CHECK(variant_info_check(ref->info, &p, 0, why, sizeof why) == 0, "reference runs bf16: %s", why);
+
+    {
+        /* A made-up row exercises every message. */
+        variant_info v = *ref->info;
+        v.name = "x", v.dtypes = VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16), v.min_cc = 80;
+        v.max_head_dim = 128, v.head_dim_multiple = 8;
+        p.dtype = ATTN_FP32;
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 &&
+                  strcmp(why, "backend x does not support dtype fp32 (supports bf16, fp16)") == 0,
+              "dtype message: %s", why);
+        p.dtype = ATTN_FP16, p.head_dim = 256;
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "head_dim up to 128"), "max: %s", why);
+        p.head_dim = 60;
+        CHECK(variant_info_check(&v, &p, 90, why, sizeof why) == -1 && strstr(why, "multiple of 8"), "multiple: %s", why);
+        p.head_dim = 64;
+        CHECK(variant_info_check(&v, &p, 75, why, sizeof why) == -1 &&
+                  strcmp(why, "backend x needs compute capability 8.0 or newer; the device has 7.5") == 0,
+              "cc message: %s", why);
+        CHECK(variant_info_check(&v, &p, 80, why, sizeof why) == 0, "cc 8.0 is enough");
+        CHECK(variant_info_check(&v, &p, 0, why, sizeof why) == 0, "cc 0: no architecture check");
+    }
+}
+
+/* The front reserves workspace_bound before queueing; the worker allocates workspace_bytes:
+ * the bound must never be below what the worker takes (cudnn's plan needs a GPU: its bound
+ * is checked on the GPU, tests/gpu). */
+static void test_workspace_bounds(void)
+{
+    static const char *const names[] = {"reference", "naive", "naive_inplace", "math", "efficient", "flash"};
+    static const int64_t seqs[][2] = {{1, 1}, {7, 13}, {64, 64}, {129, 31}, {1000, 1024}};
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        const variant *v = variant_find(names[n]);
+        for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
+            for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
+                for (int m = 0; m < ATTN_MASK_COUNT; m++) {
+                    attn_problem p = {2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125};
+                    size_t exact = v->workspace_bytes(&p);
+                    size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
+                    CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s: bound %zu < workspace %zu", names[n],
+                          (long long)p.seq_q, (long long)p.seq_kv, attn_dtype_name(p.dtype), attn_mask_name(p.mask),
+                          bound, exact);
+                }
+    }
+}
+
+int main(void)
+{
+    test_names();
+    test_pairs_and_flops();
+    test_variants();
+    test_workspace_bounds();
+    return CHECK_DONE();
+}
