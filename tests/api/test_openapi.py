@@ -24,7 +24,7 @@ def load_doc():
 
 def route_table():
     """(method, path) of every entry of the route table in server/front/routes/table.c."""
-    with open(os.path.join(REPO, "front", "routes", "table.c")) as f:
+    with open(os.path.join(REPO, "server", "front", "routes", "table.c")) as f:
         text = f.read()
     table = text[text.index("http_routes[] = {"):]
     table = table[:table.index("};")]
