@@ -24,10 +24,12 @@
 #include "server/front/http/http.h"
 #include "common/log.h"
 #include "server/front/metrics.h"
-#include "server/front/store/node_heartbeat.h"
+#include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
 #include "common/settings.h"
 #include "server/front/store/store.h"
+#include "server/front/routes/routes.h"
+#include "server/front/tensors/tensor_table.h"
 #include "server/front/tensors/tensors.h"
 
 /* How long a stopping front waits for requests in flight to be answered; while a run is
@@ -80,6 +82,7 @@ static int main_front(int argc, char **argv)
         log_error("store: %s", err);
         return 1;
     }
+    tensor_table_set_max_entries(s.max_tensors);
     pool_on_worker_restart(tensors_worker_restarted); /* a lost worker's tensors are gone */
     pool_set_worker_flags(argc - 1, argv + 1);         /* workers load the same settings */
     if (pool_start(&s, err, sizeof err) != 0) {
@@ -93,7 +96,7 @@ static int main_front(int argc, char **argv)
         return 1;
     }
     http_set_request_observer(metrics_http_request); /* every answered request is counted */
-    if (http_start(&s, err, sizeof err) != 0) {
+    if (http_start(&s, &routes_table, err, sizeof err) != 0) {
         log_error("http: %s", err);
         node_heartbeat_stop();
         pool_stop();

@@ -5,10 +5,8 @@
  * finds no free row is dropped and counted in attnd_metrics_dropped_total, never blocking
  * or allocating on the request path.
  *
- * The request labels come from the route table only, never from what a client sent: the
- * method of the route that answered (HEAD for a GET route), else one of the table's methods,
- * else "other"; the route's pattern, else "unmatched" (no route: an unknown path, a wrong
- * method, or refused before routing, such as a 401). So junk (made-up methods and paths,
+ * The request labels come from the route table only, never from what a client sent (the
+ * HTTP layer hands them over: http_request_observer), so junk (made-up methods and paths,
  * unauthenticated floods) shares a handful of rows and can never crowd out real routes.
  */
 #include "server/front/metrics.h"
@@ -21,7 +19,6 @@
 
 #include "common/build_info.h"
 #include "common/grow.h"
-#include "server/front/http/http.h" /* the route table: the only labels a request can get */
 #include "server/front/store/store.h"
 
 #define METRICS_ROWS 256
@@ -66,33 +63,10 @@ static tensor_row metrics_tensors[METRICS_DEVICES];
 static int metrics_ntensors;
 static unsigned long long metrics_dropped;
 
-/* The labels of a request, as strings of the route table: *route_label the pattern of route
- * when the table has it, else "unmatched"; the method when the table has it (HEAD where it
- * has GET), else "other". */
-static const char *metrics_labels(const char *method, const char *route, const char **route_label)
-{
-    const char *known = NULL;
-    size_t i;
-
-    *route_label = "unmatched";
-    if (!method) method = "";
-    for (i = 0; route && i < http_routes_count; i++)
-        if (!strcmp(route, http_routes[i].pattern)) *route_label = http_routes[i].pattern;
-    for (i = 0; i < http_routes_count && !known; i++) {
-        const http_route *r = &http_routes[i];
-        if (!strcmp(method, r->method))
-            known = r->method;
-        else if (!strcmp(method, "HEAD") && !strcmp(r->method, "GET"))
-            known = "HEAD";
-    }
-    return known ? known : "other";
-}
-
 void metrics_http_request(const char *method, const char *route, int status)
 {
     int i;
 
-    method = metrics_labels(method, route, &route);
     if (status < 0 || status > 999) status = 0; /* the label is a 3-digit code */
     pthread_mutex_lock(&metrics_mu);
     for (i = 0; i < metrics_nhttp; i++) {

@@ -12,9 +12,8 @@
 
 #include "server/front/records.h"
 
-/* One answered HTTP request: route is the route table's pattern ("/v1/runs/{id}"), NULL
- * when no route matched (counted as route="unmatched"); status 0 when nothing was sent.
- * Labels come from the route table only: a method it does not have counts as "other". */
+/* One answered HTTP request, in the route table's labels (http_request_observer): method
+ * ("GET", …, "other"), route ("/v1/runs/{id}", "unmatched"), status (0 when nothing was sent). */
 void metrics_http_request(const char *method, const char *route, int status);
 
 /* A run reached its final state (done, failed, cancelled): counted by backend and status,

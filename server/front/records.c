@@ -122,10 +122,11 @@ int run_record_store(run_record *rec, const cJSON *json)
         cJSON_free(trace);
     }
     if (text && rec->id <= 0) { /* the store fills in the id of a record that starts {"id":0, */
-        long long id = store_insert_run(rec->created, rec->request.backend, rec->request.device, status, text);
+        long long id = store_insert_run(rec->created, rec->request.backend, rec->request.device, status, rec->median_us,
+                                        text);
         if (id > 0) rec->id = id, rc = 0;
     } else if (text) {
-        rc = store_update_run(rec->id, status, text);
+        rc = store_update_run(rec->id, status, rec->median_us, text);
     }
     if (rc != 0) log_error("run %lld: could not store its %s record", rec->id, status);
     cJSON_free(text);

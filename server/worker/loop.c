@@ -150,6 +150,7 @@ static void worker_handle_run(worker_state *w, double job, const cJSON *request)
         cJSON_Delete(result);
         if (out_fd >= 0) close(out_fd);
         worker_send_failed(w, job, "the device took a fatal error during the job", 1);
+        return;
     }
     log_info("job %.0f: %s done", job, r.backend);
     m = worker_msg(PROTO_RESULT, job);

@@ -155,14 +155,18 @@ def cycles(graph):
 
 
 def check_include_loops(files, graph, problems):
-    # A .c file including its own header is normal; a loop is a header cycle, or two modules
-    # (a.c + a.h) that include each other's header.
+    # A .c file including its own header is normal; a loop is a header cycle, or modules (a.c
+    # with a.h) that include each other's header, directly or through other modules. A header
+    # without a .c (a private header shared by a room's files) is no module of its own.
     for comp in cycles({f: set(graph[f]) for f in files}):
         problems.append("include loop: " + " -> ".join(comp))
+    sources = {module_of(f) for f in files if f.endswith((".c", ".cu"))}
     mods = defaultdict(set)
     for f in files:
+        if module_of(f) not in sources:
+            continue
         for inc in graph[f]:
-            if module_of(inc) != module_of(f):
+            if module_of(inc) in sources and module_of(inc) != module_of(f):
                 mods[module_of(f)].add(module_of(inc))
     for comp in cycles(mods):
         problems.append("modules include each other: " + ", ".join(comp))
@@ -195,10 +199,11 @@ def object_symbols(build):
 
 
 def check_calls(build, problems):
+    """Returns the number of calls between files that were checked."""
     table = object_symbols(build)
     if not table:
         problems.append(f"no objects under {build}: build first")
-        return
+        return 0
     owner = {sym: src for src, (defined, _) in table.items() for sym in defined}
     calls = defaultdict(set)
     for src, (_, undefined) in table.items():
@@ -208,8 +213,28 @@ def check_calls(build, problems):
                 calls[src].add(dst)
                 check_reach(src, dst, f"calls {sym} of", problems)
     for comp in cycles({src: calls[src] for src in table}):
-        names = sorted({f"{a} -> {b}" for a in comp for b in calls[a] if b in comp})
-        problems.append("files call each other: " + "; ".join(names))
+        problems.append("files call each other: " + " -> ".join(shortest_cycle(comp, calls)))
+    return sum(len(v) for v in calls.values())
+
+
+def shortest_cycle(comp, graph):
+    """One shortest circle through the first node of a strongly connected component."""
+    start, inside = comp[0], set(comp)
+    parent, frontier = {start: None}, [start]
+    while frontier:
+        nxt = []
+        for node in frontier:
+            for succ in sorted(graph[node] & inside):
+                if succ == start:
+                    path = [node]
+                    while parent[path[-1]] is not None:
+                        path.append(parent[path[-1]])
+                    return list(reversed(path)) + [start]
+                if succ not in parent:
+                    parent[succ] = node
+                    nxt.append(succ)
+        frontier = nxt
+    return comp
 
 
 def check_front_objects(build, problems):
@@ -271,19 +296,19 @@ def main():
     args = ap.parse_args()
     files = sorted(sources())
     graph = {f: includes(f) for f in files}
-    problems = []
+    problems, ncalls = [], 0
     check_includes(files, graph, problems)
     check_include_loops(files, graph, problems)
     check_folders(files, problems)
     if args.build:
         build = os.path.join(ROOT, args.build) if not os.path.isabs(args.build) else args.build
-        check_calls(build, problems)
+        ncalls = check_calls(build, problems)
         check_front_objects(build, problems)
         check_binaries(build, problems)
     for p in problems:
         print("layout:", p)
     print(f"layout: {len(files)} sources, {sum(len(v) for v in graph.values())} includes, "
-          f"{len(problems)} problem(s)")
+          f"{ncalls} calls between files, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

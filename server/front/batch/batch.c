@@ -24,13 +24,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/api_error.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/settings.h"
 #include "common/variant_info.h"
 #include "server/front/batch/batch_plan.h"
-#include "server/front/http/http.h" /* http_error_json: the one shape of a refusal */
-#include "server/front/store/node_heartbeat.h"
+#include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
 #include "server/front/pool/run_device.h"
 #include "server/front/store/store.h"
@@ -190,7 +190,7 @@ static batch_outcome batch_run_one(const settings *s, run_request *r, cJSON **li
 
     if (!v) api_fail(&e, 500, "internal", "backend", "backend %s vanished from the variants table", r->backend);
     if (!v || run_request_check(r, 0, &e) != 0 || run_device_resolve(r, v, &e) != 0) {
-        *line = batch_refusal_line(r, e.status, http_error_json(&e)) /* the body POST /v1/runs answers */;
+        *line = batch_refusal_line(r, e.status, api_error_json(&e)) /* the body POST /v1/runs answers */;
         return BATCH_RUN_REFUSED;
     }
     r->verify_cpu_max_macs = s->verify_cpu_max_macs;

@@ -90,17 +90,21 @@
 
 static struct MHD_Daemon *http_daemon;
 static const settings *http_cfg;
+static const http_route_table *http_table;
 static atomic_int http_requests_in_flight; /* live http_conn states */
 
 static http_request_observer http_observer; /* set before http_start, read by every request */
 
-const settings *http_settings(void) { return http_cfg; }
-
 void http_set_request_observer(http_request_observer observer) { http_observer = observer; }
 
-void http_report_request(const char *method, const char *route, int status)
+/* Tell the observer that a request ended, in the table's labels. */
+static void http_report_request(const char *method, const char *route, int status)
 {
-    if (http_observer) http_observer(method, route, status);
+    const char *method_label, *route_label;
+
+    if (!http_observer) return;
+    http_route_labels(http_table, method, route, &method_label, &route_label);
+    http_observer(method_label, route_label, status);
 }
 
 /* What http_uri_seen hands the access handler as con_cls instead of an http_conn: a
@@ -129,22 +133,6 @@ static void *http_uri_seen(void *cls, const char *uri, struct MHD_Connection *co
     if (n <= HTTP_MAX_QUERY_PARAMS) return NULL;
     qmark[1] = '\0';
     return &http_mark_many_params;
-}
-
-void http_request_view(http_request *req, struct MHD_Connection *conn, const char *url, const char *method,
-                       http_conn *c)
-{
-    memset(req, 0, sizeof *req);
-    req->conn = conn;
-    req->method = method;
-    req->path = url;
-    req->query = c->query;
-    req->settings = http_cfg;
-    req->body_fd = -1;
-    req->conn_state = c;
-    req->arrived_s = c->arrived_s;
-    req->received_s = c->received_s;
-    req->hold = c->hold;
 }
 
 /* The request's Authorization header; NULL when it has none. */
@@ -215,6 +203,8 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         }
         *con_cls = c;
         atomic_fetch_add(&http_requests_in_flight, 1);
+        c->cfg = http_cfg;
+        c->routes = http_table;
         c->fd = -1;
         c->arrived_s = clock_monotonic_s();
         /* A request that needs a token and lacks a valid one is answered 401 now, before any
@@ -236,8 +226,11 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
 
     if (*upload_data_size > 0) {
         size_t n = *upload_data_size;
+        enum MHD_Result more;
         *upload_data_size = 0;
-        return http_body_piece(method, url, c, upload_data, n);
+        more = http_body_piece(method, url, c, upload_data, n);
+        if (c->cut.status) http_report_request(method, c->stream->pattern, c->cut.status);
+        return more;
     }
 
     return http_dispatch(conn, url, method, c);
@@ -345,7 +338,7 @@ static int http_split_listen(const char *listen, char *host, size_t host_len, ch
     return 0;
 }
 
-int http_start(const settings *s, char *err, size_t err_len)
+int http_start(const settings *s, const http_route_table *routes, char *err, size_t err_len)
 {
     struct addrinfo hints, *ai = NULL;
     const union MHD_DaemonInfo *info;
@@ -380,6 +373,7 @@ int http_start(const settings *s, char *err, size_t err_len)
         return -1;
     }
     http_cfg = s;
+    http_table = routes;
     http_fit_fd_limit(s);
     if (http_guard_start(s, err, err_len) != 0) {
         freeaddrinfo(ai);

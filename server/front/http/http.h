@@ -1,10 +1,10 @@
 /* http.h — the HTTP front door: libmicrohttpd glue (http.c, http_route.c, http_body.c,
- * http_send.c) and the route table (routes/table.c).
+ * http_send.c). The routes are the caller's: http_start is handed the table.
  *
  * One thread per connection (MHD_USE_THREAD_PER_CONNECTION): a synchronous run blocks its
  * handler while the job runs, and other connections go on. http.c reads the request (body
- * up to max_body_bytes, else 413), parses the query string, finds the route in
- * http_routes[] (404 unknown path, 405 wrong method with Allow) and calls its handler,
+ * up to max_body_bytes, else 413), parses the query string, finds the route in the table
+ * (404 unknown path, 405 wrong method with Allow) and calls its handler,
  * which answers through exactly one http_send_* call. Whatever it refuses before a handler
  * (a bad query, framing or upload size, 401) is the same JSON error; connections are bounded
  * per address, in number, and in how long a request head may take (http.c, and
@@ -65,10 +65,6 @@ typedef struct http_route {
     const char *summary;     /* one line, for docs and logs */
 } http_route;
 
-/* The route table (routes/table.c). */
-extern const http_route http_routes[];
-extern const size_t http_routes_count;
-
 /* A POST route whose body streams: it is written to a memfd as it arrives
  * (http_request.body_fd), never held in memory, and bounded by max_upload_bytes and by the
  * route's own admission control instead of max_body_bytes. */
@@ -88,13 +84,21 @@ typedef struct http_stream_route {
     void (*release)(void *hold);
 } http_stream_route;
 
-/* The streaming routes (routes/table.c), ended by an entry whose pattern is NULL. */
-extern const http_stream_route http_stream_routes[];
+/* What http_start serves: the routes, and the POST routes whose body streams (ended by an
+ * entry whose pattern is NULL). Both must outlive the daemon. */
+typedef struct http_route_table {
+    const http_route *routes;
+    size_t count;
+    const http_stream_route *stream;
+} http_route_table;
 
-/* Told of every request once it ends: method as sent, route the pattern of the route that
- * handled it (NULL when none matched), status the one answered (0 when nothing was sent; a
- * streamed upload cut off mid-body reports the status of its refusal). Called on the
- * connection's thread, so it must be thread-safe and must not block. */
+/* Told of every request once it ends, with labels taken from the route table only, never
+ * from what the client sent: method the method of the route that answered (HEAD for a GET
+ * route), else one of the table's methods, else "other"; route the pattern of the route that
+ * handled it, else "unmatched" (an unknown path, a wrong method, or refused before routing,
+ * such as a 401); status the one answered (0 when nothing was sent; a streamed upload cut
+ * off mid-body reports the status of its refusal). So junk shares a handful of label sets.
+ * Called on the connection's thread, so it must be thread-safe and must not block. */
 typedef void (*http_request_observer)(const char *method, const char *route, int status);
 
 /* Set the observer (NULL: none). Set it before http_start: it is read without a lock. */
@@ -107,11 +111,12 @@ const char *http_query_param(const http_request *req, const char *key);
  * (a queued synchronous run): 1 gone, 0 still there. Never blocks, never reads request bytes. */
 int http_client_gone(const http_request *req);
 
-/* Listen on s->listen and serve until http_stop. Prints one line on stdout once listening:
+/* Listen on s->listen and serve routes until http_stop. Prints one line on stdout once
+ * listening:
  *   attnd listening on http://HOST:PORT
- * (the real port when s->listen asks for port 0). s must outlive the daemon. 0, or -1 with
- * err filled. */
-int http_start(const settings *s, char *err, size_t err_len);
+ * (the real port when s->listen asks for port 0). s and routes must outlive the daemon. 0, or
+ * -1 with err filled. */
+int http_start(const settings *s, const http_route_table *routes, char *err, size_t err_len);
 
 /* Stop accepting connections; requests in flight go on (shutdown, first step). */
 void http_quiesce(void);
@@ -123,9 +128,6 @@ int http_in_flight(void);
 /* Stop: close every connection and wait for the handlers in flight to return (an answer
  * not yet sent is lost: call http_quiesce and wait for http_in_flight() == 0 first). */
 void http_stop(void);
-
-/* The settings http_start was given (NULL before). */
-const settings *http_settings(void);
 
 /* Add a header to the coming answer (e.g. Retry-After). 0, or -1 when there is no room. */
 int http_add_header(http_request *req, const char *name, const char *value);
@@ -170,8 +172,5 @@ void http_send_error(http_request *req, const api_error *e);
 /* api_fail + http_send_error in one call. */
 void http_fail(http_request *req, int status, const char *code, const char *field, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-
-/* The error object of e: {"error":{…}} (caller deletes), NULL when out of memory. */
-cJSON *http_error_json(const api_error *e);
 
 #endif

@@ -72,8 +72,8 @@ static int http_declared_length(struct MHD_Connection *conn, unsigned long long 
  * byte is read. A refusal is left in c->refusal. */
 void http_body_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c)
 {
-    const settings *cfg = http_settings();
-    const http_stream_route *route = http_streaming_route(method, url);
+    const settings *cfg = c->cfg;
+    const http_stream_route *route = http_streaming_route(c->routes, method, url);
     unsigned long long declared;
     http_request req;
     api_error e;
@@ -106,12 +106,13 @@ void http_body_admit(struct MHD_Connection *conn, const char *url, const char *m
 }
 
 /* Cut off a streamed body that may not grow: libmicrohttpd (up to 1.0) cannot queue an
- * answer while a body is arriving, so the connection is closed at once, without one. */
+ * answer while a body is arriving, so the connection is closed at once, without one. The
+ * reason stays in c->cut for http.c to report. */
 static enum MHD_Result http_cut_upload(const char *method, const char *url, http_conn *c, const api_error *e)
 {
     log_warn("%s %.200s: upload cut off after %zu bytes, connection closed: %d %s: %s", method, url, c->len, e->status,
              e->code, e->message);
-    http_report_request(method, c->stream->pattern, e->status);
+    c->cut = *e;
     if (ftruncate(c->fd, 0) != 0) log_warn("ftruncate of an upload: %s", strerror(errno));
     return MHD_NO;
 }
@@ -120,7 +121,7 @@ static enum MHD_Result http_cut_upload(const char *method, const char *url, http
 static enum MHD_Result http_stream_piece(const char *method, const char *url, http_conn *c, const char *data,
                                          size_t n)
 {
-    const settings *cfg = http_settings();
+    const settings *cfg = c->cfg;
     unsigned long long total = (unsigned long long)c->len + n;
     api_error e;
 
@@ -150,7 +151,7 @@ static enum MHD_Result http_stream_piece(const char *method, const char *url, ht
  * has passed max_body_bytes (answered 413 at its end). */
 static enum MHD_Result http_held_piece(http_conn *c, const char *data, size_t n)
 {
-    unsigned long long max = (unsigned long long)http_settings()->max_body_bytes;
+    unsigned long long max = (unsigned long long)c->cfg->max_body_bytes;
 
     if (c->len + n > max) {
         c->too_large = 1;

@@ -1,7 +1,7 @@
 /* http_conn.h — what the files of the HTTP front door share, private to them: one request's
  * state from its head to its end, and the step each file takes on it. http.c owns the
- * daemon and a request's life; http_route.c finds its route; http_body.c reads its body;
- * http_send.c queues its answer.
+ * daemon and a request's life and calls down: http_body.c reads its body, http_route.c finds
+ * its route, http_send.c queues its answer (each calls only the ones after it).
  */
 #ifndef HTTP_CONN_H
 #define HTTP_CONN_H
@@ -14,12 +14,15 @@
 
 /* Per-request state (con_cls), from the access handler's first call to http_completed. */
 typedef struct http_conn {
+    const settings *cfg;              /* what http_start was given */
+    const http_route_table *routes;
     char *body;
     size_t len, cap;
     int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
     cJSON *query;  /* the query string, parsed when the head is in; NULL when refused before */
     api_error refusal; /* status != 0: answered this instead of routing */
+    api_error cut;     /* status != 0: a streamed body was cut off mid-way (closed, unanswered) */
     const http_stream_route *stream; /* admitted by this streaming route: release(hold) at the end */
     void *hold;
     unsigned long long declared_bytes; /* a streamed body's Content-Length; 0 when chunked */
@@ -30,23 +33,25 @@ typedef struct http_conn {
     char answer_note[256];
 } http_conn;
 
-/* http.c: the request as a handler (or a streaming route's admit) sees it. */
+/* http_route.c: the request as a handler (or a streaming route's admit) sees it. */
 void http_request_view(http_request *req, struct MHD_Connection *conn, const char *url, const char *method,
                        http_conn *c);
-/* http.c: tell the request observer (http_set_request_observer) that a request ended. */
-void http_report_request(const char *method, const char *route, int status);
-
 /* http_route.c: parse the query string into c->query; a refusal goes to c->refusal. */
 void http_parse_query(struct MHD_Connection *conn, http_conn *c);
-/* http_route.c: the streaming route for method and url; NULL when its body is held. */
-const http_stream_route *http_streaming_route(const char *method, const char *url);
+/* http_route.c: the streaming route of routes for method and url; NULL when its body is held. */
+const http_stream_route *http_streaming_route(const http_route_table *routes, const char *method, const char *url);
 /* http_route.c: call the handler of req's route, or answer 404 / 405. */
 void http_route_request(http_request *req);
+/* http_route.c: the observer's labels of a request (http_request_observer): *method_label and
+ * *route_label point into the table or at constant strings. */
+void http_route_labels(const http_route_table *routes, const char *method, const char *route,
+                       const char **method_label, const char **route_label);
 
 /* http_body.c: once the head is in and its query parsed, before any body byte: check the
  * framing and bound or admit the body. A refusal goes to c->refusal. */
 void http_body_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c);
-/* http_body.c: n bytes of body, to the memfd or held in memory. MHD_NO closes the connection. */
+/* http_body.c: n bytes of body, to the memfd or held in memory. MHD_NO closes the connection
+ * (a cut upload leaves its reason in c->cut). */
 enum MHD_Result http_body_piece(const char *method, const char *url, http_conn *c, const char *data, size_t n);
 /* http_body.c: the request ended: close the memfd, release the route's hold, free the body. */
 void http_body_end(http_conn *c);

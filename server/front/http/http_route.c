@@ -1,6 +1,7 @@
-/* http_route.c — where a request goes: its query string, parsed into an object of strings
- * (http_request.query), and the route of http_routes[] or http_stream_routes[] that its
- * method and path match (404 unknown path, 405 wrong method with Allow).
+/* http_route.c — where a request goes: the request as a handler sees it, its query string
+ * parsed into an object of strings (http_request.query), the route of the table that its
+ * method and path match (404 unknown path, 405 wrong method with Allow), and the labels the
+ * request observer counts it under.
  */
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,22 @@ void http_parse_query(struct MHD_Connection *conn, http_conn *c)
     }
 }
 
+void http_request_view(http_request *req, struct MHD_Connection *conn, const char *url, const char *method,
+                       http_conn *c)
+{
+    memset(req, 0, sizeof *req);
+    req->conn = conn;
+    req->method = method;
+    req->path = url;
+    req->query = c->query;
+    req->settings = c->cfg;
+    req->body_fd = -1;
+    req->conn_state = c;
+    req->arrived_s = c->arrived_s;
+    req->received_s = c->received_s;
+    req->hold = c->hold;
+}
+
 const char *http_query_param(const http_request *req, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->query, key);
@@ -84,29 +101,48 @@ static int http_route_match(const char *pattern, const char *path, const char **
     return 1;
 }
 
-/* The streaming route (http_stream_routes) for method and url; NULL when its body is held. */
-const http_stream_route *http_streaming_route(const char *method, const char *url)
+const http_stream_route *http_streaming_route(const http_route_table *routes, const char *method, const char *url)
 {
     char id_buf[128];
     const char *id;
     size_t i;
 
     if (strcmp(method, "POST") != 0) return NULL;
-    for (i = 0; http_stream_routes[i].pattern; i++)
-        if (http_route_match(http_stream_routes[i].pattern, url, &id, id_buf, sizeof id_buf))
-            return &http_stream_routes[i];
+    for (i = 0; routes->stream[i].pattern; i++)
+        if (http_route_match(routes->stream[i].pattern, url, &id, id_buf, sizeof id_buf)) return &routes->stream[i];
     return NULL;
+}
+
+void http_route_labels(const http_route_table *routes, const char *method, const char *route,
+                       const char **method_label, const char **route_label)
+{
+    const char *known = NULL;
+    size_t i;
+
+    *route_label = "unmatched";
+    if (!method) method = "";
+    for (i = 0; route && i < routes->count; i++)
+        if (!strcmp(route, routes->routes[i].pattern)) *route_label = routes->routes[i].pattern;
+    for (i = 0; i < routes->count && !known; i++) {
+        const http_route *r = &routes->routes[i];
+        if (!strcmp(method, r->method))
+            known = r->method;
+        else if (!strcmp(method, "HEAD") && !strcmp(r->method, "GET"))
+            known = "HEAD";
+    }
+    *method_label = known ? known : "other";
 }
 
 void http_route_request(http_request *req)
 {
+    const http_route_table *routes = ((const http_conn *)req->conn_state)->routes;
     const char *method = strcmp(req->method, "HEAD") == 0 ? "GET" : req->method;
     char allow[96];
     size_t i, n = 0;
 
     allow[0] = '\0';
-    for (i = 0; i < http_routes_count; i++) {
-        const http_route *r = &http_routes[i];
+    for (i = 0; i < routes->count; i++) {
+        const http_route *r = &routes->routes[i];
         const char *id;
         if (!http_route_match(r->pattern, req->path, &id, req->id_buf, sizeof req->id_buf)) continue;
         if (strcmp(r->method, method) == 0) {

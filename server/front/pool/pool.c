@@ -64,14 +64,14 @@ static int pool_choose_gpus(const char *devices, int count, int *ordinals, int m
     return n;
 }
 
-/* The gauges of /metrics (metrics_devices_fn), read under pool_mu. */
+/* The gauges of /metrics (metrics_devices_fn), read under queue_mu. */
 static int pool_metrics_devices(metrics_device *out, int max)
 {
     int i, n = 0;
 
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < pool_nslots && n < max; i++, n++) {
-        const worker_slot *w = &pool_slots[i];
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < queue_nslots && n < max; i++, n++) {
+        const worker_slot *w = &queue_slots[i];
         const cJSON *total = cJSON_GetObjectItem(w->device, "memory_total_bytes");
         const cJSON *free_b = cJSON_GetObjectItem(w->device, "memory_free_bytes");
         snprintf(out[n].id, sizeof out[n].id, "%s", w->name);
@@ -81,13 +81,13 @@ static int pool_metrics_devices(metrics_device *out, int max)
         out[n].memory_total_bytes = cJSON_IsNumber(total) ? total->valuedouble : -1.0;
         out[n].memory_free_bytes = cJSON_IsNumber(free_b) ? free_b->valuedouble : -1.0;
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return n;
 }
 
 /* Wait for the hellos: a slot that keeps failing is down within a few tries, but a slow
  * one is not waited for longer than one hello limit (readyz says when it is up). Under
- * pool_mu. */
+ * queue_mu. */
 static void pool_wait_hellos_locked(void)
 {
     double deadline_s = clock_monotonic_s() + (CHILDREN_HELLO_LIMIT_MS + 5000) * 1e-3;
@@ -96,9 +96,9 @@ static void pool_wait_hellos_locked(void)
     for (;;) {
         int starting = 0;
         struct timespec until = clock_deadline(200);
-        for (i = 0; i < pool_nslots; i++) starting += pool_slots[i].state == SLOT_STARTING;
+        for (i = 0; i < queue_nslots; i++) starting += queue_slots[i].state == SLOT_STARTING;
         if (!starting || clock_monotonic_s() >= deadline_s) break;
-        pthread_cond_timedwait(&pool_slots[0].state_cond, &pool_mu, &until);
+        pthread_cond_timedwait(&queue_slots[0].state_cond, &queue_mu, &until);
     }
 }
 
@@ -108,14 +108,14 @@ int pool_start(const settings *s, char *err, size_t err_len)
     char why[512] = "";
     worker_slot *slots;
 
-    pthread_mutex_lock(&pool_mu);
-    if (pool_started) {
-        pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    if (queue_started) {
+        pthread_mutex_unlock(&queue_mu);
         snprintf(err, err_len, "the pool is already started");
         return -1;
     }
-    pool_settings = *s;
-    pthread_mutex_unlock(&pool_mu);
+    queue_settings = *s;
+    pthread_mutex_unlock(&queue_mu);
     if (children_find_worker(err, err_len) != 0) return -1;
 
     if (strcmp(s->devices, "none") != 0) {
@@ -145,33 +145,33 @@ int pool_start(const settings *s, char *err, size_t err_len)
     }
     metrics_set_device_source(pool_metrics_devices);
 
-    pthread_mutex_lock(&pool_mu);
-    pool_slots = slots; /* an earlier pool's slots are left allocated: see queue.h */
-    pool_nslots = n_gpu + 1;
-    pool_stopping = 0;
-    pool_draining = 0;
-    pool_started = 1;
-    for (i = 0; i < pool_nslots; i++) {
-        int rc = pthread_create(&pool_slots[i].thread, NULL, pool_dispatch_thread, &pool_slots[i]);
+    pthread_mutex_lock(&queue_mu);
+    queue_slots = slots; /* an earlier pool's slots are left allocated: see queue.h */
+    queue_nslots = n_gpu + 1;
+    queue_stopping = 0;
+    queue_draining = 0;
+    queue_started = 1;
+    for (i = 0; i < queue_nslots; i++) {
+        int rc = pthread_create(&queue_slots[i].thread, NULL, pool_dispatch_thread, &queue_slots[i]);
         if (rc != 0) {
-            pthread_mutex_unlock(&pool_mu);
+            pthread_mutex_unlock(&queue_mu);
             snprintf(err, err_len, "pthread_create: %s", strerror(rc));
             pool_stop();
             return -1;
         }
-        pool_slots[i].thread_started = 1;
+        queue_slots[i].thread_started = 1;
     }
     pool_wait_hellos_locked();
-    if (pool_slots[0].state == SLOT_DOWN) {
-        snprintf(err, err_len, "the cpu worker did not start: %s", pool_slots[0].reason);
-        pthread_mutex_unlock(&pool_mu);
+    if (queue_slots[0].state == SLOT_DOWN) {
+        snprintf(err, err_len, "the cpu worker did not start: %s", queue_slots[0].reason);
+        pthread_mutex_unlock(&queue_mu);
         pool_stop();
         return -1;
     }
-    for (i = 0; i < pool_nslots; i++)
-        log_info("pool: %s %s%s%s", pool_slots[i].name, slot_state_names[pool_slots[i].state],
-                 pool_slots[i].reason[0] ? ": " : "", pool_slots[i].reason);
-    pthread_mutex_unlock(&pool_mu);
+    for (i = 0; i < queue_nslots; i++)
+        log_info("pool: %s %s%s%s", queue_slots[i].name, slot_state_names[queue_slots[i].state],
+                 queue_slots[i].reason[0] ? ": " : "", queue_slots[i].reason);
+    pthread_mutex_unlock(&queue_mu);
     return 0;
 }
 
@@ -179,13 +179,13 @@ void pool_quiesce(void)
 {
     int i;
 
-    pthread_mutex_lock(&pool_mu);
-    if (pool_started && !pool_draining) {
-        pool_draining = 1;
-        for (i = 0; i < pool_nslots; i++) slot_shutdown_queue_locked(&pool_slots[i], 0);
+    pthread_mutex_lock(&queue_mu);
+    if (queue_started && !queue_draining) {
+        queue_draining = 1;
+        for (i = 0; i < queue_nslots; i++) queue_shutdown_locked(&queue_slots[i], 0);
         log_info("pool: stopping: queued runs ended, running ones go on");
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 void pool_stop(void)
@@ -193,32 +193,32 @@ void pool_stop(void)
     int i, n;
 
     pool_quiesce();
-    pthread_mutex_lock(&pool_mu);
-    if (!pool_started || pool_stopping) {
-        pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    if (!queue_started || queue_stopping) {
+        pthread_mutex_unlock(&queue_mu);
         return;
     }
-    pool_stopping = 1;
-    n = pool_nslots;
+    queue_stopping = 1;
+    n = queue_nslots;
     for (i = 0; i < n; i++) {
-        worker_slot *w = &pool_slots[i];
+        worker_slot *w = &queue_slots[i];
         /* Wakes a dispatcher blocked on a hello: it reads EOF. A running job is let finish
-         * and stored (SIGTERM finishes the running job): its dispatcher sees pool_stopping
+         * and stored (SIGTERM finishes the running job): its dispatcher sees queue_stopping
          * once it ends, and the job's own job_timeout_s bounds the wait. */
         if (w->sock >= 0 && !w->running) shutdown(w->sock, SHUT_RDWR);
         pthread_cond_broadcast(&w->work_cond);
         pthread_cond_broadcast(&w->state_cond);
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
 
     for (i = 0; i < n; i++)
-        if (pool_slots[i].thread_started) pthread_join(pool_slots[i].thread, NULL);
+        if (queue_slots[i].thread_started) pthread_join(queue_slots[i].thread, NULL);
 
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < n; i++) pool_slots[i].thread_started = 0;
-    pool_started = 0;
-    pool_draining = 0;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < n; i++) queue_slots[i].thread_started = 0;
+    queue_started = 0;
+    queue_draining = 0;
+    pthread_mutex_unlock(&queue_mu);
     log_info("pool: stopped");
 }
 
@@ -228,10 +228,10 @@ int pool_ready(void)
 {
     int i, ready;
 
-    pthread_mutex_lock(&pool_mu);
-    ready = pool_started && !pool_stopping && !pool_draining && pool_nslots > 0;
-    for (i = 0; ready && i < pool_nslots; i++) ready = pool_slots[i].state == SLOT_UP;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    ready = queue_started && !queue_stopping && !queue_draining && queue_nslots > 0;
+    for (i = 0; ready && i < queue_nslots; i++) ready = queue_slots[i].state == SLOT_UP;
+    pthread_mutex_unlock(&queue_mu);
     return ready;
 }
 
@@ -251,9 +251,9 @@ cJSON *pool_devices_json(void)
     int i;
 
     cJSON_AddItemToObject(out, "build", build_info_json());
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < pool_nslots; i++) {
-        worker_slot *w = &pool_slots[i];
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < queue_nslots; i++) {
+        worker_slot *w = &queue_slots[i];
         cJSON *d = w->device ? cJSON_Duplicate(w->device, 1) : cJSON_CreateObject();
         if (!cJSON_GetObjectItem(d, "id")) cJSON_AddStringToObject(d, "id", w->name);
         pool_set_member(d, "state", cJSON_CreateString(slot_state_names[w->state]));
@@ -261,7 +261,7 @@ cJSON *pool_devices_json(void)
         if (w->state != SLOT_UP && w->reason[0]) pool_set_member(d, "error", cJSON_CreateString(w->reason));
         cJSON_AddItemToArray(list, d);
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return out;
 }
 
@@ -270,12 +270,12 @@ const char *pool_default_device(int on_cpu)
     const char *name = NULL;
     int i;
 
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < pool_nslots && !name; i++) {
-        worker_slot *w = &pool_slots[i];
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < queue_nslots && !name; i++) {
+        worker_slot *w = &queue_slots[i];
         if (on_cpu ? i == 0 : (i > 0 && w->state != SLOT_DOWN)) name = w->name;
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return name;
 }
 
@@ -287,11 +287,11 @@ int pool_device_cc(const char *device)
     struct timespec until = clock_deadline(CHILDREN_HELLO_LIMIT_MS);
 
     if (device && strcmp(device, "cpu") == 0) return 0;
-    pthread_mutex_lock(&pool_mu);
-    w = slot_find_locked(device);
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(device);
     /* A request right after start (or after a restart) waits for the hello it needs. */
-    while (w && w->state == SLOT_STARTING && !pool_stopping)
-        if (pthread_cond_timedwait(&w->state_cond, &pool_mu, &until) == ETIMEDOUT) break;
+    while (w && w->state == SLOT_STARTING && !queue_stopping)
+        if (pthread_cond_timedwait(&w->state_cond, &queue_mu, &until) == ETIMEDOUT) break;
     if (w && w->state == SLOT_UP && w->device) {
         cc = cJSON_GetObjectItem(w->device, "compute_capability");
         if (cJSON_IsString(cc)) {
@@ -302,7 +302,7 @@ int pool_device_cc(const char *device)
             result = v >= 10 && v == (int)v ? (int)v : (int)(v * 10 + 0.5); /* 9.0 or 90 */
         }
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return result;
 }
 
@@ -311,10 +311,10 @@ int pool_device_generation(const char *device)
     worker_slot *w;
     int g = -1;
 
-    pthread_mutex_lock(&pool_mu);
-    w = slot_find_locked(device);
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(device);
     if (w && w->state != SLOT_DOWN) g = w->restarts;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return g;
 }
 
@@ -326,8 +326,8 @@ static cJSON *pool_hello_part(const char *device, const char *variant)
     const cJSON *part = NULL, *item;
     cJSON *copy = NULL;
 
-    pthread_mutex_lock(&pool_mu);
-    w = slot_find_locked(device);
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(device);
     if (w && !variant) part = w->device;
     if (w && variant && cJSON_IsArray(w->variants))
         cJSON_ArrayForEach(item, w->variants) {
@@ -338,10 +338,25 @@ static cJSON *pool_hello_part(const char *device, const char *variant)
             }
         }
     if (part) copy = cJSON_Duplicate(part, 1);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return copy;
 }
 
 cJSON *pool_device_json(const char *device) { return pool_hello_part(device, NULL); }
 
 cJSON *pool_device_variant(const char *device, const char *name) { return pool_hello_part(device, name); }
+
+void pool_device_list(char *out, size_t len)
+{
+    cJSON *o = pool_devices_json(), *list = o ? cJSON_GetObjectItemCaseSensitive(o, "devices") : NULL, *d;
+    size_t n = 0;
+
+    out[0] = '\0';
+    cJSON_ArrayForEach(d, list) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(d, "id");
+        if (cJSON_IsString(id) && n < len)
+            n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "", id->valuestring);
+    }
+    if (!out[0]) snprintf(out, len, "cpu");
+    cJSON_Delete(o);
+}

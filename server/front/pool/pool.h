@@ -52,6 +52,9 @@ int pool_ready(void);
 /* The /v1/device answer: {"devices":[{"id":"cpu",…},{"id":"cuda:0",…}]}. Caller deletes. */
 cJSON *pool_devices_json(void);
 
+/* The ids of the devices served, "cpu, cuda:0", for messages. */
+void pool_device_list(char *out, size_t len);
+
 /* The default device for a backend: "cuda:0" for GPU variants (NULL when no GPU is up),
  * "cpu" for cpu variants. */
 const char *pool_default_device(int on_cpu);
@@ -89,9 +92,10 @@ int pool_run_watched(const run_request *r, pool_run_end_fn on_end, pool_client_g
  * it is not waiting in any queue (running, finished or unknown). */
 int pool_cancel(long long id);
 
-/* 1-based place of run id among the runs waiting on its device (1: next), -1 when it is
- * not waiting. */
-int pool_queue_position(long long id);
+/* The record of run id while it waits in a queue here, as GET /v1/runs/{id} answers it,
+ * written from its struct with "queue_position" (1: next). NULL when it is not waiting here
+ * (caller deletes). */
+cJSON *pool_queued_record_json(long long id);
 
 /* Runs waiting (or reserved) on device; 0 for an unknown device. */
 int pool_queue_depth(const char *device);

@@ -1,6 +1,6 @@
 /* pool_dispatch.c — the dispatcher of each slot (pool_dispatch.h).
  *
- * The dispatcher drops pool_mu for all I/O (socket, store, fork). A crash, a fatal (sticky)
+ * The dispatcher drops queue_mu for all I/O (socket, store, fork). A crash, a fatal (sticky)
  * error or a timeout ends the child (SIGKILL for a timeout); the dispatcher reaps it, starts a
  * new one and goes on with the queue.
  *
@@ -44,26 +44,26 @@ static int slot_spawn(worker_slot *w, char *why, size_t why_len)
     int sock = children_start(w->name, &pid, why, why_len);
 
     if (sock < 0) return -1;
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     w->sock = sock;
     w->pid = pid;
-    if (pool_stopping) shutdown(w->sock, SHUT_RDWR); /* pool_stop wakes a hello wait so */
-    pthread_mutex_unlock(&pool_mu);
+    if (queue_stopping) shutdown(w->sock, SHUT_RDWR); /* pool_stop wakes a hello wait so */
+    pthread_mutex_unlock(&queue_mu);
 
     if (children_await_hello(sock, pid, &device, &variants, why, why_len) == 0) {
-        pthread_mutex_lock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
         cJSON_Delete(w->device);
         w->device = device;
         cJSON_Delete(w->variants);
         w->variants = variants;
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
         return 0;
     }
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     close(w->sock);
     w->sock = -1;
     w->pid = 0;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return -1;
 }
 
@@ -74,21 +74,21 @@ static int slot_lose_worker(worker_slot *w, int sig)
     int status, stopping, generation;
 
     /* At shutdown a worker busy on the device does not read its EOF: SIGTERM it. */
-    if (sig == 0 && pool_is_stopping()) sig = SIGTERM;
+    if (sig == 0 && queue_is_stopping()) sig = SIGTERM;
     status = children_reap(w->pid, sig, CHILDREN_STOP_GRACE_MS);
 
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     close(w->sock);
     w->sock = -1;
     w->pid = 0;
-    stopping = pool_stopping;
+    stopping = queue_stopping;
     if (!stopping) {
         w->state = SLOT_STARTING;
         w->restarts++;
     }
     generation = w->restarts;
     pthread_cond_broadcast(&w->state_cond);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     if (!stopping && dispatch_restart_hook) dispatch_restart_hook(w->name, generation);
     return status;
 }
@@ -112,7 +112,7 @@ static exchange_outcome slot_exchange(worker_slot *w, long long job_id, cJSON *m
 
     *reply = NULL;
     *reply_fd = -1;
-    if (rc == IPC_OK) rc = ipc_recv_json(w->sock, reply, reply_fd, pool_settings.job_timeout_s * 1000);
+    if (rc == IPC_OK) rc = ipc_recv_json(w->sock, reply, reply_fd, queue_settings.job_timeout_s * 1000);
     if (rc == IPC_OK) {
         const cJSON *job = cJSON_GetObjectItem(*reply, "job");
         if (cJSON_IsNumber(job) && (long long)job->valuedouble == job_id) return EXCHANGE_REPLY;
@@ -155,9 +155,9 @@ static proto_type reply_type(const cJSON *reply)
 static void lost_message(const worker_slot *w, exchange_outcome out, const char *how, char *buf, size_t len)
 {
     if (out == EXCHANGE_TIMEOUT)
-        snprintf(buf, len, "job exceeded job_timeout_s=%d s; worker %s killed%s", pool_settings.job_timeout_s,
-                 w->name, pool_is_stopping() ? " (the server is stopping)" : " and restarted");
-    else if (pool_is_stopping())
+        snprintf(buf, len, "job exceeded job_timeout_s=%d s; worker %s killed%s", queue_settings.job_timeout_s,
+                 w->name, queue_is_stopping() ? " (the server is stopping)" : " and restarted");
+    else if (queue_is_stopping())
         snprintf(buf, len, "the server stopped while the job ran on worker %s", w->name);
     else
         snprintf(buf, len, "worker %s %s while running the job; restarted", w->name, how);
@@ -169,7 +169,7 @@ static void lost_message(const worker_slot *w, exchange_outcome out, const char 
  * Returns the verify object or {"error":"…"}; caller deletes. */
 static cJSON *verify_on_cpu(const pool_job *run, int fd)
 {
-    worker_slot *cpu = &pool_slots[0];
+    worker_slot *cpu = &queue_slots[0];
     pool_job v;
     struct stat st;
     cJSON *answer;
@@ -182,14 +182,14 @@ static cJSON *verify_on_cpu(const pool_job *run, int fd)
     v.bytes = fstat(fd, &st) == 0 ? (size_t)st.st_size : 0;
     clock_cond_init(&v.cond);
 
-    pthread_mutex_lock(&pool_mu);
-    if (cpu->state == SLOT_DOWN || pool_stopping)
-        job_refuse_locked(&v, 503, "no_device",
+    pthread_mutex_lock(&queue_mu);
+    if (cpu->state == SLOT_DOWN || queue_stopping)
+        queue_refuse_locked(&v, 503, "no_device",
                           cpu->state == SLOT_DOWN ? "the cpu device is down" : "the server is stopping", "");
     else
-        slot_push_front_locked(cpu, &v);
-    while (!v.finished) pthread_cond_wait(&v.cond, &pool_mu);
-    pthread_mutex_unlock(&pool_mu);
+        queue_push_front_locked(cpu, &v);
+    while (!v.finished) pthread_cond_wait(&v.cond, &queue_mu);
+    pthread_mutex_unlock(&queue_mu);
     pthread_cond_destroy(&v.cond);
     answer = v.verify;
     if (!answer) {
@@ -233,10 +233,10 @@ static void slot_run_verify(worker_slot *w, pool_job *v)
         if (out == EXCHANGE_REPLY && cJSON_IsTrue(cJSON_GetObjectItem(reply, "fatal"))) slot_lose_worker(w, 0);
     }
     cJSON_Delete(reply);
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     v->verify = answer;
-    job_finish_locked(v, 200, NULL);
-    pthread_mutex_unlock(&pool_mu);
+    queue_finish_locked(v, 200, NULL);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 /* ------------------------------------------------------------------------------ runs -- */
@@ -253,7 +253,7 @@ static int refusal_from_reply(const cJSON *reply, cJSON **body)
     int http = cJSON_IsNumber(status) ? (int)status->valuedouble : 0;
 
     if (http < 400 || http > 499) return -1;
-    *body = pool_error_body(cJSON_IsString(code) ? code->valuestring : "refused",
+    *body = queue_error_body(cJSON_IsString(code) ? code->valuestring : "refused",
                             cJSON_IsString(message) ? message->valuestring : "the worker refused the job",
                             cJSON_IsString(field) ? field->valuestring : "");
     return http;
@@ -264,20 +264,20 @@ static void job_done(pool_job *j, cJSON *result)
     cJSON *record;
 
     run_record_set_result(&j->rec, result);
-    record = job_end_run(j, POOL_RUN_DONE);
-    pthread_mutex_lock(&pool_mu);
-    job_finish_locked(j, 200, record);
-    pthread_mutex_unlock(&pool_mu);
+    record = queue_end_run(j, POOL_RUN_DONE);
+    pthread_mutex_lock(&queue_mu);
+    queue_finish_locked(j, 200, record);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 static void job_failed(pool_job *j, const char *code, const char *message)
 {
-    cJSON *record = job_end_with_error(j, POOL_RUN_FAILED, code, message);
+    cJSON *record = queue_end_run_with_error(j, POOL_RUN_FAILED, code, message);
 
     log_warn("run %lld failed: %s: %s", j->id, code, message);
-    pthread_mutex_lock(&pool_mu);
-    job_finish_locked(j, 500, record);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    queue_finish_locked(j, 500, record);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 /* The worker refused the run (an "error" reply): a synchronous run with a 4xx is answered
@@ -288,16 +288,16 @@ static void job_refused_by_worker(pool_job *j, const cJSON *reply)
     cJSON *body = NULL;
     int http, detached;
 
-    pthread_mutex_lock(&pool_mu); /* a waiter may detach the job meanwhile (its client left) */
+    pthread_mutex_lock(&queue_mu); /* a waiter may detach the job meanwhile (its client left) */
     detached = j->detached;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     http = detached ? -1 : refusal_from_reply(reply, &body);
     if (http > 0) {
-        job_end_hook(j, POOL_RUN_REFUSED, NULL);
-        pthread_mutex_lock(&pool_mu);
+        queue_end_hook(j, POOL_RUN_REFUSED, NULL);
+        pthread_mutex_lock(&queue_mu);
         run_record_delete(&j->rec);
-        job_finish_locked(j, http, body);
-        pthread_mutex_unlock(&pool_mu);
+        queue_finish_locked(j, http, body);
+        pthread_mutex_unlock(&queue_mu);
     } else {
         const cJSON *e = cJSON_GetObjectItem(reply, "error");
         const cJSON *m = cJSON_GetObjectItem(e, "message"), *code = cJSON_GetObjectItem(e, "code");
@@ -315,10 +315,10 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     proto_type type;
 
     /* running: the device as it said hello this time, and the generation it runs on */
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     device = w->device ? cJSON_Duplicate(w->device, 1) : NULL;
     j->generation = w->restarts;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     run_record_set_device(&j->rec, device);
     j->rec.status = RUN_RUNNING;
     run_record_save(&j->rec);
@@ -330,7 +330,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     if (out != EXCHANGE_REPLY) {
         lost_message(w, out, how, text, sizeof text);
         log_warn("worker %s: %s", w->name, text);
-        job_failed(j, out == EXCHANGE_TIMEOUT ? "timeout" : pool_is_stopping() ? "server_stopping" : "worker_crashed",
+        job_failed(j, out == EXCHANGE_TIMEOUT ? "timeout" : queue_is_stopping() ? "server_stopping" : "worker_crashed",
                    text);
         return;
     }
@@ -340,7 +340,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
         cJSON *result = cJSON_DetachItemFromObject(reply, "result");
         if (reply_fd >= 0) { /* the GPU worker wants its output checked by the fp64 reference */
             cJSON *verify;
-            if (w == &pool_slots[0]) {
+            if (w == &queue_slots[0]) {
                 verify = cJSON_CreateObject();
                 cJSON_AddStringToObject(verify, "error", "the cpu device cannot verify its own output");
             } else {
@@ -382,66 +382,66 @@ static void slot_run_tensor(worker_slot *w, pool_job *j)
     int reply_fd = -1, status = 200;
     exchange_outcome out;
 
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     j->generation = w->restarts;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how);
     if (out != EXCHANGE_REPLY) {
         lost_message(w, out, how, text, sizeof text);
         log_warn("worker %s: %s", w->name, text);
-        reply = pool_error_body("worker_crashed", text, "");
+        reply = queue_error_body("worker_crashed", text, "");
         status = 500;
     } else if (reply_type(reply) == PROTO_FAILED && cJSON_IsTrue(cJSON_GetObjectItem(reply, "fatal"))) {
         slot_lose_worker(w, 0);
     }
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     j->reply_fd = reply_fd;
-    job_finish_locked(j, status, reply);
-    pthread_mutex_unlock(&pool_mu);
+    queue_finish_locked(j, status, reply);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 /* ------------------------------------------------------------------------ the thread -- */
 
 /* (Re)start w's worker; after POOL_HELLO_TRIES failed hellos in a row the slot is down and
- * its queue refused. Called without pool_mu. */
+ * its queue refused. Called without queue_mu. */
 static void slot_start_worker(worker_slot *w, int *failures)
 {
     char why[512];
 
     if (slot_spawn(w, why, sizeof why) == 0) {
         *failures = 0;
-        pthread_mutex_lock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
         w->state = SLOT_UP;
         w->reason[0] = '\0';
         pthread_cond_broadcast(&w->state_cond);
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
         log_info("worker %s: up", w->name);
         return;
     }
     (*failures)++;
     log_warn("worker %s: hello failed (%d of %d): %s", w->name, *failures, POOL_HELLO_TRIES, why);
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     snprintf(w->reason, sizeof w->reason, "%s", why);
-    if (*failures >= POOL_HELLO_TRIES && !pool_stopping) {
+    if (*failures >= POOL_HELLO_TRIES && !queue_stopping) {
         char message[700];
         w->state = SLOT_DOWN;
         snprintf(message, sizeof message, "device %s is down: %s", w->name, why);
         log_error("worker %s: marked down after %d failed hellos: %s", w->name, *failures, why);
-        slot_refuse_queue_locked(w, "no_device", message);
+        queue_refuse_all_locked(w, "no_device", message);
         pthread_cond_broadcast(&w->state_cond);
-    } else if (!pool_stopping) {
+    } else if (!queue_stopping) {
         struct timespec until = clock_deadline(POOL_RETRY_PAUSE_MS);
-        pthread_cond_timedwait(&w->work_cond, &pool_mu, &until);
+        pthread_cond_timedwait(&w->work_cond, &queue_mu, &until);
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 /* Stopping: end what still waits (pool_quiesce took the runs already), end the child. */
 static void slot_stop(worker_slot *w)
 {
-    pthread_mutex_lock(&pool_mu);
-    slot_shutdown_queue_locked(w, 1);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    queue_shutdown_locked(w, 1);
+    pthread_mutex_unlock(&queue_mu);
     if (w->pid > 0) {
         int status = children_reap(w->pid, SIGTERM, CHILDREN_STOP_GRACE_MS);
         char how[128];
@@ -451,14 +451,14 @@ static void slot_stop(worker_slot *w)
             children_describe_status(status, how, sizeof how);
         log_info("worker %s: stopped; it %s", w->name, how);
     }
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     if (w->sock >= 0) close(w->sock);
     w->sock = -1;
     w->pid = 0;
     w->state = SLOT_DOWN;
     snprintf(w->reason, sizeof w->reason, "stopped");
     pthread_cond_broadcast(&w->state_cond);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
 }
 
 void *pool_dispatch_thread(void *slot)
@@ -469,34 +469,34 @@ void *pool_dispatch_thread(void *slot)
     for (;;) {
         pool_job *j;
 
-        pthread_mutex_lock(&pool_mu);
-        if (pool_stopping) {
-            pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
+        if (queue_stopping) {
+            pthread_mutex_unlock(&queue_mu);
             break;
         }
-        if (w->state == SLOT_DOWN || (w->sock < 0 && pool_draining && !w->head)) {
+        if (w->state == SLOT_DOWN || (w->sock < 0 && queue_draining && !w->head)) {
             /* down: nothing more to do until pool_stop; stopping: a restart would serve nothing */
-            pthread_cond_wait(&w->work_cond, &pool_mu);
-            pthread_mutex_unlock(&pool_mu);
+            pthread_cond_wait(&w->work_cond, &queue_mu);
+            pthread_mutex_unlock(&queue_mu);
             continue;
         }
         if (w->sock < 0) {
-            pthread_mutex_unlock(&pool_mu);
+            pthread_mutex_unlock(&queue_mu);
             slot_start_worker(w, &failures);
             continue;
         }
-        while (!w->head && !pool_stopping) pthread_cond_wait(&w->work_cond, &pool_mu);
-        if (pool_stopping) {
-            pthread_mutex_unlock(&pool_mu);
+        while (!w->head && !queue_stopping) pthread_cond_wait(&w->work_cond, &queue_mu);
+        if (queue_stopping) {
+            pthread_mutex_unlock(&queue_mu);
             break;
         }
-        j = slot_pop_locked(w);
+        j = queue_pop_locked(w);
         if (j->kind == JOB_RUN) {
             w->current_run = j->id;
             w->current_req = j->rec.request;
         }
         w->running = 1;
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
 
         if (j->kind == JOB_VERIFY)
             slot_run_verify(w, j);
@@ -504,10 +504,10 @@ void *pool_dispatch_thread(void *slot)
             slot_run_tensor(w, j);
         else
             slot_run_job(w, j);
-        pthread_mutex_lock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
         w->running = 0;
         w->current_run = 0;
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
     }
     slot_stop(w);
     return NULL;

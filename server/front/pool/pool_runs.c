@@ -19,7 +19,7 @@ static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end)
     if (on_end) on_end(r, POOL_RUN_REFUSED, NULL, -1);
 }
 
-/* The synchronous caller's wait for j's end (pool_mu held, and held again on return).
+/* The synchronous caller's wait for j's end (queue_mu held, and held again on return).
  * With gone, its client is asked every POOL_CLIENT_POLL_MS whether it left: while j waits
  * in the queue, j is cancelled (stored "cancelled", client_gone) and its slot freed at once;
  * while it runs, it goes on detached and its record will say client_gone. Returns 1 when
@@ -35,19 +35,19 @@ static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_f
         int left;
 
         if (!gone) {
-            pthread_cond_wait(&j->cond, &pool_mu);
+            pthread_cond_wait(&j->cond, &queue_mu);
             continue;
         }
         until = clock_deadline(POOL_CLIENT_POLL_MS);
-        pthread_cond_timedwait(&j->cond, &pool_mu, &until);
+        pthread_cond_timedwait(&j->cond, &queue_mu, &until);
         if (j->finished || j->ending) continue;
-        pthread_mutex_unlock(&pool_mu); /* the poll is a syscall: not under the lock */
+        pthread_mutex_unlock(&queue_mu); /* the poll is a syscall: not under the lock */
         left = gone(client);
-        pthread_mutex_lock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
         if (!left || j->finished || j->ending) continue;
 
         __atomic_store_n(&j->client_gone, 1, __ATOMIC_RELEASE);
-        if (slot_position_locked(w, j) > 0) { /* still waiting: it never runs */
+        if (queue_position_locked(w, j) > 0) { /* still waiting: it never runs */
             snprintf(message, sizeof message, "run %lld was cancelled while queued: its client closed the connection",
                      j->id);
             log_info("run %lld cancelled while queued on %s: its client left", j->id, w->name);
@@ -59,7 +59,7 @@ static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_f
         log_info("run %lld: its client left while it ran on %s; it finishes unattended", j->id, w->name);
         snprintf(message, sizeof message, "run %lld goes on without its client (GET /v1/runs/%lld)", j->id, j->id);
         *status = 409;
-        *response = pool_error_body("client_gone", message, NULL);
+        *response = queue_error_body("client_gone", message, NULL);
         return 0;
     }
     *status = j->http_status;
@@ -68,7 +68,7 @@ static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_f
 }
 
 /* Why r cannot queue (the slot is w, NULL when unknown): a status with *response set, or
- * 0 when it may. Under pool_mu. */
+ * 0 when it may. Under queue_mu. */
 static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **response)
 {
     char message[700];
@@ -76,16 +76,16 @@ static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **res
 
     /* A forward on the cpu costs seconds per 10^10 MACs: a run past the limit would hold the
      * only cpu worker (verifies included) for minutes. Refused before it queues. */
-    if (!strcmp(r->device, "cpu") && pool_settings.cpu_max_macs > 0 && macs > pool_settings.cpu_max_macs) {
+    if (!strcmp(r->device, "cpu") && queue_settings.cpu_max_macs > 0 && macs > queue_settings.cpu_max_macs) {
         snprintf(message, sizeof message,
                  "this run costs about %lld multiply-accumulates per forward (batch*heads*seq_q*seq_kv*head_dim), "
                  "over the cpu device's limit cpu_max_macs=%lld; run it on a GPU or make it smaller",
-                 macs, pool_settings.cpu_max_macs);
-        *response = pool_error_body("too_costly", message, NULL);
+                 macs, queue_settings.cpu_max_macs);
+        *response = queue_error_body("too_costly", message, NULL);
         return 422;
     }
-    if (!pool_started || pool_stopping || pool_draining) {
-        *response = pool_error_body("shutting_down", "the server is stopping; it takes no new runs", NULL);
+    if (!queue_started || queue_stopping || queue_draining) {
+        *response = queue_error_body("shutting_down", "the server is stopping; it takes no new runs", NULL);
         return 503;
     }
     if (!w || w->state == SLOT_DOWN) {
@@ -94,13 +94,13 @@ static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **res
                      r->device[0] ? r->device : "(none)");
         else
             snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
-        *response = pool_error_body("no_device", message, "device");
+        *response = queue_error_body("no_device", message, "device");
         return 503;
     }
-    if (w->queued >= pool_settings.queue_depth) {
+    if (w->queued >= queue_settings.queue_depth) {
         snprintf(message, sizeof message, "the queue of device %s is full (queue_depth=%d jobs waiting); retry later",
-                 w->name, pool_settings.queue_depth);
-        *response = pool_error_body("queue_full", message, NULL);
+                 w->name, queue_settings.queue_depth);
+        *response = queue_error_body("queue_full", message, NULL);
         return 429;
     }
     return 0;
@@ -118,50 +118,50 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     int status;
 
     *response = NULL;
-    pthread_mutex_lock(&pool_mu);
-    w = slot_find_locked(r->device);
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(r->device);
     status = pool_refusal_locked(r, w, response);
     if (status) {
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
         pool_end_unqueued(r, on_end);
         return status;
     }
     w->queued++; /* reserved now, so concurrent requests cannot overfill the queue */
     device = w->device ? cJSON_Duplicate(w->device, 1) : NULL;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
 
-    j = job_new_run(r, device);
+    j = queue_new_run_job(r, device);
     if (!j || run_record_save(&j->rec) != 0) {
         if (j)
-            job_free(j);
+            queue_free_job(j);
         else
             cJSON_Delete(device);
-        pthread_mutex_lock(&pool_mu);
+        pthread_mutex_lock(&queue_mu);
         w->queued--;
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
         pool_end_unqueued(r, on_end);
-        *response = j ? pool_error_body("store_error", "the run could not be stored", NULL)
-                      : pool_error_body("out_of_memory", "out of memory", NULL);
+        *response = j ? queue_error_body("store_error", "the run could not be stored", NULL)
+                      : queue_error_body("out_of_memory", "out of memory", NULL);
         return 500;
     }
     j->id = j->rec.id;
-    j->on_end = on_end; /* from here every end of j calls it (job_end_hook) */
+    j->on_end = on_end; /* from here every end of j calls it (queue_end_hook) */
 
-    pthread_mutex_lock(&pool_mu);
-    if (pool_stopping || pool_draining) { /* the server began to stop while we stored */
+    pthread_mutex_lock(&queue_mu);
+    if (queue_stopping || queue_draining) { /* the server began to stop while we stored */
         w->queued--;
-        job_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL); /* not detached yet: row deleted */
+        queue_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL); /* not detached yet: row deleted */
     } else if (w->state == SLOT_DOWN) { /* it went down while we stored */
         w->queued--;
         snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
-        job_refuse_locked(j, 503, "no_device", message, "device");
+        queue_refuse_locked(j, 503, "no_device", message, "device");
     } else { /* the reservation becomes the job */
-        slot_push_locked(w, j);
+        queue_push_locked(w, j);
         if (detach) { /* from here the dispatcher (or a cancel) owns j: never touch it after unlock */
             long long id = j->id;
-            int position = slot_position_locked(w, j);
+            int position = queue_position_locked(w, j);
             j->detached = 1;
-            pthread_mutex_unlock(&pool_mu);
+            pthread_mutex_unlock(&queue_mu);
             *response = cJSON_CreateObject();
             cJSON_AddNumberToObject(*response, "id", (double)id);
             cJSON_AddStringToObject(*response, "status", "queued");
@@ -170,11 +170,11 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         }
     }
     if (!pool_wait_sync_locked(w, j, gone, client, response, &status)) {
-        pthread_mutex_unlock(&pool_mu); /* detached: the dispatcher frees j */
+        pthread_mutex_unlock(&queue_mu); /* detached: the dispatcher frees j */
         return status;
     }
-    pthread_mutex_unlock(&pool_mu);
-    job_free(j);
+    pthread_mutex_unlock(&queue_mu);
+    queue_free_job(j);
     return status;
 }
 
@@ -199,32 +199,33 @@ int pool_cancel(long long id)
     pool_job *j;
     char message[160];
 
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     j = queue_find_run_locked(id, &w);
     if (!j) {
-        pthread_mutex_unlock(&pool_mu);
+        pthread_mutex_unlock(&queue_mu);
         return -1;
     }
     snprintf(message, sizeof message, "run %lld was cancelled (DELETE /v1/runs/%lld) while it was queued", id, id);
     log_info("run %lld cancelled while queued on %s", id, w->name);
     queue_cancel_run_locked(w, j, "cancelled", message);
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return 0;
 }
 
 /* ------------------------------------------------------------------------- queues -- */
 
-int pool_queue_position(long long id)
+cJSON *pool_queued_record_json(long long id)
 {
     worker_slot *w = NULL;
     pool_job *j;
-    int position = -1;
+    cJSON *record = NULL;
 
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     j = queue_find_run_locked(id, &w);
-    if (j) position = slot_position_locked(w, j);
-    pthread_mutex_unlock(&pool_mu);
-    return position;
+    if (j && (record = run_record_to_json(&j->rec)) != NULL)
+        cJSON_AddNumberToObject(record, "queue_position", queue_position_locked(w, j));
+    pthread_mutex_unlock(&queue_mu);
+    return record;
 }
 
 int pool_queue_depth(const char *device)
@@ -232,10 +233,10 @@ int pool_queue_depth(const char *device)
     worker_slot *w;
     int n = 0;
 
-    pthread_mutex_lock(&pool_mu);
-    w = slot_find_locked(device);
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(device);
     if (w) n = w->queued;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return n;
 }
 
@@ -243,9 +244,9 @@ int pool_runs_running(void)
 {
     int i, n = 0;
 
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < pool_nslots; i++) n += pool_slots[i].current_run > 0;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < queue_nslots; i++) n += queue_slots[i].current_run > 0;
+    pthread_mutex_unlock(&queue_mu);
     return n;
 }
 
@@ -260,9 +261,9 @@ int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)
     int i, n = 0;
 
     if (!tensor_id || !tensor_id[0]) return 0;
-    pthread_mutex_lock(&pool_mu);
-    for (i = 0; i < pool_nslots; i++) {
-        const worker_slot *w = &pool_slots[i];
+    pthread_mutex_lock(&queue_mu);
+    for (i = 0; i < queue_nslots; i++) {
+        const worker_slot *w = &queue_slots[i];
         const pool_job *q;
         if (w->current_run > 0 && pool_reads_tensor(&w->current_req, tensor_id)) {
             if (n < max) ids[n] = w->current_run;
@@ -274,6 +275,6 @@ int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)
                 n++;
             }
     }
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
     return n;
 }

@@ -29,26 +29,26 @@ int pool_tensor_op(const char *device, cJSON *msg, int fd, cJSON **reply, int *r
     j.reply_fd = -1;
     clock_cond_init(&j.cond);
 
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
     j.id = -(++pool_tensor_job_ids);
-    w = (pool_started && !pool_stopping) ? slot_find_locked(device) : NULL;
-    if (!pool_started || pool_stopping) {
-        job_refuse_locked(&j, 503, "shutting_down", "the server is stopping", NULL);
+    w = (queue_started && !queue_stopping) ? queue_find_slot_locked(device) : NULL;
+    if (!queue_started || queue_stopping) {
+        queue_refuse_locked(&j, 503, "shutting_down", "the server is stopping", NULL);
     } else if (!w || w->state == SLOT_DOWN) {
         if (!w)
             snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)", device);
         else
             snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
-        job_refuse_locked(&j, 503, "no_device", message, "device");
+        queue_refuse_locked(&j, 503, "no_device", message, "device");
     } else {
         if (cJSON_GetObjectItem(msg, "job"))
             cJSON_ReplaceItemInObject(msg, "job", cJSON_CreateNumber((double)j.id));
         else
             cJSON_AddNumberToObject(msg, "job", (double)j.id);
-        slot_push_locked(w, &j);
+        queue_push_locked(w, &j);
     }
-    while (!j.finished) pthread_cond_wait(&j.cond, &pool_mu);
-    pthread_mutex_unlock(&pool_mu);
+    while (!j.finished) pthread_cond_wait(&j.cond, &queue_mu);
+    pthread_mutex_unlock(&queue_mu);
     pthread_cond_destroy(&j.cond);
     *reply = j.response;
     *reply_fd = j.reply_fd;

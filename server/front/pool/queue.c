@@ -10,7 +10,7 @@
  *             went away while queued (client_gone), an async run queued when the server
  *             stops (shutting_down)                   → stored "cancelled" with that code
  * (an async run keeps a refusal after its 202 as "failed"). Whichever way a run ends, its
- * end hook is called once, by job_end_hook, before the end is stored or handed to a waiter.
+ * end hook is called once, by queue_end_hook, before the end is stored or handed to a waiter.
  */
 #include "server/front/pool/queue.h"
 
@@ -21,34 +21,34 @@
 #include "common/log.h"
 #include "server/front/metrics.h"
 
-pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-settings pool_settings;
-worker_slot *pool_slots;
-int pool_nslots;
-int pool_started, pool_stopping;
-int pool_draining;
+pthread_mutex_t queue_mu = PTHREAD_MUTEX_INITIALIZER;
+settings queue_settings;
+worker_slot *queue_slots;
+int queue_nslots;
+int queue_started, queue_stopping;
+int queue_draining;
 
 /* ---------------------------------------------------------------------------- queues -- */
 
-int pool_is_stopping(void)
+int queue_is_stopping(void)
 {
     int stopping;
-    pthread_mutex_lock(&pool_mu);
-    stopping = pool_stopping;
-    pthread_mutex_unlock(&pool_mu);
+    pthread_mutex_lock(&queue_mu);
+    stopping = queue_stopping;
+    pthread_mutex_unlock(&queue_mu);
     return stopping;
 }
 
-worker_slot *slot_find_locked(const char *device)
+worker_slot *queue_find_slot_locked(const char *device)
 {
     int i;
     if (!device) return NULL;
-    for (i = 0; i < pool_nslots; i++)
-        if (strcmp(pool_slots[i].name, device) == 0) return &pool_slots[i];
+    for (i = 0; i < queue_nslots; i++)
+        if (strcmp(queue_slots[i].name, device) == 0) return &queue_slots[i];
     return NULL;
 }
 
-void slot_push_locked(worker_slot *w, pool_job *j)
+void queue_push_locked(worker_slot *w, pool_job *j)
 {
     j->next = NULL;
     if (w->tail)
@@ -59,7 +59,7 @@ void slot_push_locked(worker_slot *w, pool_job *j)
     pthread_cond_signal(&w->work_cond);
 }
 
-void slot_push_front_locked(worker_slot *w, pool_job *j)
+void queue_push_front_locked(worker_slot *w, pool_job *j)
 {
     j->next = w->head;
     w->head = j;
@@ -67,7 +67,7 @@ void slot_push_front_locked(worker_slot *w, pool_job *j)
     pthread_cond_signal(&w->work_cond);
 }
 
-pool_job *slot_pop_locked(worker_slot *w)
+pool_job *queue_pop_locked(worker_slot *w)
 {
     pool_job *j = w->head;
 
@@ -79,7 +79,7 @@ pool_job *slot_pop_locked(worker_slot *w)
     return j;
 }
 
-void slot_unlink_locked(worker_slot *w, pool_job *j)
+void queue_unlink_locked(worker_slot *w, pool_job *j)
 {
     pool_job **link;
 
@@ -95,7 +95,7 @@ void slot_unlink_locked(worker_slot *w, pool_job *j)
     if (j->kind == JOB_RUN) w->queued--;
 }
 
-int slot_position_locked(const worker_slot *w, const pool_job *j)
+int queue_position_locked(const worker_slot *w, const pool_job *j)
 {
     const pool_job *q;
     int n = 0;
@@ -112,11 +112,11 @@ pool_job *queue_find_run_locked(long long id, worker_slot **slot)
 {
     int i;
 
-    for (i = 0; i < pool_nslots; i++) {
+    for (i = 0; i < queue_nslots; i++) {
         pool_job *q;
-        for (q = pool_slots[i].head; q; q = q->next)
+        for (q = queue_slots[i].head; q; q = q->next)
             if (q->kind == JOB_RUN && q->id == id) {
-                *slot = &pool_slots[i];
+                *slot = &queue_slots[i];
                 return q;
             }
     }
@@ -125,7 +125,7 @@ pool_job *queue_find_run_locked(long long id, worker_slot **slot)
 
 /* ------------------------------------------------------------------------------ jobs -- */
 
-pool_job *job_new_run(const run_request *r, cJSON *device)
+pool_job *queue_new_run_job(const run_request *r, cJSON *device)
 {
     pool_job *j = calloc(1, sizeof *j);
 
@@ -139,14 +139,14 @@ pool_job *job_new_run(const run_request *r, cJSON *device)
     return j;
 }
 
-void job_free(pool_job *j)
+void queue_free_job(pool_job *j)
 {
     run_record_free(&j->rec);
     pthread_cond_destroy(&j->cond);
     free(j);
 }
 
-cJSON *pool_error_body(const char *code, const char *message, const char *field)
+cJSON *queue_error_body(const char *code, const char *message, const char *field)
 {
     cJSON *body = cJSON_CreateObject();
     cJSON *e = cJSON_AddObjectToObject(body, "error");
@@ -159,7 +159,7 @@ cJSON *pool_error_body(const char *code, const char *message, const char *field)
     return body;
 }
 
-void job_end_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record)
+void queue_end_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record)
 {
     pool_run_end_fn fn = j->on_end;
 
@@ -168,7 +168,7 @@ void job_end_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record)
     fn(&j->rec.request, outcome, record, j->generation);
 }
 
-cJSON *job_end_run(pool_job *j, pool_run_outcome outcome)
+cJSON *queue_end_run(pool_job *j, pool_run_outcome outcome)
 {
     cJSON *record;
 
@@ -177,23 +177,23 @@ cJSON *job_end_run(pool_job *j, pool_run_outcome outcome)
                                                                : RUN_FAILED);
     j->rec.client_gone = __atomic_load_n(&j->client_gone, __ATOMIC_ACQUIRE);
     record = run_record_to_json(&j->rec);
-    job_end_hook(j, outcome, record); /* a kept output is registered before "done" is readable */
+    queue_end_hook(j, outcome, record); /* a kept output is registered before "done" is readable */
     run_record_store(&j->rec, record);
     metrics_observe_run(&j->rec);
     return record;
 }
 
-cJSON *job_end_with_error(pool_job *j, pool_run_outcome outcome, const char *code, const char *message)
+cJSON *queue_end_run_with_error(pool_job *j, pool_run_outcome outcome, const char *code, const char *message)
 {
     run_record_set_error(&j->rec, code, message);
-    return job_end_run(j, outcome);
+    return queue_end_run(j, outcome);
 }
 
-void job_finish_locked(pool_job *j, int http_status, cJSON *response)
+void queue_finish_locked(pool_job *j, int http_status, cJSON *response)
 {
     if (j->detached) {
         cJSON_Delete(response);
-        job_free(j);
+        queue_free_job(j);
         return;
     }
     j->http_status = http_status;
@@ -202,45 +202,45 @@ void job_finish_locked(pool_job *j, int http_status, cJSON *response)
     pthread_cond_broadcast(&j->cond);
 }
 
-void job_refuse_locked(pool_job *j, int http_status, const char *code, const char *message, const char *field)
+void queue_refuse_locked(pool_job *j, int http_status, const char *code, const char *message, const char *field)
 {
     if (j->kind == JOB_TENSOR) { /* resident tensors: no run row */
-        job_finish_locked(j, http_status, pool_error_body(code, message, field));
+        queue_finish_locked(j, http_status, queue_error_body(code, message, field));
         return;
     }
     if (j->kind == JOB_VERIFY) {
         j->verify = cJSON_CreateObject();
         cJSON_AddStringToObject(j->verify, "error", message);
-        job_finish_locked(j, 500, NULL);
+        queue_finish_locked(j, 500, NULL);
         return;
     }
     if (j->detached) { /* the client holds its id (202): keep the run, failed with the reason */
-        job_finish_locked(j, http_status, job_end_with_error(j, POOL_RUN_FAILED, code, message));
+        queue_finish_locked(j, http_status, queue_end_run_with_error(j, POOL_RUN_FAILED, code, message));
         return;
     }
-    job_end_hook(j, POOL_RUN_REFUSED, NULL);
+    queue_end_hook(j, POOL_RUN_REFUSED, NULL);
     run_record_delete(&j->rec);
-    job_finish_locked(j, http_status, pool_error_body(code, message, field));
+    queue_finish_locked(j, http_status, queue_error_body(code, message, field));
 }
 
-void slot_refuse_queue_locked(worker_slot *w, const char *code, const char *message)
+void queue_refuse_all_locked(worker_slot *w, const char *code, const char *message)
 {
     pool_job *j;
 
-    while ((j = slot_pop_locked(w)) != NULL) job_refuse_locked(j, 503, code, message, "device");
+    while ((j = queue_pop_locked(w)) != NULL) queue_refuse_locked(j, 503, code, message, "device");
 }
 
 /* End a job that waits in a queue (already unlinked) because the server stops. */
 static void job_shutdown_locked(pool_job *j)
 {
     if (j->kind == JOB_RUN && j->detached) {
-        job_finish_locked(j, 503, job_end_with_error(j, POOL_RUN_CANCELLED, "shutting_down", POOL_SHUTDOWN_MESSAGE));
+        queue_finish_locked(j, 503, queue_end_run_with_error(j, POOL_RUN_CANCELLED, "shutting_down", POOL_SHUTDOWN_MESSAGE));
         return;
     }
-    job_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL);
+    queue_refuse_locked(j, 503, "shutting_down", POOL_SHUTDOWN_MESSAGE, NULL);
 }
 
-void slot_shutdown_queue_locked(worker_slot *w, int all)
+void queue_shutdown_locked(worker_slot *w, int all)
 {
     pool_job *j = w->head, *keep = NULL, **keep_tail = &keep;
 
@@ -267,15 +267,15 @@ void queue_cancel_run_locked(worker_slot *w, pool_job *j, const char *code, cons
 
     /* Unlinked, it is ours alone: neither the dispatcher nor a refusal sees it, and its
      * waiter, if any, waits for our end. */
-    slot_unlink_locked(w, j);
+    queue_unlink_locked(w, j);
     j->ending = 1;
-    pthread_mutex_unlock(&pool_mu);
-    record = job_end_with_error(j, POOL_RUN_CANCELLED, code, message); /* what it held is released */
-    pthread_mutex_lock(&pool_mu);
+    pthread_mutex_unlock(&queue_mu);
+    record = queue_end_run_with_error(j, POOL_RUN_CANCELLED, code, message); /* what it held is released */
+    pthread_mutex_lock(&queue_mu);
     if (j->detached) {
-        job_finish_locked(j, 200, record); /* frees both */
+        queue_finish_locked(j, 200, record); /* frees both */
     } else { /* a synchronous caller waits for it: tell it why */
         cJSON_Delete(record);
-        job_finish_locked(j, 409, pool_error_body(code, message, NULL));
+        queue_finish_locked(j, 409, queue_error_body(code, message, NULL));
     }
 }

@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "server/front/pool/pool.h"
-#include "server/front/routes/routes.h" /* routes_device_list, for messages */
 
 /* 0 when the worker of device said in its hello that v's library loads (or v needs none);
  * else -1 with its reason. */
@@ -74,7 +73,7 @@ int run_device_resolve(run_request *r, const variant_info *v, api_error *e)
     } else {
         dev = pool_default_device(v->on_cpu);
         if (!dev) {
-            routes_device_list(devices, sizeof devices);
+            pool_device_list(devices, sizeof devices);
             return api_fail(e, 503, "no_device", "device", "backend '%s' needs a GPU and this server has none (devices: %s)",
                             v->name, devices);
         }
@@ -82,7 +81,7 @@ int run_device_resolve(run_request *r, const variant_info *v, api_error *e)
     }
     cc = pool_device_cc(r->device);
     if (cc < 0) {
-        routes_device_list(devices, sizeof devices);
+        pool_device_list(devices, sizeof devices);
         return api_fail(e, 503, "no_device", "device", "device %s is not served here (devices: %s)", r->device,
                         devices);
     }

@@ -182,40 +182,10 @@ void routes_store_read_failed(http_request *req, const char *what)
 
 int routes_history_client_gone(const void *req) { return http_client_gone((const http_request *)req); }
 
-char *routes_history_with_position(long long id, char *record)
-{
-    cJSON *o;
-    const cJSON *st;
-    char *text;
-    int position;
-
-    if (!record || !strstr(record, "\"status\":\"queued\"")) return record;
-    position = pool_queue_position(id);
-    o = cJSON_Parse(record);
-    st = cJSON_GetObjectItemCaseSensitive(o, "status");
-    if (!cJSON_IsString(st) || strcmp(st->valuestring, "queued") != 0) {
-        cJSON_Delete(o);
-        return record;
-    }
-    if (position > 0)
-        cJSON_AddNumberToObject(o, "queue_position", position);
-    else
-        cJSON_AddNullToObject(o, "queue_position"); /* it just left the queue */
-    text = cJSON_PrintUnformatted(o);
-    cJSON_Delete(o);
-    if (!text) return record;
-    free(record);
-    record = strdup(text);
-    cJSON_free(text);
-    return record;
-}
-
 void route_cancel_run(http_request *req)
 {
     long long id = runs_id(req);
-    char *record;
-    cJSON *o;
-    const cJSON *st;
+    char *record, status[16];
 
     if (id < 0) return;
     if (pool_cancel(id) == 0) {
@@ -228,17 +198,11 @@ void route_cancel_run(http_request *req)
         }
         return;
     }
-    record = store_get_run(id);
-    if (!record) {
+    if (store_get_run_status(id, status, sizeof status) != 1) {
         http_fail(req, 404, "not_found", "id", "there is no run %lld", id);
         return;
     }
-    o = cJSON_Parse(record);
-    free(record);
-    st = cJSON_GetObjectItemCaseSensitive(o, "status");
-    http_fail(req, 409, "not_queued", "id", "run %lld is %s; only a queued run can be cancelled", id,
-              cJSON_IsString(st) ? st->valuestring : "not queued");
-    cJSON_Delete(o);
+    http_fail(req, 409, "not_queued", "id", "run %lld is %s; only a queued run can be cancelled", id, status);
 }
 
 void route_run_trace(http_request *req)

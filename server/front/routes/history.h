@@ -10,10 +10,6 @@
  * pool.h's pool_client_gone_fn, so POST /v1/runs can hand it to pool_run_watched. */
 int routes_history_client_gone(const void *req);
 
-/* A stored record (malloc'd, taken) as GET /v1/runs/{id} answers it: a queued run gains
- * "queue_position" (1: next). Returns the text to send (malloc'd; caller frees). */
-char *routes_history_with_position(long long id, char *record);
-
 /* Normalize an ISO-8601 time (YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM], UTC when no zone)
  * to the stored form YYYY-MM-DDTHH:MM:SS.mmmZ. 0, or -1 when it is not one. */
 int routes_history_parse_since(const char *text, char *out, size_t len);

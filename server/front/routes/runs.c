@@ -69,6 +69,7 @@ void route_run(http_request *req)
 void route_get_run(http_request *req)
 {
     const char *id_text = req->id;
+    cJSON *live;
     char *record;
     long long id;
 
@@ -76,7 +77,13 @@ void route_get_run(http_request *req)
         http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", id_text);
         return;
     }
-    record = routes_history_with_position(id, store_get_run(id)); /* queued: + queue_position */
+    live = pool_queued_record_json(id); /* while it waits here: with its queue_position */
+    if (live) {
+        http_send_json(req, 200, live);
+        cJSON_Delete(live);
+        return;
+    }
+    record = store_get_run(id);
     if (!record) {
         http_fail(req, 404, "not_found", "id", "there is no run %lld", id);
         return;

@@ -1,9 +1,8 @@
 /* table.c — every route of the front: method, path, handler, and the line GET / lists. The
- * metrics' route labels come from this table only (server/front/metrics.c). */
+ * metrics' route labels come from this table only (http_request_observer). */
 #include "server/front/routes/routes.h"
-#include "server/front/tensors/tensors.h"
 
-const http_route http_routes[] = {
+static const http_route routes[] = {
     {"GET", "/healthz", route_healthz, "the process is alive"},
     {"GET", "/readyz", route_readyz, "every worker is up (503 while not)"},
     {"GET", "/v1/device", route_device, "the devices served: cpu and GPUs"},
@@ -26,10 +25,11 @@ const http_route http_routes[] = {
     {"GET", "/v1/tensors/{id}/data", route_tensor_data, "download a tensor: npy (default) or ?format=raw"},
     {"DELETE", "/v1/tensors/{id}", route_tensor_delete, "free a tensor"},
 };
-const size_t http_routes_count = sizeof http_routes / sizeof http_routes[0];
 
 /* POST bodies written to a memfd as they arrive (http.h): tensor uploads. */
-const http_stream_route http_stream_routes[] = {
-    {"/v1/tensors", tensors_upload_admit, tensors_upload_grow, tensors_upload_release},
+static const http_stream_route stream_routes[] = {
+    {"/v1/tensors", route_tensor_upload_admit, route_tensor_upload_grow, route_tensor_upload_release},
     {NULL, NULL, NULL, NULL},
 };
+
+const http_route_table routes_table = {routes, sizeof routes / sizeof routes[0], stream_routes};

@@ -1,9 +1,10 @@
-/* routes/tensors.c — GET /v1/tensors, GET /v1/tensors/{id}, DELETE /v1/tensors/{id} (tensors.h,
- * docs/tensors.md). The upload and the download have files of their own
- * (server/front/tensors/tensor_upload.c, server/front/tensors/tensor_download.c).
+/* tensors.c — GET /v1/tensors, GET /v1/tensors/{id}, DELETE /v1/tensors/{id}
+ * (docs/tensors.md). The upload and the download have files of their own (tensor_upload.c,
+ * tensor_data.c).
  */
+#include "server/front/routes/routes.h"
+
 #include "common/proto.h"
-#include "server/front/tensors/tensors.h"
 
 #include <stdlib.h>
 #include <unistd.h>

@@ -20,6 +20,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/front/store/store_local.h"
+#include "server/front/store/store_local_outbox.h"
 #include "server/front/store/store_outbox.h"
 #include "server/front/store/store_pg.h"
 
@@ -66,7 +67,7 @@ int store_open(const char *data_dir, char *err, size_t err_len)
     store_fleet = 0;
     instance_number = 0;
     store_set_node(NULL);
-    return local_open(data_dir, 0, err, err_len);
+    return store_local_open(data_dir, 0, err, err_len);
 }
 
 /* This data_dir's instance number: the one it was given before, or a new one from the
@@ -77,7 +78,7 @@ static long long store_instance_of(const char *uuid, char *err, size_t err_len)
     long long known = 0, n = -1;
     int waited_ms = 0;
 
-    if (local_state_get("instance", text, sizeof text) == 1) known = strtoll(text, NULL, 10);
+    if (store_local_state_get("instance", text, sizeof text) == 1) known = strtoll(text, NULL, 10);
     for (;;) {
         n = store_pg_register_instance(uuid, node_name);
         if (n > 0 || known > 0 || waited_ms >= STORE_REGISTER_WAIT_S * 1000) break;
@@ -89,7 +90,7 @@ static long long store_instance_of(const char *uuid, char *err, size_t err_len)
         log_warn("store: the fleet database numbers this data_dir %lld, it was %lld (a new database?)", n, known);
     if (n > 0) {
         snprintf(text, sizeof text, "%lld", n);
-        if (local_state_set("instance", text) != 0) return -1;
+        if (store_local_state_set("instance", text) != 0) return -1;
         return n;
     }
     if (known > 0) {
@@ -108,11 +109,11 @@ int store_open_settings(const settings *s, char *err, size_t err_len)
     store_set_node(s->node);
     store_fleet = settings_store_is_postgresql(s);
     instance_number = 0;
-    if (local_open(s->data_dir, store_fleet, err, err_len) != 0) return -1;
+    if (store_local_open(s->data_dir, store_fleet, err, err_len) != 0) return -1;
     if (!store_fleet) return 0;
 
-    if (local_state_get("instance_uuid", uuid, sizeof uuid) != 1) {
-        if (store_new_uuid(uuid) != 0 || local_state_set("instance_uuid", uuid) != 0) {
+    if (store_local_state_get("instance_uuid", uuid, sizeof uuid) != 1) {
+        if (store_new_uuid(uuid) != 0 || store_local_state_set("instance_uuid", uuid) != 0) {
             snprintf(err, err_len, "cannot record this data_dir's instance uuid");
             goto fail;
         }
@@ -123,20 +124,20 @@ int store_open_settings(const settings *s, char *err, size_t err_len)
         log_warn("store: %s", pg_err);
     instance_number = store_instance_of(uuid, err, err_len);
     if (instance_number <= 0) goto fail;
-    if (local_set_id_base(instance_number << STORE_ID_BITS) != 0) {
+    if (store_local_set_id_base(instance_number << STORE_ID_BITS) != 0) {
         snprintf(err, err_len, "cannot move this data_dir's ids to instance %lld's range", instance_number);
         goto fail;
     }
-    if (outbox_start() != 0) {
+    if (store_outbox_start() != 0) {
         snprintf(err, err_len, "cannot start the outbox thread");
         goto fail;
     }
     log_info("store: fleet node %s, instance %lld, %lld write(s) waiting in the outbox", node_name, instance_number,
-             local_outbox_depth());
+             store_local_outbox_depth());
     return 0;
 fail:
     store_pg_close();
-    local_close();
+    store_local_close();
     store_fleet = 0;
     return -1;
 }
@@ -144,52 +145,64 @@ fail:
 void store_close(void)
 {
     if (store_fleet) {
-        outbox_stop();
+        store_outbox_stop();
         store_pg_close();
     }
-    local_close();
+    store_local_close();
 }
 
 /* ------------------------------------------------------------------------ runs -- */
 
 long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
-                           const char *record_json)
+                           double median_us, const char *record_json)
 {
     char uuid[40];
     long long id;
 
     if (store_new_uuid(uuid) != 0) return -1;
-    id = local_insert_run(created, backend, device, status, record_json, uuid, node_name);
-    if (id > 0 && store_fleet) outbox_kick();
+    id = store_local_insert_run(created, backend, device, status, median_us, record_json, uuid, node_name);
+    if (id > 0 && store_fleet) store_outbox_kick();
     return id;
 }
 
-int store_update_run(long long id, const char *status, const char *record_json)
+int store_update_run(long long id, const char *status, double median_us, const char *record_json)
 {
-    int rc = local_update_run(id, status, record_json);
-    if (rc == 0 && store_fleet) outbox_kick();
+    int rc = store_local_update_run(id, status, median_us, record_json);
+    if (rc == 0 && store_fleet) store_outbox_kick();
     return rc;
 }
 
 int store_delete_run(long long id)
 {
-    int rc = local_delete_run(id);
-    if (rc == 0 && store_fleet) outbox_kick();
+    int rc = store_local_delete_run(id);
+    if (rc == 0 && store_fleet) store_outbox_kick();
     return rc;
 }
 
 char *store_get_run(long long id)
 {
-    char *record = local_get_run(id);
+    char *record = store_local_get_run(id);
     if (!record && store_fleet && store_pg_get_run(id, &record) != 1) record = NULL;
     return record;
+}
+
+int store_get_run_status(long long id, char *out, size_t len)
+{
+    char *status = NULL;
+    int rc = store_local_get_run_status(id, out, len);
+
+    if (rc != 0 || !store_fleet) return rc;
+    rc = store_pg_get_run_status(id, &status);
+    if (rc == 1) snprintf(out, len, "%s", status);
+    free(status);
+    return rc < 0 ? 0 : rc;
 }
 
 char *store_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
                        const char *node, const char *since, long long *last)
 {
-    if (!store_fleet) return local_query_runs(after, limit, backend, status, device, node, since, last);
-    outbox_flush(); /* this node's own writes first; when the database is away the read fails too */
+    if (!store_fleet) return store_local_query_runs(after, limit, backend, status, device, node, since, last);
+    store_outbox_flush(); /* this node's own writes first; when the database is away the read fails too */
     return store_pg_query_runs(after, limit, backend, status, device, node, since, last);
 }
 
@@ -198,27 +211,27 @@ char *store_list_runs(long long after, int limit, const char *backend, const cha
     return store_query_runs(after, limit, backend, status, NULL, NULL, NULL, NULL);
 }
 
-long long store_count_runs(void) { return local_count_runs(); }
+long long store_count_runs(void) { return store_local_count_runs(); }
 
 int store_put_trace(long long run_id, const char *json)
 {
-    int rc = local_put_trace(run_id, json);
-    if (rc == 0 && store_fleet) outbox_kick();
+    int rc = store_local_put_trace(run_id, json);
+    if (rc == 0 && store_fleet) store_outbox_kick();
     return rc;
 }
 
 char *store_get_trace(long long run_id)
 {
-    char *json = local_get_trace(run_id);
+    char *json = store_local_get_trace(run_id);
     if (!json && store_fleet && store_pg_get_trace(run_id, &json) != 1) json = NULL;
     return json;
 }
 
 /* ------------------------------------------------------------------------ tensors -- */
 
-long long store_tensor_issue(const char *device) { return local_tensor_issue(device); }
-int store_tensor_known(long long id) { return local_tensor_known(id); }
-int store_tensor_forget(long long id) { return local_tensor_forget(id); }
+long long store_tensor_issue(const char *device) { return store_local_tensor_issue(device); }
+int store_tensor_known(long long id) { return store_local_tensor_known(id); }
+int store_tensor_forget(long long id) { return store_local_tensor_forget(id); }
 
 int store_tensor_elsewhere(long long id, char *node, size_t len)
 {
@@ -238,13 +251,13 @@ int store_heartbeat(const char *devices_json)
     snprintf(version, sizeof version, "%s (%s)", build_info_version(), build_info_commit());
     if (store_fleet) {
         int rc = store_pg_heartbeat(instance_number, node_name, version, devices_json, started_at);
-        if (rc == 0 && !store_available()) outbox_kick(); /* the database is back: do not wait for the retry */
+        if (rc == 0 && !store_available()) store_outbox_kick(); /* the database is back: do not wait for the retry */
         return rc;
     }
-    return local_heartbeat(0, node_name, version, devices_json, started_at);
+    return store_local_heartbeat(0, node_name, version, devices_json, started_at);
 }
 
-char *store_nodes_json(void) { return store_fleet ? store_pg_nodes_json() : local_nodes_json(); }
+char *store_nodes_json(void) { return store_fleet ? store_pg_nodes_json() : store_local_nodes_json(); }
 
 void store_get_health(store_health *h)
 {
@@ -252,8 +265,8 @@ void store_get_health(store_health *h)
     h->backend = store_fleet ? "postgresql" : "sqlite";
     h->database_up = 1;
     if (store_fleet) {
-        outbox_state st;
-        outbox_get_state(&st);
+        store_outbox_state st;
+        store_outbox_get_state(&st);
         h->database_up = st.database_up;
         h->outbox_depth = st.depth;
         h->outbox_sent = st.sent;
@@ -262,4 +275,4 @@ void store_get_health(store_health *h)
     }
 }
 
-int store_available(void) { return !store_fleet || outbox_database_up(); }
+int store_available(void) { return !store_fleet || store_outbox_database_up(); }

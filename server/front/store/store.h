@@ -33,12 +33,14 @@ const char *store_node(void);
 long long store_instance(void);
 
 /* A new run in state `status` with its record so far; returns its id (> 0), or -1. A record
- * inserted as {"id":0,… gets its id filled in before anyone can read it. */
+ * inserted as {"id":0,… gets its id filled in before anyone can read it. median_us: the
+ * record's timing.median_us, < 0 when it has none (a column, so nothing reads it back out of
+ * the record). */
 long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
-                           const char *record_json);
+                           double median_us, const char *record_json);
 
-/* Replace status and record of run id. 0, or -1. */
-int store_update_run(long long id, const char *status, const char *record_json);
+/* Replace status, median and record of run id. 0, or -1. */
+int store_update_run(long long id, const char *status, double median_us, const char *record_json);
 
 /* Remove a run that was refused before it ran (so a failed request changes nothing). */
 int store_delete_run(long long id);
@@ -46,6 +48,10 @@ int store_delete_run(long long id);
 /* The record of run id, malloc'd (caller frees); NULL when there is none anywhere (this
  * machine first, then the fleet). */
 char *store_get_run(long long id);
+
+/* The status of run id ("queued", …) into out: 1 found, 0 none (or the fleet database is
+ * away), -1 on failure. */
+int store_get_run_status(long long id, char *out, size_t len);
 
 /* History for pollers (GET /v1/runs?after=P): records after position `after`, oldest first,
  * at most limit (1..1000), filtered by backend, status, device, node (NULL or "": any) and

@@ -11,11 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include <cjson/cJSON.h>
-
 #include "common/clock.h"
 #include "common/log.h"
-#include "server/front/store/store_local.h"
+#include "server/front/store/store_local_outbox.h"
 #include "server/front/store/store_pg.h"
 
 #define OUTBOX_BATCH 64
@@ -23,7 +21,7 @@
 
 static pthread_mutex_t send_mu = PTHREAD_MUTEX_INITIALIZER;  /* one sender at a time */
 static pthread_mutex_t state_mu = PTHREAD_MUTEX_INITIALIZER; /* what follows */
-static pthread_cond_t state_cv; /* on the monotonic clock: outbox_start */
+static pthread_cond_t state_cv; /* on the monotonic clock: store_outbox_start */
 static pthread_once_t state_cv_once = PTHREAD_ONCE_INIT;
 static pthread_t outbox_thread;
 static int outbox_running, outbox_kicked, outbox_stopping;
@@ -31,19 +29,9 @@ static int database_up = 1;
 static long long sent_total, failures_total;
 static char last_error[256];
 
-/* The record's timing.median_us, for the database's column of it; -1 when none. */
-static double record_median_us(const char *record)
-{
-    cJSON *o = record ? cJSON_Parse(record) : NULL;
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(o, "timing"), "median_us");
-    double v = cJSON_IsNumber(m) ? m->valuedouble : -1;
-    cJSON_Delete(o);
-    return v;
-}
-
 /* The database write of an outbox entry; 0 when there is nothing left to send (the run was
  * deleted since, or a row from before runs had uuids). */
-static int outbox_write_of(const local_outbox_entry *e, store_pg_write *w)
+static int outbox_write_of(const store_local_outbox_entry *e, store_pg_write *w)
 {
     memset(w, 0, sizeof *w);
     w->id = e->run_id;
@@ -58,7 +46,7 @@ static int outbox_write_of(const local_outbox_entry *e, store_pg_write *w)
         w->device = e->device;
         w->status = e->status ? e->status : "";
         w->version = e->version;
-        w->median_us = record_median_us(e->record);
+        w->median_us = e->median_us;
         w->text = e->record;
         return 1;
     case OUTBOX_DELETE:
@@ -90,15 +78,15 @@ static void outbox_note(int ok, long long sent)
     pthread_mutex_unlock(&state_mu);
 }
 
-int outbox_flush(void)
+int store_outbox_flush(void)
 {
-    local_outbox_entry entries[OUTBOX_BATCH];
+    store_local_outbox_entry entries[OUTBOX_BATCH];
     store_pg_write writes[OUTBOX_BATCH];
     int rc = 0;
 
     pthread_mutex_lock(&send_mu);
     for (;;) {
-        int n = local_outbox_peek(entries, OUTBOX_BATCH), i, m = 0;
+        int n = store_local_outbox_peek(entries, OUTBOX_BATCH), i, m = 0;
         if (n < 0) {
             rc = -1;
             break;
@@ -106,14 +94,14 @@ int outbox_flush(void)
         if (n == 0) break;
         for (i = 0; i < n; i++) m += outbox_write_of(&entries[i], &writes[m]);
         if (m > 0 && store_pg_apply(writes, (size_t)m) != 0) {
-            local_outbox_entries_free(entries, n);
+            store_local_outbox_entries_free(entries, n);
             outbox_note(0, 0);
             rc = -1;
             break;
         }
         /* Committed there: a failure to drop them here only sends them again, harmlessly. */
-        if (local_outbox_drop_through(entries[n - 1].seq) != 0) rc = -1;
-        local_outbox_entries_free(entries, n);
+        if (store_local_outbox_drop_through(entries[n - 1].seq) != 0) rc = -1;
+        store_local_outbox_entries_free(entries, n);
         outbox_note(1, n);
         if (rc != 0) break;
     }
@@ -142,7 +130,7 @@ static void *outbox_main(void *arg)
         if (outbox_stopping) break;
         outbox_kicked = 0;
         pthread_mutex_unlock(&state_mu);
-        rc = outbox_flush();
+        rc = store_outbox_flush();
         pthread_mutex_lock(&state_mu);
         if (rc == 0)
             pause_ms = 0;
@@ -155,7 +143,7 @@ static void *outbox_main(void *arg)
 
 static void state_cv_init(void) { clock_cond_init(&state_cv); }
 
-int outbox_start(void)
+int store_outbox_start(void)
 {
     int rc;
 
@@ -170,7 +158,7 @@ int outbox_start(void)
     return rc == 0 ? 0 : -1;
 }
 
-void outbox_kick(void)
+void store_outbox_kick(void)
 {
     pthread_mutex_lock(&state_mu);
     outbox_kicked = 1;
@@ -178,7 +166,7 @@ void outbox_kick(void)
     pthread_mutex_unlock(&state_mu);
 }
 
-void outbox_stop(void)
+void store_outbox_stop(void)
 {
     long long left;
 
@@ -193,11 +181,11 @@ void outbox_stop(void)
     pthread_join(outbox_thread, NULL);
     outbox_running = 0;
     /* One last try; what still waits is sent by the next start on this data_dir. */
-    if (outbox_flush() != 0 && (left = local_outbox_depth()) > 0)
+    if (store_outbox_flush() != 0 && (left = store_local_outbox_depth()) > 0)
         log_warn("store: %lld write(s) wait in the outbox for the next start (%s)", left, last_error);
 }
 
-int outbox_database_up(void)
+int store_outbox_database_up(void)
 {
     int up;
     pthread_mutex_lock(&state_mu);
@@ -206,9 +194,9 @@ int outbox_database_up(void)
     return up;
 }
 
-void outbox_get_state(outbox_state *st)
+void store_outbox_get_state(store_outbox_state *st)
 {
-    st->depth = local_outbox_depth();
+    st->depth = store_local_outbox_depth();
     pthread_mutex_lock(&state_mu);
     st->database_up = database_up;
     st->sent = sent_total;

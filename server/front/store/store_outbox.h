@@ -7,29 +7,29 @@
 #define STORE_OUTBOX_H
 
 /* Start the thread. 0, or -1. */
-int outbox_start(void);
+int store_outbox_start(void);
 
 /* One last attempt to send what waits (bounded), then stop the thread. */
-void outbox_stop(void);
+void store_outbox_stop(void);
 
 /* Something was written: send it soon. */
-void outbox_kick(void);
+void store_outbox_kick(void);
 
 /* Send what waits now, in the caller's thread (after any send in progress). 0 when the
  * outbox is empty afterwards, -1 when the database was away. */
-int outbox_flush(void);
+int store_outbox_flush(void);
 
 /* Whether the last attempt reached the database (1 before any). */
-int outbox_database_up(void);
+int store_outbox_database_up(void);
 
 /* How the outbox is doing. */
-typedef struct outbox_state {
+typedef struct store_outbox_state {
     int database_up;          /* the last attempt reached the database */
     long long depth;          /* writes waiting */
     long long sent;           /* writes delivered since start */
     long long failures;       /* attempts that found the database away */
     char last_error[256];     /* why, "" when up */
-} outbox_state;
-void outbox_get_state(outbox_state *st);
+} store_outbox_state;
+void store_outbox_get_state(store_outbox_state *st);
 
 #endif

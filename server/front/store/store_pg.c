@@ -400,6 +400,11 @@ int store_pg_get_run(long long id, char **record)
     return pg_get_text(PG_RUN_GET, id, record);
 }
 
+int store_pg_get_run_status(long long id, char **status)
+{
+    return pg_get_text(PG_RUN_STATUS, id, status);
+}
+
 int store_pg_get_trace(long long run_id, char **json)
 {
     return pg_get_text(PG_TRACE_GET, run_id, json);

@@ -58,9 +58,10 @@ typedef struct store_pg_write {
  * committed: replay them, which is why they are idempotent. */
 int store_pg_apply(const store_pg_write *w, size_t n);
 
-/* The record of run id / the trace of run run_id: 1 found (*out malloc'd, caller frees),
- * 0 none, -1 error. */
+/* The record / the status of run id / the trace of run run_id: 1 found (*out malloc'd,
+ * caller frees), 0 none, -1 error. */
 int store_pg_get_run(long long id, char **record);
+int store_pg_get_run_status(long long id, char **status);
 int store_pg_get_trace(long long run_id, char **json);
 
 /* Records with fleet position > after, oldest position first, at most limit (clamped to

@@ -147,6 +147,7 @@ static const struct {
                       "INSERT INTO traces(run_id, json) VALUES ($1, $2)"
                       " ON CONFLICT (run_id) DO UPDATE SET json = EXCLUDED.json"},
     [PG_RUN_GET] = {"attnd_run_get", "SELECT record FROM runs WHERE id = $1"},
+    [PG_RUN_STATUS] = {"attnd_run_status", "SELECT status FROM runs WHERE id = $1"},
     [PG_TRACE_GET] = {"attnd_trace_get", "SELECT json FROM traces WHERE run_id = $1"},
     [PG_RUN_COUNT] = {"attnd_run_count", "SELECT count(*) FROM runs"},
     [PG_INSTANCE_PUT] = {"attnd_instance_put",

@@ -21,6 +21,7 @@ typedef enum store_pg_statement {
     PG_RUN_DELETE,    /* $1 uuid: the run and its trace */
     PG_TRACE_PUT,     /* $1 run id $2 json */
     PG_RUN_GET,       /* $1 id */
+    PG_RUN_STATUS,    /* $1 id */
     PG_TRACE_GET,     /* $1 run id */
     PG_RUN_COUNT,     /* no parameters */
     PG_INSTANCE_PUT,  /* $1 uuid $2 node: the instance number, new or existing */

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "common/grow.h"
-#include "server/front/http/http.h"
 #include "server/front/metrics.h"
 #include "server/front/pool/pool.h"
 #include "server/front/store/store.h"
@@ -28,6 +27,7 @@ static int tensors_count;
 static size_t tensors_cap;
 static int tensors_slots_held; /* entries promised to uploads under way (tensor_table_take_slots_locked) */
 static long long tensors_next_id = 1;
+static int tensors_max = 4096; /* entries the table may hold (tensor_table_set_max_entries) */
 
 /* Bytes promised to uploads and runs in flight, per device (budget checks count them). */
 typedef struct tensor_reservation {
@@ -36,11 +36,9 @@ typedef struct tensor_reservation {
 } tensor_reservation;
 static tensor_reservation tensors_reserved[64];
 
-/* Entries the table may hold, gone ones and pending outputs included (max_tensors). */
-static int tensors_max_entries(void)
+void tensor_table_set_max_entries(int max)
 {
-    const settings *s = http_settings();
-    return s && s->max_tensors > 0 ? s->max_tensors : 4096;
+    if (max > 0) tensors_max = max;
 }
 
 void tensor_table_lock(void) { pthread_mutex_lock(&tensors_mu); }
@@ -90,7 +88,7 @@ void tensor_table_remove_locked(tensor_entry *t)
 
 int tensor_table_take_slots_locked(int need, int held, const char *what, api_error *e)
 {
-    int max = tensors_max_entries(), taken = tensors_count + tensors_slots_held, n = need - held;
+    int max = tensors_max, taken = tensors_count + tensors_slots_held, n = need - held;
 
     if (n <= 0) return 0;
     if (n > max - taken)

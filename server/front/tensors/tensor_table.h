@@ -1,6 +1,6 @@
 /* tensor_table.h — the front's table of resident tensors and the bytes promised on each
- * device, shared by the tensor_*.c files of the front (the rest of the front uses
- * tensors.h).
+ * device: for the tensor_*.c files of the front and the /v1/tensors routes (the rest of the
+ * front uses tensors.h).
  *
  * One mutex guards the table and the reservations. It is never held across a pool call
  * (the pool may call tensors_finish_run with its own lock held: the order is pool, then
@@ -35,6 +35,10 @@ typedef struct tensor_entry {
     int deleting; /* a DELETE is under way: new runs may not pin it */
     int pending;  /* a kept output whose run has not ended: not listed, lookups answer 404 */
 } tensor_entry;
+
+/* Entries the table may hold, gone ones and pending outputs included (max_tensors; 4096 until
+ * set). Before the server answers. */
+void tensor_table_set_max_entries(int max);
 
 void tensor_table_lock(void);
 void tensor_table_unlock(void);

@@ -20,6 +20,13 @@
 static const char *const tensor_upload_params[] = {"device", "format", "dtype", "shape", "name"};
 
 /* "2,4,128,64" → shape. 0, or -1. */
+/* The query parameter key as a string; NULL when absent. */
+static const char *query_text(const cJSON *query, const char *key)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(query, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
 static int tensor_parse_shape(const char *s, int64_t *shape, int *ndim)
 {
     *ndim = 0;
@@ -38,17 +45,17 @@ static int tensor_parse_shape(const char *s, int64_t *shape, int *ndim)
     }
 }
 
-int tensor_upload_check_query(const http_request *req, long long declared, api_error *e)
+int tensor_upload_check_query(const cJSON *query, long long declared, api_error *e)
 {
-    const char *format = http_query_param(req, "format"), *dtype = http_query_param(req, "dtype"),
-               *shape = http_query_param(req, "shape"), *name = http_query_param(req, "name");
+    const char *format = query_text(query, "format"), *dtype = query_text(query, "dtype"),
+               *shape = query_text(query, "shape"), *name = query_text(query, "name");
     const cJSON *item;
     char why[80];
     int64_t dims[TENSOR_MAX_DIMS];
     int ndim = 0, i, n_params = (int)(sizeof tensor_upload_params / sizeof tensor_upload_params[0]);
     attn_dtype dt;
 
-    cJSON_ArrayForEach(item, req->query) {
+    cJSON_ArrayForEach(item, query) {
         const char *key = item->string ? item->string : "";
         for (i = 0; i < n_params && strcmp(key, tensor_upload_params[i]) != 0; i++) continue;
         if (i == n_params)
@@ -91,11 +98,12 @@ int tensor_upload_check_query(const http_request *req, long long declared, api_e
     return 0;
 }
 
-int tensor_upload_parse_body(const http_request *req, upload_spec **specs, int *count, int *multi, api_error *e)
+int tensor_upload_parse_body(const cJSON *query, int fd, uint64_t size, upload_spec **specs, int *count, int *multi,
+                             api_error *e)
 {
-    const char *format = http_query_param(req, "format"), *dtype = http_query_param(req, "dtype"),
-               *shape = http_query_param(req, "shape"), *name = http_query_param(req, "name");
-    uint64_t size = req->body_len, header_len = 0;
+    const char *format = query_text(query, "format"), *dtype = query_text(query, "dtype"),
+               *shape = query_text(query, "shape"), *name = query_text(query, "name");
+    uint64_t header_len = 0;
     uint8_t prefix[16];
     size_t np = size < sizeof prefix ? (size_t)size : sizeof prefix;
     uint8_t *header = NULL;
@@ -103,7 +111,7 @@ int tensor_upload_parse_body(const http_request *req, upload_spec **specs, int *
     upload_spec *s;
 
     *specs = NULL, *count = 0, *multi = 0; /* the query was checked at admission (tensor_upload_check_query) */
-    if (np && tensor_pread_all(req->body_fd, prefix, np, 0) != 0)
+    if (np && tensor_pread_all(fd, prefix, np, 0) != 0)
         return api_fail(e, 500, "internal", "", "cannot read the upload back: %s", strerror(errno));
     if (!format) { /* by content: the npy magic, else raw when a shape is given, else safetensors */
         if (np >= 6 && memcmp(prefix, "\x93NUMPY", 6) == 0) format = "npy";
@@ -147,7 +155,7 @@ int tensor_upload_parse_body(const http_request *req, upload_spec **specs, int *
             return api_fail(e, 400, "bad_npy", "", "%s", err);
         header = malloc((size_t)header_len);
         if (!header) return api_fail(e, 500, "internal", "", "out of memory");
-        if (tensor_pread_all(req->body_fd, header, (size_t)header_len, 0) != 0) {
+        if (tensor_pread_all(fd, header, (size_t)header_len, 0) != 0) {
             free(header);
             return api_fail(e, 500, "internal", "", "cannot read the upload back");
         }
@@ -180,7 +188,7 @@ int tensor_upload_parse_body(const http_request *req, upload_spec **specs, int *
                                 : "");
         header = malloc((size_t)header_len);
         if (!header) return api_fail(e, 500, "internal", "", "out of memory");
-        if (tensor_pread_all(req->body_fd, header, (size_t)header_len, 0) != 0) {
+        if (tensor_pread_all(fd, header, (size_t)header_len, 0) != 0) {
             free(header);
             return api_fail(e, 500, "internal", "", "cannot read the upload back");
         }

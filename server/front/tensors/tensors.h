@@ -1,10 +1,10 @@
-/* tensors.h — resident tensors, the front's side (docs/tensors.md): the /v1/tensors routes,
- * and the hooks that let a run use tensors as q, k, v and keep its output.
+/* tensors.h — resident tensors, the front's side (docs/tensors.md): the hooks that let a run
+ * use tensors as q, k, v and keep its output, and a worker restart's effect on the table.
  *
  * Where each lives: the table, the budget's reservations, pins and restarts in
- * tensor_table.c; the upload's admission and handler in tensor_upload.c (its parsing in
- * tensor_upload_parse.c); the download in tensor_download.c; the list, get and delete
- * handlers in routes/tensors.c; the runs' hooks in tensor_runs.c.
+ * tensor_table.c; parsing an upload in tensor_upload_parse.c (its route, admission and
+ * handler are routes/tensor_upload.c; the download routes/tensor_data.c; list, get and delete
+ * routes/tensors.c); the runs' hooks in tensor_runs.c.
  *
  * The front keeps the metadata of every tensor (id → name, shape, dtype, bytes, device,
  * fingerprint, worker generation); the worker of the device holds the bytes
@@ -24,29 +24,8 @@
 #include <cjson/cJSON.h>
 
 #include "common/api_error.h"
-#include "server/front/http/http.h"
 #include "server/front/pool/pool.h"
 #include "common/run_request.h"
-
-/* Routes (routes/table.c). POST streams its body (http_stream_routes). */
-void route_tensor_upload(http_request *req);
-void route_tensor_list(http_request *req);
-void route_tensor_get(http_request *req);
-void route_tensor_data(http_request *req);
-void route_tensor_delete(http_request *req);
-
-/* POST /v1/tensors' admission control (http_stream_route), before any body byte is read: the
- * query is checked (400: unknown parameters, bad values, a declared length that a raw
- * shape × dtype rules out; an empty body), the device picked (400/503), and the declared
- * length checked against max_upload_bytes (413), the device's memory and memory_budget_bytes
- * and the host memory the body waits in (507), then reserved on the device with one table
- * entry (507 when max_tensors is reached). A chunked body is reserved as it grows, and cut
- * off (507) the moment it would pass. The handler finds the hold in req->hold, and promises
- * the rest of a safetensors file's entries before the worker stores anything; release gives
- * back whatever the upload did not turn into listed tensors. */
-int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e);
-int tensors_upload_grow(void *hold, unsigned long long total, api_error *e);
-void tensors_upload_release(void *hold);
 
 /* Before the device is resolved: take shape and dtype from r's q/k/v tensors and check them
  * (404 unknown, 410 gone, 422 mismatched shapes, dtypes, devices or explicit parameters);

@@ -32,13 +32,13 @@ int main(void)
 
     CHECK(store_open(sub, err, sizeof err) == 0, "open: %s", err);
     CHECK(store_count_runs() == 0, "empty");
-    a = store_insert_run("2026-12-02T10:31:05.123Z", "math", "cpu", "queued", "{\"status\":\"queued\"}");
-    b = store_insert_run("2026-12-02T10:31:06.000Z", "naive", "cuda:0", "running", "{\"status\":\"running\"}");
-    c = store_insert_run("2026-12-02T10:31:07.000Z", "flash", "cuda:0", "queued", "{\"status\":\"queued\"}");
+    a = store_insert_run("2026-12-02T10:31:05.123Z", "math", "cpu", "queued", -1, "{\"status\":\"queued\"}");
+    b = store_insert_run("2026-12-02T10:31:06.000Z", "naive", "cuda:0", "running", -1, "{\"status\":\"running\"}");
+    c = store_insert_run("2026-12-02T10:31:07.000Z", "flash", "cuda:0", "queued", -1, "{\"status\":\"queued\"}");
     CHECK(a > 0 && b > a && c > b, "ids grow: %lld %lld %lld", a, b, c);
     CHECK(store_count_runs() == 3, "three rows");
 
-    CHECK(store_update_run(a, "done", "{\"id\":1,\"status\":\"done\"}") == 0, "update");
+    CHECK(store_update_run(a, "done", 12.5, "{\"id\":1,\"status\":\"done\"}") == 0, "update");
     {
         char *all = store_list_runs(0, 100, NULL, NULL), *queued = store_list_runs(0, 100, NULL, "queued");
         char *after = store_list_runs(a, 1, "", ""), *none = store_list_runs(c, 10, NULL, NULL);
@@ -62,11 +62,17 @@ int main(void)
     rec = store_get_run(a);
     CHECK(record_has(rec, "status", "done"), "updated record: %s", rec ? rec : "(null)");
     free(rec);
-    CHECK(store_update_run(9999, "done", "{}") == -1, "update of a missing run fails");
+    CHECK(store_update_run(9999, "done", -1, "{}") == -1, "update of a missing run fails");
     CHECK(store_get_run(9999) == NULL, "get of a missing run is NULL");
+    {
+        char status[16] = "";
+        CHECK(store_get_run_status(a, status, sizeof status) == 1 && !strcmp(status, "done"), "status column: %s",
+              status);
+        CHECK(store_get_run_status(9999, status, sizeof status) == 0, "status of a missing run");
+    }
 
     /* As the pool writes a live run: "finished" is null until the end. */
-    d = store_insert_run("2026-12-02T10:31:08.000Z", "reference", "cpu", "running",
+    d = store_insert_run("2026-12-02T10:31:08.000Z", "reference", "cpu", "running", -1,
                          "{\"id\":0,\"status\":\"running\",\"created\":\"2026-12-02T10:31:08.000Z\",\"finished\":null}");
     CHECK(d > c, "id of a live run");
     CHECK(store_delete_run(c) == 0, "delete");
@@ -113,7 +119,7 @@ int main(void)
     }
     free(rec);
     /* ids keep growing past deleted ones (AUTOINCREMENT). */
-    CHECK(store_insert_run("2026-12-02T10:32:00.000Z", "math", "cpu", "queued", "{}") > c, "id after reopen");
+    CHECK(store_insert_run("2026-12-02T10:32:00.000Z", "math", "cpu", "queued", -1, "{}") > c, "id after reopen");
     store_close();
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -12,6 +12,7 @@
 
 #include "tests/unit/check.h"
 #include "server/front/store/store_local.h"
+#include "server/front/store/store_local_outbox.h"
 
 static const char *UUID_A = "8a1e7f6c-3b2d-4c5e-9f10-112233445566";
 
@@ -40,7 +41,7 @@ static int make_v1_file(const char *dir)
 int main(void)
 {
     char dir[] = "/tmp/attnd-test-store-local-XXXXXX", err[512] = "", cmd[300], value[64];
-    local_outbox_entry e[16];
+    store_local_outbox_entry e[16];
     long long a, b, base = 3LL << 32;
     char *rec, *nodes;
     int n, i;
@@ -49,68 +50,70 @@ int main(void)
     CHECK(make_v1_file(dir) == 0, "a version-1 file");
 
     /* Migration keeps the old run and adds the fleet's columns and tables. */
-    CHECK(local_open(dir, 1, err, sizeof err) == 0, "open with the outbox: %s", err);
-    rec = local_get_run(1);
+    CHECK(store_local_open(dir, 1, err, sizeof err) == 0, "open with the outbox: %s", err);
+    rec = store_local_get_run(1);
     CHECK(rec && strstr(rec, "\"done\""), "the old run survived the migration: %s", rec ? rec : "(null)");
     free(rec);
-    CHECK(local_outbox_depth() == 0, "an old done run is not sent");
+    CHECK(store_local_outbox_depth() == 0, "an old done run is not sent");
 
     /* Instance facts and the id base. */
-    CHECK(local_state_get("instance", value, sizeof value) == 0, "no instance yet");
-    CHECK(local_state_set("instance", "3") == 0 && local_state_get("instance", value, sizeof value) == 1 &&
+    CHECK(store_local_state_get("instance", value, sizeof value) == 0, "no instance yet");
+    CHECK(store_local_state_set("instance", "3") == 0 && store_local_state_get("instance", value, sizeof value) == 1 &&
               !strcmp(value, "3"),
           "instance kept");
-    CHECK(local_set_id_base(base) == 0, "id base");
-    a = local_insert_run("2026-12-03T10:00:00.000Z", "flash", "cuda:0", "queued", "{\"id\":0,\"status\":\"queued\"}",
+    CHECK(store_local_set_id_base(base) == 0, "id base");
+    a = store_local_insert_run("2026-12-03T10:00:00.000Z", "flash", "cuda:0", "queued", -1, "{\"id\":0,\"status\":\"queued\"}",
                          UUID_A, "gpu-7");
     CHECK(a == base + 1, "the first id of instance 3 is 3·2^32 + 1: %lld", a);
-    CHECK(local_tensor_issue("cuda:0") == base + 1, "tensor ids too");
-    CHECK(local_set_id_base(1) == 0, "a lower base changes nothing");
-    rec = local_get_run(a);
+    CHECK(store_local_tensor_issue("cuda:0") == base + 1, "tensor ids too");
+    CHECK(store_local_set_id_base(1) == 0, "a lower base changes nothing");
+    rec = store_local_get_run(a);
     CHECK(rec && !strncmp(rec, "{\"id\":12884901889,", 18), "the record got its id: %s", rec ? rec : "(null)");
     free(rec);
 
     /* Three changes: three outbox rows, each read with the run as it is now. */
-    CHECK(local_update_run(a, "running", "{\"id\":12884901889,\"status\":\"running\"}") == 0, "running");
-    CHECK(local_update_run(a, "done", "{\"id\":12884901889,\"status\":\"done\"}") == 0, "done");
-    CHECK(local_put_trace(a, "{\"traceEvents\":[]}") == 0, "trace");
-    CHECK(local_outbox_depth() == 4, "four writes waiting: %lld", local_outbox_depth());
-    n = local_outbox_peek(e, 16);
+    CHECK(store_local_update_run(a, "running", -1, "{\"id\":12884901889,\"status\":\"running\"}") == 0, "running");
+    CHECK(store_local_update_run(a, "done", 42.5, "{\"id\":12884901889,\"status\":\"done\"}") == 0, "done");
+    CHECK(store_local_put_trace(a, "{\"traceEvents\":[]}") == 0, "trace");
+    CHECK(store_local_outbox_depth() == 4, "four writes waiting: %lld", store_local_outbox_depth());
+    n = store_local_outbox_peek(e, 16);
     CHECK(n == 4, "peek: %d", n);
     for (i = 0; i < 3 && i < n; i++)
         CHECK(e[i].kind == OUTBOX_RUN && e[i].has_run && e[i].version == 3 && !strcmp(e[i].status, "done") &&
                   !strcmp(e[i].uuid, UUID_A) && !strcmp(e[i].node, "gpu-7") && !strcmp(e[i].backend, "flash"),
               "entry %d: the run's latest state (version %d, %s)", i, e[i].version, e[i].status ? e[i].status : "-");
+    CHECK(n >= 1 && e[0].median_us == 42.5, "the median travels as a column, not read from the record: %g",
+          n >= 1 ? e[0].median_us : 0.0);
     CHECK(n == 4 && e[3].kind == OUTBOX_TRACE && e[3].trace && !strcmp(e[3].trace, "{\"traceEvents\":[]}"),
           "the trace entry carries it");
     CHECK(n >= 2 && e[0].seq < e[1].seq, "oldest first");
-    if (n >= 2) CHECK(local_outbox_drop_through(e[1].seq) == 0, "drop the first two");
-    local_outbox_entries_free(e, n > 0 ? n : 0);
-    CHECK(local_outbox_depth() == 2, "two left");
+    if (n >= 2) CHECK(store_local_outbox_drop_through(e[1].seq) == 0, "drop the first two");
+    store_local_outbox_entries_free(e, n > 0 ? n : 0);
+    CHECK(store_local_outbox_depth() == 2, "two left");
 
     /* A refused run: inserted and deleted, the delete travels with its uuid. */
-    b = local_insert_run("2026-12-03T10:00:01.000Z", "flash", "cuda:0", "queued", "{\"id\":0}",
+    b = store_local_insert_run("2026-12-03T10:00:01.000Z", "flash", "cuda:0", "queued", -1, "{\"id\":0}",
                          "00000000-0000-4000-8000-000000000001", "gpu-7");
     CHECK(b == base + 2, "next id");
-    CHECK(local_delete_run(b) == 0, "delete");
-    n = local_outbox_peek(e, 16);
+    CHECK(store_local_delete_run(b) == 0, "delete");
+    n = store_local_outbox_peek(e, 16);
     CHECK(n == 4 && e[2].kind == OUTBOX_RUN && !e[2].has_run, "the insert of a deleted run has nothing to send");
     CHECK(n == 4 && e[3].kind == OUTBOX_DELETE && e[3].uuid && !strcmp(e[3].uuid, "00000000-0000-4000-8000-000000000001"),
           "the delete names its uuid");
-    local_outbox_entries_free(e, n > 0 ? n : 0);
+    store_local_outbox_entries_free(e, n > 0 ? n : 0);
 
     /* Node filter of the local history. */
-    rec = local_query_runs(0, 100, NULL, NULL, NULL, "gpu-7", NULL, NULL);
+    rec = store_local_query_runs(0, 100, NULL, NULL, NULL, "gpu-7", NULL, NULL);
     CHECK(rec && strstr(rec, "12884901889") && !strstr(rec, "\"id\":1,"), "node=gpu-7: %s", rec ? rec : "(null)");
     free(rec);
-    rec = local_query_runs(0, 100, NULL, "done", NULL, "other", NULL, NULL);
+    rec = store_local_query_runs(0, 100, NULL, "done", NULL, "other", NULL, NULL);
     CHECK(rec && !strcmp(rec, "[]"), "node=other: %s", rec ? rec : "(null)");
     free(rec);
 
     /* Heartbeat. */
-    CHECK(local_heartbeat(3, "gpu-7", "0.1.0 (abc)", "[{\"id\":\"cuda:0\"}]", "2026-12-03T09:59:00.000Z") == 0, "beat");
-    CHECK(local_heartbeat(3, "gpu-7", "0.1.0 (abc)", "[{\"id\":\"cuda:0\"}]", "2026-12-03T09:59:00.000Z") == 0, "again");
-    nodes = local_nodes_json();
+    CHECK(store_local_heartbeat(3, "gpu-7", "0.1.0 (abc)", "[{\"id\":\"cuda:0\"}]", "2026-12-03T09:59:00.000Z") == 0, "beat");
+    CHECK(store_local_heartbeat(3, "gpu-7", "0.1.0 (abc)", "[{\"id\":\"cuda:0\"}]", "2026-12-03T09:59:00.000Z") == 0, "again");
+    nodes = store_local_nodes_json();
     {
         cJSON *o = nodes ? cJSON_Parse(nodes) : NULL, *first = cJSON_GetArrayItem(o, 0);
         CHECK(cJSON_GetArraySize(o) == 1, "one node: %s", nodes ? nodes : "(null)");
@@ -123,25 +126,25 @@ int main(void)
     free(nodes);
 
     /* A run left running is failed at the next open, and that change is sent too. */
-    CHECK(local_update_run(a, "running", "{\"id\":12884901889,\"status\":\"running\",\"finished\":null}") == 0,
+    CHECK(store_local_update_run(a, "running", -1, "{\"id\":12884901889,\"status\":\"running\",\"finished\":null}") == 0,
           "back to running");
-    local_close();
-    CHECK(local_open(dir, 1, err, sizeof err) == 0, "reopen: %s", err);
-    n = local_outbox_peek(e, 16);
+    store_local_close();
+    CHECK(store_local_open(dir, 1, err, sizeof err) == 0, "reopen: %s", err);
+    n = store_local_outbox_peek(e, 16);
     CHECK(n == 6 && e[5].kind == OUTBOX_RUN && !strcmp(e[5].status, "failed") && e[5].version == 5,
           "interrupted: failed, version 5, in the outbox (%d entries)", n);
-    local_outbox_entries_free(e, n > 0 ? n : 0);
-    CHECK(local_insert_run("2026-12-03T10:01:00.000Z", "flash", "cuda:0", "queued", "{\"id\":0}",
+    store_local_outbox_entries_free(e, n > 0 ? n : 0);
+    CHECK(store_local_insert_run("2026-12-03T10:01:00.000Z", "flash", "cuda:0", "queued", -1, "{\"id\":0}",
                            "00000000-0000-4000-8000-000000000002", "gpu-7") == base + 3,
           "ids go on in the instance's range after a reopen");
-    local_close();
+    store_local_close();
 
     /* Without the outbox (store=sqlite), nothing is queued. */
-    CHECK(local_open(dir, 0, err, sizeof err) == 0, "open without outbox: %s", err);
-    n = (int)local_outbox_depth();
-    CHECK(local_update_run(a, "done", "{\"id\":12884901889,\"status\":\"done\"}") == 0, "update");
-    CHECK(local_outbox_depth() == n, "no new outbox row");
-    local_close();
+    CHECK(store_local_open(dir, 0, err, sizeof err) == 0, "open without outbox: %s", err);
+    n = (int)store_local_outbox_depth();
+    CHECK(store_local_update_run(a, "done", -1, "{\"id\":12884901889,\"status\":\"done\"}") == 0, "update");
+    CHECK(store_local_outbox_depth() == n, "no new outbox row");
+    store_local_close();
 
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CHECK(system(cmd) == 0, "cleanup");

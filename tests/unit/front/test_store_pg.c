@@ -48,7 +48,7 @@ static store_pg_write run_write(long long id, int version, const char *backend, 
 {
     store_pg_write w = {.kind = STORE_PG_RUN};
 
-    sprintf(uuid, "00000000-0000-4000-8000-%012lld", id);
+    sprintf(uuid, "00000000-0000-4000-8000-%012lld", id % 1000000000000LL); /* 12 digits, 37 bytes */
     sprintf(record, "{\"id\":%lld,\"status\":\"%s\",\"v\":%d}", id, status, version);
     w.id = id;
     w.uuid = uuid;

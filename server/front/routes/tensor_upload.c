@@ -1,17 +1,17 @@
 /* tensor_upload.c — POST /v1/tensors: admission of the body from its head, then the upload
- * itself (tensors.h, docs/tensors.md).
+ * itself (docs/tensors.md).
  *
- * Who holds what: when the headers are in, tensors_upload_admit checks the query and
+ * Who holds what: when the headers are in, route_tensor_upload_admit checks the query and
  * reserves the declared body's bytes on the device (budget, device and host memory) and a
  * table entry, before any byte is read; libmicrohttpd then hands the body to http.c piece
  * by piece, which writes it to a memfd (the route streams; a chunked body is reserved as it
- * grows, tensors_upload_grow). The handler parses the header bytes (tensor_upload_parse.c),
+ * grows, route_tensor_upload_grow). The handler parses the header bytes (tensor_upload_parse.c),
  * then passes the memfd to the device's worker through its queue (pool_tensor_op), which
  * copies each tensor out of it into device (or host) memory. The body exists once, in the
  * memfd. The upload logs one info line with its phases' times and rates (receive, queue,
  * copy, fingerprint), and its answer carries them as "timing".
  */
-#include "server/front/tensors/tensors.h"
+#include "server/front/routes/routes.h"
 
 #include <limits.h>
 #include <math.h>
@@ -32,7 +32,7 @@
 
 /* ---------------------------------------------------------------- admission ------------- */
 
-/* What an upload holds from its headers to its end (tensors_upload_admit … _release): its
+/* What an upload holds from its headers to its end (route_tensor_upload_admit … _release): its
  * device, the bytes reserved there for its body (as declared, or as a chunked body grows)
  * and its entries promised in the table. The reservation covers the body while it arrives
  * and the tensors while the worker copies them; the handler moves the tensors' bytes from it
@@ -136,7 +136,7 @@ static int tensors_grow_locked(tensor_upload_hold *h, int gen, double total, api
     return 0;
 }
 
-int tensors_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e)
+int route_tensor_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e)
 {
     tensor_upload_hold *h;
     int chunked = declared == HTTP_LENGTH_CHUNKED, gen, rc;
@@ -144,7 +144,7 @@ int tensors_upload_admit(const http_request *req, unsigned long long declared, v
     cJSON *dev;
 
     *hold = NULL;
-    if (tensor_upload_check_query(req, chunked || declared > (unsigned long long)LLONG_MAX ? -1 : (long long)declared, e) != 0)
+    if (tensor_upload_check_query(req->query, chunked || declared > (unsigned long long)LLONG_MAX ? -1 : (long long)declared, e) != 0)
         return -1;
     if (!chunked && declared == 0)
         return api_fail(e, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
@@ -179,14 +179,14 @@ int tensors_upload_admit(const http_request *req, unsigned long long declared, v
     tensor_table_publish_locked(h->device, gen); /* also catches up after a worker restart */
     tensor_table_unlock();
     if (rc != 0) {
-        tensors_upload_release(h);
+        route_tensor_upload_release(h);
         return -1;
     }
     *hold = h;
     return 0;
 }
 
-int tensors_upload_grow(void *hold, unsigned long long total, api_error *e)
+int route_tensor_upload_grow(void *hold, unsigned long long total, api_error *e)
 {
     tensor_upload_hold *h = hold;
     int gen, rc;
@@ -206,7 +206,7 @@ int tensors_upload_grow(void *hold, unsigned long long total, api_error *e)
     return rc;
 }
 
-void tensors_upload_release(void *hold)
+void route_tensor_upload_release(void *hold)
 {
     tensor_upload_hold *h = hold;
 
@@ -241,7 +241,7 @@ static cJSON *upload_timing_json(const upload_timing *t)
     return o;
 }
 
-/* The upload's body was admitted (tensors_upload_admit: the query checked, its bytes and
+/* The upload's body was admitted (route_tensor_upload_admit: the query checked, its bytes and
  * one table entry reserved on its device); here it is parsed, the rest of its entries are
  * promised (a safetensors file holds several), and it goes to the worker. */
 void route_tensor_upload(http_request *req)
@@ -262,7 +262,7 @@ void route_tensor_upload(http_request *req)
     memset(&e, 0, sizeof e);
     /* http.c admits every upload before its body; a caller that did not gets it done here. */
     if (!hold) {
-        if (tensors_upload_admit(req, req->body_fd >= 0 ? req->body_len : 0, &own, &e) != 0) {
+        if (route_tensor_upload_admit(req, req->body_fd >= 0 ? req->body_len : 0, &own, &e) != 0) {
             http_send_error(req, &e);
             return;
         }
@@ -273,7 +273,7 @@ void route_tensor_upload(http_request *req)
         api_fail(&e, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
         goto out;
     }
-    if (tensor_upload_parse_body(req, &specs, &count, &multi, &e) != 0) goto out;
+    if (tensor_upload_parse_body(req->query, req->body_fd, req->body_len, &specs, &count, &multi, &e) != 0) goto out;
     for (i = 0; i < count; i++) total += (double)specs[i].bytes;
     /* The body is reserved (the tensors lie inside it: total <= body_len); its table entries
      * are promised before the worker stores anything, so every tensor it stores is listed. */
@@ -382,5 +382,5 @@ out:
     cJSON_Delete(msg);
     free(entries);
     free(specs);
-    tensors_upload_release(own); /* http.c releases the hold it admitted, after this returns */
+    route_tensor_upload_release(own); /* http.c releases the hold it admitted, after this returns */
 }

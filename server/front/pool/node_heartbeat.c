@@ -1,6 +1,6 @@
 /* node_heartbeat.c — the heartbeat thread (node_heartbeat.h). A write that fails (the fleet
  * database is away) is not retried: the next beat carries the same news. */
-#include "server/front/store/node_heartbeat.h"
+#include "server/front/pool/node_heartbeat.h"
 
 #include <pthread.h>
 #include <stdlib.h>

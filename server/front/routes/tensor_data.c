@@ -1,12 +1,12 @@
-/* tensor_download.c — GET /v1/tensors/{id}/data: a tensor's bytes, as .npy or raw (tensors.h,
- * docs/tensors.md).
+/* tensor_data.c — GET /v1/tensors/{id}/data: a tensor's bytes, as .npy or raw
+ * (docs/tensors.md).
  *
  * The worker fills a memfd (npy header + bytes) and libmicrohttpd sends it; from 8 MiB on
  * the front makes the memfd and sends each part as soon as the worker has filled it (the
  * fill and the send overlap: "streamed download" below). Either way one info line logs the
  * phases' times and rates (queue, fill, send), and Server-Timing gives them to the client.
  */
-#include "server/front/tensors/tensors.h"
+#include "server/front/routes/routes.h"
 
 #include <errno.h>
 #include <pthread.h>

@@ -1,0 +1,213 @@
+/* store_sqlite.c — this machine's SQLite file (store_sqlite.h): open, migrate, close, and
+ * the helpers every statement sequence of the local store goes through.
+ *
+ * One connection opened in serialized mode (SQLITE_OPEN_FULLMUTEX), WAL journal so readers
+ * never wait on the writer. Prepared statements are shared, and a bind/step/reset sequence on
+ * one statement is not atomic even in serialized mode, so every user also holds
+ * store_sqlite_mu for its whole sequence. Every sqlite3 call goes through SQL_CHECK, which
+ * logs the call, file, line and sqlite3_errmsg.
+ */
+#include "server/front/store/store_sqlite.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/log.h"
+
+pthread_mutex_t store_sqlite_mu = PTHREAD_MUTEX_INITIALIZER;
+sqlite3 *store_sqlite_db;
+int store_sqlite_outbox_on;
+
+/* The text of the last failure, and the open file's path. Written under store_sqlite_mu. */
+static char store_sqlite_error[512];
+static char store_sqlite_file[1024];
+
+int store_sqlite_check(int rc, const char *call, const char *file, int line)
+{
+    if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return rc;
+    snprintf(store_sqlite_error, sizeof store_sqlite_error, "sqlite: %s failed at %s:%d: %s (%d)", call, file, line,
+             store_sqlite_db ? sqlite3_errmsg(store_sqlite_db) : sqlite3_errstr(rc), rc);
+    log_error("%s", store_sqlite_error);
+    return -1;
+}
+
+const char *store_sqlite_last_error(void) { return store_sqlite_error; }
+const char *store_sqlite_path(void) { return store_sqlite_db ? store_sqlite_file : ""; }
+
+/* ------------------------------------------------------------------------ schema -- */
+
+/* Version 1: the runs, traces and tensor ids of a single machine. */
+static const char *const store_schema_v1 =
+    "CREATE TABLE IF NOT EXISTS runs ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " created TEXT NOT NULL,"
+    " backend TEXT,"
+    " device TEXT,"
+    " status TEXT,"
+    " record TEXT NOT NULL);"
+    "CREATE INDEX IF NOT EXISTS runs_backend_id ON runs(backend, id);"
+    "CREATE INDEX IF NOT EXISTS runs_status_id ON runs(status, id);"
+    "CREATE INDEX IF NOT EXISTS runs_device_id ON runs(device, id);"
+    "CREATE TABLE IF NOT EXISTS traces (run_id INTEGER PRIMARY KEY, json TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS tensor_ids ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT, device TEXT NOT NULL, created TEXT NOT NULL);";
+
+/* Version 2: a fleet member's columns and tables (node, uuid, write counter, outbox, state,
+ * heartbeat). PRAGMA user_version says which ran; each step runs once, in a transaction. */
+static const char *const store_schema_v2 =
+    "ALTER TABLE runs ADD COLUMN uuid TEXT;"
+    "ALTER TABLE runs ADD COLUMN node TEXT;"
+    "ALTER TABLE runs ADD COLUMN version INTEGER NOT NULL DEFAULT 1;"
+    "CREATE INDEX IF NOT EXISTS runs_node_id ON runs(node, id);"
+    "CREATE TABLE IF NOT EXISTS outbox ("
+    " seq INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL, run_id INTEGER NOT NULL, uuid TEXT);"
+    "CREATE TABLE IF NOT EXISTS node_state (key TEXT PRIMARY KEY, value TEXT NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS nodes ("
+    " instance INTEGER PRIMARY KEY, node TEXT NOT NULL, version TEXT, devices TEXT, started TEXT,"
+    " last_heartbeat TEXT NOT NULL);"
+    "PRAGMA user_version = 2;";
+
+/* Version 3: the median forward time as a column, so that the outbox never reads it out of
+ * the record (older rows: taken from their record once, here). */
+static const char *const store_schema_v3 =
+    "ALTER TABLE runs ADD COLUMN median_us REAL;"
+    "UPDATE runs SET median_us = json_extract(record, '$.timing.median_us') WHERE status = 'done';"
+    "PRAGMA user_version = 3;";
+
+/* One migration step, in a transaction. 0, or -1. */
+static int store_migrate_step(const char *sql, int version)
+{
+    if (store_sqlite_begin() != 0) return -1;
+    if (SQL_CHECK(sqlite3_exec(store_sqlite_db, sql, NULL, NULL, NULL)) < 0) {
+        store_sqlite_rollback();
+        return -1;
+    }
+    if (store_sqlite_commit() != 0) return -1;
+    log_info("store: %s migrated to schema version %d", sqlite3_db_filename(store_sqlite_db, "main"), version);
+    return 0;
+}
+
+static int store_migrate(void)
+{
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+
+    if (SQL_CHECK(sqlite3_exec(store_sqlite_db, store_schema_v1, NULL, NULL, NULL)) < 0) return -1;
+    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "PRAGMA user_version", -1, &st, NULL)) < 0) return -1;
+    if (SQL_CHECK(sqlite3_step(st)) == SQLITE_ROW) version = sqlite3_column_int(st, 0);
+    SQL_CHECK(sqlite3_finalize(st));
+    if (version < 0) return -1;
+    if (version < 2 && store_migrate_step(store_schema_v2, 2) != 0) return -1;
+    if (version < 3 && store_migrate_step(store_schema_v3, 3) != 0) return -1;
+    return 0;
+}
+
+/* mkdir -p: data_dir and its missing parents (a CI job points it at a fresh path). 0, or -1
+ * with err filled. */
+static int store_make_dirs(const char *path, char *err, size_t err_len)
+{
+    char buf[512];
+    size_t i, n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        snprintf(err, err_len, "data_dir '%.100s' is empty or too long", path);
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0') continue;
+        buf[i] = '\0';
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+            snprintf(err, err_len, "cannot create directory %s: %s", buf, strerror(errno));
+            return -1;
+        }
+        buf[i] = path[i];
+    }
+    return 0;
+}
+
+int store_sqlite_open(const char *data_dir, int outbox, char *err, size_t err_len)
+{
+    if (store_sqlite_db) {
+        snprintf(err, err_len, "store already open");
+        return -1;
+    }
+    store_sqlite_error[0] = '\0';
+    store_sqlite_outbox_on = outbox;
+    if (store_make_dirs(data_dir, err, err_len) != 0) return -1;
+    if ((size_t)snprintf(store_sqlite_file, sizeof store_sqlite_file, "%s/attnd.db", data_dir) >=
+        sizeof store_sqlite_file) {
+        snprintf(err, err_len, "data_dir path too long: %s", data_dir);
+        return -1;
+    }
+    if (SQL_CHECK(sqlite3_open_v2(store_sqlite_file, &store_sqlite_db,
+                                  SQLITE_OPEN_FULLMUTEX | SQLITE_OPEN_CREATE | SQLITE_OPEN_READWRITE, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_busy_timeout(store_sqlite_db, 5000)) < 0 ||
+        SQL_CHECK(sqlite3_exec(store_sqlite_db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_exec(store_sqlite_db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL)) < 0 ||
+        store_migrate() < 0) {
+        snprintf(err, err_len, "%s: %s", store_sqlite_file, store_sqlite_error[0] ? store_sqlite_error : "cannot open");
+        store_sqlite_close();
+        return -1;
+    }
+    return 0;
+}
+
+void store_sqlite_close(void)
+{
+    if (store_sqlite_db) SQL_CHECK(sqlite3_close(store_sqlite_db));
+    store_sqlite_db = NULL;
+}
+
+/* ------------------------------------------------------------------ statements -- */
+
+int store_sqlite_bind_text(sqlite3_stmt *st, int index, const char *text)
+{
+    if (!text) return SQL_CHECK(sqlite3_bind_null(st, index));
+    return SQL_CHECK(sqlite3_bind_text(st, index, text, -1, SQLITE_TRANSIENT));
+}
+
+void store_sqlite_reset(sqlite3_stmt *st)
+{
+    sqlite3_reset(st);
+    SQL_CHECK(sqlite3_clear_bindings(st));
+}
+
+int store_sqlite_begin(void) { return SQL_CHECK(sqlite3_exec(store_sqlite_db, "BEGIN IMMEDIATE", NULL, NULL, NULL)) < 0 ? -1 : 0; }
+int store_sqlite_commit(void) { return SQL_CHECK(sqlite3_exec(store_sqlite_db, "COMMIT", NULL, NULL, NULL)) < 0 ? -1 : 0; }
+void store_sqlite_rollback(void) { sqlite3_exec(store_sqlite_db, "ROLLBACK", NULL, NULL, NULL); }
+
+
+int store_sqlite_outbox_append(const char *kind, long long run_id, const char *uuid)
+{
+    if (!store_sqlite_outbox_on) return 0;
+    sqlite3_stmt *st = NULL;
+    int rc = -1;
+
+    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "INSERT INTO outbox(kind, run_id, uuid) VALUES (?1, ?2, ?3)", -1, &st,
+                                     NULL)) >= 0 &&
+        store_sqlite_bind_text(st, 1, kind) >= 0 && SQL_CHECK(sqlite3_bind_int64(st, 2, run_id)) >= 0 &&
+        store_sqlite_bind_text(st, 3, uuid) >= 0 && SQL_CHECK(sqlite3_step(st)) == SQLITE_DONE)
+        rc = 0;
+    sqlite3_finalize(st);
+    return rc;
+}
+
+int store_sqlite_run_once(sqlite3_stmt **out, const char *sql, const char *const *texts, int n_texts,
+                          const long long *ints, int n_ints)
+{
+    int i, step;
+
+    *out = NULL;
+    if (!store_sqlite_db || SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, sql, -1, out, NULL)) < 0) return -1;
+    for (i = 0; i < n_texts; i++)
+        if (store_sqlite_bind_text(*out, i + 1, texts[i]) < 0) return -1;
+    for (i = 0; i < n_ints; i++)
+        if (SQL_CHECK(sqlite3_bind_int64(*out, n_texts + i + 1, ints[i])) < 0) return -1;
+    step = SQL_CHECK(sqlite3_step(*out));
+    return step;
+}
+
