@@ -156,9 +156,11 @@ deps:
 deps-build:
 	$(Q)sh scripts/install-deps.sh build
 
-# The folders' rules (docs/architecture.md): who includes whom, no include loops, no CUDA in
-# the front (its objects' .d files), and no CUDA library in `ldd attnd`.
+# The tree's rules (docs/architecture.md): who includes and calls whom, folder by folder and
+# room by room, no circles of includes or calls, no CUDA in the front (its objects' .d files),
+# and no CUDA library in `ldd attnd`.
 test-layout: $(BUILD)/attnd $(BUILD)/attnd-worker
+	$(Q)$(PYTHON) -m pytest -q tests/layout
 	$(Q)$(PYTHON) tests/layout/check_layout.py --build $(BUILD)
 
 run: deps-build

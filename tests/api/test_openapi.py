@@ -26,7 +26,7 @@ def route_table():
     """(method, path) of every entry of the route table in server/front/routes/table.c."""
     with open(os.path.join(REPO, "server", "front", "routes", "table.c")) as f:
         text = f.read()
-    table = text[text.index("http_routes[] = {"):]
+    table = text[text.index("routes[] = {"):]
     table = table[:table.index("};")]
     return {(m.lower(), p) for m, p in re.findall(r'\{"([A-Z]+)",\s*"([^"]+)"', table)}
 

@@ -60,7 +60,7 @@ def edit(path, old, new):
     ("Dockerfile", "ATTND_LISTEN=0.0.0.0:8080", "ATTND_LISTEN=127.0.0.1:8080", "ATTND_LISTEN"),
     ("Dockerfile", "COPY clients/dashboard/ /opt/attnd/clients/dashboard/\n", "", "dashboard"),
     ("Makefile", "-lsqlite3", "-lsqlite3 -lzstd", "-lzstd"),
-    (".dockerignore", "data\n", "data\nworker\n", "dockerignore"),
+    (".dockerignore", "data\n", "data\nserver\n", "dockerignore"),
     ("Dockerfile", "/out/attnd /out/attnd-worker /opt/attnd/bin/", "/out/attnd /opt/attnd/bin/", "attnd-worker"),
     (".dockerignore", "!docs/openapi.json\n", "", "dockerignore"),
     ("Dockerfile", "COPY docs/openapi.json /opt/attnd/docs/openapi.json\n", "", "openapi"),
