@@ -10,7 +10,8 @@
                       [--results-dir bench/results] [--out-dir DIR] [--cudnn-choice torch|system]
                       [--variants naive,cudnn]
         prints a markdown table per shape and writes
-        RESULTS_DIR/YYYY-MM-DD-<gpu>-<commit>.md and .json (and the same into --out-dir).
+        RESULTS_DIR/<card>/YYYY-MM-DD-<commit>-bench.md and .json (bench/README.md, "Reports";
+        the same two files into --out-dir).
         The header names the cuDNN each side ran: attnd's from its cudnn run records (the
         worker's `library`), else GET /v1/variants; PyTorch's torch.backends.cudnn.version().
 
@@ -320,7 +321,7 @@ def markdown(doc, prediction_text):
     out.append("# attnd vs PyTorch — %s, %s, commit %s" % (doc["date"], doc["gpu"] or "unknown GPU", doc["commit"]))
     out.append("")
     tm = doc.get("torch") or {}
-    out.append("PyTorch %s (CUDA %s, cuDNN %s) on the same GPU in the same session, same shapes, bf16, "
+    out.append("PyTorch %s (CUDA %s, cuDNN %s) on the same GPU in the same run, same shapes, bf16, "
                "[B,H,S,D]. Method: bench/README.md. Ratios are attnd / torch (below 1: attnd faster or "
                "leaner). `rec`: PyTorch could not run here; its numbers recorded 2026-12-02 on an H200 "
                "(peers-h200.md) stand in." % (tm.get("torch", "?"), tm.get("cuda", "?"), tm.get("cudnn", "?")))
@@ -335,8 +336,8 @@ def markdown(doc, prediction_text):
     out.append("## Prediction before measuring")
     out.append("")
     out.append(prediction_text.strip() if prediction_text else
-               "_(placeholder: the lead writes what they expect — ratios per variant and why — before "
-               "running bench/run.sh, and pastes it here unchanged.)_")
+               "_(placeholder: what was expected — ratios per variant and why — written before "
+               "running bench/run.sh, pasted here unchanged.)_")
     out.append("")
     out.append("## Results")
     for tb in doc["tables"]:
@@ -387,8 +388,9 @@ def cmd_report(args):
             prediction = f.read()
     md = markdown(doc, prediction)
     sys.stdout.write(md)
-    base = "%s-%s-%s" % (doc["date"], slug(doc["gpu"]), doc["commit"])
-    for d in [args.results_dir] + ([args.out_dir] if args.out_dir else []):
+    base = "%s-%s-bench" % (doc["date"], doc["commit"])
+    card_dir = os.path.join(args.results_dir, slug(doc["gpu"])) if args.results_dir else None
+    for d in [card_dir] + ([args.out_dir] if args.out_dir else []):
         if not d:
             continue
         try:

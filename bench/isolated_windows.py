@@ -2,8 +2,8 @@
 """Kernel configurations one at a time under sustained load, with the board's power and clock.
 
 fused_check's interleaved windows (--window-ms with several variants) time each variant right
-after another one heated the card, and the order leaves a bias of a few percent (the sixth
-session's key-walk rows: 2-3% interleaved, 0.3% alone). Here each variant runs alone for a
+after another one heated the card, and the order leaves a bias of a few percent (the key-walk
+rows of docs/performance.md: 2-3% interleaved, 0.3% alone). Here each variant runs alone for a
 long window, nvidia-smi samples the board every 50 ms meanwhile, and the report gives per
 variant the time per forward, the power drawn, the SM clock and the energy per forward. At the
 power cap, time = cycles / the clock the cap allows: the clock column says which of the two a

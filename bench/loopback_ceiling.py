@@ -10,7 +10,7 @@ exactly as the attnd test runs it (-T FILE for uploads, -o FILE for downloads; f
 /dev/shm where there is one). attnd does strictly more than these servers (it stores the
 upload in a memfd, then the worker copies it to the GPU), so its rates should sit below
 these. On the H200 machine (16 cores): upload 2.36 GB/s, download 1.50 GB/s (medians of 3,
-bench/results/2026-12-02-nvidia-h200-loopback-ceiling.json).
+bench/results/nvidia-h200/2026-12-02-0dc0055-loopback-ceiling.md).
 
     python3 bench/loopback_ceiling.py [--mib 1024] [--repeats 3]
 

@@ -17,7 +17,7 @@
 #                    else system. A server given by ATTND_URL keeps its own; the report says
 #                    which cuDNN each side ran.
 #
-# Writes bench/results/YYYY-MM-DD-<gpu>-<commit>.md and .json.
+# Writes bench/results/<card>/YYYY-MM-DD-<commit>-bench.md and .json (bench/README.md, "Reports").
 set -u
 cd "$(dirname "$0")/.."
 OUT=${OUT:-}

@@ -13,8 +13,9 @@ B=${GPU_BUILD:-build/test}
 if ! command -v jq >/dev/null && [ -x "$B/jq/jq" ]; then
     export PATH="$PWD/$B/jq:$PATH" LD_LIBRARY_PATH="$PWD/$B/jq${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-# the prediction written before this run goes into the bench report (bench/run.sh)
-export PREDICTION_FILE=${PREDICTION_FILE:-$(ls -t bench/predictions/*.md 2>/dev/null | head -n 1)}
+# the prediction written before this run, PREDICTION_FILE=FILE, goes into the bench report
+# (bench/run.sh; bench/README.md, "Reports")
+export PREDICTION_FILE=${PREDICTION_FILE:-}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
 if [ -x "$B/fused_check" ]; then

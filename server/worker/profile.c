@@ -198,8 +198,8 @@ static void CUPTIAPI profile_buffer_completed(CUcontext context, uint32_t stream
 /* Point NVTX at the libcupti this process loaded, so ranges reach the MARKER records and
  * the trace shows the variants' phases (setting nvtx_to_cupti). It costs no
  * measurable host time: on the H200, naive's host_us was 49–55 µs with and without it
- * (bench/results/2026-12-02-host-cost.md). Nsight tools set NVTX_INJECTION64_PATH
- * themselves, and then win. */
+ * (bench/results/nvidia-h200/2026-12-02-a2d5da5-host-cost.md). Nsight tools set
+ * NVTX_INJECTION64_PATH themselves, and then win. */
 static void profile_nvtx_injection(void)
 {
     Dl_info info;

@@ -37,7 +37,8 @@ def test_default_stopping_rule(gapi, variants, variant):
 
 
 @pytest.mark.xfail(reason="target not met on the lent H200 VM: 7 eager API calls at ~5 us each "
-                          "(bench/results/2026-12-02-host-cost.md); graph mode meets it", strict=False)
+                          "(bench/results/nvidia-h200/2026-12-02-a2d5da5-host-cost.md); "
+                          "graph mode meets it", strict=False)
 @pytest.mark.parametrize("variant", ["naive", "naive_inplace"])
 def test_host_overhead(gapi, variants, variant):
     """CPU time to enqueue one eager forward: the issue's target is <= 20 us (PyTorch:
