@@ -54,38 +54,48 @@ static int64_t attn_sum_range(int64_t lo, int64_t hi)
     return (n % 2 == 0) ? (n / 2) * ends : n * (ends / 2);
 }
 
-/* Visible pairs of one head. Row i sees clamp(i + c, 0, Skv) keys with c = 1 (causal,
- * top-left) or Skv - Sq + 1 (bottom-right). With a = i + c over [c, c + Sq - 1]:
- *   Σ clamp(a, 0, S) = Σ_{a ∈ [max(lo,1), min(hi,S-1)]} a  +  S · #{a ∈ [max(lo,S), hi]}. */
+/* Σ clamp(a, 0, S) for a = a0 … a0 + n - 1 (|a0| and n below 2^33):
+ *   Σ_{a ∈ [max(a0,1), min(a1,S-1)]} a  +  S · #{a ∈ [max(a0,S), a1]}. */
+static int64_t attn_sum_clamped(int64_t a0, int64_t n, int64_t s)
+{
+    int64_t a1 = a0 + n - 1, lo = a0 > 1 ? a0 : 1, hi = a1 < s - 1 ? a1 : s - 1, sum = 0;
+
+    if (n <= 0) return 0;
+    if (lo <= hi) sum += attn_sum_range(lo, hi);
+    lo = a0 > s ? a0 : s;
+    if (lo <= a1) sum += s * (a1 - lo + 1);
+    return sum;
+}
+
+/* Visible pairs of one head. Row i sees the keys [lo_i, hi_i) clamped to [0, Skv)
+ * (attn_visible_range), both ends of the form i + constant, so the sum is
+ * Σ clamp(hi_i, 0, Skv) - Σ clamp(lo_i, 0, Skv), each in closed form. */
 double attn_visible_pairs(const attn_problem *p)
 {
-    int64_t sq = p->seq_q, skv = p->seq_kv, lo, hi, a0, a1, sum = 0;
+    int64_t sq = p->seq_q, skv = p->seq_kv, pos0, hi;
 
     if (sq <= 0 || skv <= 0) return 0.0;
-    if (p->mask != ATTN_MASK_CAUSAL && p->mask != ATTN_MASK_CAUSAL_BOTTOM_RIGHT) return (double)sq * (double)skv;
-    lo = (p->mask == ATTN_MASK_CAUSAL) ? 1 : skv - sq + 1;
-    hi = lo + sq - 1;
-    a0 = lo > 1 ? lo : 1;               /* the partly visible rows: a keys each */
-    a1 = hi < skv - 1 ? hi : skv - 1;
-    if (a0 <= a1) sum += attn_sum_range(a0, a1);
-    a0 = lo > skv ? lo : skv;           /* the rows that see every key */
-    if (a0 <= hi) sum += skv * (hi - a0 + 1);
-    return (double)sum;
+    pos0 = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0; /* row 0's position */
+    hi = p->mask == ATTN_MASK_NONE ? sq * skv : attn_sum_clamped(pos0 + 1, sq, skv);
+    if (p->window_keys > 0) hi -= attn_sum_clamped(pos0 - p->window_keys + 1, sq, skv);
+    return (double)hi;
 }
 
 double attn_flops(const attn_problem *p)
 {
-    double bhd = 4.0 * (double)p->batch * (double)p->heads * (double)p->head_dim;
+    double per_pair = 2.0 * (double)p->batch * (double)p->heads * (double)(p->head_dim + attn_dv(p));
 
-    if (p->mask == ATTN_MASK_NONE) return bhd * (double)p->seq_q * (double)p->seq_kv;
+    if (p->window_keys <= 0 && p->mask == ATTN_MASK_NONE) return per_pair * (double)p->seq_q * (double)p->seq_kv;
     /* FlashAttention's convention for square causal attention: exactly half the full
      * count (not the (S+1)/2S the diagonal adds), so our TFLOP/s compare with theirs. */
-    if (p->seq_q == p->seq_kv) return 0.5 * bhd * (double)p->seq_q * (double)p->seq_kv;
-    return bhd * attn_visible_pairs(p);
+    if (p->window_keys <= 0 && p->seq_q == p->seq_kv)
+        return 0.5 * per_pair * (double)p->seq_q * (double)p->seq_kv;
+    return per_pair * attn_visible_pairs(p);
 }
 
 double attn_min_bytes(const attn_problem *p)
 {
-    double elems = 2.0 * (double)attn_q_elems(p) + 2.0 * (double)attn_kv_elems(p);
+    double elems = (double)attn_q_elems(p) + (double)attn_k_elems(p) + (double)attn_v_elems(p) +
+                   (double)attn_out_elems(p);
     return elems * (double)attn_dtype_bytes(p->dtype);
 }

@@ -1,10 +1,11 @@
 /* reference.c — the cpu reference of attention in fp64: the oracle `verify` trusts, and the
  * `reference` variant of the cpu device.
  *
- * Per (b, h) head, the k and v heads are converted to double once; then for each query
- * row: scores = scale · q·kᵀ over the visible keys (attn_visible_keys: the mask is a
- * prefix of keys), p = exp(s − max s), out = Σ p·v / Σ p. A fully masked row (no visible
- * key) is zeros, SDPA's safe softmax. Nothing here is approximate: every product and sum
+ * Per (b, h) head, the k and v heads it reads (its K/V head under grouped-query attention)
+ * are converted to double once; then for each query row: scores = scale · q·kᵀ over the
+ * visible keys (attn_visible_range: the mask and the sliding window leave a range of keys),
+ * p = exp(s − max s), out = Σ p·v / Σ p. A fully masked row (no visible key) is zeros,
+ * SDPA's safe softmax. Nothing here is approximate: every product and sum
  * is a double, so against bf16/fp16/fp32 outputs its own error is negligible.
  *
  * Parallel with pthreads over items of up to REF_ROWS query rows of one head, handed out
@@ -42,17 +43,16 @@ typedef struct ref_job {
 /* One thread's scratch: the converted k and v of one head, one q row, the scores. */
 typedef struct ref_scratch {
     double *k, *v, *q, *s;
-    int64_t head;      /* (b·H + h) held in k, v; -1: none */
+    int64_t kv_head;   /* (b·Hkv + hkv) held in k, v; -1: none */
 } ref_scratch;
 
 static int ref_scratch_alloc(ref_scratch *w, const attn_problem *p)
 {
-    size_t kv = (size_t)p->seq_kv * (size_t)p->head_dim;
-    w->k = malloc(kv * sizeof(double));
-    w->v = malloc(kv * sizeof(double));
+    w->k = malloc((size_t)p->seq_kv * (size_t)p->head_dim * sizeof(double));
+    w->v = malloc((size_t)p->seq_kv * (size_t)attn_dv(p) * sizeof(double));
     w->q = malloc((size_t)p->head_dim * sizeof(double));
     w->s = malloc((size_t)p->seq_kv * sizeof(double));
-    w->head = -1;
+    w->kv_head = -1;
     if (w->k && w->v && w->q && w->s) return 0;
     free(w->k), free(w->v), free(w->q), free(w->s);
     return -1;
@@ -109,34 +109,37 @@ static void ref_weighted_sum(const double *restrict p, const double *restrict v,
     }
 }
 
-/* Rows [r0, r1) of head `head`. */
+/* Rows [r0, r1) of head `head` (b·H + h). */
 static void ref_rows(const ref_job *job, ref_scratch *w, int64_t head, int64_t r0, int64_t r1)
 {
     const attn_problem *p = job->p;
-    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim, i, j, c;
+    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim, dv = attn_dv(p), i, j, c;
+    int64_t kv_head = (head / p->heads) * attn_kv_heads(p) + attn_kv_head_of(p, head % p->heads);
 
-    if (w->head != head) {
-        ref_convert(w->k, job->k, p->dtype, head * skv * d, skv * d);
-        ref_convert(w->v, job->v, p->dtype, head * skv * d, skv * d);
-        w->head = head;
+    if (w->kv_head != kv_head) {
+        ref_convert(w->k, job->k, p->dtype, kv_head * skv * d, skv * d);
+        ref_convert(w->v, job->v, p->dtype, kv_head * skv * dv, skv * dv);
+        w->kv_head = kv_head;
     }
     for (i = r0; i < r1; i++) {
-        int64_t nvis = attn_visible_keys(p->mask, sq, skv, i);
-        double *o = job->out + (head * sq + i) * d;
+        int64_t lo, hi, nvis;
+        double *o = job->out + (head * sq + i) * dv;
         double mx = -INFINITY, sum = 0.0;
 
-        memset(o, 0, (size_t)d * sizeof(double));
+        attn_visible_range(p, i, &lo, &hi);
+        nvis = hi - lo;
+        memset(o, 0, (size_t)dv * sizeof(double));
         if (nvis == 0) continue; /* fully masked: zeros */
         ref_convert(w->q, job->q, p->dtype, (head * sq + i) * d, d);
-        ref_scores(w->q, w->k, d, nvis, p->scale, w->s);
+        ref_scores(w->q, w->k + lo * d, d, nvis, p->scale, w->s);
         for (j = 0; j < nvis; j++)
             if (w->s[j] > mx) mx = w->s[j];
         for (j = 0; j < nvis; j++) {
             w->s[j] = exp(w->s[j] - mx);
             sum += w->s[j];
         }
-        ref_weighted_sum(w->s, w->v, d, nvis, o);
-        for (c = 0; c < d; c++) o[c] /= sum;
+        ref_weighted_sum(w->s, w->v + lo * dv, dv, nvis, o);
+        for (c = 0; c < dv; c++) o[c] /= sum;
     }
 }
 

@@ -41,7 +41,7 @@ static void test_pairs_and_flops(void)
     for (int m = 0; m < ATTN_MASK_COUNT; m++)
         for (int64_t sq = 1; sq <= 24; sq++)
             for (int64_t skv = 1; skv <= 24; skv++) {
-                attn_problem p = {2, 3, sq, skv, 5, ATTN_BF16, (attn_mask)m, 1.0};
+                attn_problem p = attn_mha(2, 3, sq, skv, 5, ATTN_BF16, (attn_mask)m, 1.0);
                 double pairs = brute_pairs((attn_mask)m, sq, skv);
                 double want = 4.0 * 2 * 3 * 5 * ((m != ATTN_MASK_NONE && sq == skv) ? sq * skv / 2.0 : pairs);
                 double rows = 0;
@@ -53,7 +53,7 @@ static void test_pairs_and_flops(void)
 
     {
         /* The study's shape: 8·16·1024·1024·64·4 / 2 */
-        attn_problem p = {8, 16, 1024, 1024, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+        attn_problem p = attn_mha(8, 16, 1024, 1024, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125);
         CHECK(attn_flops(&p) == 4.0 * 8 * 16 * 1024 * 1024 * 64 / 2, "study flops %g", attn_flops(&p));
         CHECK(attn_visible_pairs(&p) == 1024.0 * 1025 / 2, "study pairs");
         CHECK(attn_min_bytes(&p) == 4.0 * 8 * 16 * 1024 * 64 * 2, "study bytes %g", attn_min_bytes(&p));
@@ -63,7 +63,7 @@ static void test_pairs_and_flops(void)
     {
         /* Huge rows: closed forms stay exact and fast (a loop over 2^31 rows would not). */
         int64_t s = (int64_t)1 << 31;
-        attn_problem p = {1, 1, s, s, 1, ATTN_FP16, ATTN_MASK_CAUSAL, 1.0};
+        attn_problem p = attn_mha(1, 1, s, s, 1, ATTN_FP16, ATTN_MASK_CAUSAL, 1.0);
         CHECK(attn_visible_pairs(&p) == (double)s * (double)(s + 1) / 2, "pairs at 2^31");
         p.seq_q = 3, p.mask = ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
         CHECK(attn_visible_pairs(&p) == 3.0 * (double)s - 3.0, "bottom-right, 3 rows against 2^31 keys");
@@ -78,7 +78,7 @@ static void test_variants(void)
 {
     char why[256];
     const variant *ref = variant_find("reference");
-    attn_problem p = {1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+    attn_problem p = attn_mha(1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125);
 
     CHECK(ref && ref->info->on_cpu && ref->forward && ref->workspace_bytes, "reference variant");
     CHECK(variant_find("nope") == NULL && variant_find(NULL) == NULL, "unknown variant");
@@ -134,7 +134,7 @@ static void test_workspace_bounds(void)
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
             for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
                 for (int m = 0; m < ATTN_MASK_COUNT; m++) {
-                    attn_problem p = {2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125};
+                    attn_problem p = attn_mha(2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125);
                     size_t exact = v->workspace_bytes(&p);
                     size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
                     CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s: bound %zu < workspace %zu", names[n],

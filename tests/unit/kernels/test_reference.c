@@ -1,8 +1,9 @@
 /* test_reference.c — the fp64 reference (kernels/reference.c) against the most direct
  * implementation there is: the full score matrix with -inf where masked, then softmax,
- * then p·v, all in double. Small random shapes over every mask; Sq ≠ Skv both ways; D = 1;
- * S = 1; fully masked rows; more rows than one work item; any thread count gives the same
- * bits; and the `reference` variant's rounding. */
+ * then p·v, all in double. Small random shapes over every mask, with and without grouped K/V
+ * heads, a sliding window and a value head dim of its own; Sq ≠ Skv both ways; D = 1; S = 1;
+ * fully masked rows; more rows than one work item; any thread count gives the same bits; the
+ * work measures (attn_visible_pairs) against a count; and the `reference` variant's rounding. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,34 +14,55 @@
 #include "kernels/inputs.h"
 #include "tests/unit/check.h"
 
+/* Is key j hidden from query row i? The definitions, written out: the causal masks as SDPA
+ * (top-left) and FlashAttention (bottom-right) state them, and the window as "more than W-1
+ * keys before the row's position". */
+static int masked(const attn_problem *p, int64_t i, int64_t j)
+{
+    int64_t pos = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? i + p->seq_kv - p->seq_q : i;
+    if (p->mask != ATTN_MASK_NONE && j > pos) return 1;
+    return p->window_keys > 0 && j < pos - (p->window_keys - 1);
+}
+
 static void naive_attention(const attn_problem *p, const void *q, const void *k, const void *v, double *out)
 {
-    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim;
+    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim, dv = p->head_dim_v ? p->head_dim_v : d;
+    int64_t hkv = p->kv_heads ? p->kv_heads : p->heads, group = p->heads / hkv;
     double *s = malloc((size_t)skv * sizeof(double));
-    for (int64_t bh = 0; bh < p->batch * p->heads; bh++)
+    for (int64_t bh = 0; bh < p->batch * p->heads; bh++) {
+        int64_t kvh = (bh / p->heads) * hkv + (bh % p->heads) / group; /* repeat_interleave */
         for (int64_t i = 0; i < sq; i++) {
             double mx = -INFINITY, sum = 0;
             for (int64_t j = 0; j < skv; j++) {
-                int masked = (p->mask == ATTN_MASK_CAUSAL && j > i) ||
-                             (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && j > i + skv - sq);
                 double dot = 0;
                 for (int64_t c = 0; c < d; c++)
                     dot += (double)dtype_load_f32(q, p->dtype, (bh * sq + i) * d + c) *
-                           (double)dtype_load_f32(k, p->dtype, (bh * skv + j) * d + c);
-                s[j] = masked ? -INFINITY : p->scale * dot;
+                           (double)dtype_load_f32(k, p->dtype, (kvh * skv + j) * d + c);
+                s[j] = masked(p, i, j) ? -INFINITY : p->scale * dot;
                 if (s[j] > mx) mx = s[j];
             }
             for (int64_t j = 0; j < skv; j++) {
                 s[j] = (mx == -INFINITY) ? 0 : exp(s[j] - mx);
                 sum += s[j];
             }
-            for (int64_t c = 0; c < d; c++) {
+            for (int64_t c = 0; c < dv; c++) {
                 double acc = 0;
-                for (int64_t j = 0; j < skv; j++) acc += s[j] * (double)dtype_load_f32(v, p->dtype, (bh * skv + j) * d + c);
-                out[(bh * sq + i) * d + c] = sum > 0 ? acc / sum : 0.0; /* safe softmax: zeros */
+                for (int64_t j = 0; j < skv; j++)
+                    acc += s[j] * (double)dtype_load_f32(v, p->dtype, (kvh * skv + j) * dv + c);
+                out[(bh * sq + i) * dv + c] = sum > 0 ? acc / sum : 0.0; /* safe softmax: zeros */
             }
         }
+    }
     free(s);
+}
+
+/* Visible pairs of one head, counted. */
+static double counted_pairs(const attn_problem *p)
+{
+    double n = 0;
+    for (int64_t i = 0; i < p->seq_q; i++)
+        for (int64_t j = 0; j < p->seq_kv; j++) n += !masked(p, i, j);
+    return n;
 }
 
 typedef struct case_data {
@@ -54,13 +76,13 @@ static void case_make(case_data *c, attn_problem p, uint64_t seed)
     size_t esz = attn_dtype_bytes(p.dtype);
     c->p = p;
     c->q = malloc((size_t)attn_q_elems(&p) * esz);
-    c->k = malloc((size_t)attn_kv_elems(&p) * esz);
-    c->v = malloc((size_t)attn_kv_elems(&p) * esz);
+    c->k = malloc((size_t)attn_k_elems(&p) * esz);
+    c->v = malloc((size_t)attn_v_elems(&p) * esz);
     c->ref = malloc((size_t)attn_out_elems(&p) * sizeof(double));
     c->want = malloc((size_t)attn_out_elems(&p) * sizeof(double));
     inputs_generate_cpu(c->q, p.dtype, attn_q_elems(&p), seed, INPUTS_TENSOR_Q);
-    inputs_generate_cpu(c->k, p.dtype, attn_kv_elems(&p), seed, INPUTS_TENSOR_K);
-    inputs_generate_cpu(c->v, p.dtype, attn_kv_elems(&p), seed, INPUTS_TENSOR_V);
+    inputs_generate_cpu(c->k, p.dtype, attn_k_elems(&p), seed, INPUTS_TENSOR_K);
+    inputs_generate_cpu(c->v, p.dtype, attn_v_elems(&p), seed, INPUTS_TENSOR_V);
     naive_attention(&p, c->q, c->k, c->v, c->want);
 }
 
@@ -80,24 +102,33 @@ static double max_rel_diff(const double *a, const double *b, int64_t n)
 static void test_random_shapes(void)
 {
     uint64_t rng = 99;
-    for (int it = 0; it < 60; it++) {
+    for (int it = 0; it < 120; it++) {
         case_data c;
         attn_problem p;
+        static const int64_t heads[][2] = {{1, 1}, {2, 2}, {3, 3}, {4, 2}, {4, 1}, {6, 3}};
         rng = inputs_mix64(rng + 1);
+        memset(&p, 0, sizeof p);
         p.batch = 1 + (int64_t)(rng % 2);
-        p.heads = 1 + (int64_t)((rng >> 8) % 3);
+        p.heads = heads[(rng >> 8) % 6][0];
+        p.kv_heads = it % 3 == 0 ? 0 : heads[(rng >> 8) % 6][1]; /* 0: the default, heads */
         p.seq_q = 1 + (int64_t)((rng >> 16) % 40);
         p.seq_kv = 1 + (int64_t)((rng >> 24) % 40);
         p.head_dim = 1 + (int64_t)((rng >> 32) % 24);
         p.dtype = (attn_dtype)((rng >> 40) % 3);
         p.mask = (attn_mask)((rng >> 44) % 3);
         p.scale = ((rng >> 48) % 4 == 0) ? 0.7 : 1.0 / sqrt((double)p.head_dim);
+        p.window_keys = it % 2 ? 1 + (int64_t)((rng >> 52) % 12) : 0;
+        p.head_dim_v = it % 4 == 1 ? 1 + (int64_t)((rng >> 56) % 20) : 0;
         case_make(&c, p, rng);
+        CHECK(attn_visible_pairs(&p) == counted_pairs(&p), "visible pairs Sq%lld Skv%lld %s window %lld: %g, counted %g",
+              (long long)p.seq_q, (long long)p.seq_kv, attn_mask_name(p.mask), (long long)p.window_keys,
+              attn_visible_pairs(&p), counted_pairs(&p));
         CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 1 + it % 4) == 0, "runs");
         double e = max_rel_diff(c.ref, c.want, attn_out_elems(&p));
-        CHECK(e < 1e-12, "B%lld H%lld Sq%lld Skv%lld D%lld %s %s: rel diff %g", (long long)p.batch,
-              (long long)p.heads, (long long)p.seq_q, (long long)p.seq_kv, (long long)p.head_dim,
-              attn_dtype_name(p.dtype), attn_mask_name(p.mask), e);
+        CHECK(e < 1e-12, "B%lld H%lld Hkv%lld Sq%lld Skv%lld D%lld Dv%lld %s %s window %lld: rel diff %g",
+              (long long)p.batch, (long long)p.heads, (long long)attn_kv_heads(&p), (long long)p.seq_q,
+              (long long)p.seq_kv, (long long)p.head_dim, (long long)attn_dv(&p), attn_dtype_name(p.dtype),
+              attn_mask_name(p.mask), (long long)p.window_keys, e);
         case_free(&c);
     }
 }
@@ -108,14 +139,14 @@ static void test_edges(void)
     attn_problem p;
 
     /* S = 1, D = 1: out = v exactly (one key, weight 1). */
-    p = (attn_problem){1, 1, 1, 1, 1, ATTN_FP32, ATTN_MASK_CAUSAL, 1.0};
+    p = attn_mha(1, 1, 1, 1, 1, ATTN_FP32, ATTN_MASK_CAUSAL, 1.0);
     case_make(&c, p, 7);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 0) == 0 && c.ref[0] == (double)((float *)c.v)[0],
           "S=1, D=1 gives v");
     case_free(&c);
 
     /* Bottom-right with Sq > Skv: the first Sq - Skv rows are fully masked → zeros. */
-    p = (attn_problem){2, 2, 9, 4, 3, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.5};
+    p = attn_mha(2, 2, 9, 4, 3, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.5);
     case_make(&c, p, 8);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 3) == 0, "runs");
     {
@@ -133,7 +164,7 @@ static void test_edges(void)
     case_free(&c);
 
     /* Many rows (several work items per head), Sq < Skv, every thread count the same bits. */
-    p = (attn_problem){1, 3, 100, 130, 16, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.25};
+    p = attn_mha(1, 3, 100, 130, 16, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.25);
     case_make(&c, p, 9);
     {
         int64_t n = attn_out_elems(&p);
@@ -149,7 +180,7 @@ static void test_edges(void)
     case_free(&c);
 
     /* Large scores: the max subtraction keeps exp finite. */
-    p = (attn_problem){1, 1, 5, 7, 4, ATTN_FP32, ATTN_MASK_NONE, 500.0};
+    p = attn_mha(1, 1, 5, 7, 4, ATTN_FP32, ATTN_MASK_NONE, 500.0);
     case_make(&c, p, 10);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 2) == 0, "runs");
     CHECK(max_rel_diff(c.ref, c.want, attn_out_elems(&p)) < 1e-12, "scale 500 stays finite and matches");
@@ -159,7 +190,7 @@ static void test_edges(void)
 static void test_variant_forward(void)
 {
     for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
-        attn_problem p = {2, 2, 33, 17, 8, (attn_dtype)t, ATTN_MASK_CAUSAL, 1.0 / sqrt(8.0)};
+        attn_problem p = attn_mha(2, 2, 33, 17, 8, (attn_dtype)t, ATTN_MASK_CAUSAL, 1.0 / sqrt(8.0));
         case_data c;
         exec_context ctx;
         int64_t n = attn_out_elems(&p), bad = 0;
