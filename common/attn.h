@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __CUDACC__
 #define ATTN_HD __host__ __device__ __forceinline__
@@ -89,7 +90,8 @@ ATTN_HD void attn_visible_range(const attn_problem *p, int64_t row, int64_t *lo,
 ATTN_HD attn_problem attn_mha(int64_t batch, int64_t heads, int64_t seq_q, int64_t seq_kv, int64_t head_dim,
                               attn_dtype dtype, attn_mask mask, double scale)
 {
-    attn_problem p = {0};
+    attn_problem p;
+    memset(&p, 0, sizeof p); /* every field not set here: its default */
     p.batch = batch, p.heads = heads, p.seq_q = seq_q, p.seq_kv = seq_kv, p.head_dim = head_dim;
     p.dtype = dtype, p.mask = mask, p.scale = scale;
     return p;
