@@ -1,6 +1,6 @@
 /* check.h — the smallest test harness that reports like the others: CHECK(cond, fmt, …)
  * records a failure with file:line and goes on; CHECK_DONE() prints "N passed, N failed"
- * and returns the exit status. One binary per module, tests/unit/test_<module>.c. */
+ * and returns the exit status. One binary per module, tests/unit/<folder>/test_<module>.c. */
 #ifndef CHECK_H
 #define CHECK_H
 
