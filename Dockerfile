@@ -44,11 +44,13 @@ RUN apt-get update \
  && mkdir -p /var/lib/attnd \
  && chown attnd:attnd /var/lib/attnd
 # The front starts attnd-worker from its own folder; both find lib/ beside them through its rpath ($ORIGIN/lib), the dashboard in
-# ../clients/dashboard and the OpenAPI document in ../docs (static_files.c).
+# ../clients/dashboard, the OpenAPI document in ../docs and the model presets in ../config
+# (common/install_path.c).
 COPY --from=build /out/attnd /out/attnd-worker /opt/attnd/bin/
 COPY --from=build /out/lib/ /opt/attnd/bin/lib/
 COPY clients/dashboard/ /opt/attnd/clients/dashboard/
 COPY docs/openapi.json /opt/attnd/docs/openapi.json
+COPY config/models.json /opt/attnd/config/models.json
 COPY deploy/docker-healthcheck.sh /opt/attnd/bin/healthcheck
 ENV ATTND_LISTEN=0.0.0.0:8080 \
     ATTND_DATA_DIR=/var/lib/attnd \

@@ -104,6 +104,9 @@ static const setting_def setting_table[] = {
      "threads of the cpu reference; 0: one per core", NULL},
     {"enable_fault_injection", SETTING_BOOL, FIELD(enable_fault_injection), "false", 0, 1, "",
      "accept the `fault` run parameter (crash|hang|sticky); for tests only", NULL},
+    {"models_file", SETTING_STRING, FIELD(models_file), "", 0, 0, "path",
+     "the model presets that model=NAME takes (GET /v1/models); default: config/models.json found in the "
+     "current directory or beside the binary", NULL},
     {"dashboard_dir", SETTING_STRING, FIELD(dashboard_dir), "", 0, 0, "path",
      "static files of the dashboard (GET /); empty: clients/dashboard in the cwd or beside the binary", NULL},
     {"cudnn_library", SETTING_STRING, FIELD(cudnn_library), "", 0, 0, "path",

@@ -23,6 +23,7 @@
 #include "common/build_info.h"
 #include "server/front/http/http.h"
 #include "common/log.h"
+#include "common/model_presets.h"
 #include "server/front/metrics.h"
 #include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
@@ -75,6 +76,10 @@ static int main_front(int argc, char **argv)
     }
 
     if (auth_load(&s, err, sizeof err) != 0) { /* a bad token file stops the start, like a bad setting */
+        fprintf(stderr, "attnd: %s\n", err);
+        return 2;
+    }
+    if (model_presets_load_found(s.models_file, err, sizeof err) != 0) {
         fprintf(stderr, "attnd: %s\n", err);
         return 2;
     }

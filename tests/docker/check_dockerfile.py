@@ -45,8 +45,9 @@ LIBRARIES = {
     "pthread": ("static", "part of glibc"),
 }
 
-# Files the binary reads at run time from beside itself (static_files.c: <exe>/../REL).
-BUNDLED = (("clients/dashboard", "the dashboard, GET /"), ("docs/openapi.json", "GET /openapi.json"))
+# Files the binary reads at run time from beside itself (common/install_path.c: <exe>/../REL).
+BUNDLED = (("clients/dashboard", "the dashboard, GET /"), ("docs/openapi.json", "GET /openapi.json"),
+           ("config/models.json", "the model presets, model=NAME and GET /v1/models"))
 
 CUDA_RE = re.compile(r"^nvidia/cuda:(\d+\.\d+\.\d+)-cudnn-(devel|runtime)-ubuntu(\d+\.\d+)$")
 

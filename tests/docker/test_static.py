@@ -30,9 +30,10 @@ def repo_copy(tmp_path):
     """The files check_dockerfile reads, copied so that a test may break them."""
     for name in ("Dockerfile", "Makefile", ".dockerignore"):
         shutil.copy(os.path.join(REPO, name), tmp_path / name)
-    for d in ("common", "server", "kernels", "clients/dashboard", "deploy", "docs"):
+    for d in ("common", "server", "kernels", "clients/dashboard", "deploy", "docs", "config"):
         os.makedirs(tmp_path / d, exist_ok=True)
     (tmp_path / "docs" / "openapi.json").write_text("{}")
+    (tmp_path / "config" / "models.json").write_text("{}")
     shutil.copy(os.path.join(REPO, "deploy", "docker-healthcheck.sh"), tmp_path / "deploy" / "docker-healthcheck.sh")
     return tmp_path
 

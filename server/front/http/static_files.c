@@ -20,35 +20,6 @@
 
 #define STATIC_MAX_BYTES (8u << 20)
 
-static int is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-int static_find_dir(const char *configured, const char *rel, char *out, size_t len)
-{
-    static const char *const ups[] = {"/../..", "/..", ""};
-    char exe[PATH_MAX], *slash;
-    ssize_t n;
-    size_t i;
-
-    if (configured && configured[0]) {
-        if ((size_t)snprintf(out, len, "%s", configured) >= len || !is_dir(out)) return -1;
-        return 0;
-    }
-    if ((size_t)snprintf(out, len, "%s", rel) < len && is_dir(out)) return 0;
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return -1;
-    exe[n] = '\0';
-    slash = strrchr(exe, '/');
-    if (!slash) return -1;
-    *slash = '\0';
-    for (i = 0; i < sizeof ups / sizeof ups[0]; i++)
-        if ((size_t)snprintf(out, len, "%s%s/%s", exe, ups[i], rel) < len && is_dir(out)) return 0;
-    return -1;
-}
-
 int static_name_ok(const char *name)
 {
     size_t n = name ? strlen(name) : 0;

@@ -1,5 +1,6 @@
 /* static_files.h — files attnd serves as they are: the dashboard (clients/dashboard) and
- * the OpenAPI document (docs/openapi.json). No build step, nothing generated.
+ * the OpenAPI document (docs/openapi.json), from a folder install_path_find found. No build
+ * step, nothing generated.
  */
 #ifndef STATIC_FILES_H
 #define STATIC_FILES_H
@@ -7,11 +8,6 @@
 #include <stddef.h>
 
 #include "server/front/http/http.h"
-
-/* Find the directory rel ("clients/dashboard", "docs"): `configured` when not empty (only
- * it), else rel under the cwd, then under the executable's dir/../.., dir/.. and dir (the
- * binary lives in build/ or build/test/ of the repository). 0 with out filled, or -1. */
-int static_find_dir(const char *configured, const char *rel, char *out, size_t len);
 
 /* Is name a plain file name that may be served: [A-Za-z0-9._-], not starting with '.',
  * under 100 bytes? (So no path can leave the directory.) */

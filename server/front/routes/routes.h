@@ -24,6 +24,9 @@ void route_device(http_request *req);         /* GET /v1/device */
 /* variants.c */
 void route_variants(http_request *req);       /* GET /v1/variants */
 
+/* models.c */
+void route_models(http_request *req);         /* GET /v1/models */
+
 /* runs.c */
 void route_run(http_request *req);            /* POST /v1/runs, POST /run */
 void route_get_run(http_request *req);        /* GET /v1/runs/{id} */

@@ -1,12 +1,13 @@
 /* static.c — the files the front serves as they are: the dashboard and the OpenAPI document
- * (server/front/http/static_files.c finds and sends them). */
+ * (common/install_path.c finds them, server/front/http/static_files.c sends them). */
 #include "server/front/routes/routes.h"
 
+#include "common/install_path.h"
 #include "server/front/http/static_files.h"
 
 static int dashboard_dir(http_request *req, char *dir, size_t len)
 {
-    if (static_find_dir(req->settings ? req->settings->dashboard_dir : NULL, "clients/dashboard", dir, len) == 0)
+    if (install_path_find(req->settings ? req->settings->dashboard_dir : NULL, "clients/dashboard", 1, dir, len) == 0)
         return 0;
     http_fail(req, 404, "not_found", "",
               "the dashboard's files are not found: set dashboard_dir, or run attnd from the repository "
@@ -30,7 +31,7 @@ void route_openapi(http_request *req)
 {
     char dir[1024];
 
-    if (static_find_dir(NULL, "docs", dir, sizeof dir) != 0) {
+    if (install_path_find(NULL, "docs", 1, dir, sizeof dir) != 0) {
         http_fail(req, 404, "not_found", "", "docs/openapi.json is not found beside the binary or in the cwd");
         return;
     }

@@ -7,6 +7,7 @@ static const http_route routes[] = {
     {"GET", "/readyz", route_readyz, "every worker is up (503 while not)"},
     {"GET", "/v1/device", route_device, "the devices served: cpu and GPUs"},
     {"GET", "/v1/variants", route_variants, "the variants, what each supports, available or why not"},
+    {"GET", "/v1/models", route_models, "model presets (model=NAME): heads, kv_heads, head dims, window, source"},
     {"POST", "/v1/runs", route_run, "run a job (synchronously, or async=true: 202 and poll)"},
     {"POST", "/run", route_run, "alias of POST /v1/runs"},
     {"GET", "/v1/runs/{id}", route_get_run, "one stored run"},
