@@ -133,6 +133,7 @@ const variant_info variant_info_reference = {
     .on_cpu = 1,
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     .workspace_bound = reference_bound,
 };
 
@@ -313,6 +314,20 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
     if (v->head_dim_multiple > 1 && p->head_dim % v->head_dim_multiple != 0) {
         snprintf(why, why_len, "backend %s needs head_dim a multiple of %d; got %lld", v->name,
                  v->head_dim_multiple, (long long)p->head_dim);
+        return -1;
+    }
+    if (attn_kv_heads(p) != p->heads && !(v->features & VARIANT_GQA)) {
+        snprintf(why, why_len, "backend %s does not run grouped-query attention yet (kv_heads %lld < heads %lld)",
+                 v->name, (long long)attn_kv_heads(p), (long long)p->heads);
+        return -1;
+    }
+    if (attn_dv(p) != p->head_dim && !(v->features & VARIANT_HEAD_DIM_V)) {
+        snprintf(why, why_len, "backend %s does not run a value head dim of its own yet (head_dim_v %lld, head_dim %lld)",
+                 v->name, (long long)attn_dv(p), (long long)p->head_dim);
+        return -1;
+    }
+    if (p->window_keys > 0 && !(v->features & VARIANT_WINDOW)) {
+        snprintf(why, why_len, "backend %s does not run a sliding window yet", v->name);
         return -1;
     }
     if (variant_info_check_arch(v, cc, why, why_len) != 0) return -1;

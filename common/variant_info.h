@@ -16,6 +16,11 @@ extern "C" {
 
 #define VARIANT_DTYPE(t) (1u << (t))
 
+/* What a variant runs beyond dense multi-head attention (variant_info.features). */
+#define VARIANT_GQA (1u << 0)        /* kv_heads < heads */
+#define VARIANT_HEAD_DIM_V (1u << 1) /* head_dim_v != head_dim */
+#define VARIANT_WINDOW (1u << 2)     /* a sliding window */
+
 /* Kernel limits the checks below state (the kernels are built to them). */
 #define EFFICIENT_MAX_HEAD_DIM 256
 #define EFFICIENT_FP32_QUERY_TILE 32 /* efficient's smallest query tile (fp32); 64 in 16 bits */
@@ -37,6 +42,7 @@ typedef struct variant_info {
     int min_cc;           /* lowest compute capability (major·10 + minor); 0: any */
     int max_head_dim;     /* 0: any */
     int head_dim_multiple;/* head_dim must be a multiple of this (1: any) */
+    unsigned features;    /* VARIANT_GQA, _HEAD_DIM_V, _WINDOW bits: the others are refused */
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */
     int (*check)(const attn_problem *p, char *why, size_t why_len);
