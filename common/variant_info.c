@@ -100,22 +100,34 @@ static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 static size_t reference_bound(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }
 
-/* naive.cu: the scaled scores and their masked copy, in the problem's dtype. */
+/* naive.cu: the scaled scores and their masked copy, in the problem's dtype, and repeat_kv's
+ * copies of k and v under grouped-query attention. */
 static size_t naive_bound(const attn_problem *p)
 {
-    return 2 * align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
+    size_t b = 2 * align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
+    if (attn_kv_heads(p) != p->heads)
+        b += align256((size_t)(p->batch * p->heads * p->seq_kv * p->head_dim) * attn_dtype_bytes(p->dtype)) +
+             align256((size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p)) * attn_dtype_bytes(p->dtype));
+    return b;
 }
 
-/* math.cu's math_plan: fp32 copies of q, k, v (16-bit only), q and k times √scale, the mask
- * planes (masked only), scores, softmax, the -inf flags, the row flags, fp32 out (16-bit). */
+/* math.cu's math_plan: fp32 copies of q, k, v (16-bit only), their repeats (grouped K/V),
+ * q and k times √scale, a caller's window mask and its zero, the mask planes (masked only),
+ * scores, softmax, the -inf flags, the row flags, fp32 out (16-bit). */
 static size_t math_bound(const attn_problem *p)
 {
-    const int up = p->dtype != ATTN_FP32, masked = p->mask != ATTN_MASK_NONE;
+    const int up = p->dtype != ATTN_FP32, windowed = p->window_keys > 0;
+    const int masked = p->mask != ATTN_MASK_NONE || windowed, grouped = attn_kv_heads(p) != p->heads;
     const size_t plane = (size_t)(p->seq_q * p->seq_kv), n = (size_t)attn_scores_elems(p);
-    const size_t q4 = (size_t)attn_q_elems(p) * 4, kv4 = (size_t)attn_kv_elems(p) * 4;
-    size_t b = align256(q4) + align256(kv4) + align256(3 * sizeof(float));
-    if (up) b += align256(q4) + 2 * align256(kv4) + align256((size_t)attn_out_elems(p) * 4);
-    if (masked) b += 2 * align256(plane) + align256(plane * 4);
+    const size_t q4 = (size_t)attn_q_elems(p) * 4;
+    const size_t k_rep4 = (size_t)(p->batch * p->heads * p->seq_kv * p->head_dim) * 4;
+    const size_t v_rep4 = (size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p)) * 4;
+    size_t b = align256(q4) + align256(k_rep4) + 2 * align256(3 * sizeof(float));
+    if (up)
+        b += align256(q4) + align256((size_t)attn_k_elems(p) * 4) + align256((size_t)attn_v_elems(p) * 4) +
+             align256((size_t)attn_out_elems(p) * 4);
+    if (grouped) b += align256(k_rep4) + align256(v_rep4);
+    if (masked) b += 3 * align256(plane) + align256(plane * 4);
     b += 2 * align256(n * 4) + align256(n) + align256((size_t)(p->batch * p->heads * p->seq_q));
     return b;
 }
@@ -143,6 +155,7 @@ const variant_info variant_info_naive = {
                "masked_fill (its hidden DtoD Memcpy), softmax",
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1, /* cuBLAS and plain CUDA kernels: any GPU the worker runs on */
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     .workspace_bound = naive_bound,
 };
 
@@ -152,6 +165,7 @@ const variant_info variant_info_naive_inplace = {
                "out-of-place scale, in-place mask (no DtoD Memcpy), softmax",
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     .workspace_bound = naive_bound,
 };
 
@@ -161,6 +175,7 @@ const variant_info variant_info_math = {
                "and k, fp32 CUDA-core GEMMs, safe softmax, downcast",
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     .workspace_bound = math_bound,
 };
 

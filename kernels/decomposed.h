@@ -25,6 +25,9 @@ int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_t
  * (softmax, eq(−inf), all, where: fully masked rows give 0); fp32 GEMM with v; downcast. */
 size_t math_workspace_bytes(const attn_problem *p);
 int math_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+/* Once per job, before the first forward (not timed): a windowed problem's bool attn_mask,
+ * which SDPA's callers build once and pass on every call. 0, or -1 with ctx->error. */
+int math_prepare(exec_context *ctx, const attn_problem *p, void *workspace);
 
 /* The math path stopped before its downcast: writes the fp32 output [B,H,Sq,D] to d_out_f32.
  * The GPU reference for `verify` when a problem is too large for the cpu device.

@@ -6,6 +6,8 @@
  *   ew_map_kernel     out[i] = op(in[i]) in one vectorized grid-stride pass: PyTorch's
  *                     TensorIterator unary/scalar kernels (mul by a scalar, casts, eq, not, where)
  *   ew_fill_kernel    out[i] = value: PyTorch's fill_ (ones, zeros, scalar_tensor)
+ *   ew_repeat_heads   K/V heads copied for every query head of their group: transformers'
+ *                     repeat_kv and SDPA's repeat_interleave(dim=-3), one copy kernel each
  *   ew_warp_*         warp reductions;  ew_grid: grid size from ctx->sm_count
  *   ew_gemm_batched   row-major batched GEMM through cublasGemmStridedBatchedEx, split into
  *                     batch chunks cuBLAS accepts, int-range checked
@@ -214,13 +216,13 @@ static inline int ew_gemm_qk(exec_context *ctx, const attn_problem *p, const voi
                            sq * d, scores, s_type, skv, sq * skv, p->batch * p->heads, in_bytes, s_bytes);
 }
 
-/* out[bh] (Sq×D, row-major) = probs[bh] (Sq×Skv) · v[bh] (Skv×D). Column-major view:
- * outᵀ (D×Sq) = Vᵀ (the D×Skv view of v, op N) · Pᵀ (the Skv×Sq view of probs, op N). */
+/* out[bh] (Sq×Dv, row-major) = probs[bh] (Sq×Skv) · v[bh] (Skv×Dv). Column-major view:
+ * outᵀ (Dv×Sq) = Vᵀ (the Dv×Skv view of v, op N) · Pᵀ (the Skv×Sq view of probs, op N). */
 static inline int ew_gemm_pv(exec_context *ctx, const attn_problem *p, const void *probs, const void *v,
                              cudaDataType_t in_type, size_t in_bytes, void *out, cudaDataType_t out_type,
                              size_t out_bytes)
 {
-    const int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim;
+    const int64_t sq = p->seq_q, skv = p->seq_kv, d = attn_dv(p);
     return ew_gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, d, sq, skv, v, in_type, d, skv * d, probs, in_type, skv,
                            sq * skv, out, out_type, d, sq * d, p->batch * p->heads, in_bytes, out_bytes);
 }
@@ -289,6 +291,43 @@ template <typename T> __global__ void __launch_bounds__(EW_THREADS) ew_fill_kern
         done = nv * W;
     }
     for (int64_t i = done + tid; i < n; i += stride) ew_store1(out, i, value);
+}
+
+/* out[b, hkv·G + g, :] = in[b, hkv, :] for every g < G, over rows of `inner` elements (S·D):
+ * the contiguous copy of k[:, :, None].expand(B, Hkv, G, S, D).reshape(B, Hkv·G, S, D), which
+ * is both transformers' repeat_kv and SDPA's repeat_interleave(G, dim=-3). One thread per
+ * 16-byte vector when vec_ok (in, out 16-aligned and inner % W == 0). */
+template <typename T>
+__global__ void __launch_bounds__(EW_THREADS)
+    ew_repeat_heads_kernel(const T *__restrict__ in, T *__restrict__ out, int64_t outer, int64_t group,
+                           int64_t inner, int vec_ok)
+{
+    typedef typename ew_io<T>::raw raw;
+    constexpr int W = 16 / (int)sizeof(raw);
+    const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t unit = vec_ok ? W : 1, units = inner / unit, n = outer * group * units;
+    for (int64_t i = tid; i < n; i += stride) {
+        const int64_t x = i % units, og = i / units, o = og / group; /* out row og reads in row o */
+        if (vec_ok)
+            reinterpret_cast<uint4 *>(out)[og * units + x] = reinterpret_cast<const uint4 *>(in)[o * units + x];
+        else
+            reinterpret_cast<raw *>(out)[og * inner + x] = reinterpret_cast<const raw *>(in)[o * inner + x];
+    }
+}
+
+/* Launch ew_repeat_heads_kernel: in [outer, inner] → out [outer·group, inner]. */
+template <typename T>
+static int ew_repeat_heads(exec_context *ctx, const T *in, T *out, int64_t outer, int64_t group, int64_t inner)
+{
+    constexpr int W = 16 / (int)sizeof(typename ew_io<T>::raw);
+    const int vec_ok = ew_aligned16(in) && ew_aligned16(out) && inner % W == 0;
+    const int64_t n = outer * group * (vec_ok ? inner / W : inner);
+    if (n <= 0) return 0;
+    const unsigned grid = ew_grid(ctx, n, EW_THREADS, EW_BLOCKS_PER_SM);
+    ew_repeat_heads_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(in, out, outer, group, inner, vec_ok);
+    LAUNCH_TRY(ctx);
+    return 0;
 }
 
 /* Launch ew_map_kernel on ctx->stream. */

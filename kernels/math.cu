@@ -20,6 +20,15 @@
  *   downcast           ew_map_kernel<f32,T>            out32 → T                 (skipped for fp32)
  * = 20 launches for causal 16-bit (PyTorch: 20), 14 without a mask (PyTorch: 14).
  *
+ * Today's models, as SDPA's users call it:
+ *   - grouped-query attention is enable_gqa=True: after the upcasts and q's scaling,
+ *     repeat_interleave(H/Hkv, dim=-3) of k and v (an expand and a contiguous copy: one
+ *     ew_repeat_heads each, fp32), and k is scaled as the repeated tensor;
+ *   - a sliding window is a bool attn_mask (causal AND window, [Sq, Skv]) that the caller
+ *     builds once (math_prepare, outside the timed forward) with is_causal=False; SDPA turns
+ *     it into an additive mask in the input dtype on every call (logical_not, scalar_tensor,
+ *     where: 3 launches instead of the causal path's 5), which attn.add_() then reads.
+ *
  * Expected cost on an H200 at B8 H16 S1024 D64 bf16 causal (n = 134 M scores; fp32 scores =
  * 537 MB; 4.3 TB/s; fp32 FFMA GEMMs ≈ 50 TFLOP/s):
  *   upcast      3 × (16.8 MB read + 33.5 MB write)                       ≈ 3 × 12 = 36 us
@@ -91,12 +100,13 @@ struct math_divmod {
     }
 };
 
-/* attn[u] += bias[u mod plane] in units of W floats (W = 4 when both pointers are 16-aligned
- * and plane % 4 == 0, else 1): PyTorch's attn.add_(attn_mask) with the [Sq, Skv] mask
- * broadcast over B·H. units = n / W, plane_units = Sq·Skv / W. */
-template <int W>
+/* attn[u] += bias[u mod plane] in units of W elements (W = 16 bytes of the bias when both
+ * pointers are 16-aligned and plane % W == 0, else 1): PyTorch's attn.add_(attn_mask) with the
+ * [Sq, Skv] mask (fp32, or the input dtype of a caller's mask) broadcast over B·H.
+ * units = n / W, plane_units = Sq·Skv / W. */
+template <typename TB, int W>
 __global__ void __launch_bounds__(EW_THREADS)
-    math_add_bias_kernel(float *attn, const float *__restrict__ bias, int64_t units, int64_t plane_units)
+    math_add_bias_kernel(float *attn, const TB *__restrict__ bias, int64_t units, int64_t plane_units)
 {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -116,10 +126,10 @@ __global__ void __launch_bounds__(EW_THREADS)
             if (uk < units) {
                 if constexpr (W > 1) {
                     ew_load<float, W>(attn + uk * W, a[k]);
-                    ew_load<float, W>(bias + bu[k] * W, b[k]);
+                    ew_load<TB, W>(bias + bu[k] * W, b[k]);
                 } else {
                     a[k][0] = attn[uk];
-                    b[k][0] = bias[bu[k]];
+                    b[k][0] = ew_load1(bias, bu[k]);
                 }
             }
         }
@@ -209,9 +219,9 @@ __global__ void __launch_bounds__(EW_THREADS)
 struct math_op_not {   /* logical_not: 1 where 0 */
     __device__ __forceinline__ float operator()(float x) const { return x == 0.f ? 1.f : 0.f; }
 };
-struct math_op_bias {  /* where(cond, −inf, *zero): cond is ¬mask */
-    const float *zero;
-    __device__ __forceinline__ float operator()(float c) const { return c != 0.f ? -INFINITY : *zero; }
+template <typename Z> struct math_op_bias { /* where(cond, −inf, *zero): cond is ¬mask; zero of the bias dtype */
+    const Z *zero;
+    __device__ __forceinline__ float operator()(float c) const { return c != 0.f ? -INFINITY : ew_load1(zero, 0); }
 };
 struct math_op_eq {    /* eq(x, *ref) → bool */
     const float *ref;
@@ -228,17 +238,30 @@ static int math_tril(exec_context *ctx, const ew_bool *in, ew_bool *out, int64_t
     return 0;
 }
 
-static int math_add_bias(exec_context *ctx, float *attn, const float *bias, int64_t n, int64_t plane)
+template <typename TB> static int math_add_bias(exec_context *ctx, float *attn, const TB *bias, int64_t n, int64_t plane)
 {
-    if (ew_aligned16(attn) && ew_aligned16(bias) && plane % 4 == 0) {
-        const unsigned grid = ew_grid(ctx, n / 4, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_add_bias_kernel<4><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n / 4, plane / 4);
+    constexpr int W = 16 / (int)sizeof(typename ew_io<TB>::raw);
+    if (ew_aligned16(attn) && ew_aligned16(bias) && plane % W == 0) {
+        const unsigned grid = ew_grid(ctx, n / W, EW_THREADS, EW_BLOCKS_PER_SM);
+        math_add_bias_kernel<TB, W><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n / W, plane / W);
     } else {
         const unsigned grid = ew_grid(ctx, n, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_add_bias_kernel<1><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n, plane);
+        math_add_bias_kernel<TB, 1><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n, plane);
     }
     LAUNCH_TRY(ctx);
     return 0;
+}
+
+/* The caller's bool attn_mask of a windowed problem: mask[i, j] = 1 where row i sees key j. */
+__global__ void __launch_bounds__(EW_THREADS) math_window_mask_kernel(ew_bool *mask, attn_problem p)
+{
+    const int lane = threadIdx.x & 31;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < p.seq_q; i += nwarps) {
+        int64_t lo, hi;
+        attn_visible_range(&p, i, &lo, &hi);
+        for (int64_t j = lane; j < p.seq_kv; j += 32) mask[i * p.seq_kv + j] = j >= lo && j < hi;
+    }
 }
 
 static int math_row_all(exec_context *ctx, const ew_bool *eq, ew_bool *flag, int64_t rows, int64_t L)
@@ -270,10 +293,13 @@ static int math_where_rows(exec_context *ctx, const ew_bool *flag, const float *
  * Pointers are NULL when base is NULL (sizing only) or the buffer is not needed. */
 typedef struct math_layout {
     float *q32, *k32, *v32;     /* upcast inputs (16-bit dtypes only) */
-    float *q32s, *k32s;         /* q·√scale, k·√scale */
+    float *k32r, *v32r;         /* repeat_interleave of k and v over the query heads (grouped K/V only) */
+    float *q32s, *k32s;         /* q·√scale, k·√scale (k repeated: [B,H,Skv,D]) */
     float *scalars;             /* [0] 0 for the bias, [1] −inf and [2] 0 for safe softmax */
+    void *bias_zero;            /* the scalar 0 of a caller's mask's bias, in the input dtype (windowed only) */
+    ew_bool *user_mask;         /* [Sq, Skv] the caller's bool attn_mask (windowed only; math_prepare) */
     ew_bool *mask_a, *mask_b;   /* [Sq, Skv] bools: ones/not, tril (masked problems only) */
-    float *bias;                /* [Sq, Skv] fp32 additive mask (masked problems only) */
+    void *bias;                 /* [Sq, Skv] additive mask: fp32 (causal), input dtype (a caller's mask) */
     float *attn;                /* [B·H·Sq, Skv] scores; reused for the safe-softmax result */
     float *smx;                 /* [B·H·Sq, Skv] softmax output */
     ew_bool *eq;                /* [B·H·Sq, Skv] attn == −inf */
@@ -291,20 +317,28 @@ static void math_plan(const attn_problem *p, void *base, math_layout *l)
         return r;
     };
     const bool up = p->dtype != ATTN_FP32;
-    const bool masked = p->mask != ATTN_MASK_NONE;
+    const bool windowed = p->window_keys > 0;
+    const bool masked = p->mask != ATTN_MASK_NONE || windowed;
+    const bool grouped = attn_kv_heads(p) != p->heads;
     const size_t plane = (size_t)(p->seq_q * p->seq_kv);
     const size_t n = (size_t)attn_scores_elems(p);
     const size_t rows = (size_t)(p->batch * p->heads * p->seq_q);
+    const size_t k_rep = (size_t)(p->batch * p->heads * p->seq_kv * p->head_dim);
+    const size_t v_rep = (size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p));
     *l = math_layout{};
     l->q32 = up ? (float *)take((size_t)attn_q_elems(p) * 4) : NULL;
-    l->k32 = up ? (float *)take((size_t)attn_kv_elems(p) * 4) : NULL;
-    l->v32 = up ? (float *)take((size_t)attn_kv_elems(p) * 4) : NULL;
+    l->k32 = up ? (float *)take((size_t)attn_k_elems(p) * 4) : NULL;
+    l->v32 = up ? (float *)take((size_t)attn_v_elems(p) * 4) : NULL;
+    l->k32r = grouped ? (float *)take(k_rep * 4) : NULL;
+    l->v32r = grouped ? (float *)take(v_rep * 4) : NULL;
     l->q32s = (float *)take((size_t)attn_q_elems(p) * 4);
-    l->k32s = (float *)take((size_t)attn_kv_elems(p) * 4);
+    l->k32s = (float *)take(k_rep * 4);
     l->scalars = (float *)take(3 * sizeof(float));
+    l->bias_zero = windowed ? take(sizeof(float)) : NULL;
+    l->user_mask = windowed ? (ew_bool *)take(plane) : NULL;
     l->mask_a = masked ? (ew_bool *)take(plane) : NULL;
-    l->mask_b = masked ? (ew_bool *)take(plane) : NULL;
-    l->bias = masked ? (float *)take(plane * 4) : NULL;
+    l->mask_b = masked && !windowed ? (ew_bool *)take(plane) : NULL;
+    l->bias = masked ? take(plane * (windowed ? attn_dtype_bytes(p->dtype) : 4)) : NULL;
     l->attn = (float *)take(n * 4);
     l->smx = (float *)take(n * 4);
     l->eq = (ew_bool *)take(n);
@@ -318,6 +352,20 @@ size_t math_workspace_bytes(const attn_problem *p)
     math_layout l;
     math_plan(p, NULL, &l);
     return l.bytes;
+}
+
+int math_prepare(exec_context *ctx, const attn_problem *p, void *workspace)
+{
+    math_layout l;
+
+    if (p->window_keys <= 0) return 0;
+    if (workspace == NULL)
+        return exec_fail(ctx, __FILE__, __LINE__, "math_prepare", "no workspace (needs math_workspace_bytes)");
+    math_plan(p, workspace, &l);
+    const unsigned grid = ew_grid(ctx, p->seq_q, EW_THREADS / 32, EW_BLOCKS_PER_SM);
+    math_window_mask_kernel<<<grid, EW_THREADS, 0, ctx->stream>>>(l.user_mask, *p);
+    LAUNCH_TRY(ctx);
+    return 0;
 }
 
 /* ---------------------------------------------------------------- forward ---------- */
@@ -341,19 +389,27 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
     const int64_t sq = p->seq_q, skv = p->seq_kv;
     const int64_t rows = p->batch * p->heads * sq;
     const int64_t n = rows * skv;
-    const int64_t nq = attn_q_elems(p), nkv = attn_kv_elems(p);
+    const int64_t nq = attn_q_elems(p), nk = attn_k_elems(p), nv = attn_v_elems(p);
+    const int64_t nk_rep = p->batch * p->heads * skv * p->head_dim;
 
+    if (p->window_keys > 0) {
+        /* SDPA's convert_boolean_attn_mask of the caller's mask: where(¬mask, −inf, 0) in the input dtype */
+        ew_nvtx r("mask_convert");
+        TRY(ew_map(ctx, (const ew_bool *)l.user_mask, l.mask_a, sq * skv, math_op_not{}));
+        TRY(ew_fill(ctx, (T *)l.bias_zero, 1, 0.f));
+        TRY(ew_map(ctx, (const ew_bool *)l.mask_a, (T *)l.bias, sq * skv, math_op_bias<T>{(const T *)l.bias_zero}));
+    }
     const float *q32 = (const float *)t->q, *k32 = (const float *)t->k, *v32 = (const float *)t->v;
     if (up) {
         ew_nvtx r("upcast");
         TRY(ew_map(ctx, (const T *)t->q, l.q32, nq, ew_op_copy{}));
-        TRY(ew_map(ctx, (const T *)t->k, l.k32, nkv, ew_op_copy{}));
-        TRY(ew_map(ctx, (const T *)t->v, l.v32, nkv, ew_op_copy{}));
+        TRY(ew_map(ctx, (const T *)t->k, l.k32, nk, ew_op_copy{}));
+        TRY(ew_map(ctx, (const T *)t->v, l.v32, nv, ew_op_copy{}));
         q32 = l.q32;
         k32 = l.k32;
         v32 = l.v32;
     }
-    if (p->mask != ATTN_MASK_NONE) {
+    if (p->mask != ATTN_MASK_NONE && p->window_keys <= 0) {
         /* attn_mask = ones(L, S, bool).tril(diag); bias = where(attn_mask.logical_not(), −inf, 0) */
         ew_nvtx r("mask_build");
         const int64_t diag = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0;
@@ -361,23 +417,38 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         TRY(math_tril(ctx, l.mask_a, l.mask_b, sq, skv, diag));
         TRY(ew_map(ctx, (const ew_bool *)l.mask_b, l.mask_a, sq * skv, math_op_not{}));
         TRY(ew_fill(ctx, l.scalars + 0, 1, 0.f));
-        TRY(ew_map(ctx, (const ew_bool *)l.mask_a, l.bias, sq * skv, math_op_bias{l.scalars + 0}));
+        TRY(ew_map(ctx, (const ew_bool *)l.mask_a, (float *)l.bias, sq * skv, math_op_bias<float>{l.scalars + 0}));
+    }
+    /* scaling_factor = sqrt(|scale|) in double, applied to q (negated when scale < 0) and k */
+    const double root = sqrt(fabs(p->scale));
+    const float q_factor = (float)(p->scale < 0 ? 0.0 - root : root), k_factor = (float)root;
+    {
+        ew_nvtx r("scale");
+        TRY(ew_map(ctx, q32, l.q32s, nq, ew_op_mul{q_factor}));
+    }
+    if (attn_kv_heads(p) != p->heads) {
+        /* enable_gqa: repeat_interleave(H/Hkv, dim=-3) of the fp32 k and v */
+        ew_nvtx r("repeat_interleave");
+        const int64_t outer = p->batch * attn_kv_heads(p), group = p->heads / attn_kv_heads(p);
+        TRY(ew_repeat_heads(ctx, k32, l.k32r, outer, group, skv * p->head_dim));
+        TRY(ew_repeat_heads(ctx, v32, l.v32r, outer, group, skv * attn_dv(p)));
+        k32 = l.k32r;
+        v32 = l.v32r;
     }
     {
-        /* scaling_factor = sqrt(|scale|) in double, applied to q (negated when scale < 0) and k */
         ew_nvtx r("scale");
-        const double root = sqrt(fabs(p->scale));
-        const float q_factor = (float)(p->scale < 0 ? 0.0 - root : root), k_factor = (float)root;
-        TRY(ew_map(ctx, q32, l.q32s, nq, ew_op_mul{q_factor}));
-        TRY(ew_map(ctx, k32, l.k32s, nkv, ew_op_mul{k_factor}));
+        TRY(ew_map(ctx, k32, l.k32s, nk_rep, ew_op_mul{k_factor}));
     }
     {
         ew_nvtx r("qk_matmul");
         TRY(ew_gemm_qk(ctx, p, l.q32s, l.k32s, CUDA_R_32F, 4, l.attn, CUDA_R_32F, 4));
     }
-    if (p->mask != ATTN_MASK_NONE) {
+    if (p->window_keys > 0) {
         ew_nvtx r("mask_add");
-        TRY(math_add_bias(ctx, l.attn, l.bias, n, sq * skv));
+        TRY(math_add_bias(ctx, l.attn, (const T *)l.bias, n, sq * skv));
+    } else if (p->mask != ATTN_MASK_NONE) {
+        ew_nvtx r("mask_add");
+        TRY(math_add_bias(ctx, l.attn, (const float *)l.bias, n, sq * skv));
     }
     {
         ew_nvtx r("softmax");

@@ -7,7 +7,10 @@
  *     out = p @ v                                   # cuBLAS GEMM
  *
  * naive_inplace uses masked_fill_ (in place): the same launches without the Memcpy. Without a
- * mask neither copies nor fills. All tensors in the input dtype (bf16, fp16 or fp32; fp32
+ * mask or window neither copies nor fills. Grouped-query attention is transformers' eager path:
+ * key_states = repeat_kv(k), value_states = repeat_kv(v) first (an expand and a reshape: one copy
+ * kernel each, ew_repeat_heads), then the above over every query head. A sliding window is
+ * part of the same mask. All tensors in the input dtype (bf16, fp16 or fp32; fp32
  * GEMMs without TF32, as PyTorch's default allow_tf32=False). Fully masked rows (bottom-right
  * mask, Sq > Skv) give NaN, as PyTorch's softmax does: naive is not safe.
  *
@@ -23,9 +26,9 @@
  *
  * Deviations from PyTorch, and why:
  *   - masked_fill reads a bool mask tensor and rewrites every element (read + write of the
- *     scores); mask_fill here computes the mask from indices (attn_visible_keys) and only
- *     writes −inf into the masked tail of each row: one kernel, as PyTorch, about ¼ of its
- *     bytes. The brief allows this; it is the one place naive is cheaper than eager by design.
+ *     scores); mask_fill here computes the mask from indices (attn_visible_range) and only
+ *     writes −inf where a row is masked (the causal tail, the window's head): one kernel, as
+ *     PyTorch, about ¼ of its bytes for a causal mask. The brief allows this; it is the one place naive is cheaper than eager by design.
  *   - Workspace: two score buffers for both variants, not three. A dead buffer is reused
  *     (scale reads A and writes B; the Memcpy copies B back into A, whose scores are no longer
  *     needed; softmax writes into whichever buffer is free). Same launches, same bytes moved.
@@ -41,33 +44,44 @@
 #include "kernels/elementwise.cuh"
 #include "kernels/softmax.cuh"
 
-/* masked_fill(mask, −inf) over scores [B·H·Sq, Skv] (rows × skv): one warp per row writes −inf
- * at columns ≥ attn_visible_keys(row). vec_ok: s is 16-aligned and Skv % W == 0, so every
- * row starts aligned; the unaligned head of the masked tail goes element by element. */
+/* −inf into columns [from, to) of row r (row 16-aligned when vec_ok): the aligned middle as
+ * 16-byte vectors, the unaligned ends element by element; one warp. */
 template <typename T>
-__global__ void __launch_bounds__(EW_THREADS)
-    naive_mask_fill_kernel(T *s, int64_t rows, int64_t sq, int64_t skv, int mask, int vec_ok)
+__device__ __forceinline__ void naive_fill_range(T *r, int64_t from, int64_t to, int vec_ok, int lane)
 {
     typedef typename ew_io<T>::raw raw;
     constexpr int W = 16 / (int)sizeof(raw);
     const raw ninf = ew_io<T>::from_f32(-INFINITY);
-    float vec[W];
+    raw *e = reinterpret_cast<raw *>(r);
+    int64_t a = to, b = to;
+    if (vec_ok) {
+        a = (from + W - 1) / W * W; /* first aligned column */
+        b = to / W * W;             /* end of the last whole vector */
+        if (a > b) a = b = to;
+    }
+    for (int64_t i = from + lane; i < a && i < to; i += 32) e[i] = ninf;
+    if (vec_ok && a < b) {
+        float vec[W];
 #pragma unroll
-    for (int j = 0; j < W; j++) vec[j] = -INFINITY;
+        for (int j = 0; j < W; j++) vec[j] = -INFINITY;
+        for (int64_t i = a + (int64_t)lane * W; i < b; i += 32 * W) ew_store<T, W>(r + i, vec);
+    }
+    for (int64_t i = b + lane; i < to; i += 32) e[i] = ninf;
+}
+
+/* masked_fill(mask, −inf) over scores [B·H·Sq, Skv] (rows × skv): one warp per row writes −inf
+ * at the columns outside attn_visible_range(row): the causal tail and the window's head.
+ * vec_ok: s is 16-aligned and Skv % W == 0, so every row starts aligned. */
+template <typename T>
+__global__ void __launch_bounds__(EW_THREADS) naive_mask_fill_kernel(T *s, int64_t rows, attn_problem p, int vec_ok)
+{
     const int lane = threadIdx.x & 31;
-    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
+    const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5, skv = p.seq_kv;
     for (int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < rows; row += nwarps) {
-        const int64_t vis = attn_visible_keys((attn_mask)mask, sq, skv, row % sq);
-        raw *r = reinterpret_cast<raw *>(s) + row * skv;
-        int64_t c = vis;
-        if (vec_ok) {
-            int64_t a = (vis + W - 1) / W * W;
-            if (a > skv) a = skv;
-            for (int64_t i = vis + lane; i < a; i += 32) r[i] = ninf;
-            for (int64_t i = a + (int64_t)lane * W; i < skv; i += 32 * W) ew_store<T, W>(s + row * skv + i, vec);
-            c = skv;
-        }
-        for (int64_t i = c + lane; i < skv; i += 32) r[i] = ninf;
+        int64_t lo, hi;
+        attn_visible_range(&p, row % p.seq_q, &lo, &hi);
+        naive_fill_range(s + row * skv, 0, lo, vec_ok, lane);
+        naive_fill_range(s + row * skv, hi, skv, vec_ok, lane);
     }
 }
 
@@ -77,8 +91,7 @@ template <typename T> static int naive_mask_fill(exec_context *ctx, const attn_p
     const int64_t rows = p->batch * p->heads * p->seq_q;
     const int vec_ok = ew_aligned16(d_scores) && p->seq_kv % W == 0;
     const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
-    naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, rows, p->seq_q, p->seq_kv,
-                                                                     (int)p->mask, vec_ok);
+    naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, rows, *p, vec_ok);
     LAUNCH_TRY(ctx);
     return 0;
 }
@@ -88,7 +101,17 @@ static size_t naive_buffer_bytes(const attn_problem *p)
     return ew_align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
 }
 
-size_t naive_workspace_bytes(const attn_problem *p) { return 2 * naive_buffer_bytes(p); }
+/* repeat_kv's copies of k and v, [B,H,Skv,D] and [B,H,Skv,Dv] (grouped K/V heads only). */
+static size_t naive_repeat_bytes(const attn_problem *p, int64_t head_dim)
+{
+    if (attn_kv_heads(p) == p->heads) return 0;
+    return ew_align256((size_t)(p->batch * p->heads * p->seq_kv * head_dim) * attn_dtype_bytes(p->dtype));
+}
+
+size_t naive_workspace_bytes(const attn_problem *p)
+{
+    return 2 * naive_buffer_bytes(p) + naive_repeat_bytes(p, p->head_dim) + naive_repeat_bytes(p, attn_dv(p));
+}
 
 template <typename T>
 static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace, bool inplace)
@@ -105,17 +128,27 @@ static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensor
     const cudaDataType_t dt = ew_cuda_type<T>::value;
     T *d_a = (T *)workspace;
     T *d_b = (T *)((char *)workspace + naive_buffer_bytes(p));
+    const void *k = t->k, *v = t->v;
 
+    if (attn_kv_heads(p) != p->heads) {
+        ew_nvtx r("repeat_kv");
+        T *d_k = (T *)((char *)workspace + 2 * naive_buffer_bytes(p));
+        T *d_v = (T *)((char *)d_k + naive_repeat_bytes(p, p->head_dim));
+        const int64_t outer = p->batch * attn_kv_heads(p), group = p->heads / attn_kv_heads(p);
+        TRY(ew_repeat_heads(ctx, (const T *)t->k, d_k, outer, group, p->seq_kv * p->head_dim));
+        TRY(ew_repeat_heads(ctx, (const T *)t->v, d_v, outer, group, p->seq_kv * attn_dv(p)));
+        k = d_k, v = d_v;
+    }
     {
         ew_nvtx r("qk_matmul");
-        TRY(ew_gemm_qk(ctx, p, t->q, t->k, dt, sizeof(T), d_a, dt, sizeof(T)));
+        TRY(ew_gemm_qk(ctx, p, t->q, k, dt, sizeof(T), d_a, dt, sizeof(T)));
     }
     {
         ew_nvtx r("scale");
         TRY(ew_map(ctx, (const T *)d_a, d_b, n, ew_op_mul{(float)p->scale}));
     }
     T *d_masked = d_b;
-    if (p->mask != ATTN_MASK_NONE) {
+    if (p->mask != ATTN_MASK_NONE || p->window_keys > 0) {
         if (!inplace) {
             ew_nvtx r("mask_copy");
             CUDA_TRY(ctx, cudaMemcpyAsync(d_a, d_b, (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice, ctx->stream));
@@ -131,7 +164,7 @@ static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensor
     }
     {
         ew_nvtx r("pv_matmul");
-        TRY(ew_gemm_pv(ctx, p, d_probs, t->v, dt, sizeof(T), t->out, dt, sizeof(T)));
+        TRY(ew_gemm_pv(ctx, p, d_probs, v, dt, sizeof(T), t->out, dt, sizeof(T)));
     }
     return 0;
 }

@@ -133,14 +133,21 @@ static void test_workspace_bounds(void)
         const variant *v = variant_find(names[n]);
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
             for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
-                for (int m = 0; m < ATTN_MASK_COUNT; m++) {
-                    attn_problem p = attn_mha(2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125);
-                    size_t exact = v->workspace_bytes(&p);
-                    size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
-                    CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s: bound %zu < workspace %zu", names[n],
-                          (long long)p.seq_q, (long long)p.seq_kv, attn_dtype_name(p.dtype), attn_mask_name(p.mask),
-                          bound, exact);
-                }
+                for (int m = 0; m < ATTN_MASK_COUNT; m++)
+                    for (int shape = 0; shape < 4; shape++) {
+                        /* dense; grouped K/V; a value head dim of its own; a window, all three */
+                        attn_problem p = attn_mha(2, 4, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125);
+                        p.kv_heads = shape == 1 || shape == 3 ? 1 : 0;
+                        p.head_dim_v = shape >= 2 ? 128 : 0;
+                        p.window_keys = shape == 3 ? 5 : 0;
+                        char why[256];
+                        if (variant_info_check(v->info, &p, 0, why, sizeof why) != 0) continue; /* refused: no workspace */
+                        size_t exact = v->workspace_bytes(&p);
+                        size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
+                        CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s shape %d: bound %zu < workspace %zu", names[n],
+                              (long long)p.seq_q, (long long)p.seq_kv, attn_dtype_name(p.dtype),
+                              attn_mask_name(p.mask), shape, bound, exact);
+                    }
     }
 }
 
