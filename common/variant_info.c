@@ -50,8 +50,16 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
     return fused_grid_check("flash", p, 64, why, why_len);
 }
 
+/* Keys a windowed graph may have: cuDNN computes the window's bound as FLOAT col + L (the
+ * frontend's fixed-length form), exact for integers up to 2^24. */
+#define CUDNN_SDPA_MAX_WINDOW_SEQ_KV ((int64_t)1 << 24)
+
+/* cuDNN 9's fp16/bf16 SDPA forward as cudnn-frontend's sdpa_support_surface.h states it, for
+ * the graph cudnn_sdpa.c builds (no padding mask, fixed sequence lengths); the rules of
+ * particular cuDNN releases are cudnn_sdpa_version_check's, in the worker. */
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
 {
+    const int64_t hkv = attn_kv_heads(p), dv = attn_dv(p);
     if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
         snprintf(why, why_len, "backend cudnn supports dtype bf16 and fp16; got %s", attn_dtype_name(p->dtype));
         return -1;
@@ -63,8 +71,35 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
                  (long long)p->head_dim);
         return -1;
     }
+    /* cuDNN checks d_qk and d_v alike (multiples of 8; up to 256 on Hopper, the most any
+     * GPU it runs takes); (192, 128) is DeepSeek-V3's. */
+    if (p->head_dim_v < 0 || dv % CUDNN_SDPA_HEAD_DIM_MULTIPLE != 0 || dv > CUDNN_SDPA_MAX_HEAD_DIM) {
+        snprintf(why, why_len, "backend cudnn needs head_dim_v a multiple of %d up to %d (cuDNN %s support surface); "
+                 "got %lld", CUDNN_SDPA_HEAD_DIM_MULTIPLE, CUDNN_SDPA_MAX_HEAD_DIM, "9.x fp16/bf16",
+                 (long long)p->head_dim_v);
+        return -1;
+    }
     if (p->batch <= 0 || p->heads <= 0 || p->seq_q <= 0 || p->seq_kv <= 0) {
         snprintf(why, why_len, "backend cudnn needs batch, heads, seq_q and seq_kv ≥ 1");
+        return -1;
+    }
+    if (p->kv_heads < 0 || p->heads % hkv != 0) {
+        snprintf(why, why_len, "backend cudnn needs kv_heads dividing heads (cuDNN: the key and value heads must be "
+                 "a factor of the query heads); got kv_heads %lld, heads %lld", (long long)p->kv_heads,
+                 (long long)p->heads);
+        return -1;
+    }
+    /* Without a padding mask cuDNN takes a left bound only when no query row lies past the
+     * keys: every windowed row then sees its own position. */
+    if (p->window_keys > 0 && p->seq_q > p->seq_kv) {
+        snprintf(why, why_len, "backend cudnn runs window_keys only with seq_q <= seq_kv (cuDNN: \"sliding window "
+                 "attention is only supported with max_s_q <= max_s_kv\"); got %lld > %lld", (long long)p->seq_q,
+                 (long long)p->seq_kv);
+        return -1;
+    }
+    if (p->window_keys > 0 && p->seq_kv > CUDNN_SDPA_MAX_WINDOW_SEQ_KV) {
+        snprintf(why, why_len, "backend cudnn runs window_keys only with seq_kv up to %lld: cuDNN's window bound is "
+                 "FLOAT arithmetic, exact only to 2^24", (long long)CUDNN_SDPA_MAX_WINDOW_SEQ_KV);
         return -1;
     }
     /* The mask's row shift and GEN_INDEX are INT32 in the graph. */
@@ -132,8 +167,10 @@ static size_t math_bound(const attn_problem *p)
     return b;
 }
 
-/* cudnn_sdpa.c: the softmax stats (fp32 per query row) and what cuDNN's plan asks, at most
- * 16 MiB for the fused SDPA engines seen so far. */
+/* cudnn_sdpa.c: the softmax stats (fp32 per query row of every query head: B·H·Sq, the
+ * same with grouped K/V heads, another value head dim or a window) and what cuDNN's plan
+ * asks, at most 16 MiB for the fused SDPA engines seen so far. cudnn_sdpa.c answers this
+ * bound too when it cannot build a plan. */
 static size_t cudnn_bound(const attn_problem *p)
 {
     return align256((size_t)(p->batch * p->heads * p->seq_q) * sizeof(float)) + ((size_t)16 << 20);
@@ -238,6 +275,7 @@ const variant_info variant_info_cudnn = {
     .min_cc = 80,
     .max_head_dim = CUDNN_SDPA_MAX_HEAD_DIM,
     .head_dim_multiple = CUDNN_SDPA_HEAD_DIM_MULTIPLE,
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     .check = variant_check_cudnn,
     .workspace_bound = cudnn_bound,
     .library = "cuDNN",

@@ -8,17 +8,25 @@
  *
  * The graph (cudnn-frontend's composite SDPA node, written out by hand; docs/cudnn.md):
  *
- *   S  = MATMUL(Q [b,h,sq,d], Kᵀ view [b,h,d,skv])         FLOAT, virtual
+ *   S  = MATMUL(Q [b,h,sq,d], Kᵀ view [b,hkv,d,skv])       FLOAT, virtual; K/V head broadcast
  *   S1 = MUL(S, scale)                                     scale: FLOAT by-value
  *   causal:      row = GEN_INDEX(S1, axis 2), col = GEN_INDEX(S1, axis 3)      INT32
  *   bottom-right:row = SUB(ADD(row, skv), sq)                                  INT32 by-value
  *                keep = CMP_GE(row, col)                                       BOOLEAN
  *                S1 = BINARY_SELECT(S1, -inf, keep)                            -inf: by-value
+ *   window W:    row = GEN_INDEX(S1, axis 2), col = GEN_INDEX(S1, axis 3)      INT32
+ *                col = ADD(col, L)    L = W, or W - skv + sq bottom-right      FLOAT by-value
+ *                keep = CMP_GT(col, row)                                       BOOLEAN
+ *                S1 = BINARY_SELECT(S1, -inf, keep)
  *   M  = REDUCTION MAX(S1) [b,h,sq,1];  E = EXP(SUB(S1, M));  Z = REDUCTION ADD(E)
  *   stats = ADD(M, LOG(Z))    virtual (cudnn-frontend's inference graph); a real buffer
  *                             in the workspace only if cuDNN refuses the virtual one
  *   P  = DIV(E, Z)            virtual in the I/O dtype (cuDNN wants bmm2's A in bf16/fp16)
- *   O  = MATMUL(P, V)
+ *   O  = MATMUL(P, V [b,hkv,skv,dv])  [b,h,sq,dv]
+ *
+ * The two masks are the frontend's two diagonal-band nodes (right bound 0, then left bound
+ * W), each with its own index pair and select, in that order: the shape cuDNN's SDPA fusion
+ * matches for cuDNN before 9.21's single band-mask operation.
  *
  * Ownership: a plan entry owns every descriptor it was built from (tensors, operations,
  * graph, engine config, plan) plus its variant pack, and destroys them when evicted. A
@@ -41,7 +49,7 @@
 #include "kernels/cudnn_loader.h"
 
 #define SDPA_MAX_DEVICES 64
-#define SDPA_MAX_DESCS 96 /* tensors + ops + pointwise/matmul/reduction descs of one graph */
+#define SDPA_MAX_DESCS 128 /* tensors + ops + pointwise/matmul/reduction descs of one graph */
 #define SDPA_MAX_OPS 24
 #define SDPA_MAX_ENGINE_CFGS 64
 #define SDPA_ALIGN 256 /* offsets inside the workspace */
@@ -57,6 +65,7 @@ enum {
     SDPA_UID_SEQ_KV = 7,
     SDPA_UID_SEQ_Q = 8,
     SDPA_UID_STATS = 9,
+    SDPA_UID_LEFT_BOUND = 10,
     SDPA_UID_VIRTUAL = 100,
 };
 
@@ -73,12 +82,16 @@ void cudnn_sdpa_key_make(const attn_problem *p, int device, cudnn_sdpa_key *out)
     out->seq_q = p->seq_q;
     out->seq_kv = p->seq_kv;
     out->head_dim = p->head_dim;
+    out->kv_heads = attn_kv_heads(p);
+    out->head_dim_v = attn_dv(p);
+    out->window_keys = p->window_keys > 0 ? p->window_keys : 0;
 }
 
 int cudnn_sdpa_key_equal(const cudnn_sdpa_key *a, const cudnn_sdpa_key *b)
 {
     return a->device == b->device && a->dtype == b->dtype && a->mask == b->mask && a->batch == b->batch &&
-           a->heads == b->heads && a->seq_q == b->seq_q && a->seq_kv == b->seq_kv && a->head_dim == b->head_dim;
+           a->heads == b->heads && a->seq_q == b->seq_q && a->seq_kv == b->seq_kv && a->head_dim == b->head_dim &&
+           a->kv_heads == b->kv_heads && a->head_dim_v == b->head_dim_v && a->window_keys == b->window_keys;
 }
 
 int cudnn_sdpa_lru_find(cudnn_sdpa_lru *c, const cudnn_sdpa_key *key)
@@ -137,7 +150,13 @@ typedef struct sdpa_graph {
     cudnnBackendDescriptor_t ops[SDPA_MAX_OPS];
     int n_ops;
     int64_t next_uid;
+    cudnnStatus_t status; /* the first failed call's status: NOT_SUPPORTED means cuDNN refuses */
 } sdpa_graph;
+
+static void sdpa_note_status(sdpa_graph *g, cudnnStatus_t st)
+{
+    if (g->status == CUDNN_STATUS_SUCCESS) g->status = st;
+}
 
 static int sdpa_create_(sdpa_graph *g, cudnnBackendDescriptorType_t type, const char *what,
                         cudnnBackendDescriptor_t *out, const char *file, int line)
@@ -149,6 +168,7 @@ static int sdpa_create_(sdpa_graph *g, cudnnBackendDescriptorType_t type, const 
     st = g->api->BackendCreateDescriptor(type, out);
     if (st != CUDNN_STATUS_SUCCESS) {
         *out = NULL;
+        sdpa_note_status(g, st);
         snprintf(call, sizeof call, "cudnnBackendCreateDescriptor(%s)", what);
         return cudnn_fail(g->ctx, file, line, call, st);
     }
@@ -163,6 +183,7 @@ static int sdpa_set_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what
     char call[192];
     cudnnStatus_t st = g->api->BackendSetAttribute(d, attr, type, count, values);
     if (st == CUDNN_STATUS_SUCCESS) return 0;
+    sdpa_note_status(g, st);
     snprintf(call, sizeof call, "cudnnBackendSetAttribute(%s, %s)", what, attr_name);
     return cudnn_fail(g->ctx, file, line, call, st);
 }
@@ -172,6 +193,7 @@ static int sdpa_finalize_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char 
     char call[160];
     cudnnStatus_t st = g->api->BackendFinalize(d);
     if (st == CUDNN_STATUS_SUCCESS) return 0;
+    sdpa_note_status(g, st);
     snprintf(call, sizeof call, "cudnnBackendFinalize(%s)", what);
     return cudnn_fail(g->ctx, file, line, call, st);
 }
@@ -285,25 +307,38 @@ static int sdpa_reduction(sdpa_graph *g, const char *what, cudnnReduceTensorOp_t
     return sdpa_add_op(g, op, what);
 }
 
+/* The by-value L of the window's keep test col + L > row: W keeps the W keys ending at the
+ * row's position, which bottom-right alignment shifts by skv − sq (cudnn-frontend folds
+ * that shift into L when the sequence lengths are fixed, as here). */
+static float sdpa_left_bound(const attn_problem *p)
+{
+    int64_t l = p->window_keys;
+    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) l -= p->seq_kv - p->seq_q;
+    return (float)l;
+}
+
 /* Every tensor and operation of p's graph into g (no handle needed). stats_real: the stats
  * output is a real FLOAT [b,h,sq,1] tensor (uid SDPA_UID_STATS) instead of a virtual one. */
 static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
 {
-    const int64_t b = p->batch, h = p->heads, sq = p->seq_q, skv = p->seq_kv, d = p->head_dim;
+    const int64_t b = p->batch, h = p->heads, hkv = attn_kv_heads(p), sq = p->seq_q, skv = p->seq_kv;
+    const int64_t d = p->head_dim, dv = attn_dv(p);
     const cudnnDataType_t io = sdpa_io_type(p->dtype);
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
     const int64_t q_dims[4] = {b, h, sq, d}, q_strides[4] = {h * sq * d, sq * d, d, 1};
-    const int64_t kt_dims[4] = {b, h, d, skv}, kt_strides[4] = {h * skv * d, skv * d, 1, d}; /* Kᵀ view of K */
-    const int64_t v_dims[4] = {b, h, skv, d}, v_strides[4] = {h * skv * d, skv * d, d, 1};
+    /* Kᵀ is a view of K [b,hkv,skv,d]: dims 2 and 3 swapped with their strides. */
+    const int64_t kt_dims[4] = {b, hkv, d, skv}, kt_strides[4] = {hkv * skv * d, skv * d, 1, d};
+    const int64_t v_dims[4] = {b, hkv, skv, dv}, v_strides[4] = {hkv * skv * dv, skv * dv, dv, 1};
+    const int64_t o_dims[4] = {b, h, sq, dv}, o_strides[4] = {h * sq * dv, sq * dv, dv, 1};
     const int64_t s_dims[4] = {b, h, sq, skv}, s_strides[4] = {h * sq * skv, sq * skv, skv, 1};
     const int64_t r_dims[4] = {b, h, sq, 1}, r_strides[4] = {h * sq, sq, 1, 1};
-    cudnnBackendDescriptor_t q, kt, v, o, s, scale, s1, m, sub, e, z, lg, stats, pr;
+    cudnnBackendDescriptor_t q, kt, v, o, s, scale, s1, m, sub, e, z, lg, stats, pr, neg_inf = NULL;
 
     g->next_uid = SDPA_UID_VIRTUAL;
     TRY(sdpa_tensor(g, "Q tensor", SDPA_UID_Q, io, q_dims, q_strides, 0, 0, &q));
     TRY(sdpa_tensor(g, "K^T tensor", SDPA_UID_K, io, kt_dims, kt_strides, 0, 0, &kt));
     TRY(sdpa_tensor(g, "V tensor", SDPA_UID_V, io, v_dims, v_strides, 0, 0, &v));
-    TRY(sdpa_tensor(g, "O tensor", SDPA_UID_O, io, q_dims, q_strides, 0, 0, &o));
+    TRY(sdpa_tensor(g, "O tensor", SDPA_UID_O, io, o_dims, o_strides, 0, 0, &o));
 
     TRY(sdpa_tensor(g, "scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s));
     TRY(sdpa_matmul(g, "bmm1 Q*K^T", q, kt, s));
@@ -316,7 +351,7 @@ static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
         /* Keep (row, col) when row ≥ col, with row shifted by skv − sq for bottom-right: the
          * shape of cudnn-frontend's diagonal band mask with right bound 0, which cuDNN's SDPA
          * fusion recognises. */
-        cudnnBackendDescriptor_t row, col, keep, neg_inf, masked;
+        cudnnBackendDescriptor_t row, col, keep, masked;
         TRY(sdpa_tensor(g, "row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
         TRY(sdpa_pointwise(g, "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
         TRY(sdpa_tensor(g, "col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
@@ -336,6 +371,28 @@ static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
         TRY(sdpa_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
         TRY(sdpa_tensor(g, "masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
         TRY(sdpa_pointwise(g, "causal BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
+                           masked));
+        s1 = masked;
+    }
+
+    if (p->window_keys > 0) {
+        /* Keep (row, col) when col + L > row: cudnn-frontend's left-bound diagonal band node,
+         * with index tensors of its own (generated from the causally masked scores) and L a
+         * FLOAT by-value scalar, so col + L is FLOAT (exact while skv ≤ 2^24, which
+         * variant_check_cudnn demands). The −inf scalar is shared with the causal select. */
+        cudnnBackendDescriptor_t row, col, lb, col_lb, keep, masked;
+        TRY(sdpa_tensor(g, "window row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
+        TRY(sdpa_pointwise(g, "window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
+        TRY(sdpa_tensor(g, "window col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
+        TRY(sdpa_pointwise(g, "window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
+        TRY(sdpa_scalar(g, "left bound scalar", SDPA_UID_LEFT_BOUND, f32, &lb));
+        TRY(sdpa_tensor(g, "col+left bound tensor", 0, f32, s_dims, s_strides, 1, 0, &col_lb));
+        TRY(sdpa_pointwise(g, "col+left bound ADD", CUDNN_POINTWISE_ADD, f32, -1, col, lb, NULL, col_lb));
+        TRY(sdpa_tensor(g, "window keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
+        TRY(sdpa_pointwise(g, "col+L>row CMP_GT", CUDNN_POINTWISE_CMP_GT, boolean, -1, col_lb, row, NULL, keep));
+        if (!neg_inf) TRY(sdpa_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
+        TRY(sdpa_tensor(g, "window masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
+        TRY(sdpa_pointwise(g, "window BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
                            masked));
         s1 = masked;
     }
@@ -375,7 +432,7 @@ typedef struct sdpa_plan {
     size_t ws_granted;              /* what cudnn_sdpa_workspace_bytes reported; 0: unknown */
     /* By-value inputs: the variant pack points here, so these addresses must stay put (the
      * entry is heap-allocated and never moves). */
-    float scale_value, neg_inf_value;
+    float scale_value, neg_inf_value, left_bound_value;
     int32_t seq_kv_value, seq_q_value;
     /* What the current pack was built for. */
     const void *pack_q, *pack_k, *pack_v;
@@ -401,17 +458,16 @@ static void sdpa_plan_free(const cudnn_api *api, sdpa_plan *pl)
 
 static size_t sdpa_align_up(size_t n) { return (n + SDPA_ALIGN - 1) / SDPA_ALIGN * SDPA_ALIGN; }
 
+/* One float per query row of every query head: the stats follow Q and O ([b,h,sq,1]), not
+ * the grouped K/V heads. */
 static size_t sdpa_stats_bytes(const attn_problem *p)
 {
     return (size_t)p->batch * (size_t)p->heads * (size_t)p->seq_q * sizeof(float);
 }
 
-/* What workspace_bytes answers when no plan could be built: the stats buffer plus 16 MiB,
- * far more than cuDNN's fused SDPA engines ask for (0 or 256 B on the H200, cuDNN 9.14). */
-static size_t sdpa_workspace_bound(const attn_problem *p)
-{
-    return sdpa_align_up(sdpa_stats_bytes(p)) + ((size_t)16 << 20);
-}
+/* What workspace_bytes answers when no plan could be built: the front's bound for the
+ * variant (common/variant_info.c), the same formula as sdpa_stats_bytes plus 16 MiB. */
+static size_t sdpa_workspace_bound(const attn_problem *p) { return variant_info_cudnn.workspace_bound(p); }
 
 /* The cuDNN handle of `device` (the current CUDA device), created on first use. */
 static int sdpa_handle(exec_context *ctx, const cudnn_api *api, int device, cudnnHandle_t *out)
@@ -521,9 +577,11 @@ static void sdpa_describe_engine(const cudnn_api *api, cudnnBackendDescriptor_t 
 }
 
 /* Build p's graph (stats virtual or real) into pl, choose an engine and finalize the plan.
- * On failure everything created is destroyed and ctx->error says why. */
+ * On failure everything created is destroyed, ctx->error says why and *refused is 1 when
+ * that was cuDNN declining the graph (a NOT_SUPPORTED status, or no engine config that
+ * finalizes) rather than a failure of the call itself. */
 static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t handle, const attn_problem *p,
-                         int stats_real, sdpa_plan *pl)
+                         int stats_real, sdpa_plan *pl, int *refused)
 {
     static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     static const char *const mode_names[2] = {"A", "FALLBACK"};
@@ -538,6 +596,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
     g.api = api;
     g.descs = &pl->descs;
     pl->stats_real = stats_real;
+    *refused = 0;
 
     if (sdpa_build_ops(&g, p, stats_real) != 0) goto fail;
 
@@ -631,6 +690,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
         snprintf(why, sizeof why, "no cuDNN engine runs this graph (%d configs tried); last: %s", tried,
                  refusal[0] ? refusal : "none");
         exec_fail(ctx, __FILE__, __LINE__, "cuDNN SDPA engine selection", why);
+        *refused = 1;
         goto fail;
     }
 
@@ -660,6 +720,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
     return 0;
 
 fail:
+    if (CUDNN_STATUS_CATEGORY(g.status) == CUDNN_STATUS_NOT_SUPPORTED) *refused = 1;
     sdpa_descs_destroy(api, &pl->descs);
     pl->plan = NULL;
     return -1;
@@ -673,14 +734,27 @@ static void sdpa_append(char *dst, size_t cap, const char *src)
     dst[used] = '\0';
 }
 
+/* "bf16 causal batch 2 heads 8 kv_heads 1 seq_q 77 seq_kv 300 head_dim 192 head_dim_v 128
+ * window_keys 7": the problem a refusal names, in the API's words. */
+static void sdpa_problem_desc(const attn_problem *p, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %s batch %lld heads %lld kv_heads %lld seq_q %lld seq_kv %lld head_dim %lld head_dim_v %lld "
+             "window_keys %lld", attn_dtype_name(p->dtype), attn_mask_name(p->mask), (long long)p->batch,
+             (long long)p->heads, (long long)attn_kv_heads(p), (long long)p->seq_q, (long long)p->seq_kv,
+             (long long)p->head_dim, (long long)attn_dv(p), (long long)(p->window_keys > 0 ? p->window_keys : 0));
+}
+
 /* A new plan entry for p: the frontend-shaped graph (virtual stats) first; if cuDNN refuses
  * it, once more with a real stats output, which is the training graph cuDNN always knows.
- * NULL with ctx->error set when both fail. */
+ * NULL with ctx->error set when both fail; *refused is 1 when both were cuDNN declining the
+ * graph, and the error then opens with "cuDNN 9.19.0 has no engine for <problem>: ". */
 static sdpa_plan *sdpa_plan_build(exec_context *ctx, const cudnn_api *api, cudnnHandle_t handle,
-                                  const attn_problem *p, const cudnn_sdpa_key *key)
+                                  const attn_problem *p, const cudnn_sdpa_key *key, int *refused)
 {
     exec_context first, second;
+    int refused_first = 0, refused_second = 0;
     sdpa_plan *pl = calloc(1, sizeof *pl);
+    *refused = 0;
     if (!pl) {
         exec_fail(ctx, __FILE__, __LINE__, "calloc(sdpa_plan)", "out of host memory");
         return NULL;
@@ -688,11 +762,19 @@ static sdpa_plan *sdpa_plan_build(exec_context *ctx, const cudnn_api *api, cudnn
     pl->key = *key;
     memset(&first, 0, sizeof first);
     memset(&second, 0, sizeof second);
-    if (sdpa_plan_try(&first, api, handle, p, 0, pl) == 0) return pl;
-    if (sdpa_plan_try(&second, api, handle, p, 1, pl) == 0) return pl;
+    if (sdpa_plan_try(&first, api, handle, p, 0, pl, &refused_first) == 0) return pl;
+    if (sdpa_plan_try(&second, api, handle, p, 1, pl, &refused_second) == 0) return pl;
+    *refused = refused_first && refused_second;
     /* first.error already reads "call failed at file:line: reason"; keep it whole (the
      * frontend-shaped graph is the one expected to work) and append the second attempt. */
     if (ctx->error[0] == '\0') {
+        if (*refused) {
+            char ver[32], desc[200], head[280];
+            cudnn_version_string(ver, sizeof ver);
+            sdpa_problem_desc(p, desc, sizeof desc);
+            snprintf(head, sizeof head, "cuDNN %s has no engine for %s: ", ver, desc);
+            sdpa_append(ctx->error, sizeof ctx->error, head);
+        }
         sdpa_append(ctx->error, sizeof ctx->error, first.error);
         sdpa_append(ctx->error, sizeof ctx->error, " [with a real stats tensor too: ");
         sdpa_append(ctx->error, sizeof ctx->error, second.error);
@@ -702,19 +784,23 @@ static sdpa_plan *sdpa_plan_build(exec_context *ctx, const cudnn_api *api, cudnn
     return NULL;
 }
 
-/* The cached plan for p on `device`, built when absent. Caller holds sdpa_lock. */
-static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const attn_problem *p, int device)
+/* The cached plan for p on `device`, built when absent; NULL with ctx->error set, and
+ * *refused (may be NULL) saying whether cuDNN declined p. Caller holds sdpa_lock. */
+static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const attn_problem *p, int device,
+                                int *refused)
 {
     cudnn_sdpa_key key;
     cudnnHandle_t handle;
     sdpa_plan *pl;
-    int i, evicted;
+    int i, evicted, declined = 0;
 
+    if (refused) *refused = 0;
     cudnn_sdpa_key_make(p, device, &key);
     i = cudnn_sdpa_lru_find(&sdpa_lru, &key);
     if (i >= 0 && sdpa_plans[i]) return sdpa_plans[i];
     if (sdpa_handle(ctx, api, device, &handle) != 0) return NULL;
-    pl = sdpa_plan_build(ctx, api, handle, p, &key);
+    pl = sdpa_plan_build(ctx, api, handle, p, &key, &declined);
+    if (refused) *refused = declined;
     if (!pl) return NULL;
     {
         /* Planning is when cuDNN opens its engine libraries: with cudnn_library set, they
@@ -731,6 +817,7 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
     pl->neg_inf_value = cudnn_version() >= 91000 ? -INFINITY : -FLT_MAX;
     pl->seq_kv_value = (int32_t)p->seq_kv;
     pl->seq_q_value = (int32_t)p->seq_q;
+    pl->left_bound_value = sdpa_left_bound(p);
 
     i = cudnn_sdpa_lru_slot(&sdpa_lru, &evicted);
     if (evicted || sdpa_plans[i]) sdpa_plan_free(api, sdpa_plans[i]);
@@ -741,6 +828,59 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
 
 /* ---- the variant ----------------------------------------------------------------------- */
 
+/* cudnn-frontend's validate_sdpa_support_surface (fp16/bf16 forward), the rules that depend
+ * on the release, for the graph shapes built here (no padding mask, fixed lengths). The
+ * Hopper-only rule of 9.9 and older is applied on every GPU: refusing is safer than a plan
+ * that finalizes and computes the wrong band. */
+int cudnn_sdpa_version_check(const attn_problem *p, size_t version, char *why, size_t why_len)
+{
+    const int window = p->window_keys > 0, bottom_right = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
+    char ver[32];
+
+    snprintf(ver, sizeof ver, "%zu.%zu.%zu", version / 10000, version / 100 % 100, version % 100);
+    if (version == 91000 || version == 91001) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s has known fp16/bf16 SDPA forward bugs (cudnn-frontend refuses "
+                 "it); use 9.10.2 or newer", ver);
+        return -1;
+    }
+    if (bottom_right && version < 90600 && (p->seq_q % 64 != 0 || p->seq_kv % 64 != 0)) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s runs causal_bottom_right only with seq_q and seq_kv multiples "
+                 "of 64 (9.6.0 lifts it)", ver);
+        return -1;
+    }
+    if (p->seq_q == 1 && p->mask != ATTN_MASK_NONE && version < 91000) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s runs seq_q 1 only without a causal mask (9.10.0 lifts it)",
+                 ver);
+        return -1;
+    }
+    if (!window) return 0;
+    if (version < 90200) {
+        snprintf(why, why_len, "backend cudnn: window_keys needs cuDNN 9.2.0 or newer; loaded %s", ver);
+        return -1;
+    }
+    if (p->mask == ATTN_MASK_NONE && version < 91002) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s runs window_keys only with a causal mask (9.10.2 lifts it)",
+                 ver);
+        return -1;
+    }
+    if (bottom_right && version < 90600 && p->seq_q != p->seq_kv) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s runs window_keys with causal_bottom_right only when seq_q == "
+                 "seq_kv (9.6.0 lifts it)", ver);
+        return -1;
+    }
+    if (bottom_right && version < 91000 && p->seq_q == p->seq_kv) {
+        snprintf(why, why_len, "backend cudnn: cuDNN %s does not run window_keys with causal_bottom_right and seq_q == "
+                 "seq_kv on Hopper (9.10 lifts it)", ver);
+        return -1;
+    }
+    if (p->mask == ATTN_MASK_NONE && version == 91400 && p->seq_kv > 1024) {
+        snprintf(why, why_len, "backend cudnn: cuDNN 9.14.0 has a known bug with window_keys, no causal mask and "
+                 "seq_kv > 1024 (cudnn-frontend refuses it); use 9.14.1 or newer");
+        return -1;
+    }
+    return 0;
+}
+
 int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
 {
     static const char prefix[] = "cuDNN is not available: ";
@@ -748,7 +888,32 @@ int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
         memcpy(why, prefix, sizeof prefix - 1);
         return -1;
     }
-    return variant_check_cudnn(p, why, why_len);
+    if (variant_check_cudnn(p, why, why_len) != 0) return -1;
+    return cudnn_sdpa_version_check(p, cudnn_version(), why, why_len);
+}
+
+int cudnn_sdpa_plan_check(const attn_problem *p, char *why, size_t why_len)
+{
+    exec_context scratch;
+    const cudnn_api *api;
+    sdpa_plan *pl;
+    int device = -1, refused = 0;
+
+    if (cudnn_load(why, why_len) != 0) return -1; /* the variant is unavailable, not the problem */
+    if (cudnn_sdpa_check(p, why, why_len) != 0) return 1;
+    api = cudnn_api_get();
+    if (cudaGetDevice(&device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(why, why_len, "cudnn_sdpa_plan_check needs a CUDA device");
+        return -1;
+    }
+    memset(&scratch, 0, sizeof scratch);
+    pthread_mutex_lock(&sdpa_lock);
+    pl = sdpa_plan_get(&scratch, api, p, device, &refused);
+    pthread_mutex_unlock(&sdpa_lock);
+    if (pl) return 0;
+    snprintf(why, why_len, "%s", scratch.error);
+    return refused ? 1 : -1;
 }
 
 size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)
@@ -766,7 +931,7 @@ size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)
 
     memset(&scratch, 0, sizeof scratch);
     pthread_mutex_lock(&sdpa_lock);
-    pl = sdpa_plan_get(&scratch, api, p, device);
+    pl = sdpa_plan_get(&scratch, api, p, device, NULL);
     if (pl) {
         pl->ws_granted = pl->ws_total;
         bytes = pl->ws_total;
@@ -782,8 +947,8 @@ size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)
 static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, const attn_problem *p,
                      const attn_tensors *t, void *workspace)
 {
-    int64_t uids[8];
-    void *ptrs[8];
+    int64_t uids[12];
+    void *ptrs[12];
     int64_t n = 0;
     cudnnBackendDescriptor_t pack = NULL;
     cudnnStatus_t st;
@@ -799,7 +964,8 @@ static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, con
     uids[n] = SDPA_UID_V, ptrs[n++] = (void *)t->v;
     uids[n] = SDPA_UID_O, ptrs[n++] = t->out;
     uids[n] = SDPA_UID_SCALE, ptrs[n++] = &pl->scale_value;
-    if (p->mask != ATTN_MASK_NONE) uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
+    if (p->mask != ATTN_MASK_NONE || p->window_keys > 0) uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
+    if (p->window_keys > 0) uids[n] = SDPA_UID_LEFT_BOUND, ptrs[n++] = &pl->left_bound_value;
     if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
         uids[n] = SDPA_UID_SEQ_KV, ptrs[n++] = &pl->seq_kv_value;
         uids[n] = SDPA_UID_SEQ_Q, ptrs[n++] = &pl->seq_q_value;
@@ -840,7 +1006,7 @@ static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, con
 static int sdpa_forward_locked(exec_context *ctx, const cudnn_api *api, const attn_problem *p,
                                const attn_tensors *t, void *workspace)
 {
-    sdpa_plan *pl = sdpa_plan_get(ctx, api, p, ctx->device);
+    sdpa_plan *pl = sdpa_plan_get(ctx, api, p, ctx->device, NULL);
     size_t allowed;
     int dev = ctx->device;
 

@@ -2,12 +2,16 @@
  * (backend) C API, loaded at run time (cudnn_loader.h).
  *
  * One forward is one cudnnBackendExecute of a cached execution plan of the composite SDPA
- * graph (docs/cudnn.md): MATMUL(Q,Kᵀ) → MUL(scale) → [causal mask] → softmax as MAX, SUB,
- * EXP, ADD-reduce, LOG+ADD (stats, virtual), DIV → MATMUL(P,V). cuDNN fuses the graph into
- * one flash-attention kernel.
+ * graph (docs/cudnn.md): MATMUL(Q,Kᵀ) → MUL(scale) → [causal mask] → [window's left bound]
+ * → softmax as MAX, SUB, EXP, ADD-reduce, LOG+ADD (stats, virtual), DIV → MATMUL(P,V).
+ * cuDNN fuses the graph into one flash-attention kernel. Grouped K/V heads and a value head
+ * dim of its own are tensor shapes (Kᵀ [b,hkv,d,skv], V [b,hkv,skv,dv], O [b,h,sq,dv]);
+ * cuDNN broadcasts each K/V head over its h/hkv query heads.
  *
- * Its limits: common/variant_info.c (cuDNN 9.19's fp16/bf16 SDPA support surface,
- * cudnn-frontend sdpa_support_surface.h: head_dim multiples of 8 up to 256 on sm80+).
+ * Its limits: common/variant_info.c (cuDNN 9's fp16/bf16 SDPA support surface, cudnn-frontend
+ * sdpa_support_surface.h: head_dim and head_dim_v multiples of 8 up to 256 on sm80+, kv_heads
+ * dividing heads, windows with seq_q ≤ seq_kv), plus cudnn_sdpa_version_check's rules for
+ * the cuDNN release loaded.
  *
  * Threading: the plan cache and the per-device cuDNN handles are process-wide and guarded by
  * one mutex; a worker runs one job at a time, so the lock is never contended in practice.
@@ -27,13 +31,22 @@ extern "C" {
 #endif
 
 
-/* Plans cached per (device, B, H, Sq, Skv, D, dtype, mask); the least recently used is
- * evicted and its descriptors destroyed. */
+/* Plans cached per cudnn_sdpa_key; the least recently used is evicted and its descriptors
+ * destroyed. */
 #define CUDNN_SDPA_CACHE_ENTRIES 32
 
-/* cuDNN loadable, and the problem within common/variant_info.c's variant_check_cudnn (dtype
- * bf16/fp16, head_dim a multiple of 8 up to 256, …). Touches no GPU. */
+/* cuDNN loadable, the problem within common/variant_info.c's variant_check_cudnn (dtype
+ * bf16/fp16, head dims multiples of 8 up to 256, …) and within cudnn_sdpa_version_check for
+ * the loaded release. Touches no GPU. */
 int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len);
+
+/* Whether cuDNN runs p on the current CUDA device: builds (or finds) p's plan, as
+ * workspace_bytes does, so it costs nothing the forward would not pay. 0: it runs. 1: cuDNN
+ * refuses p (cudnn_sdpa_check's limits, or no engine finalizes a plan for the graph, or a
+ * NOT_SUPPORTED status), why = "cuDNN 9.19.0 has no engine for <problem>: <cuDNN's reason>",
+ * an answer for 422 `unsupported`. -1: something else failed (no device, out of memory), why
+ * says what. */
+int cudnn_sdpa_plan_check(const attn_problem *p, char *why, size_t why_len);
 
 /* variants.h `workspace_bytes`. Builds (or finds) the plan for p on the current CUDA device,
  * which is why it must be called on the worker, before allocation, with the device current:
@@ -62,16 +75,26 @@ void cudnn_sdpa_release(void);
 
 /* ---- exposed for tests/unit/kernels/test_cudnn_loader.c ------------------------------------- */
 
-/* What identifies a plan. Scale is deliberately absent: it is a by-value input given in the
- * variant pack at execute time, so one plan serves every scale. */
+/* What identifies a plan, defaults applied (kv_heads 0 is heads, head_dim_v 0 is head_dim,
+ * window_keys ≤ 0 is 0: the same graph, the same plan). Scale is deliberately absent: it is
+ * a by-value input given in the variant pack at execute time, so one plan serves every
+ * scale. The window's bound is a by-value input too, but keyed: each plan's variant pack
+ * holds one value. */
 typedef struct cudnn_sdpa_key {
     int device;
     int dtype, mask;
     int64_t batch, heads, seq_q, seq_kv, head_dim;
+    int64_t kv_heads, head_dim_v, window_keys;
 } cudnn_sdpa_key;
 
 void cudnn_sdpa_key_make(const attn_problem *p, int device, cudnn_sdpa_key *out);
 int cudnn_sdpa_key_equal(const cudnn_sdpa_key *a, const cudnn_sdpa_key *b);
+
+/* The rules of cuDNN releases before `version` (cudnn_version(): 91900 for 9.19.0) that
+ * cudnn-frontend's support surface states for the graphs built here: known-bad releases,
+ * version floors of windows and bottom-right alignment. 0, or -1 with why naming the
+ * release and the parameter. Pure: cudnn_sdpa_check applies it to the loaded release. */
+int cudnn_sdpa_version_check(const attn_problem *p, size_t version, char *why, size_t why_len);
 
 /* Build every tensor and operation descriptor of p's graph and finalize each, then the
  * operation graph when `with_graph` (that step needs a cuDNN handle, hence a GPU); destroy
