@@ -4,9 +4,9 @@
  * Every value arrives either as a query-string string or as a JSON body value (number,
  * boolean or string) and is coerced strictly: no trailing junk, no overflow, no NaN or
  * infinity, "1e3" is not an integer (in a body, where cJSON reads 1e3 as 1000,
- * run_request_parse_body checks how the number was written). A parameter in both places:
- * the query wins. Every refusal names the parameter, the value and the limit (api_error.h);
- * nothing in r is meaningful after a refusal.
+ * run_request_parse_body checks how the number was written: common/json_numbers.h). A
+ * parameter in both places: the query wins. Every refusal names the parameter, the value and
+ * the limit (api_error.h); nothing in r is meaningful after a refusal.
  *
  * run_request_from_json is run_request_parse over the object run_request_to_json wrote, so
  * a stored "params" object can be posted again as a body and runs the same job.
@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_numbers.h"
 #include "common/parse_int.h"
 #include "common/variant_info.h"
 
@@ -255,109 +256,27 @@ typedef struct body_numbers {
     int len[RUN_PARAM_COUNT];
 } body_numbers;
 
+/* Past JSON's own white space (space, tab, newline, carriage return). */
 static const char *json_ws(const char *p, const char *end)
 {
     while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
     return p;
 }
 
-/* p at '"': past the closing quote, NULL when the string does not end. */
-static const char *json_skip_string(const char *p, const char *end)
-{
-    for (p++; p < end; p++) {
-        if (*p == '\\')
-            p++;
-        else if (*p == '"')
-            return p + 1;
-    }
-    return NULL;
-}
-
-/* Past one value that is not a number (a string, a literal, or an object or array of any
- * depth); NULL when malformed. */
-static const char *json_skip_value(const char *p, const char *end)
-{
-    int depth = 0;
-
-    if (p >= end) return NULL;
-    if (*p == '"') return json_skip_string(p, end);
-    if (*p != '{' && *p != '[') { /* true, false, null */
-        while (p < end && isalpha((unsigned char)*p)) p++;
-        return p;
-    }
-    while (p < end) {
-        if (*p == '"') {
-            if (!(p = json_skip_string(p, end))) return NULL;
-            continue;
-        }
-        if (*p == '{' || *p == '[')
-            depth++;
-        else if ((*p == '}' || *p == ']') && --depth == 0)
-            return p + 1;
-        p++;
-    }
-    return NULL;
-}
-
-/* The run_params index of a member name as written (quotes included; escapes decoded by
- * cJSON, so "b\u0061tch" is batch as for the parsed body); -1 when it is none. */
-static int body_param_index(const char *quoted, size_t len)
-{
-    char plain[40];
-    int i = -1;
-    size_t k;
-
-    if (!memchr(quoted, '\\', len)) {
-        if (len - 2 >= sizeof plain) return -1;
-        memcpy(plain, quoted + 1, len - 2);
-        plain[len - 2] = '\0';
-    } else {
-        cJSON *s = cJSON_ParseWithLength(quoted, len);
-        int ok = cJSON_IsString(s) && strlen(s->valuestring) < sizeof plain;
-        if (ok) snprintf(plain, sizeof plain, "%s", s->valuestring);
-        cJSON_Delete(s);
-        if (!ok) return -1;
-    }
-    for (k = 0; k < RUN_PARAM_COUNT; k++)
-        if (!strcmp(run_params[k], plain)) i = (int)k;
-    return i;
-}
-
-/* Record the top-level members of the object in text whose value is a number written
- * with a fraction or an exponent. The text already parsed as a JSON object: anything
- * unexpected just ends the scan. */
 static void body_scan_numbers(const char *text, size_t len, body_numbers *out)
 {
-    const char *p = text, *end = text + len;
+    json_numbers it;
+    json_number n;
+    size_t k;
 
     memset(out, 0, sizeof *out);
-    if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 BOM, which cJSON skips too */
-    p = json_ws(p, end);
-    if (p >= end || *p != '{') return;
-    p = json_ws(p + 1, end);
-    while (p < end && *p == '"') {
-        const char *key = p, *value;
-        int index;
-
-        if (!(p = json_skip_string(p, end))) return;
-        index = body_param_index(key, (size_t)(p - key));
-        p = json_ws(p, end);
-        if (p >= end || *p != ':') return;
-        value = p = json_ws(p + 1, end);
-        if (p < end && (*p == '-' || isdigit((unsigned char)*p))) {
-            while (p < end && *p && strchr("+-0123456789.eE", *p)) p++;
-            if (index >= 0 && (memchr(value, '.', (size_t)(p - value)) || memchr(value, 'e', (size_t)(p - value)) ||
-                               memchr(value, 'E', (size_t)(p - value)))) {
-                out->text[index] = value;
-                out->len[index] = (int)(p - value);
+    json_numbers_start(&it, text, len);
+    while (json_numbers_next(&it, &n))
+        for (k = 0; k < RUN_PARAM_COUNT; k++)
+            if (!n.integer && !strcmp(run_params[k], n.name)) {
+                out->text[k] = n.text;
+                out->len[k] = (int)n.len;
             }
-        } else if (!(p = json_skip_value(p, end))) {
-            return;
-        }
-        p = json_ws(p, end);
-        if (p >= end || *p != ',') return;
-        p = json_ws(p + 1, end);
-    }
 }
 
 /* An integer parameter written in the body as 1e3 or 8.0: refused like batch=1e3 in the
