@@ -1,12 +1,13 @@
-/* run_request.c — one run as the client asked for it: parse, validate, and the JSON codec
- * that carries it to the worker and into the store (run_request.h).
+/* run_request.c — one run as the client asked for it: the run-parameter table, and from it the
+ * parser, the JSON codec that carries a run to the worker and into the store, and the listing
+ * that docs/api.md holds (run_request.h).
  *
  * Every value arrives either as a query-string string or as a JSON body value (number,
  * boolean or string) and is coerced strictly: no trailing junk, no overflow, no NaN or
  * infinity, "1e3" is not an integer (in a body, where cJSON reads 1e3 as 1000,
- * run_request_parse_body checks how the number was written). A parameter in both places:
- * the query wins. Every refusal names the parameter, the value and the limit (api_error.h);
- * nothing in r is meaningful after a refusal.
+ * run_request_parse_body checks how the number was written: common/json_numbers.h). A
+ * parameter in both places: the query wins. Every refusal names the parameter, the value and
+ * the limit (api_error.h); nothing in r is meaningful after a refusal.
  *
  * run_request_from_json is run_request_parse over the object run_request_to_json wrote, so
  * a stored "params" object can be posted again as a body and runs the same job.
@@ -22,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/json_numbers.h"
 #include "common/parse_int.h"
 #include "common/variant_info.h"
 
@@ -29,44 +31,6 @@
 /* cJSON prints a number of 16 digits or more with an exponent ("1e+15"), which an integer
  * parameter refuses: run_request_to_json writes such integers as decimal strings. */
 #define JSON_PLAIN_INT_LIMIT 1000000000000000.0 /* 10^15 */
-
-/* The parameters a client may send. `fault` only with allow_faults. verify_cpu_max_macs is
- * accepted so a stored "params" object can be posted back unchanged; the server's setting
- * replaces it (server/front/routes/runs.c). */
-static const char *const run_params[] = {
-    "backend", "device", "batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "dtype", "causal",
-    "mask", "scale", "seed", "warmup", "iters", "min_iters", "max_iters", "min_time_ms", "max_time_ms",
-    "target_noise", "cache", "graph", "verify", "profile", "verify_cpu_max_macs", "fault",
-    "async", "impl",
-    "q", "k", "v", "keep_output", "output_tensor", /* resident tensors */
-};
-#define RUN_PARAM_COUNT (sizeof run_params / sizeof run_params[0])
-
-void run_request_defaults(run_request *r)
-{
-    memset(r, 0, sizeof *r);
-    r->problem.batch = 8;
-    r->problem.heads = 16;
-    r->problem.seq_q = 1024;
-    r->problem.seq_kv = 1024;
-    r->problem.head_dim = 64;
-    r->problem.dtype = ATTN_BF16;
-    r->problem.mask = ATTN_MASK_CAUSAL;
-    r->problem.scale = 1.0 / sqrt(64.0);
-    r->seed = 0;
-    r->warmup = 5;
-    r->iters = 0;
-    r->min_iters = 10;
-    r->max_iters = 1000;
-    r->min_time_ms = 20.0;
-    r->max_time_ms = 2000.0;
-    r->target_noise = 0.005;
-    r->cache_cold = 0;
-    r->graph = 0;
-    r->verify = 0;
-    r->profile = 1;
-    r->verify_cpu_max_macs = 1000000000LL; /* the setting's default; the front sets the real one */
-}
 
 /* ---------------------------------------------------------------- value coercion -------- */
 
@@ -127,17 +91,9 @@ static int get_ll(const cJSON *item, const char *name, long long min, long long 
     return 0;
 }
 
-static int get_int(const cJSON *item, const char *name, long long min, long long max, int *out, api_error *e)
-{
-    long long x;
-    if (get_ll(item, name, min, max, &x, e) != 0) return -1;
-    *out = (int)x;
-    return 0;
-}
-
 /* The seed: 0..2^64-1. As a JSON number only below 2^53 (a double holds no more exactly);
  * larger seeds must be decimal strings, as run_request_to_json writes them. */
-static int get_seed(const cJSON *item, uint64_t *out, api_error *e)
+static int get_seed(const cJSON *item, const char *name, uint64_t *out, api_error *e)
 {
     char shown[64];
 
@@ -146,12 +102,12 @@ static int get_seed(const cJSON *item, uint64_t *out, api_error *e)
         char *end;
         unsigned long long x;
         if (!s[0] || strspn(s, "0123456789") != strlen(s))
-            return api_fail(e, 400, "bad_value", "seed", "seed must be a non-negative integer, got %s",
+            return api_fail(e, 400, "bad_value", name, "%s must be a non-negative integer, got %s", name,
                             value_text(item, shown, sizeof shown));
         errno = 0;
         x = strtoull(s, &end, 10);
         if (errno != 0 || *end != '\0')
-            return api_fail(e, 400, "out_of_range", "seed", "seed %s is out of range (0..18446744073709551615)",
+            return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (0..18446744073709551615)", name,
                             value_text(item, shown, sizeof shown));
         *out = (uint64_t)x;
         return 0;
@@ -159,20 +115,20 @@ static int get_seed(const cJSON *item, uint64_t *out, api_error *e)
     if (cJSON_IsNumber(item)) {
         double d = item->valuedouble;
         if (!isfinite(d) || d != floor(d))
-            return api_fail(e, 400, "bad_value", "seed", "seed must be a non-negative integer, got %s",
+            return api_fail(e, 400, "bad_value", name, "%s must be a non-negative integer, got %s", name,
                             value_text(item, shown, sizeof shown));
         if (d < 0)
-            return api_fail(e, 400, "out_of_range", "seed", "seed %s is out of range (0..18446744073709551615)",
+            return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (0..18446744073709551615)", name,
                             value_text(item, shown, sizeof shown));
         /* 2^53 + 1 arrives as 2^53: from 2^53 on, the number read may not be the one sent. */
         if (d >= SEED_EXACT_MAX)
-            return api_fail(e, 400, "out_of_range", "seed",
-                            "seed %s is 2^53 or more, where JSON numbers lose digits; send it as a decimal string",
+            return api_fail(e, 400, "out_of_range", name,
+                            "%s %s is 2^53 or more, where JSON numbers lose digits; send it as a decimal string", name,
                             value_text(item, shown, sizeof shown));
         *out = (uint64_t)d;
         return 0;
     }
-    return api_fail(e, 400, "bad_value", "seed", "seed must be a non-negative integer, got %s",
+    return api_fail(e, 400, "bad_value", name, "%s must be a non-negative integer, got %s", name,
                     value_text(item, shown, sizeof shown));
 }
 
@@ -208,17 +164,6 @@ static int get_double(const cJSON *item, const char *name, double *out, api_erro
     return 0;
 }
 
-static int get_double_range(const cJSON *item, const char *name, double min, double max, double *out,
-                            api_error *e)
-{
-    double x;
-    if (get_double(item, name, &x, e) != 0) return -1;
-    if (x < min || x > max)
-        return api_fail(e, 400, "out_of_range", name, "%s %.17g is out of range (%g..%g)", name, x, min, max);
-    *out = x;
-    return 0;
-}
-
 /* true/false/1/0 as text, a JSON boolean, or the JSON numbers 0 and 1. */
 static int get_bool(const cJSON *item, const char *name, int *out, api_error *e)
 {
@@ -246,155 +191,352 @@ static int get_string(const cJSON *item, const char *name, const char **out, api
     return 0;
 }
 
-/* ---------------------------------------------------------------- the body's text ------- */
+/* ---------------------------------------------------------------- the table ------------ */
 
-/* How each top-level number of a JSON body was written: the text of the ones with a
- * fraction or an exponent, by run_params index (NULL: none, or not a number). */
-typedef struct body_numbers {
-    const char *text[RUN_PARAM_COUNT];
-    int len[RUN_PARAM_COUNT];
-} body_numbers;
+static int set_backend(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int set_device(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int set_seq(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int set_causal(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int put_causal(cJSON *params, const run_request *r, const run_param *p);
+static int set_mask(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int put_mask(cJSON *params, const run_request *r, const run_param *p);
+static int set_scale(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int set_impl(run_request *r, const run_param *p, const run_value *v, api_error *e);
 
-static const char *json_ws(const char *p, const char *end)
+#define AT(f) .offset = offsetof(run_request, f), .size = sizeof(((run_request *)0)->f)
+
+/* Every parameter a client may send, in the order they are read, written to "params" and
+ * listed in docs/api.md. Order matters where a setter reads an earlier row: backend first
+ * (impl), seq before seq_q and seq_kv (they override it), causal before mask (mask must
+ * agree). Checks across rows come after the table: check_size, check_iters, check_times. */
+const run_param run_request_params[] = {
+    {.name = "backend", .type = RUN_PARAM_STRING, .flags = RUN_PARAM_REQUIRED, .set = set_backend,
+     .meaning = "the variant: a name from `GET /v1/variants`"},
+    {.name = "device", .type = RUN_PARAM_STRING, AT(device), .set = set_device,
+     .def_doc = "`cuda:0` for GPU variants, `cpu` for cpu variants", .meaning = "`cpu` or `cuda:N`"},
+    {.name = "batch", .type = RUN_PARAM_INT, AT(problem.batch), .min = 1, .max = RUN_MAX_DIM, .def = "8",
+     .given = RUN_GIVEN_BATCH, .meaning = "sequences"},
+    {.name = "heads", .type = RUN_PARAM_INT, AT(problem.heads), .min = 1, .max = RUN_MAX_DIM, .def = "16",
+     .given = RUN_GIVEN_HEADS, .meaning = "attention heads"},
+    {.name = "seq", .type = RUN_PARAM_INT, .min = 1, .max = RUN_MAX_DIM, .def = "1024", .set = set_seq,
+     .flags = RUN_PARAM_NOT_IN_PARAMS, .given = RUN_GIVEN_SEQ_Q | RUN_GIVEN_SEQ_KV,
+     .meaning = "sets `seq_q` and `seq_kv` (`params` has those)"},
+    {.name = "seq_q", .type = RUN_PARAM_INT, AT(problem.seq_q), .min = 1, .max = RUN_MAX_DIM, .def_doc = "`seq`",
+     .given = RUN_GIVEN_SEQ_Q, .meaning = "query length; overrides `seq`"},
+    {.name = "seq_kv", .type = RUN_PARAM_INT, AT(problem.seq_kv), .min = 1, .max = RUN_MAX_DIM, .def_doc = "`seq`",
+     .given = RUN_GIVEN_SEQ_KV, .meaning = "key and value length; overrides `seq`"},
+    {.name = "head_dim", .type = RUN_PARAM_INT, AT(problem.head_dim), .min = 1, .max = RUN_MAX_DIM, .def = "64",
+     .given = RUN_GIVEN_HEAD_DIM, .meaning = "head dimension, where the backend supports it"},
+    {.name = "dtype", .type = RUN_PARAM_ENUM, AT(problem.dtype), .values = "bf16|fp16|fp32", .def = "bf16",
+     .given = RUN_GIVEN_DTYPE, .meaning = "element type of q, k, v and the output"},
+    {.name = "causal", .type = RUN_PARAM_BOOL, .def = "true", .set = set_causal, .put = put_causal,
+     .given = RUN_GIVEN_CAUSAL,
+     .meaning = "short for `mask`: `true` is `causal`, `false` is `none`; given with `mask`, the two must agree"},
+    {.name = "mask", .type = RUN_PARAM_ENUM, AT(problem.mask), .values = "none|causal|causal_bottom_right",
+     .def = "causal", .set = set_mask, .put = put_mask,
+     .meaning = "`causal` is top-left aligned (PyTorch `is_causal`), `causal_bottom_right` FlashAttention-2's"},
+    {.name = "scale", .type = RUN_PARAM_NUMBER, AT(problem.scale), .min = -RUN_MAX_SCALE, .max = RUN_MAX_SCALE,
+     .flags = RUN_PARAM_NONZERO, .set = set_scale, .def_doc = "1/sqrt(`head_dim`)",
+     .meaning = "multiplies the scores; beyond 10^4 they overflow fp16, then fp32, and the output is NaN"},
+    {.name = "seed", .type = RUN_PARAM_SEED, AT(seed), .def = "0",
+     .meaning = "of the generated inputs; in a JSON body from 2^53 on as a decimal string"},
+    {.name = "warmup", .type = RUN_PARAM_INT, AT(warmup), .min = 0, .max = RUN_MAX_WARMUP, .def = "5",
+     .units = "forwards", .meaning = "forwards before timing"},
+    {.name = "iters", .type = RUN_PARAM_INT, AT(iters), .min = 0, .max = RUN_MAX_ITERS, .def = "0",
+     .units = "forwards", .meaning = "0: the stopping rule below, else exactly this many timed forwards"},
+    {.name = "min_iters", .type = RUN_PARAM_INT, AT(min_iters), .min = 1, .max = RUN_MAX_ITERS, .def = "10",
+     .units = "forwards", .meaning = "the stopping rule times at least this many; at most `max_iters`"},
+    {.name = "max_iters", .type = RUN_PARAM_INT, AT(max_iters), .min = 1, .max = RUN_MAX_ITERS, .def = "1000",
+     .units = "forwards", .meaning = "the stopping rule times at most this many"},
+    {.name = "min_time_ms", .type = RUN_PARAM_NUMBER, AT(min_time_ms), .min = 0, .max = RUN_MAX_TIME_MS, .def = "20",
+     .units = "ms", .meaning = "the stopping rule times at least this long; at most `max_time_ms`"},
+    {.name = "max_time_ms", .type = RUN_PARAM_NUMBER, AT(max_time_ms), .min = 0, .max = RUN_MAX_TIME_MS,
+     .def = "2000", .units = "ms", .meaning = "the stopping rule times at most this long"},
+    {.name = "target_noise", .type = RUN_PARAM_NUMBER, AT(target_noise), .min = 0, .max = 1, .flags = RUN_PARAM_OPEN,
+     .def = "0.005",
+     .meaning = "stop once `timing.rse`, the relative standard error of the mean, is at or below it"},
+    {.name = "cache", .type = RUN_PARAM_ENUM, AT(cache_cold), .values = "hot|cold", .def = "hot",
+     .meaning = "`cold`: flush L2 before every timed forward, outside the timing; GPU only: `cold` on the cpu "
+                "device is 422 `not_applicable`"},
+    {.name = "graph", .type = RUN_PARAM_BOOL, AT(graph), .def = "false",
+     .meaning = "time replays of a captured CUDA graph of one forward; GPU only: `true` on the cpu device is "
+                "422 `not_applicable`"},
+    {.name = "verify", .type = RUN_PARAM_BOOL, AT(verify), .def = "false",
+     .meaning = "compare the output with the fp64 reference"},
+    {.name = "profile", .type = RUN_PARAM_BOOL, AT(profile), .def = "true",
+     .meaning = "one extra forward under CUPTI for the kernel table (and the trace, on a GPU)"},
+    {.name = "verify_cpu_max_macs", .type = RUN_PARAM_INT, AT(verify_cpu_max_macs), .min = 0, .max = 1e15,
+     .def = "1000000000", .def_doc = "the setting", .units = "MACs", .flags = RUN_PARAM_SERVER_SET,
+     .meaning = "accepted so a stored `params` object can be posted back; the server's setting always applies"},
+    {.name = "async", .type = RUN_PARAM_BOOL, AT(async_run), .def = "false", .flags = RUN_PARAM_NOT_IN_PARAMS,
+     .meaning = "answer 202 at once and run in the background ([Async jobs](#async-jobs)); not kept in `params`"},
+    {.name = "impl", .type = RUN_PARAM_STRING, AT(impl), .flags = RUN_PARAM_OMIT_UNSET, .set = set_impl,
+     .def_doc = "the backend's default",
+     .meaning = "the kernel family: one of the backend's `impls` in `GET /v1/variants`; other backends have one "
+                "and refuse it; the record's `impl_used` says which ran ([below](#implementations))"},
+    {.name = "fault", .type = RUN_PARAM_STRING, AT(fault), .values = "crash|hang|sticky",
+     .flags = RUN_PARAM_FAULT_ONLY | RUN_PARAM_OMIT_UNSET,
+     .meaning = "only when the server runs with `enable_fault_injection` (tests), else an unknown parameter"},
+    {.name = "q", .type = RUN_PARAM_TENSOR, AT(q_tensor), .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "the queries: a resident tensor ([below](#resident-tensors)) instead of generated ones"},
+    {.name = "k", .type = RUN_PARAM_TENSOR, AT(k_tensor), .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "the keys, likewise"},
+    {.name = "v", .type = RUN_PARAM_TENSOR, AT(v_tensor), .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "the values, likewise"},
+    {.name = "keep_output", .type = RUN_PARAM_BOOL, AT(keep_output), .def = "false", .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "keep the output as a new resident tensor: `\"output\": {…, \"tensor\": ID}`"},
+    {.name = "output_tensor", .type = RUN_PARAM_TENSOR, AT(output_tensor),
+     .flags = RUN_PARAM_SERVER_SET | RUN_PARAM_OMIT_UNSET,
+     .meaning = "accepted so a stored `params` object can be posted back; the server chooses the kept output's id"},
+};
+#define RUN_PARAM_COUNT (sizeof run_request_params / sizeof run_request_params[0])
+const size_t run_request_params_count = RUN_PARAM_COUNT;
+
+/* ---------------------------------------------------------------- reading a row --------- */
+
+/* The index of word s in values ("a|b|c"), or -1. */
+static int word_index(const char *values, const char *s)
 {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-    return p;
+    size_t n = strlen(s);
+    int k = 0;
+
+    for (;;) {
+        const char *bar = strchr(values, '|');
+        size_t len = bar ? (size_t)(bar - values) : strlen(values);
+        if (len == n && !memcmp(values, s, n)) return k;
+        if (!bar) return -1;
+        values = bar + 1, k++;
+    }
 }
 
-/* p at '"': past the closing quote, NULL when the string does not end. */
-static const char *json_skip_string(const char *p, const char *end)
+/* Word k of values into buf; "" when there is none. */
+static const char *word_at(const char *values, long long k, char *buf, size_t len)
 {
-    for (p++; p < end; p++) {
-        if (*p == '\\')
-            p++;
-        else if (*p == '"')
-            return p + 1;
-    }
-    return NULL;
+    long long j;
+
+    buf[0] = '\0';
+    for (j = 0; values && j < k; j++)
+        if ((values = strchr(values, '|'))) values++;
+    if (values && k >= 0) snprintf(buf, len, "%.*s", (int)strcspn(values, "|"), values);
+    return buf;
 }
 
-/* Past one value that is not a number (a string, a literal, or an object or array of any
- * depth); NULL when malformed. */
-static const char *json_skip_value(const char *p, const char *end)
+/* The words of values as a message says them, "a, b or c", or as docs/api.md lists them,
+ * "`a`, `b`, `c`" (as_docs). */
+static const char *words_text(const char *values, int as_docs, char *buf, size_t len)
 {
-    int depth = 0;
+    size_t n = 0, k, count = 1;
+    const char *p;
 
-    if (p >= end) return NULL;
-    if (*p == '"') return json_skip_string(p, end);
-    if (*p != '{' && *p != '[') { /* true, false, null */
-        while (p < end && isalpha((unsigned char)*p)) p++;
-        return p;
+    for (p = values; (p = strchr(p, '|')); p++) count++;
+    buf[0] = '\0';
+    for (k = 0, p = values; k < count && n < len; k++) {
+        int w = (int)strcspn(p, "|");
+        const char *sep = k == 0 ? "" : as_docs ? ", " : k + 1 == count ? " or " : ", ";
+        n += (size_t)snprintf(buf + n, len - n, as_docs ? "%s`%.*s`" : "%s%.*s", sep, w, p);
+        p += w + 1;
     }
-    while (p < end) {
-        if (*p == '"') {
-            if (!(p = json_skip_string(p, end))) return NULL;
-            continue;
+    return buf;
+}
+
+/* Read item as p's type and check it against p's bounds or words. 0, or -1 with e. */
+static int read_value(const run_param *p, const cJSON *item, run_value *v, api_error *e)
+{
+    char list[200];
+    int b = 0;
+
+    memset(v, 0, sizeof *v);
+    switch (p->type) {
+    case RUN_PARAM_INT:
+        return get_ll(item, p->name, (long long)p->min, (long long)p->max, &v->i, e);
+    case RUN_PARAM_SEED:
+        return get_seed(item, p->name, &v->u, e);
+    case RUN_PARAM_NUMBER:
+        if (get_double(item, p->name, &v->d, e) != 0) return -1;
+        if (p->flags & RUN_PARAM_OPEN) {
+            if (!(v->d > p->min && v->d < p->max))
+                return api_fail(e, 400, "out_of_range", p->name, "%s %g is out of range (%g < %s < %g)", p->name, v->d,
+                                p->min, p->name, p->max);
+        } else if (v->d < p->min || v->d > p->max || ((p->flags & RUN_PARAM_NONZERO) && v->d == 0.0)) {
+            return api_fail(e, 400, "out_of_range", p->name, "%s %.17g is out of range (%s%g..%g)", p->name, v->d,
+                            p->flags & RUN_PARAM_NONZERO ? "nonzero, " : "", p->min, p->max);
         }
-        if (*p == '{' || *p == '[')
-            depth++;
-        else if ((*p == '}' || *p == ']') && --depth == 0)
-            return p + 1;
-        p++;
+        return 0;
+    case RUN_PARAM_BOOL:
+        if (get_bool(item, p->name, &b, e) != 0) return -1;
+        v->i = b;
+        return 0;
+    case RUN_PARAM_ENUM:
+    case RUN_PARAM_STRING:
+    case RUN_PARAM_TENSOR:
+        if (get_string(item, p->name, &v->s, e) != 0) return -1;
+        break;
     }
-    return NULL;
-}
-
-/* The run_params index of a member name as written (quotes included; escapes decoded by
- * cJSON, so "b\u0061tch" is batch as for the parsed body); -1 when it is none. */
-static int body_param_index(const char *quoted, size_t len)
-{
-    char plain[40];
-    int i = -1;
-    size_t k;
-
-    if (!memchr(quoted, '\\', len)) {
-        if (len - 2 >= sizeof plain) return -1;
-        memcpy(plain, quoted + 1, len - 2);
-        plain[len - 2] = '\0';
-    } else {
-        cJSON *s = cJSON_ParseWithLength(quoted, len);
-        int ok = cJSON_IsString(s) && strlen(s->valuestring) < sizeof plain;
-        if (ok) snprintf(plain, sizeof plain, "%s", s->valuestring);
-        cJSON_Delete(s);
-        if (!ok) return -1;
-    }
-    for (k = 0; k < RUN_PARAM_COUNT; k++)
-        if (!strcmp(run_params[k], plain)) i = (int)k;
-    return i;
-}
-
-/* Record the top-level members of the object in text whose value is a number written
- * with a fraction or an exponent. The text already parsed as a JSON object: anything
- * unexpected just ends the scan. */
-static void body_scan_numbers(const char *text, size_t len, body_numbers *out)
-{
-    const char *p = text, *end = text + len;
-
-    memset(out, 0, sizeof *out);
-    if (len >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a UTF-8 BOM, which cJSON skips too */
-    p = json_ws(p, end);
-    if (p >= end || *p != '{') return;
-    p = json_ws(p + 1, end);
-    while (p < end && *p == '"') {
-        const char *key = p, *value;
-        int index;
-
-        if (!(p = json_skip_string(p, end))) return;
-        index = body_param_index(key, (size_t)(p - key));
-        p = json_ws(p, end);
-        if (p >= end || *p != ':') return;
-        value = p = json_ws(p + 1, end);
-        if (p < end && (*p == '-' || isdigit((unsigned char)*p))) {
-            while (p < end && *p && strchr("+-0123456789.eE", *p)) p++;
-            if (index >= 0 && (memchr(value, '.', (size_t)(p - value)) || memchr(value, 'e', (size_t)(p - value)) ||
-                               memchr(value, 'E', (size_t)(p - value)))) {
-                out->text[index] = value;
-                out->len[index] = (int)(p - value);
-            }
-        } else if (!(p = json_skip_value(p, end))) {
-            return;
-        }
-        p = json_ws(p, end);
-        if (p >= end || *p != ',') return;
-        p = json_ws(p + 1, end);
-    }
-}
-
-/* An integer parameter written in the body as 1e3 or 8.0: refused like batch=1e3 in the
- * query (a parameter the query also gives is the query's). */
-static int body_check_integers(const body_numbers *nums, const cJSON *query, api_error *e)
-{
-    static const char *const integers[] = {"batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "seed",
-                                           "warmup", "iters", "min_iters", "max_iters", "verify_cpu_max_macs"};
-    size_t i, k;
-
-    for (i = 0; i < sizeof integers / sizeof integers[0]; i++) {
-        if (query && cJSON_GetObjectItemCaseSensitive(query, integers[i])) continue;
-        for (k = 0; k < RUN_PARAM_COUNT; k++)
-            if (!strcmp(run_params[k], integers[i]) && nums->text[k])
-                return api_fail(e, 400, "bad_value", integers[i],
-                                "%s must be an integer written without a fraction or an exponent, got %.*s",
-                                integers[i], nums->len[k] > 40 ? 40 : nums->len[k], nums->text[k]);
+    if (p->values && (v->i = word_index(p->values, v->s)) < 0)
+        return api_fail(e, 400, "bad_value", p->name, "%s must be %s, got '%.40s'", p->name,
+                        words_text(p->values, 0, list, sizeof list), v->s);
+    if (p->type == RUN_PARAM_TENSOR) { /* "t" and a decimal number (server/front/tensors/tensor_table.c) */
+        const char *s = v->s;
+        if (s[0] != 't' || !s[1] || strlen(s) >= p->size || strspn(s + 1, "0123456789") != strlen(s + 1))
+            return api_fail(e, 400, "bad_value", p->name,
+                            "%s must be a tensor id like t4 (from POST /v1/tensors), got '%.40s'", p->name, s);
     }
     return 0;
 }
 
-/* ---------------------------------------------------------------- parse ----------------- */
+/* Store v in p's field (memcpy: the fields are int, enums, int64_t, long long, double). */
+static void store_value(run_request *r, const run_param *p, const run_value *v)
+{
+    char *field = (char *)r + p->offset;
+    int32_t i32 = (int32_t)v->i;
+    int64_t i64 = v->i;
+
+    switch (p->type) {
+    case RUN_PARAM_INT:
+    case RUN_PARAM_BOOL:
+    case RUN_PARAM_ENUM:
+        if (p->size == sizeof i32)
+            memcpy(field, &i32, sizeof i32);
+        else
+            memcpy(field, &i64, sizeof i64);
+        break;
+    case RUN_PARAM_SEED:
+        memcpy(field, &v->u, sizeof v->u);
+        break;
+    case RUN_PARAM_NUMBER:
+        memcpy(field, &v->d, sizeof v->d);
+        break;
+    case RUN_PARAM_STRING:
+    case RUN_PARAM_TENSOR:
+        snprintf(field, p->size, "%s", v->s);
+        break;
+    }
+}
+
+/* The integer in p's field (INT, BOOL, ENUM). */
+static long long load_int(const run_request *r, const run_param *p)
+{
+    const char *field = (const char *)r + p->offset;
+    int32_t i32;
+    int64_t i64;
+
+    if (p->size == sizeof i32) return memcpy(&i32, field, sizeof i32), i32;
+    return memcpy(&i64, field, sizeof i64), i64;
+}
+
+/* Read one row's value (item NULL: not given) into r. 0, or -1 with e. */
+static int parse_row(run_request *r, const run_param *p, const cJSON *item, api_error *e)
+{
+    run_value v;
+
+    if (!item) return p->flags & RUN_PARAM_REQUIRED ? p->set(r, p, NULL, e) : 0;
+    if (read_value(p, item, &v, e) != 0) return -1;
+    if (p->set) {
+        if (p->set(r, p, &v, e) != 0) return -1;
+    } else {
+        store_value(r, p, &v);
+    }
+    r->given |= p->given;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- the setters ----------- */
+
+static int set_backend(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    const variant_info *vi;
+    char known[400];
+    size_t i, n = 0;
+
+    if (!v)
+        return api_fail(e, 400, "missing_parameter", p->name,
+                        "backend is required (GET /v1/variants lists them), e.g. backend=math");
+    vi = strlen(v->s) < sizeof r->backend ? variant_info_find(v->s) : NULL;
+    if (vi) {
+        snprintf(r->backend, sizeof r->backend, "%s", vi->name);
+        return 0;
+    }
+    known[0] = '\0';
+    for (i = 0; i < variant_infos_count && n < sizeof known; i++)
+        n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", variant_infos[i]->name);
+    return api_fail(e, 400, "unknown_backend", p->name, "unknown backend '%.40s'; known: %s", v->s, known);
+}
+
+static int set_device(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    if (strlen(v->s) >= sizeof r->device)
+        return api_fail(e, 400, "bad_device", p->name, "device must be cpu or cuda:N, got '%.40s'", v->s);
+    snprintf(r->device, sizeof r->device, "%s", v->s);
+    return 0;
+}
+
+static int set_seq(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    r->problem.seq_q = r->problem.seq_kv = v->i; /* seq_q and seq_kv, read after it, override it */
+    return 0;
+}
+
+/* causal is the short form of mask, and read before it: it sets the mask, and mask, when given
+ * too, must agree with it. */
+static int set_causal(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    r->problem.mask = v->i ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
+    return 0;
+}
+
+static int set_mask(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    int causal = r->problem.mask != ATTN_MASK_NONE;
+
+    if ((r->given & RUN_GIVEN_CAUSAL) && causal != (v->i != ATTN_MASK_NONE))
+        return api_fail(e, 400, "conflict", "causal", "causal=%s contradicts mask=%s", causal ? "true" : "false",
+                        attn_mask_name((attn_mask)v->i));
+    r->problem.mask = (attn_mask)v->i;
+    return 0;
+}
+
+/* "params" has mask, then causal as it follows from the mask: put_mask writes both. */
+static int put_causal(cJSON *params, const run_request *r, const run_param *p) { return 0; }
+
+static int put_mask(cJSON *params, const run_request *r, const run_param *p)
+{
+    int ok = cJSON_AddStringToObject(params, p->name, attn_mask_name(r->problem.mask)) &&
+             cJSON_AddBoolToObject(params, "causal", r->problem.mask != ATTN_MASK_NONE);
+    return ok ? 0 : -1;
+}
+
+static int set_scale(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    r->problem.scale = v->d;
+    r->scale_given = 1;
+    return 0;
+}
+
+/* One of the backend's implementations (the backend row comes first). */
+static int set_impl(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    char why[300];
+
+    if (variant_info_impl_check(variant_info_find(r->backend), v->s, why, sizeof why) != 0)
+        return api_fail(e, 400, "bad_value", p->name, "%s", why);
+    snprintf(r->impl, sizeof r->impl, "%s", v->s);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- names ----------------- */
+
+static const run_param *param_row(const char *name)
+{
+    size_t i;
+    for (i = 0; i < RUN_PARAM_COUNT; i++)
+        if (!strcmp(run_request_params[i].name, name)) return &run_request_params[i];
+    return NULL;
+}
 
 static int param_known(const char *name, int allow_faults)
 {
-    size_t i;
-    if (!strcmp(name, "fault") && !allow_faults) return 0;
-    for (i = 0; i < RUN_PARAM_COUNT; i++)
-        if (!strcmp(run_params[i], name)) return 1;
-    return 0;
-}
-
-/* 1 for the parameters a stored "params" object carries that the server sets itself: a
- * client may post them back, but what it gives does not apply. */
-static int param_server_set(const char *name)
-{
-    return !strcmp(name, "verify_cpu_max_macs") || !strcmp(name, "output_tensor");
+    const run_param *p = param_row(name);
+    return p && (allow_faults || !(p->flags & RUN_PARAM_FAULT_ONLY));
 }
 
 static int refuse_unknown(const char *name, int allow_faults, api_error *e)
@@ -409,10 +551,11 @@ static int refuse_unknown(const char *name, int allow_faults, api_error *e)
         if (pass == 1) n += (size_t)snprintf(known + n, n < sizeof known ? sizeof known - n : 0, "; posted back from "
                                              "a stored params object, set by the server: ");
         for (i = 0; i < RUN_PARAM_COUNT; i++) {
-            if (!strcmp(run_params[i], "fault") && !allow_faults) continue;
-            if (param_server_set(run_params[i]) != pass) continue;
+            const run_param *p = &run_request_params[i];
+            if ((p->flags & RUN_PARAM_FAULT_ONLY) && !allow_faults) continue;
+            if (((p->flags & RUN_PARAM_SERVER_SET) != 0) != pass) continue;
             n += (size_t)snprintf(known + n, n < sizeof known ? sizeof known - n : 0, "%s%s",
-                                  n && known[n - 1] != ' ' ? ", " : "", run_params[i]);
+                                  n && n <= sizeof known && known[n - 1] != ' ' ? ", " : "", p->name);
         }
     }
     /* The name is the client's: show it short, without control bytes. */
@@ -452,21 +595,52 @@ static const cJSON *param(const cJSON *query, const cJSON *body, const char *nam
     return item && !cJSON_IsNull(item) ? item : NULL;
 }
 
-/* The parameter a variant's refusal is about, guessed from its message (variants.c words
- * its messages after the parameter names). */
-static const char *field_of_message(const char *why)
+/* ---------------------------------------------------------------- the body's text ------- */
+
+/* The body's numbers written with a fraction or an exponent, by row (NULL: none). */
+typedef struct body_numbers {
+    const char *text[RUN_PARAM_COUNT];
+    int len[RUN_PARAM_COUNT];
+} body_numbers;
+
+static void body_scan_numbers(const char *text, size_t len, body_numbers *out)
 {
-    static const char *const names[] = {"head_dim", "dtype", "mask", "causal", "seq_q", "seq_kv",
-                                        "seq", "batch", "heads", "scale"};
-    size_t i;
-    for (i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strstr(why, names[i])) return !strcmp(names[i], "causal") ? "mask" : names[i];
-    if (strstr(why, "bf16") || strstr(why, "fp16") || strstr(why, "fp32")) return "dtype";
-    return "";
+    json_numbers it;
+    json_number n;
+    const run_param *p;
+
+    memset(out, 0, sizeof *out);
+    json_numbers_start(&it, text, len);
+    while (json_numbers_next(&it, &n))
+        if (!n.integer && (p = param_row(n.name))) {
+            out->text[p - run_request_params] = n.text;
+            out->len[p - run_request_params] = n.len > 40 ? 40 : (int)n.len;
+        }
 }
 
-static int check_size(const attn_problem *p, api_error *e)
+/* An integer parameter written in the body as 1e3 or 8.0: refused like batch=1e3 in the
+ * query (a parameter the query also gives is the query's). */
+static int body_check_integers(const body_numbers *nums, const cJSON *query, api_error *e)
 {
+    size_t i;
+
+    for (i = 0; i < RUN_PARAM_COUNT; i++) {
+        const run_param *p = &run_request_params[i];
+        if (p->type != RUN_PARAM_INT && p->type != RUN_PARAM_SEED) continue;
+        if (!nums->text[i] || (query && cJSON_GetObjectItemCaseSensitive(query, p->name))) continue;
+        return api_fail(e, 400, "bad_value", p->name,
+                        "%s must be an integer written without a fraction or an exponent, got %.*s", p->name,
+                        nums->len[i], nums->text[i]);
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------- across parameters ----- */
+
+/* Every tensor, the scores included, at most RUN_MAX_ELEMS elements. */
+static int check_size(const run_request *r, api_error *e)
+{
+    const attn_problem *p = &r->problem;
     const struct {
         const char *what, *field;
         int64_t a, b, c, d;
@@ -490,188 +664,82 @@ static int check_size(const attn_problem *p, api_error *e)
     return 0;
 }
 
+static int check_iters(const run_request *r, api_error *e)
+{
+    if (r->min_iters > r->max_iters)
+        return api_fail(e, 400, "out_of_range", "min_iters", "min_iters %d is above max_iters %d", r->min_iters,
+                        r->max_iters);
+    return 0;
+}
+
+static int check_times(const run_request *r, api_error *e)
+{
+    if (r->min_time_ms > r->max_time_ms)
+        return api_fail(e, 400, "out_of_range", "min_time_ms", "min_time_ms %g is above max_time_ms %g",
+                        r->min_time_ms, r->max_time_ms);
+    return 0;
+}
+
+/* The scale the client did not give: 1/sqrt(head_dim). */
+static void resolve_scale(run_request *r)
+{
+    if (!r->scale_given) r->problem.scale = 1.0 / sqrt((double)r->problem.head_dim);
+}
+
+/* ---------------------------------------------------------------- parse ----------------- */
+
+void run_request_defaults(run_request *r)
+{
+    size_t i;
+
+    memset(r, 0, sizeof *r);
+    for (i = 0; i < RUN_PARAM_COUNT; i++) {
+        const run_param *p = &run_request_params[i];
+        cJSON def;
+        api_error e;
+
+        if (!p->def) continue;
+        memset(&def, 0, sizeof def); /* the default as a query string gives it */
+        def.type = cJSON_String;
+        def.valuestring = (char *)p->def;
+        if (parse_row(r, p, &def, &e) != 0) {
+            fprintf(stderr, "%s:%d: the default of run parameter %s: %s\n", __FILE__, __LINE__, p->name, e.message);
+            abort();
+        }
+    }
+    r->given = 0;
+    resolve_scale(r);
+}
+
 /* run_request_parse; nums (NULL: not known) says how the body's numbers were written. */
 static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, const body_numbers *nums,
                          int allow_faults, api_error *e)
 {
-    static const struct {
-        const char *name;
-        size_t offset;
-    } dims[] = {
-        {"batch", offsetof(attn_problem, batch)},   {"heads", offsetof(attn_problem, heads)},
-        {"seq_q", offsetof(attn_problem, seq_q)},   {"seq_kv", offsetof(attn_problem, seq_kv)},
-        {"head_dim", offsetof(attn_problem, head_dim)},
-    };
-    static const struct {
-        const char *name;
-        size_t offset;
-    } flags[] = {
-        {"graph", offsetof(run_request, graph)},
-        {"verify", offsetof(run_request, verify)},
-        {"profile", offsetof(run_request, profile)},
-        {"async", offsetof(run_request, async_run)},
-        {"keep_output", offsetof(run_request, keep_output)},
-    };
-    const cJSON *item, *causal_item, *mask_item;
-    const char *s = "";
-    const variant_info *v;
-    char why[300];
-    long long x;
     size_t i;
 
     run_request_defaults(r);
     if (check_names(query, body, allow_faults, e) != 0) return -1;
-
-    /* backend: required, and one of the table's. */
-    item = param(query, body, "backend");
-    if (!item)
-        return api_fail(e, 400, "missing_parameter", "backend",
-                        "backend is required (GET /v1/variants lists them), e.g. backend=math");
-    if (get_string(item, "backend", &s, e) != 0) return -1;
-    v = strlen(s) < sizeof r->backend ? variant_info_find(s) : NULL;
-    if (!v) {
-        char known[400];
-        size_t n = 0;
-        known[0] = '\0';
-        for (i = 0; i < variant_infos_count && n < sizeof known; i++)
-            n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", variant_infos[i]->name);
-        return api_fail(e, 400, "unknown_backend", "backend", "unknown backend '%.40s'; known: %s", s, known);
-    }
-    snprintf(r->backend, sizeof r->backend, "%s", v->name);
+    /* The backend first (run_request_params[0]): a request without one stops there. */
+    if (parse_row(r, &run_request_params[0], param(query, body, run_request_params[0].name), e) != 0) return -1;
     if (nums && body_check_integers(nums, query, e) != 0) return -1;
-
-    if ((item = param(query, body, "device"))) {
-        if (get_string(item, "device", &s, e) != 0) return -1;
-        if (strlen(s) >= sizeof r->device)
-            return api_fail(e, 400, "bad_device", "device", "device must be cpu or cuda:N, got '%.40s'", s);
-        snprintf(r->device, sizeof r->device, "%s", s);
-    }
-
-    /* Shape. seq sets both lengths; seq_q and seq_kv, when given, override it. */
-    if ((item = param(query, body, "seq"))) {
-        if (get_ll(item, "seq", 1, RUN_MAX_DIM, &x, e) != 0) return -1;
-        r->problem.seq_q = r->problem.seq_kv = x;
-        r->given |= RUN_GIVEN_SEQ_Q | RUN_GIVEN_SEQ_KV;
-    }
-    for (i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        if (!(item = param(query, body, dims[i].name))) continue;
-        if (get_ll(item, dims[i].name, 1, RUN_MAX_DIM, &x, e) != 0) return -1;
-        *(int64_t *)((char *)&r->problem + dims[i].offset) = x;
-        r->given |= 1u << i; /* dims[] is in RUN_GIVEN_* order */
-    }
-    if (check_size(&r->problem, e) != 0) return -1;
-
-    if ((item = param(query, body, "dtype"))) {
-        if (get_string(item, "dtype", &s, e) != 0) return -1;
-        if (attn_dtype_parse(s, &r->problem.dtype) != 0)
-            return api_fail(e, 400, "bad_value", "dtype", "dtype must be bf16, fp16 or fp32, got '%.40s'", s);
-        r->given |= RUN_GIVEN_DTYPE;
-    }
-
-    /* The mask: `mask` names it, `causal` is the short form; both given must agree. */
-    causal_item = param(query, body, "causal");
-    mask_item = param(query, body, "mask");
-    if (mask_item) {
-        if (get_string(mask_item, "mask", &s, e) != 0) return -1;
-        if (attn_mask_parse(s, &r->problem.mask) != 0)
-            return api_fail(e, 400, "bad_value", "mask", "mask must be none, causal or causal_bottom_right, got '%.40s'",
-                            s);
-    }
-    if (causal_item) {
-        int causal;
-        if (get_bool(causal_item, "causal", &causal, e) != 0) return -1;
-        if (!mask_item)
-            r->problem.mask = causal ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
-        else if (causal != (r->problem.mask != ATTN_MASK_NONE))
-            return api_fail(e, 400, "conflict", "causal", "causal=%s contradicts mask=%s", causal ? "true" : "false",
-                            attn_mask_name(r->problem.mask));
-    }
-
-    if ((item = param(query, body, "scale"))) {
-        if (get_double(item, "scale", &r->problem.scale, e) != 0) return -1;
-        if (r->problem.scale == 0.0 || fabs(r->problem.scale) > RUN_MAX_SCALE)
-            return api_fail(e, 400, "out_of_range", "scale", "scale %.17g is out of range (nonzero, -%g..%g)",
-                            r->problem.scale, RUN_MAX_SCALE, RUN_MAX_SCALE);
-        r->scale_given = 1;
-    } else {
-        r->problem.scale = 1.0 / sqrt((double)r->problem.head_dim);
-    }
-
-    if ((item = param(query, body, "seed")) && get_seed(item, &r->seed, e) != 0) return -1;
-
-    /* How to measure. */
-    if ((item = param(query, body, "warmup")) && get_int(item, "warmup", 0, RUN_MAX_WARMUP, &r->warmup, e) != 0)
-        return -1;
-    if ((item = param(query, body, "iters")) && get_int(item, "iters", 0, RUN_MAX_ITERS, &r->iters, e) != 0)
-        return -1;
-    if ((item = param(query, body, "min_iters")) &&
-        get_int(item, "min_iters", 1, RUN_MAX_ITERS, &r->min_iters, e) != 0)
-        return -1;
-    if ((item = param(query, body, "max_iters")) &&
-        get_int(item, "max_iters", 1, RUN_MAX_ITERS, &r->max_iters, e) != 0)
-        return -1;
-    if (r->min_iters > r->max_iters)
-        return api_fail(e, 400, "out_of_range", "min_iters", "min_iters %d is above max_iters %d", r->min_iters,
-                        r->max_iters);
-    if ((item = param(query, body, "min_time_ms")) &&
-        get_double_range(item, "min_time_ms", 0.0, RUN_MAX_TIME_MS, &r->min_time_ms, e) != 0)
-        return -1;
-    if ((item = param(query, body, "max_time_ms")) &&
-        get_double_range(item, "max_time_ms", 0.0, RUN_MAX_TIME_MS, &r->max_time_ms, e) != 0)
-        return -1;
-    if (r->min_time_ms > r->max_time_ms)
-        return api_fail(e, 400, "out_of_range", "min_time_ms", "min_time_ms %g is above max_time_ms %g",
-                        r->min_time_ms, r->max_time_ms);
-    if ((item = param(query, body, "target_noise"))) {
-        if (get_double(item, "target_noise", &r->target_noise, e) != 0) return -1;
-        if (!(r->target_noise > 0.0 && r->target_noise < 1.0))
-            return api_fail(e, 400, "out_of_range", "target_noise",
-                            "target_noise %g is out of range (0 < target_noise < 1)", r->target_noise);
-    }
-    if ((item = param(query, body, "cache"))) {
-        if (get_string(item, "cache", &s, e) != 0) return -1;
-        if (!strcmp(s, "hot"))
-            r->cache_cold = 0;
-        else if (!strcmp(s, "cold"))
-            r->cache_cold = 1;
-        else
-            return api_fail(e, 400, "bad_value", "cache", "cache must be hot or cold, got '%.40s'", s);
-    }
-    for (i = 0; i < sizeof flags / sizeof flags[0]; i++)
-        if ((item = param(query, body, flags[i].name)) &&
-            get_bool(item, flags[i].name, (int *)((char *)r + flags[i].offset), e) != 0)
-            return -1;
-    if ((item = param(query, body, "verify_cpu_max_macs")) &&
-        get_ll(item, "verify_cpu_max_macs", 0, 1000000000000000LL, &r->verify_cpu_max_macs, e) != 0)
-        return -1;
-    if ((item = param(query, body, "impl"))) {
-        if (get_string(item, "impl", &s, e) != 0) return -1;
-        if (variant_info_impl_check(v, s, why, sizeof why) != 0)
-            return api_fail(e, 400, "bad_value", "impl", "%s", why);
-        snprintf(r->impl, sizeof r->impl, "%s", s);
-    }
-    if ((item = param(query, body, "fault"))) { /* present only when allow_faults (check_names) */
-        if (get_string(item, "fault", &s, e) != 0) return -1;
-        if (strcmp(s, "crash") && strcmp(s, "hang") && strcmp(s, "sticky"))
-            return api_fail(e, 400, "bad_value", "fault", "fault must be crash, hang or sticky, got '%.40s'", s);
-        snprintf(r->fault, sizeof r->fault, "%s", s);
-    }
-
-    /* Resident tensor ids: checked against the tensor table by the front. */
-    {
-        static const char *const names[] = {"q", "k", "v", "output_tensor"};
-        char *dst[] = {r->q_tensor, r->k_tensor, r->v_tensor, r->output_tensor};
-        for (i = 0; i < 4; i++) { /* "t" and a decimal number (server/front/tensors/tensor_table.c) */
-            if (!(item = param(query, body, names[i]))) continue;
-            if (get_string(item, names[i], &s, e) != 0) return -1;
-            if (s[0] != 't' || !s[1] || strlen(s) >= sizeof r->q_tensor || strspn(s + 1, "0123456789") != strlen(s + 1))
-                return api_fail(e, 400, "bad_value", names[i], "%s must be a tensor id like t4 (from POST /v1/tensors), got '%.40s'",
-                                names[i], s);
-            snprintf(dst[i], sizeof r->q_tensor, "%s", s);
-        }
-    }
-
+    for (i = 1; i < RUN_PARAM_COUNT; i++)
+        if (parse_row(r, &run_request_params[i], param(query, body, run_request_params[i].name), e) != 0) return -1;
+    if (check_size(r, e) != 0 || check_iters(r, e) != 0 || check_times(r, e) != 0) return -1;
+    resolve_scale(r);
     return 0;
+}
+
+/* The parameter a variant's refusal is about, guessed from its message (variants.c words
+ * its messages after the parameter names). */
+static const char *field_of_message(const char *why)
+{
+    static const char *const names[] = {"head_dim", "dtype", "mask", "causal", "seq_q", "seq_kv",
+                                        "seq", "batch", "heads", "scale"};
+    size_t i;
+    for (i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strstr(why, names[i])) return !strcmp(names[i], "causal") ? "mask" : names[i];
+    if (strstr(why, "bf16") || strstr(why, "fp16") || strstr(why, "fp32")) return "dtype";
+    return "";
 }
 
 int run_request_check(const run_request *r, int cc, api_error *e)
@@ -689,6 +757,13 @@ int run_request_check(const run_request *r, int cc, api_error *e)
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e)
 {
     return parse_checked(r, query, body, NULL, allow_faults, e);
+}
+
+/* Past JSON's own white space (space, tab, newline, carriage return). */
+static const char *json_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
 }
 
 int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
@@ -726,60 +801,66 @@ int run_request_parse_body(run_request *r, const cJSON *query, const char *body,
 
 /* ---------------------------------------------------------------- the JSON codec -------- */
 
+/* An integer as "params" holds it: a number below 10^15, else a decimal string. */
+static int put_integer(cJSON *o, const char *name, long long x, uint64_t u, int is_unsigned)
+{
+    char text[24];
+
+    if ((is_unsigned ? (double)u : (double)x) < JSON_PLAIN_INT_LIMIT)
+        return cJSON_AddNumberToObject(o, name, is_unsigned ? (double)u : (double)x) ? 0 : -1;
+    if (is_unsigned)
+        snprintf(text, sizeof text, "%llu", (unsigned long long)u);
+    else
+        snprintf(text, sizeof text, "%lld", x);
+    return cJSON_AddStringToObject(o, name, text) ? 0 : -1;
+}
+
+/* Write p's value of r into o. 0, or -1 (out of memory, or a field out of its words). */
+static int put_row(cJSON *o, const run_request *r, const run_param *p)
+{
+    const char *field = (const char *)r + p->offset;
+    char word[64];
+    long long x;
+    uint64_t u;
+    double d;
+
+    if (p->flags & RUN_PARAM_NOT_IN_PARAMS) return 0;
+    if (p->put) return p->put(o, r, p);
+    switch (p->type) {
+    case RUN_PARAM_INT:
+        x = load_int(r, p);
+        return (p->flags & RUN_PARAM_OMIT_UNSET) && !x ? 0 : put_integer(o, p->name, x, 0, 0);
+    case RUN_PARAM_SEED:
+        memcpy(&u, field, sizeof u);
+        return put_integer(o, p->name, 0, u, 1);
+    case RUN_PARAM_NUMBER:
+        memcpy(&d, field, sizeof d);
+        return cJSON_AddNumberToObject(o, p->name, d) ? 0 : -1;
+    case RUN_PARAM_BOOL:
+        x = load_int(r, p);
+        if ((p->flags & RUN_PARAM_OMIT_UNSET) && !x) return 0;
+        return cJSON_AddBoolToObject(o, p->name, x != 0) ? 0 : -1;
+    case RUN_PARAM_ENUM:
+        if (!word_at(p->values, load_int(r, p), word, sizeof word)[0]) return -1;
+        return cJSON_AddStringToObject(o, p->name, word) ? 0 : -1;
+    case RUN_PARAM_STRING:
+    case RUN_PARAM_TENSOR:
+        if ((p->flags & RUN_PARAM_OMIT_UNSET) && !field[0]) return 0;
+        return cJSON_AddStringToObject(o, p->name, field) ? 0 : -1;
+    }
+    return -1;
+}
+
 cJSON *run_request_to_json(const run_request *r)
 {
-    const attn_problem *p = &r->problem;
     cJSON *o = cJSON_CreateObject();
-    int ok = o != NULL;
-    char seed[24];
+    size_t i;
 
-    if (!ok) return NULL;
-    ok = ok && cJSON_AddStringToObject(o, "backend", r->backend);
-    ok = ok && cJSON_AddStringToObject(o, "device", r->device);
-    ok = ok && cJSON_AddNumberToObject(o, "batch", (double)p->batch);
-    ok = ok && cJSON_AddNumberToObject(o, "heads", (double)p->heads);
-    ok = ok && cJSON_AddNumberToObject(o, "seq_q", (double)p->seq_q);
-    ok = ok && cJSON_AddNumberToObject(o, "seq_kv", (double)p->seq_kv);
-    ok = ok && cJSON_AddNumberToObject(o, "head_dim", (double)p->head_dim);
-    ok = ok && cJSON_AddStringToObject(o, "dtype", attn_dtype_name(p->dtype));
-    ok = ok && cJSON_AddStringToObject(o, "mask", attn_mask_name(p->mask));
-    ok = ok && cJSON_AddBoolToObject(o, "causal", p->mask != ATTN_MASK_NONE);
-    ok = ok && cJSON_AddNumberToObject(o, "scale", p->scale);
-    if ((double)r->seed < JSON_PLAIN_INT_LIMIT) {
-        ok = ok && cJSON_AddNumberToObject(o, "seed", (double)r->seed);
-    } else {
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)r->seed);
-        ok = ok && cJSON_AddStringToObject(o, "seed", seed);
-    }
-    ok = ok && cJSON_AddNumberToObject(o, "warmup", r->warmup);
-    ok = ok && cJSON_AddNumberToObject(o, "iters", r->iters);
-    ok = ok && cJSON_AddNumberToObject(o, "min_iters", r->min_iters);
-    ok = ok && cJSON_AddNumberToObject(o, "max_iters", r->max_iters);
-    ok = ok && cJSON_AddNumberToObject(o, "min_time_ms", r->min_time_ms);
-    ok = ok && cJSON_AddNumberToObject(o, "max_time_ms", r->max_time_ms);
-    ok = ok && cJSON_AddNumberToObject(o, "target_noise", r->target_noise);
-    ok = ok && cJSON_AddStringToObject(o, "cache", r->cache_cold ? "cold" : "hot");
-    ok = ok && cJSON_AddBoolToObject(o, "graph", r->graph);
-    ok = ok && cJSON_AddBoolToObject(o, "verify", r->verify);
-    ok = ok && cJSON_AddBoolToObject(o, "profile", r->profile);
-    if ((double)r->verify_cpu_max_macs < JSON_PLAIN_INT_LIMIT) {
-        ok = ok && cJSON_AddNumberToObject(o, "verify_cpu_max_macs", (double)r->verify_cpu_max_macs);
-    } else {
-        char macs[24];
-        snprintf(macs, sizeof macs, "%lld", r->verify_cpu_max_macs);
-        ok = ok && cJSON_AddStringToObject(o, "verify_cpu_max_macs", macs);
-    }
-    if (r->impl[0]) ok = ok && cJSON_AddStringToObject(o, "impl", r->impl);
-    if (r->fault[0]) ok = ok && cJSON_AddStringToObject(o, "fault", r->fault);
-    if (r->q_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "q", r->q_tensor);
-    if (r->k_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "k", r->k_tensor);
-    if (r->v_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "v", r->v_tensor);
-    if (r->keep_output) ok = ok && cJSON_AddBoolToObject(o, "keep_output", 1);
-    if (r->output_tensor[0]) ok = ok && cJSON_AddStringToObject(o, "output_tensor", r->output_tensor);
-    if (!ok) {
-        cJSON_Delete(o);
-        return NULL;
-    }
+    for (i = 0; o && i < RUN_PARAM_COUNT; i++)
+        if (put_row(o, r, &run_request_params[i]) != 0) {
+            cJSON_Delete(o);
+            return NULL;
+        }
     return o;
 }
 
@@ -793,6 +874,78 @@ int run_request_from_json(run_request *r, const cJSON *json, api_error *e)
     r->scale_given = r->problem.scale != 1.0 / sqrt((double)r->problem.head_dim);
     return 0;
 }
+
+/* ---------------------------------------------------------------- the listing ----------- */
+
+/* x as docs/api.md writes bounds: 2^31, 10^15, 600000, 0.5. */
+static const char *bound_text(double x, char *buf, size_t len)
+{
+    const char *sign = x < 0 ? "-" : "";
+    double a = fabs(x), p;
+    int k;
+
+    if (a >= 1048576 && a == floor(a)) {
+        if (frexp(a, &k) == 0.5) return snprintf(buf, len, "%s2^%d", sign, k - 1), buf;
+        for (k = 6, p = 1e6; k <= 18; k++, p *= 10)
+            if (a == p) return snprintf(buf, len, "%s10^%d", sign, k), buf;
+    }
+    snprintf(buf, len, a == floor(a) ? "%.0f" : "%g", x);
+    return buf;
+}
+
+/* The "bounds, values" cell of p. */
+static const char *bounds_cell(const run_param *p, char *buf, size_t len)
+{
+    char lo[32], hi[32];
+    size_t n;
+
+    buf[0] = '\0';
+    if (p->values) return words_text(p->values, 1, buf, len);
+    if (p->type == RUN_PARAM_SEED) snprintf(buf, len, "0 .. 2^64-1");
+    if (p->type != RUN_PARAM_INT && p->type != RUN_PARAM_NUMBER) return buf;
+    bound_text(p->min, lo, sizeof lo);
+    bound_text(p->max, hi, sizeof hi);
+    if (p->flags & RUN_PARAM_OPEN)
+        n = (size_t)snprintf(buf, len, "%s < x < %s", lo, hi);
+    else
+        n = (size_t)snprintf(buf, len, "%s%s .. %s", p->flags & RUN_PARAM_NONZERO ? "nonzero, " : "", lo, hi);
+    if (p->units && n < len) snprintf(buf + n, len - n, " %s", p->units);
+    return buf;
+}
+
+/* The "default" cell of p. */
+static const char *default_cell(const run_param *p, char *buf, size_t len)
+{
+    int quoted = p->type != RUN_PARAM_INT && p->type != RUN_PARAM_SEED && p->type != RUN_PARAM_NUMBER;
+
+    if (p->flags & RUN_PARAM_REQUIRED) return "**required**";
+    if (p->def_doc) return p->def_doc;
+    if (!p->def) return "none";
+    snprintf(buf, len, quoted ? "`%s`" : "%s", p->def);
+    return buf;
+}
+
+/* The "type" cell of each type. */
+static const char *const type_names[] = {
+    [RUN_PARAM_INT] = "integer", [RUN_PARAM_SEED] = "integer", [RUN_PARAM_NUMBER] = "number",
+    [RUN_PARAM_BOOL] = "boolean", [RUN_PARAM_ENUM] = "string",  [RUN_PARAM_STRING] = "string",
+    [RUN_PARAM_TENSOR] = "tensor id",
+};
+
+void run_request_params_markdown(FILE *f)
+{
+    char bounds[300], def[64];
+    size_t i;
+
+    fprintf(f, "| name | type | default | bounds, values | meaning |\n| --- | --- | --- | --- | --- |\n");
+    for (i = 0; i < RUN_PARAM_COUNT; i++) {
+        const run_param *p = &run_request_params[i];
+        fprintf(f, "| `%s` | %s | %s | %s | %s |\n", p->name, type_names[p->type], default_cell(p, def, sizeof def),
+                bounds_cell(p, bounds, sizeof bounds), p->meaning);
+    }
+}
+
+/* ---------------------------------------------------------------- the problem ----------- */
 
 long long run_request_macs(const run_request *r)
 {

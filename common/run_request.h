@@ -2,12 +2,15 @@
  *
  * The front builds it from the query string and/or JSON body (run_request_parse), sends it
  * to a worker as JSON (run_request_to_json / run_request_from_json), and stores it with the
- * result as "params". One codec for every direction, so a stored run can be replayed.
+ * result as "params". One codec for every direction, so a stored run can be replayed. All of
+ * it comes from one table of run parameters (run_request_params, in run_request.c): a new
+ * parameter is a row there, its field here, and at most a check across parameters.
  */
 #ifndef RUN_REQUEST_H
 #define RUN_REQUEST_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <cjson/cJSON.h>
 
@@ -49,7 +52,7 @@ typedef struct run_request {
     char q_tensor[32], k_tensor[32], v_tensor[32];
     int keep_output;        /* 1: keep the output as a resident tensor */
     char output_tensor[32]; /* its id, chosen by the front before the run ("" otherwise) */
-    unsigned given;         /* RUN_GIVEN_* bits: the shape parameters the client set itself */
+    unsigned given;         /* RUN_GIVEN_* bits: which of these parameters the client set itself */
 } run_request;
 
 #define RUN_GIVEN_BATCH 1u
@@ -58,15 +61,74 @@ typedef struct run_request {
 #define RUN_GIVEN_SEQ_KV 8u
 #define RUN_GIVEN_HEAD_DIM 16u
 #define RUN_GIVEN_DTYPE 32u
+#define RUN_GIVEN_CAUSAL 64u
 
-/* The study's shape and the measurement defaults (DESIGN.md): batch 8, heads 16, seq 1024,
- * head_dim 64, bf16, causal. */
+/* ---------------------------------------------------------------- the table ------------ */
+
+typedef enum run_param_type {
+    RUN_PARAM_INT,    /* an integer in [min, max], into an int or a 64-bit field */
+    RUN_PARAM_SEED,   /* 0 .. 2^64-1, into a uint64_t; as a JSON number only below 2^53 */
+    RUN_PARAM_NUMBER, /* a finite real in [min, max], into a double */
+    RUN_PARAM_BOOL,   /* true/false/1/0, into an int */
+    RUN_PARAM_ENUM,   /* one word of `values`, into an int (or enum) field as its index */
+    RUN_PARAM_STRING, /* text (one word of `values` when it has them), into a char array */
+    RUN_PARAM_TENSOR, /* a resident tensor id, "t" and a decimal number, into a char array */
+} run_param_type;
+
+#define RUN_PARAM_REQUIRED 1u       /* missing: 400 missing_parameter (its `set` says it) */
+#define RUN_PARAM_SERVER_SET 2u     /* in a stored "params" object and accepted back, but the server sets it */
+#define RUN_PARAM_FAULT_ONLY 4u     /* an unknown parameter unless fault injection is on */
+#define RUN_PARAM_NOT_IN_PARAMS 8u  /* never written to "params" */
+#define RUN_PARAM_OMIT_UNSET 16u    /* written to "params" only when set (nonzero, nonempty) */
+#define RUN_PARAM_OPEN 32u          /* NUMBER: min and max themselves are out of range */
+#define RUN_PARAM_NONZERO 64u       /* NUMBER: 0 is out of range */
+
+/* A value read from the query or the body, checked against its row. */
+typedef struct run_value {
+    long long i;   /* INT, BOOL (0 or 1), ENUM (the index of the word) */
+    uint64_t u;    /* SEED */
+    double d;      /* NUMBER */
+    const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied) */
+} run_value;
+
+typedef struct run_param run_param;
+
+/* One run parameter. A value is read by `type` and checked against min/max or `values`, then
+ * stored at `offset`, or placed by `set` where a field alone cannot say it. */
+struct run_param {
+    const char *name;
+    run_param_type type;
+    size_t offset, size; /* the field of run_request; size 0: `set` places the value */
+    double min, max;     /* INT and NUMBER bounds (integers below 2^53, so exact) */
+    const char *values;  /* ENUM, STRING: the accepted words, "bf16|fp16|fp32" */
+    const char *def;     /* the default, as a query string would spell it; NULL: none of its own */
+    const char *def_doc; /* the default in docs/api.md's words, where `def` alone would not say it */
+    const char *units;
+    const char *meaning; /* one line for docs/api.md */
+    unsigned flags;      /* RUN_PARAM_* */
+    unsigned given;      /* RUN_GIVEN_* bits set when the client gives it */
+    /* 0, or -1 with e. v is NULL only for a missing RUN_PARAM_REQUIRED row. */
+    int (*set)(run_request *r, const run_param *p, const run_value *v, api_error *e);
+    /* Writes the value to "params" where the field alone cannot; 0 or -1 (out of memory). */
+    int (*put)(cJSON *params, const run_request *r, const run_param *p);
+};
+
+/* The table, in the order parameters are read, written to "params" and listed. */
+extern const run_param run_request_params[];
+extern const size_t run_request_params_count;
+
+/* The table as docs/api.md holds it (between its run-params markers): a markdown table. */
+void run_request_params_markdown(FILE *f);
+
+/* ---------------------------------------------------------------- one request ----------- */
+
+/* Every row's default (DESIGN.md: the study's shape, batch 8, heads 16, seq 1024, head_dim
+ * 64, bf16, causal; and the measurement's). */
 void run_request_defaults(run_request *r);
 
 /* Parse and validate. `query` holds the query-string parameters as strings (may be NULL),
- * `body` the parsed JSON body object (may be NULL); a key in both: the query wins.
- * Accepts seq (sets seq_q and seq_kv), seq_q, seq_kv, causal (true/false), mask
- * (none|causal|causal_bottom_right), cache (hot|cold), booleans as true/false/1/0.
+ * `body` the parsed JSON body object (may be NULL); a key in both: the query wins. Reads
+ * the names, the backend, every other row in table order, then the checks across rows.
  * Returns 0, or -1 with e filled: 400 for malformed or out-of-range values and unknown
  * parameters. Whether the backend supports the problem is run_request_check's. `impl`
  * must name one of the backend's implementations (400; whether the device runs it is the
