@@ -202,6 +202,8 @@ static int set_mask(run_request *r, const run_param *p, const run_value *v, api_
 static int put_mask(cJSON *params, const run_request *r, const run_param *p);
 static int set_scale(run_request *r, const run_param *p, const run_value *v, api_error *e);
 static int set_impl(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int set_window(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int put_window(cJSON *params, const run_request *r, const run_param *p);
 
 #define AT(f) .offset = offsetof(run_request, f), .size = sizeof(((run_request *)0)->f)
 
@@ -214,10 +216,17 @@ const run_param run_request_params[] = {
      .meaning = "the variant: a name from `GET /v1/variants`"},
     {.name = "device", .type = RUN_PARAM_STRING, AT(device), .set = set_device,
      .def_doc = "`cuda:0` for GPU variants, `cpu` for cpu variants", .meaning = "`cpu` or `cuda:N`"},
+    {.name = "model", .type = RUN_PARAM_STRING, AT(model), .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "a preset of `GET /v1/models`: its `heads`, `kv_heads`, `head_dim`, `head_dim_v`, `window` "
+                "and `scale`, each unless given too ([Model presets](#model-presets))"},
     {.name = "batch", .type = RUN_PARAM_INT, AT(problem.batch), .min = 1, .max = RUN_MAX_DIM, .def = "8",
      .given = RUN_GIVEN_BATCH, .meaning = "sequences"},
     {.name = "heads", .type = RUN_PARAM_INT, AT(problem.heads), .min = 1, .max = RUN_MAX_DIM, .def = "16",
-     .given = RUN_GIVEN_HEADS, .meaning = "attention heads"},
+     .given = RUN_GIVEN_HEADS, .meaning = "attention heads (of the queries)"},
+    {.name = "kv_heads", .type = RUN_PARAM_INT, AT(problem.kv_heads), .min = 1, .max = RUN_MAX_DIM,
+     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "`heads`", .given = RUN_GIVEN_KV_HEADS,
+     .meaning = "heads of k and v, dividing `heads`: grouped-query attention, `1` is multi-query; query head h "
+                "reads K/V head h/(heads/kv_heads)"},
     {.name = "seq", .type = RUN_PARAM_INT, .min = 1, .max = RUN_MAX_DIM, .def = "1024", .set = set_seq,
      .flags = RUN_PARAM_NOT_IN_PARAMS, .given = RUN_GIVEN_SEQ_Q | RUN_GIVEN_SEQ_KV,
      .meaning = "sets `seq_q` and `seq_kv` (`params` has those)"},
@@ -226,7 +235,10 @@ const run_param run_request_params[] = {
     {.name = "seq_kv", .type = RUN_PARAM_INT, AT(problem.seq_kv), .min = 1, .max = RUN_MAX_DIM, .def_doc = "`seq`",
      .given = RUN_GIVEN_SEQ_KV, .meaning = "key and value length; overrides `seq`"},
     {.name = "head_dim", .type = RUN_PARAM_INT, AT(problem.head_dim), .min = 1, .max = RUN_MAX_DIM, .def = "64",
-     .given = RUN_GIVEN_HEAD_DIM, .meaning = "head dimension, where the backend supports it"},
+     .given = RUN_GIVEN_HEAD_DIM, .meaning = "head dimension of q and k, where the backend supports it"},
+    {.name = "head_dim_v", .type = RUN_PARAM_INT, AT(problem.head_dim_v), .min = 1, .max = RUN_MAX_DIM,
+     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "`head_dim`", .given = RUN_GIVEN_HEAD_DIM_V,
+     .meaning = "head dimension of v and the output"},
     {.name = "dtype", .type = RUN_PARAM_ENUM, AT(problem.dtype), .values = "bf16|fp16|fp32", .def = "bf16",
      .given = RUN_GIVEN_DTYPE, .meaning = "element type of q, k, v and the output"},
     {.name = "causal", .type = RUN_PARAM_BOOL, .def = "true", .set = set_causal, .put = put_causal,
@@ -235,8 +247,12 @@ const run_param run_request_params[] = {
     {.name = "mask", .type = RUN_PARAM_ENUM, AT(problem.mask), .values = "none|causal|causal_bottom_right",
      .def = "causal", .set = set_mask, .put = put_mask,
      .meaning = "`causal` is top-left aligned (PyTorch `is_causal`), `causal_bottom_right` FlashAttention-2's"},
+    {.name = "window", .type = RUN_PARAM_INT, .min = 0, .max = RUN_MAX_DIM, .set = set_window, .put = put_window,
+     .def_doc = "none", .units = "keys", .given = RUN_GIVEN_WINDOW,
+     .meaning = "sliding window: keys more than `window` positions before a query's position are masked too "
+                "(FlashAttention's `window_size=(window, 0)`; [Windows](#sliding-windows))"},
     {.name = "scale", .type = RUN_PARAM_NUMBER, AT(problem.scale), .min = -RUN_MAX_SCALE, .max = RUN_MAX_SCALE,
-     .flags = RUN_PARAM_NONZERO, .set = set_scale, .def_doc = "1/sqrt(`head_dim`)",
+     .flags = RUN_PARAM_NONZERO, .set = set_scale, .given = RUN_GIVEN_SCALE, .def_doc = "1/sqrt(`head_dim`)",
      .meaning = "multiplies the scores; beyond 10^4 they overflow fp16, then fp32, and the output is NaN"},
     {.name = "seed", .type = RUN_PARAM_SEED, AT(seed), .def = "0",
      .meaning = "of the generated inputs; in a JSON body from 2^53 on as a decimal string"},
@@ -523,6 +539,19 @@ static int set_impl(run_request *r, const run_param *p, const run_value *v, api_
     return 0;
 }
 
+/* The window is kept as the number of keys a query sees (attn.h): window + 1. */
+static int set_window(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    r->problem.window_keys = v->i + 1;
+    return 0;
+}
+
+static int put_window(cJSON *params, const run_request *r, const run_param *p)
+{
+    if (r->problem.window_keys <= 0) return 0;
+    return cJSON_AddNumberToObject(params, p->name, (double)(r->problem.window_keys - 1)) ? 0 : -1;
+}
+
 /* ---------------------------------------------------------------- names ----------------- */
 
 static const run_param *param_row(const char *name)
@@ -641,12 +670,13 @@ static int body_check_integers(const body_numbers *nums, const cJSON *query, api
 static int check_size(const run_request *r, api_error *e)
 {
     const attn_problem *p = &r->problem;
+    const int64_t d = p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p);
     const struct {
         const char *what, *field;
         int64_t a, b, c, d;
     } t[3] = {
-        {"q and out (batch*heads*seq_q*head_dim)", "seq_q", p->batch, p->heads, p->seq_q, p->head_dim},
-        {"k and v (batch*heads*seq_kv*head_dim)", "seq_kv", p->batch, p->heads, p->seq_kv, p->head_dim},
+        {"q and out (batch*heads*seq_q*head_dim)", "seq_q", p->batch, p->heads, p->seq_q, d},
+        {"k and v (batch*heads*seq_kv*head_dim)", "seq_kv", p->batch, p->heads, p->seq_kv, d},
         {"the scores (batch*heads*seq_q*seq_kv)", "seq_kv", p->batch, p->heads, p->seq_q, p->seq_kv},
     };
     int i;
@@ -680,10 +710,69 @@ static int check_times(const run_request *r, api_error *e)
     return 0;
 }
 
+/* The preset of r->model fills what the client did not give itself (its given bits). 0, or
+ * -1 with e: 400 for a model the presets do not have. */
+static int apply_model(run_request *r, api_error *e)
+{
+    const model_preset *m;
+    attn_problem *p = &r->problem;
+
+    if (!r->model[0]) return 0;
+    m = model_presets_find(r->model);
+    if (!m)
+        return api_fail(e, 400, "unknown_model", "model", "unknown model '%.40s': GET /v1/models lists the %d presets",
+                        r->model, model_presets_count());
+    if (!(r->given & RUN_GIVEN_HEADS)) p->heads = m->heads;
+    if (!(r->given & RUN_GIVEN_KV_HEADS)) p->kv_heads = m->kv_heads;
+    if (!(r->given & RUN_GIVEN_HEAD_DIM)) p->head_dim = m->head_dim;
+    if (!(r->given & RUN_GIVEN_HEAD_DIM_V)) p->head_dim_v = m->head_dim_v;
+    if (!(r->given & RUN_GIVEN_WINDOW)) p->window_keys = m->window >= 0 ? m->window + 1 : 0;
+    if (!r->scale_given && m->scale > 0) {
+        p->scale = m->scale;
+        r->scale_given = 1; /* the model's, kept as given: resolve_scale leaves it */
+    }
+    return 0;
+}
+
+/* kv_heads divides heads (400 on the parameter, before any backend is asked). */
+static int check_heads(const run_request *r, api_error *e)
+{
+    const attn_problem *p = &r->problem;
+
+    if (p->kv_heads > 0 && p->heads % p->kv_heads != 0)
+        return api_fail(e, 400, "bad_value", "kv_heads", "kv_heads %lld does not divide heads %lld", (long long)p->kv_heads,
+                        (long long)p->heads);
+    return 0;
+}
+
 /* The scale the client did not give: 1/sqrt(head_dim). */
 static void resolve_scale(run_request *r)
 {
     if (!r->scale_given) r->problem.scale = 1.0 / sqrt((double)r->problem.head_dim);
+}
+
+void run_request_model_overrides(const run_request *r, char *out, size_t len)
+{
+    const model_preset *m = r->model[0] ? model_presets_find(r->model) : NULL;
+    const attn_problem *p = &r->problem;
+    const struct {
+        unsigned bit;
+        const char *name;
+        int differs;
+    } fields[] = {
+        {RUN_GIVEN_HEADS, "heads", m && p->heads != m->heads},
+        {RUN_GIVEN_KV_HEADS, "kv_heads", m && attn_kv_heads(p) != m->kv_heads},
+        {RUN_GIVEN_HEAD_DIM, "head_dim", m && p->head_dim != m->head_dim},
+        {RUN_GIVEN_HEAD_DIM_V, "head_dim_v", m && attn_dv(p) != (m->head_dim_v ? m->head_dim_v : m->head_dim)},
+        {RUN_GIVEN_WINDOW, "window", m && p->window_keys != (m->window >= 0 ? m->window + 1 : 0)},
+        {RUN_GIVEN_SCALE, "scale", m && p->scale != (m->scale > 0 ? m->scale : 1.0 / sqrt((double)m->head_dim))},
+    };
+    size_t i, n = 0;
+
+    out[0] = '\0';
+    for (i = 0; i < sizeof fields / sizeof fields[0] && n < len; i++)
+        if ((r->given & fields[i].bit) && fields[i].differs)
+            n += (size_t)snprintf(out + n, len - n, "%s%s", n ? ", " : "", fields[i].name);
 }
 
 /* ---------------------------------------------------------------- parse ----------------- */
@@ -712,8 +801,10 @@ void run_request_defaults(run_request *r)
 }
 
 /* run_request_parse; nums (NULL: not known) says how the body's numbers were written. */
+/* expand_model: fill what the client did not give from its model's preset (a stored
+ * "params" object, read back by run_request_from_json, carries the values themselves). */
 static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, const body_numbers *nums,
-                         int allow_faults, api_error *e)
+                         int allow_faults, int expand_model, api_error *e)
 {
     size_t i;
 
@@ -724,7 +815,9 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     if (nums && body_check_integers(nums, query, e) != 0) return -1;
     for (i = 1; i < RUN_PARAM_COUNT; i++)
         if (parse_row(r, &run_request_params[i], param(query, body, run_request_params[i].name), e) != 0) return -1;
-    if (check_size(r, e) != 0 || check_iters(r, e) != 0 || check_times(r, e) != 0) return -1;
+    if (expand_model && apply_model(r, e) != 0) return -1;
+    if (check_heads(r, e) != 0 || check_size(r, e) != 0 || check_iters(r, e) != 0 || check_times(r, e) != 0)
+        return -1;
     resolve_scale(r);
     return 0;
 }
@@ -733,8 +826,9 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
  * its messages after the parameter names). */
 static const char *field_of_message(const char *why)
 {
-    static const char *const names[] = {"head_dim", "dtype", "mask", "causal", "seq_q", "seq_kv",
-                                        "seq", "batch", "heads", "scale"};
+    /* the longer names first: "head_dim_v" holds "head_dim", "kv_heads" holds "heads" */
+    static const char *const names[] = {"head_dim_v", "kv_heads", "window", "head_dim", "dtype", "mask", "causal",
+                                        "seq_q", "seq_kv", "seq", "batch", "heads", "scale"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strstr(why, names[i])) return !strcmp(names[i], "causal") ? "mask" : names[i];
@@ -756,7 +850,7 @@ int run_request_check(const run_request *r, int cc, api_error *e)
 
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e)
 {
-    return parse_checked(r, query, body, NULL, allow_faults, e);
+    return parse_checked(r, query, body, NULL, allow_faults, 1, e);
 }
 
 /* Past JSON's own white space (space, tab, newline, carriage return). */
@@ -774,7 +868,7 @@ int run_request_parse_body(run_request *r, const cJSON *query, const char *body,
     const char *end = NULL;
     int rc;
 
-    if (!body || body_len == 0) return parse_checked(r, query, NULL, NULL, allow_faults, e);
+    if (!body || body_len == 0) return parse_checked(r, query, NULL, NULL, allow_faults, 1, e);
     if (memchr(body, '\0', body_len)) return api_fail(e, 400, "bad_json", "", "the body contains a NUL byte");
     json = cJSON_ParseWithLengthOpts(body, body_len, &end, 0);
     if (json && end) { /* only white space may follow the value */
@@ -794,7 +888,7 @@ int run_request_parse_body(run_request *r, const cJSON *query, const char *body,
         return api_fail(e, 400, "bad_json", "", "the body must be a JSON object of run parameters");
     }
     body_scan_numbers(body, body_len, &nums);
-    rc = parse_checked(r, query, json, &nums, allow_faults, e);
+    rc = parse_checked(r, query, json, &nums, allow_faults, 1, e);
     cJSON_Delete(json);
     return rc;
 }
@@ -867,8 +961,9 @@ cJSON *run_request_to_json(const run_request *r)
 int run_request_from_json(run_request *r, const cJSON *json, api_error *e)
 {
     if (!cJSON_IsObject(json)) return api_fail(e, 400, "bad_json", "", "a run request must be a JSON object");
-    /* The front only writes `fault` when fault injection is on, so accept it here. */
-    if (run_request_parse(r, NULL, json, 1, e) != 0) return -1;
+    /* The front only writes `fault` when fault injection is on, so accept it here; the model's
+     * values are in the object already. */
+    if (parse_checked(r, NULL, json, NULL, 1, 0, e) != 0) return -1;
     /* The JSON always carries the resolved scale; it was the client's choice exactly when it
      * differs from the default (a client that gave the default value loses nothing). */
     r->scale_given = r->problem.scale != 1.0 / sqrt((double)r->problem.head_dim);
@@ -954,7 +1049,8 @@ long long run_request_macs(const run_request *r)
 
     /* Saturates: a request that passed validation stays far below, but say so rather than wrap. */
     if (__builtin_mul_overflow(p->batch, p->heads, &x) || __builtin_mul_overflow(x, p->seq_q, &x) ||
-        __builtin_mul_overflow(x, p->seq_kv, &x) || __builtin_mul_overflow(x, p->head_dim, &x))
+        __builtin_mul_overflow(x, p->seq_kv, &x) ||
+        __builtin_mul_overflow(x, p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p), &x))
         return LLONG_MAX;
     return (long long)x;
 }

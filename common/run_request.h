@@ -16,6 +16,7 @@
 
 #include "common/attn.h"
 #include "common/api_error.h"
+#include "common/model_presets.h"
 
 /* Bounds every request is checked against (400 when exceeded). */
 #define RUN_MAX_DIM (1LL << 31)         /* any single dimension */
@@ -31,7 +32,8 @@
 typedef struct run_request {
     char backend[32];       /* a name from the variants table */
     char device[16];        /* "cpu" or "cuda:N"; "" before the front resolves the default */
-    attn_problem problem;   /* scale already resolved (1/sqrt(D) unless given) */
+    char model[MODEL_NAME_MAX]; /* the preset it started from (model_presets.h); "": none */
+    attn_problem problem;   /* scale already resolved (1/sqrt(D) unless given, or the model's) */
     int scale_given;        /* 1 when the client set scale */
     uint64_t seed;
     int warmup;             /* forwards before timing */
@@ -62,6 +64,10 @@ typedef struct run_request {
 #define RUN_GIVEN_HEAD_DIM 16u
 #define RUN_GIVEN_DTYPE 32u
 #define RUN_GIVEN_CAUSAL 64u
+#define RUN_GIVEN_KV_HEADS 128u
+#define RUN_GIVEN_HEAD_DIM_V 256u
+#define RUN_GIVEN_WINDOW 512u
+#define RUN_GIVEN_SCALE 1024u
 
 /* ---------------------------------------------------------------- the table ------------ */
 
@@ -160,7 +166,11 @@ int run_request_from_json(run_request *r, const cJSON *json, api_error *e);
  * business. */
 int run_request_device_valid(const char *d);
 
-/* Multiply–accumulates of the reference: B·H·Sq·Skv·D. */
+/* The run parameters a client gave itself that differ from its model's preset (names joined
+ * by ", " into out; "" when none, or when r names no model or the preset is not loaded). */
+void run_request_model_overrides(const run_request *r, char *out, size_t len);
+
+/* Multiply–accumulates of the reference's larger product: B·H·Sq·Skv·max(D, Dv). */
 long long run_request_macs(const run_request *r);
 
 #endif

@@ -7,6 +7,7 @@
 #include "common/build_info.h"
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/model_presets.h"
 #include "server/front/store/store.h"
 
 static const char *const run_status_names[] = {"queued", "running", "done", "failed", "cancelled"};
@@ -69,6 +70,26 @@ void run_record_finish(run_record *rec, run_status status)
     clock_text_now_iso(rec->finished, sizeof rec->finished);
 }
 
+/* The "model" object of a run that named a preset: its name, the preset as config/models.json
+ * has it, and the parameters the client gave that differ from it (so the record says both
+ * what the model is and what ran: "params"). NULL when the preset is not loaded. */
+static cJSON *record_model_json(const run_request *r)
+{
+    const model_preset *m = model_presets_find(r->model);
+    cJSON *o, *over;
+    char names[128], *tok, *save = NULL;
+
+    if (!m) return NULL;
+    o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", m->name);
+    cJSON_AddItemToObject(o, "preset", cJSON_Duplicate(m->entry, 1));
+    over = cJSON_AddArrayToObject(o, "overridden");
+    run_request_model_overrides(r, names, sizeof names);
+    for (tok = strtok_r(names, ", ", &save); tok; tok = strtok_r(NULL, ", ", &save))
+        cJSON_AddItemToArray(over, cJSON_CreateString(tok));
+    return o;
+}
+
 /* Set member key of obj to item (taken): in its place when obj has it, else at the end. */
 static void record_set(cJSON *obj, const char *key, cJSON *item)
 {
@@ -96,6 +117,10 @@ cJSON *run_record_to_json(const run_record *rec)
     cJSON_AddStringToObject(o, "backend", rec->request.backend);
     cJSON_AddItemToObject(o, "build", build_info_json()); /* which binary made the numbers */
     cJSON_AddItemToObject(o, "params", run_request_to_json(&rec->request));
+    if (rec->request.model[0]) {
+        cJSON *model = record_model_json(&rec->request);
+        if (model) cJSON_AddItemToObject(o, "model", model);
+    }
     cJSON_AddItemToObject(o, "device", rec->device ? cJSON_Duplicate(rec->device, 1) : cJSON_CreateNull());
     cJSON_ArrayForEach(item, rec->result) {
         if (item->string && item->string[0]) record_set(o, item->string, cJSON_Duplicate(item, 1));
