@@ -250,7 +250,7 @@ const run_param run_request_params[] = {
     {.name = "window", .type = RUN_PARAM_INT, .min = 0, .max = RUN_MAX_DIM, .set = set_window, .put = put_window,
      .def_doc = "none", .units = "keys", .given = RUN_GIVEN_WINDOW,
      .meaning = "sliding window: keys more than `window` positions before a query's position are masked too "
-                "(FlashAttention's `window_size=(window, 0)`; [Windows](#sliding-windows))"},
+                "(FlashAttention's `window_size=(window, 0)`; [Windows](#grouped-kv-heads-value-head-dims-sliding-windows))"},
     {.name = "scale", .type = RUN_PARAM_NUMBER, AT(problem.scale), .min = -RUN_MAX_SCALE, .max = RUN_MAX_SCALE,
      .flags = RUN_PARAM_NONZERO, .set = set_scale, .given = RUN_GIVEN_SCALE, .def_doc = "1/sqrt(`head_dim`)",
      .meaning = "multiplies the scores; beyond 10^4 they overflow fp16, then fp32, and the output is NaN"},
