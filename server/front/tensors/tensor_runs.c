@@ -62,47 +62,66 @@ int tensors_apply_run(run_request *r, api_error *e)
         return api_fail(e, 422, "device_mismatch", "device", "device=%s but tensor %s (tensor %s) is on %s", r->device,
                         t[first].id, names[first], t[first].device);
     snprintf(r->device, sizeof r->device, "%s", t[first].device);
+    /* k [B, Hkv, Skv, D] and v [B, Hkv, Skv, Dv] agree but for the last dim (head_dim_v). */
     if (have[1] && have[2]) {
-        for (i = 0; i < 4; i++)
+        for (i = 0; i < 3; i++)
             if (t[1].shape[i] != t[2].shape[i]) {
                 tensors_shape_text(&t[1], a, sizeof a), tensors_shape_text(&t[2], b, sizeof b);
-                return api_fail(e, 422, "shape_mismatch", "v", "k (tensor %s) has shape %s but v (tensor %s) has shape %s", t[1].id, a, t[2].id, b);
+                return api_fail(e, 422, "shape_mismatch", "v",
+                                "k (tensor %s) has shape %s but v (tensor %s) has shape %s: batch, heads and seq must agree",
+                                t[1].id, a, t[2].id, b);
             }
     }
+    /* q [B, H, Sq, D]: the batch, k's head_dim, and heads a multiple of K/V's (grouped-query). */
     if (have[0]) {
         int kv = have[1] ? 1 : have[2] ? 2 : -1;
-        if (kv > 0 && (t[0].shape[0] != t[kv].shape[0] || t[0].shape[1] != t[kv].shape[1] || t[0].shape[3] != t[kv].shape[3])) {
+        if (kv > 0 && (t[0].shape[0] != t[kv].shape[0] || t[0].shape[1] % t[kv].shape[1] != 0 ||
+                       (kv == 1 && t[0].shape[3] != t[1].shape[3]))) {
             tensors_shape_text(&t[0], a, sizeof a), tensors_shape_text(&t[kv], b, sizeof b);
             return api_fail(e, 422, "shape_mismatch", names[kv],
-                            "q (tensor %s) has shape %s but %s (tensor %s) has shape %s: batch, heads and head_dim must agree", t[0].id, a,
-                            names[kv], t[kv].id, b);
+                            "q (tensor %s) has shape %s but %s (tensor %s) has shape %s: the batch and head_dim must "
+                            "agree, and q's heads be a multiple of %s's (grouped-query attention)",
+                            t[0].id, a, names[kv], t[kv].id, b, names[kv]);
         }
     }
     {
-        /* The problem from the tensors; parameters the client gave must agree. */
+        /* The problem from the tensors; parameters the client gave must agree. A side that is
+         * generated follows the resident ones, or the parameters where they say nothing. */
         const tensor_entry *src = &t[first];
         int kvi = have[1] ? 1 : have[2] ? 2 : -1;
-        int64_t B = src->shape[0], H = src->shape[1], D = src->shape[3];
+        int64_t B = src->shape[0];
+        int64_t H = have[0] ? t[0].shape[1] : p->heads;
+        int64_t Hkv = kvi >= 0 ? t[kvi].shape[1] : attn_kv_heads(p);
+        int64_t D = have[0] ? t[0].shape[3] : have[1] ? t[1].shape[3] : p->head_dim;
+        int64_t Dv = have[2] ? t[2].shape[3] : attn_dv(p);
         int64_t Sq = have[0] ? t[0].shape[2] : -1, Skv = kvi >= 0 ? t[kvi].shape[2] : -1;
         struct {
             unsigned bit;
             const char *name;
             int64_t *field, value;
         } dims[] = {
-            {RUN_GIVEN_BATCH, "batch", &p->batch, B},     {RUN_GIVEN_HEADS, "heads", &p->heads, H},
-            {RUN_GIVEN_SEQ_Q, "seq_q", &p->seq_q, Sq},   {RUN_GIVEN_SEQ_KV, "seq_kv", &p->seq_kv, Skv},
+            {RUN_GIVEN_BATCH, "batch", &p->batch, B},
+            {RUN_GIVEN_HEADS, "heads", &p->heads, H},
+            {RUN_GIVEN_KV_HEADS, "kv_heads", &p->kv_heads, Hkv},
+            {RUN_GIVEN_SEQ_Q, "seq_q", &p->seq_q, Sq},
+            {RUN_GIVEN_SEQ_KV, "seq_kv", &p->seq_kv, Skv},
             {RUN_GIVEN_HEAD_DIM, "head_dim", &p->head_dim, D},
+            {RUN_GIVEN_HEAD_DIM_V, "head_dim_v", &p->head_dim_v, Dv},
         };
         /* A generated side follows the other's length unless given. */
         if (Sq < 0) Sq = (r->given & RUN_GIVEN_SEQ_Q) ? p->seq_q : Skv;
         if (Skv < 0) Skv = (r->given & RUN_GIVEN_SEQ_KV) ? p->seq_kv : Sq;
-        dims[2].value = Sq, dims[3].value = Skv;
-        for (i = 0; i < 5; i++) {
-            if ((r->given & dims[i].bit) && *dims[i].field != dims[i].value)
+        dims[3].value = Sq, dims[4].value = Skv;
+        for (i = 0; i < (int)(sizeof dims / sizeof dims[0]); i++) {
+            int64_t now = i == 2 ? attn_kv_heads(p) : i == 6 ? attn_dv(p) : *dims[i].field;
+            if ((r->given & dims[i].bit) && now != dims[i].value)
                 return api_fail(e, 422, "shape_mismatch", dims[i].name, "%s=%lld disagrees with the tensors (%s %lld)",
-                                dims[i].name, (long long)*dims[i].field, dims[i].name, (long long)dims[i].value);
+                                dims[i].name, (long long)now, dims[i].name, (long long)dims[i].value);
             *dims[i].field = dims[i].value;
         }
+        if (p->heads % attn_kv_heads(p) != 0)
+            return api_fail(e, 422, "shape_mismatch", "kv_heads", "kv_heads %lld (the tensors') does not divide heads %lld",
+                            (long long)attn_kv_heads(p), (long long)p->heads);
         if ((r->given & RUN_GIVEN_DTYPE) && p->dtype != src->dtype)
             return api_fail(e, 422, "dtype_mismatch", "dtype", "dtype=%s disagrees with tensor %s (tensor %s), which is %s",
                             attn_dtype_name(p->dtype), src->id, names[first], attn_dtype_name(src->dtype));
@@ -120,8 +139,8 @@ static double tensors_run_bytes(const run_request *r)
     double esz = (double)attn_dtype_bytes(p->dtype);
     double need = (double)attn_out_elems(p) * esz;
     if (!r->q_tensor[0]) need += (double)attn_q_elems(p) * esz;
-    if (!r->k_tensor[0]) need += (double)attn_kv_elems(p) * esz;
-    if (!r->v_tensor[0]) need += (double)attn_kv_elems(p) * esz;
+    if (!r->k_tensor[0]) need += (double)attn_k_elems(p) * esz;
+    if (!r->v_tensor[0]) need += (double)attn_v_elems(p) * esz;
     if (v && v->workspace_bound) need += (double)v->workspace_bound(p);
     return need;
 }
