@@ -104,18 +104,18 @@ typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d64_short;   /
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
 
 /* v6 (flash_tma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM, FA3's tiles, 2-stage K
- * and V rings, ping-pong on. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
+ * and V rings. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
  * dynamic tile counter wins on causal problems (S8192 D128 921 vs 994 us static, S1024 D128
  * 81 vs 91), the static round-robin on non-causal ones (881 vs 948 us at S4096 D128); at D64
  * 3 consumer warpgroups (192-row tiles) win on long causal problems (325 vs 368 us at S4096),
  * 2 with a third stage on short ones (66 vs 75 us at S1024), whose softmax bounds them: there the
  * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; fourth session).
- *                                    D    WGs  BN  stages ping-pong O-smem scheduler      smem */
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d128;         /* 193 KB */
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d128_causal; /* 193 KB */
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d64;           /* 113 KB */
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d64_causal;   /* 113 KB */
-typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> flash_tcfg_d64_short; /* 129 KB, TREE */
+ *                                    D    WGs  BN  stages scheduler         TREE  smem */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> flash_tcfg_d128;               /* 193 KB */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tcfg_d128_causal;       /* 193 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tcfg_d64;                 /* 113 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tcfg_d64_causal;         /* 113 KB */
+typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tcfg_d64_short;    /* 129 KB */
 
 /* Whether v6 serves this problem (head_dim 64/128; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
@@ -135,11 +135,11 @@ template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, c
 {
     const bool causal = p->mask != ATTN_MASK_NONE;
     if (p->head_dim == 128)
-        return causal ? flash_tma_launch<flash_tcfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward", true)
-                      : flash_tma_launch<flash_tcfg_d128, T, BF16>(ctx, p, t, "flash_forward", true);
-    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward", true);
-    return causal ? flash_tma_launch<flash_tcfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward", true)
-                  : flash_tma_launch<flash_tcfg_d64, T, BF16>(ctx, p, t, "flash_forward", true);
+        return causal ? flash_tma_launch<flash_tcfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
+                      : flash_tma_launch<flash_tcfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+    return causal ? flash_tma_launch<flash_tcfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
+                  : flash_tma_launch<flash_tcfg_d64, T, BF16>(ctx, p, t, "flash_forward");
 }
 
 /* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines

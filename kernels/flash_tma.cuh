@@ -74,32 +74,16 @@
 enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
 
 /* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
- * rings, PINGPONG: the consumers' products are issued in turn (named barriers 1..WGS);
- * O_SMEM: O staged through its own smem tile for 16-byte stores (else 4-byte stores straight
- * from registers, which leaves room for a third stage at D128); SCHED (above); TREE: the
- * softmax's row max and row sum as pairwise trees (5 dependent steps for a thread's 32 values
- * of a row instead of 16: a shorter softmax, which bounds short D64 tiles); NOLOAD: a
- * diagnostic that loads each K/V stage once and then hands the stale tiles over again (wrong
- * results: it times the kernel without its K/V traffic; never dispatched). */
-template <int D_, int WGS_, int BN_, int STAGES_, bool PINGPONG_, bool O_SMEM_ = true, int SCHED_ = FLASH_TMA_STATIC,
-          bool TREE_ = false, bool NOLOAD_ = false>
+ * rings, SCHED (above); TREE: the softmax's row max and row sum as pairwise trees (5 dependent
+ * steps for a thread's 32 values of a row instead of 16: a shorter softmax, which bounds short
+ * D64 tiles). */
+template <int D_, int WGS_, int BN_, int STAGES_, int SCHED_ = FLASH_TMA_STATIC, bool TREE_ = false>
 struct flash_tma_traits {
     static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
     static constexpr bool TREE = TREE_;
-    /* Knobs a configuration derived from this one may redefine (tests/gpu/fused_check.cu times
-     * them side by side): the L2 section above (0: one head), and how long each of the
-     * producer's waits for a free buffer may suspend it (0: a plain try loop; ns: try_wait's
-     * suspend hint, measured 2-3% slower sustained). */
+    /* The L2 section above (0: one head); a configuration derived from this one may redefine
+     * it (tests/gpu/fused_check.cu times other sizes side by side). */
     static constexpr long long L2_SECTION_BYTES = SCHED == FLASH_TMA_STATIC ? 0 : FLASH_TMA_L2_SECTION_BYTES;
-    static constexpr unsigned PRODUCER_SUSPEND_NS = 0;
-    /* CTAs per cluster (1 or 2, STATIC tiles only). 2: the CTAs of a cluster take two query
-     * blocks of one head at a time and each loads half of every K and V block, multicast into
-     * both (FA3 does this for non-causal head dims ≥ 128); a buffer is free once the consumers
-     * of both CTAs released it. Problems that cannot pair (a mask, an odd number of query
-     * blocks) run unclustered. Measured on the H200: at the power cap it clocks 1.5-1.7% higher
-     * (less L2 traffic) but takes ~2% more cycles (the pair waits on each other), level to
-     * 3.5% slower (bench/NOTES.md, sixth session). */
-    static constexpr int CLUSTER = 1;
     /* How far (log2 units) the row max may outgrow the one P is taken against before O is
      * rescaled (flash_wg_new_max; 0: at every move of the max). */
     static constexpr int RESCALE_SLACK = 8;
@@ -109,10 +93,9 @@ struct flash_tma_traits {
      * D/4 registers a thread, so only the 240-register split of 2 consumer warpgroups has it
      * (with 3 and 160 registers ptxas spills and serializes the wgmma). */
     static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
-    static constexpr bool PINGPONG = PINGPONG_, O_SMEM = O_SMEM_, NOLOAD = NOLOAD_;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
     static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
-    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = O_SMEM ? BM * D * 2 : 0;
+    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = BM * D * 2;
     /* registers per thread after setmaxnreg: producer / consumers (FA3's split; 65536 in all) */
     static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
     static constexpr uint32_t BARS_BYTES = 256; /* the mbarriers and the tile slot, after the tiles */
@@ -123,11 +106,6 @@ struct flash_tma_traits {
     static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
     static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
     static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
-};
-
-/* A configuration run without clusters (the fallback of a clustered one). */
-template <class TR> struct flash_tma_unclustered : TR {
-    static constexpr int CLUSTER = 1;
 };
 
 /* What the host hands over besides the three tensor maps. */
@@ -317,9 +295,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                      const __grid_constant__ CUtensorMap map_v, const flash_tma_params a)
 {
 #if WGMMA_AVAILABLE && TMA_AVAILABLE
-    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS, CLUSTER = TR::CLUSTER;
-    static_assert(CLUSTER == 1 || (CLUSTER == 2 && TR::SCHED == FLASH_TMA_STATIC && !TR::NOLOAD),
-                  "clusters of 2, static tiles");
+    constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, STAGES = TR::STAGES, WGS = TR::WGS;
     extern __shared__ uint8_t flash_tma_smem[];
     const uint32_t raw = flash_smem_addr(flash_tma_smem);
     const uint32_t s_q = (raw + 1023u) & ~1023u;
@@ -341,21 +317,13 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         tma_mbar_init(bar(FLASH_TMA_Q_EMPTY), 4 * WGS); /* lane 0 of every consumer warp */
         for (int s = 0; s < STAGES; ++s) {
             tma_mbar_init(bar(k_full + s), 1);
-            tma_mbar_init(bar(k_empty + s), 4 * WGS * CLUSTER); /* every consumer warp of the cluster */
+            tma_mbar_init(bar(k_empty + s), 4 * WGS); /* every consumer warp */
             tma_mbar_init(bar(v_full + s), 1);
-            tma_mbar_init(bar(v_empty + s), 4 * WGS * CLUSTER);
+            tma_mbar_init(bar(v_empty + s), 4 * WGS);
         }
         tma_fence_mbar_init();
     }
-    /* the last CTA-wide barrier: the producer's warps leave below (clustered, they wait at the
-     * end until no other CTA can still write into this one: every barrier is initialized
-     * before any CTA of the cluster uses it, and none exits while the other still arrives) */
-    const uint32_t rank = CLUSTER > 1 ? tma_cluster_rank() : 0;
-    auto cluster_sync = [&]() {
-        if constexpr (CLUSTER > 1) tma_cluster_sync();
-    };
-    if constexpr (CLUSTER > 1) tma_cluster_sync();
-    else __syncthreads();
+    __syncthreads(); /* the last CTA-wide barrier: the producer's warps leave below */
 
     if (wg == 0) {
         /* ------------------------------------------------ producer
@@ -366,40 +334,23 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
          * still reads the previous V), then the last V. The slot is read by the consumers
          * after Q full. */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(TR::PRODUCER_REGS));
-        if (warp != 0 || lane != 0) {
-            cluster_sync();
-            return;
-        }
+        if (warp != 0 || lane != 0) return;
         tma_prefetch_map(&map_q);
         tma_prefetch_map(&map_k);
         tma_prefetch_map(&map_v);
         uint32_t kv_iter = 0, tile_iter = 0;
-        auto producer_wait = [&](uint32_t b, uint32_t parity) {
-            if constexpr (TR::PRODUCER_SUSPEND_NS != 0) tma_mbar_wait_suspend(b, parity, TR::PRODUCER_SUSPEND_NS);
-            else tma_mbar_wait(b, parity);
-        };
         auto load_kv = [&](const CUtensorMap *map, uint32_t ring, int full, int empty, uint32_t it, int j, int bh) {
             const int st = (int)(it % STAGES);
-            producer_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
-            if (TR::NOLOAD && it >= STAGES) { /* diagnostic: hand the stale tile over again */
-                tma_mbar_arrive(bar(full + st));
-                return;
-            }
-            tma_mbar_expect_tx(bar(full + st), TR::KV_BYTES); /* clustered: both halves */
+            tma_mbar_wait(bar(empty + st), ((it / STAGES) & 1) ^ 1);
+            tma_mbar_expect_tx(bar(full + st), TR::KV_BYTES);
 #pragma unroll
             for (int h = 0; h < TR::PANELS; ++h) {
                 const uint32_t dst = ring + st * TR::KV_BYTES + h * BN * 128;
-                if constexpr (CLUSTER > 1) { /* this CTA's share of the rows, into every CTA */
-                    const uint32_t r = tma_cluster_rank(); /* read again: the producer has 24 registers */
-                    tma_load_3d_multicast(dst + r * (BN / CLUSTER) * 128, map, bar(full + st), 64 * h,
-                                          j * BN + (int)r * (BN / CLUSTER), bh, (1u << CLUSTER) - 1);
-                } else {
-                    tma_load_3d(dst, map, bar(full + st), 64 * h, j * BN, bh);
-                }
+                tma_load_3d(dst, map, bar(full + st), 64 * h, j * BN, bh);
             }
         };
         for (int tile = blockIdx.x;;) {
-            producer_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
+            tma_mbar_wait(bar(FLASH_TMA_Q_EMPTY), (tile_iter & 1) ^ 1); /* last tile's Q read */
             *tile_slot = tile;
             if (tile >= a.n_tiles) {
                 tma_mbar_arrive(bar(FLASH_TMA_Q_FULL)); /* "no more tiles" */
@@ -431,18 +382,9 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 if (f == (unsigned)a.n_tiles - 1) flash_tma_tile_ctr[a.ctr_slot] = 0; /* the last draw of the launch */
                 tile = (int)min((unsigned)a.n_tiles, gridDim.x + f);
             } else {
-                if constexpr (CLUSTER > 1) {
-                    /* the two CTAs' tiles stay a pair (the grid is even); %nctaid read again
-                     * rather than held, as the rank above (ptxas spilled it) */
-                    unsigned ctas;
-                    asm volatile("mov.u32 %0, %%nctaid.x;\n" : "=r"(ctas));
-                    tile += (int)ctas;
-                } else {
-                    tile += gridDim.x;
-                }
+                tile += gridDim.x;
             }
         }
-        cluster_sync();
         return;
     }
 
@@ -452,23 +394,12 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     const int wg_row0 = wgi * 64, my_row0 = wg_row0 + warp * 16 + g;
     const uint32_t s_qw = s_q + wg_row0 * 128;
     const int sched_me = 1 + wgi, sched_next = 1 + (wgi + 1) % WGS; /* named barrier ids */
-    auto turn_begin = [&]() {
-        if constexpr (TR::PINGPONG) tma_bar_sync(sched_me, 256);
-    };
-    auto turn_end = [&]() {
-        if constexpr (TR::PINGPONG) tma_bar_arrive(sched_next, 256);
-    };
+    auto turn_begin = [&]() { tma_bar_sync(sched_me, 256); };
+    auto turn_end = [&]() { tma_bar_arrive(sched_next, 256); };
     auto release = [&](int b) {
         if (lane == 0) tma_mbar_arrive(bar(b));
     };
-    /* a K or V buffer: clustered, the other CTA's producer fills it too */
-    auto release_kv = [&](int b) {
-        if (lane == 0) tma_mbar_arrive(bar(b));
-        if constexpr (CLUSTER > 1)
-            if (lane == 1) tma_mbar_arrive_cluster(bar(b), rank ^ 1u);
-    };
-    if constexpr (TR::PINGPONG)
-        if (wgi == 0) tma_bar_arrive(sched_me, 256); /* the first turn is warpgroup 1's */
+    if (wgi == 0) tma_bar_arrive(sched_me, 256); /* the first turn is warpgroup 1's */
 
     uint32_t kv_iter = 0;
     for (uint32_t tile_iter = 0;; ++tile_iter) {
@@ -512,7 +443,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(s);
-        release_kv(k_empty + kst);
+        release(k_empty + kst);
         if (!TR::Q_IN_REGS && n_blocks == 1) release(FLASH_TMA_Q_EMPTY);
         flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, 0, BN > vis_min, t); /* keys 0..BN-1 */
         flash_tma_pack_p<BN, BF16>(s, pa);
@@ -531,13 +462,13 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
             turn_end();
             wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
             flash_tma_fence(s);
-            release_kv(k_empty + kst);
+            release(k_empty + kst);
             if (!TR::Q_IN_REGS && i == n_blocks - 1) release(FLASH_TMA_Q_EMPTY); /* the tile's last read of Q */
             const int n0 = i * BN;
             flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + my_row0, n0, n0 + BN > vis_min, t);
             wgmma_wait<0>(); /* that P·V: O and P free, its V read */
             flash_tma_fence(o);
-            release_kv(v_empty + vst);
+            release(v_empty + vst);
             flash_tma_rescale<D>(o, alpha);
             flash_tma_pack_p<BN, BF16>(s, pa);
             vst = kst;
@@ -551,45 +482,32 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         turn_end();
         wgmma_wait<0>();
         flash_tma_fence(o);
-        release_kv(v_empty + vst);
+        release(v_empty + vst);
 
-        /* epilogue: O / l, then 16-byte rows through this warp's 16 rows of the staging tile,
-         * or 4-byte pieces straight from registers */
+        /* epilogue: O / l, then 16-byte rows through this warp's 16 rows of the staging tile */
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
             const float inv = flash_row_inv(st.sum[r]); /* no visible key: zeros */
             const int lr = my_row0 + 8 * r;
-            if constexpr (TR::O_SMEM) {
 #pragma unroll
-                for (int i = 0; i < D / 8; ++i)
-                    *reinterpret_cast<uint32_t *>(o_ptr + flash_wg_off<BM>(lr, i) + 4 * t) =
-                        flash_pack2<BF16>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-            } else if (m0 + lr < p.seq_q) {
-                T *dst = g_o + (int64_t)(m0 + lr) * D + 2 * t;
-#pragma unroll
-                for (int i = 0; i < D / 8; ++i)
-                    *reinterpret_cast<uint32_t *>(dst + 8 * i) =
-                        flash_pack2<BF16>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
-            }
+            for (int i = 0; i < D / 8; ++i)
+                *reinterpret_cast<uint32_t *>(o_ptr + flash_wg_off<BM>(lr, i) + 4 * t) =
+                    flash_pack2<BF16>(o[4 * i + 2 * r] * inv, o[4 * i + 2 * r + 1] * inv);
         }
-        if constexpr (TR::O_SMEM) {
-            __syncwarp();
-            constexpr int CH = D / 8, WARP_CHUNKS = 16 * CH;
+        __syncwarp();
+        constexpr int CH = D / 8, WARP_CHUNKS = 16 * CH;
 #pragma unroll
-            for (int it = 0; it < WARP_CHUNKS / 32; ++it) {
-                const int idx = it * 32 + lane;
-                const int lr = wg_row0 + warp * 16 + idx / CH, c = idx % CH;
-                const int row = m0 + lr;
-                if (row < p.seq_q)
-                    *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + c * 8) =
-                        *reinterpret_cast<const uint4 *>(o_ptr + flash_wg_off<BM>(lr, c));
-            }
-            __syncwarp(); /* the next tile's epilogue overwrites these rows */
+        for (int it = 0; it < WARP_CHUNKS / 32; ++it) {
+            const int idx = it * 32 + lane;
+            const int lr = wg_row0 + warp * 16 + idx / CH, c = idx % CH;
+            const int row = m0 + lr;
+            if (row < p.seq_q)
+                *reinterpret_cast<uint4 *>(g_o + (int64_t)row * D + c * 8) =
+                    *reinterpret_cast<const uint4 *>(o_ptr + flash_wg_off<BM>(lr, c));
         }
+        __syncwarp(); /* the next tile's epilogue overwrites these rows */
     }
-    if constexpr (TR::PINGPONG)
-        if (wgi == 0) tma_bar_sync(sched_me, 256); /* take back the last warpgroup's final arrive */
-    cluster_sync();
+    if (wgi == 0) tma_bar_sync(sched_me, 256); /* take back the last warpgroup's final arrive */
 #else
     __trap(); /* not compiled for sm_90a: flash_tma_launch never launches it */
 #endif
@@ -600,24 +518,18 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 struct flash_tma_maps {
     const void *q, *k, *v;
     int64_t bh, seq_q, seq_kv;
-    int d, bm, kv_rows;
+    int d, bm, bn;
     bool bf16, valid;
     CUtensorMap mq, mk, mv;
 };
 
-/* Host side: enqueue one forward of configuration TR on ctx->stream. persistent: one CTA per SM
- * looping over tiles; else one CTA per tile (the hardware hands out tiles in order). */
+/* Host side: enqueue one forward of configuration TR on ctx->stream: a persistent grid, one
+ * CTA per SM looping over tiles. */
 template <class TR, class T, bool BF16>
-static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who,
-                            bool persistent)
+static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel runs on sm_90 only");
-    if constexpr (TR::CLUSTER > 1) { /* pairs of query blocks of one head that read the same key blocks */
-        const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
-        if (pr->mask != ATTN_MASK_NONE || m_tiles % TR::CLUSTER != 0 || pr->seq_kv == 0)
-            return flash_tma_launch<flash_tma_unclustered<TR>, T, BF16>(ctx, pr, t, who, persistent);
-    }
     flash_tma_params a;
     const int rc = flash_prepare_launch(ctx, pr, t, TR::SMEM_BYTES, who, &a.p);
     if (rc != 0) return rc < 0 ? rc : 0;
@@ -630,56 +542,30 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     a.n_tiles = (int)(bh * m_tiles);
     const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
     a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, TR::L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
-    if (TR::CLUSTER > 1) a.sec_heads = 1; /* a pair of consecutive tiles is then one head's */
-    constexpr int kv_rows = TR::BN / TR::CLUSTER; /* the K/V box: clustered, each CTA loads its share */
 
     static thread_local flash_tma_maps maps = {};
     if (!(maps.valid && maps.q == t->q && maps.k == t->k && maps.v == t->v && maps.bh == bh &&
           maps.seq_q == pr->seq_q && maps.seq_kv == pr->seq_kv && maps.d == TR::D && maps.bm == TR::BM &&
-          maps.kv_rows == kv_rows && maps.bf16 == BF16)) {
+          maps.bn == TR::BN && maps.bf16 == BF16)) {
         maps.valid = false;
         const uint64_t skv_rows = (uint64_t)std::max<int64_t>(pr->seq_kv, 1);
         int e = tma_encode_3d(&maps.mq, t->q, BF16, TR::D, (uint64_t)pr->seq_q, (uint64_t)bh, TR::BM);
-        if (e == 0) e = tma_encode_3d(&maps.mk, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, kv_rows);
-        if (e == 0) e = tma_encode_3d(&maps.mv, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, kv_rows);
+        if (e == 0) e = tma_encode_3d(&maps.mk, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&maps.mv, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
         if (e != 0) {
             char why[96];
             snprintf(why, sizeof why, "cuTensorMapEncodeTiled failed (CUresult %d)", e);
             return exec_fail(ctx, __FILE__, __LINE__, who, why);
         }
         maps.q = t->q, maps.k = t->k, maps.v = t->v, maps.bh = bh, maps.seq_q = pr->seq_q, maps.seq_kv = pr->seq_kv;
-        maps.d = TR::D, maps.bm = TR::BM, maps.kv_rows = kv_rows, maps.bf16 = BF16, maps.valid = true;
+        maps.d = TR::D, maps.bm = TR::BM, maps.bn = TR::BN, maps.bf16 = BF16, maps.valid = true;
     }
     a.ctr_slot = (int)(flash_tma_ctr_next.fetch_add(1, std::memory_order_relaxed) % FLASH_TMA_CTR_SLOTS);
     static std::atomic<unsigned long long> smem_set(0);
     auto kernel = flash_tma_kernel<TR, T, BF16>;
     if (flash_kernel_smem_once(ctx, kernel, TR::SMEM_BYTES, smem_set) != 0) return -1;
-    if constexpr (TR::CLUSTER == 1) {
-        const int grid = persistent ? std::min(a.n_tiles, std::max(ctx->sm_count, 1)) : a.n_tiles;
-        kernel<<<grid, TR::THREADS, TR::SMEM_BYTES, ctx->stream>>>(maps.mq, maps.mk, maps.mv, a);
-    } else {
-        cudaLaunchAttribute cluster;
-        cluster.id = cudaLaunchAttributeClusterDimension;
-        cluster.val.clusterDim.x = TR::CLUSTER, cluster.val.clusterDim.y = 1, cluster.val.clusterDim.z = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.blockDim = dim3(TR::THREADS), cfg.dynamicSmemBytes = TR::SMEM_BYTES, cfg.stream = ctx->stream;
-        cfg.attrs = &cluster, cfg.numAttrs = 1;
-        int grid = a.n_tiles;
-        if (persistent) { /* as many clusters as fit at once (a GPC with an odd SM count leaves one idle) */
-            static std::atomic<int> resident[64];
-            const int dev = ctx->device >= 0 && ctx->device < 64 ? ctx->device : 0;
-            int n = resident[dev].load(std::memory_order_relaxed);
-            if (n == 0) {
-                cfg.gridDim = dim3(TR::CLUSTER * std::max(ctx->sm_count / TR::CLUSTER, 1));
-                CUDA_TRY(ctx, cudaOccupancyMaxActiveClusters(&n, kernel, &cfg));
-                if (n < 1) return exec_fail(ctx, __FILE__, __LINE__, who, "no cluster of this kernel fits an SM pair");
-                resident[dev].store(n, std::memory_order_relaxed);
-            }
-            grid = std::min(a.n_tiles, TR::CLUSTER * n);
-        }
-        cfg.gridDim = dim3(grid);
-        CUDA_TRY(ctx, cudaLaunchKernelEx(&cfg, kernel, maps.mq, maps.mk, maps.mv, a));
-    }
+    const int grid = std::min(a.n_tiles, std::max(ctx->sm_count, 1));
+    kernel<<<grid, TR::THREADS, TR::SMEM_BYTES, ctx->stream>>>(maps.mq, maps.mk, maps.mv, a);
     LAUNCH_TRY(ctx);
     return 0;
 }
