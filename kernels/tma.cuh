@@ -32,25 +32,35 @@
 #define TMA_AVAILABLE 0
 #endif
 
-#if TMA_AVAILABLE
+/* Device functions exist on every target, their instructions only where TMA_AVAILABLE (as in
+ * wgmma.cuh): the kernel templates that call them compile everywhere, run on sm_90a only. */
 __device__ __forceinline__ void tma_mbar_init(uint32_t bar, uint32_t count)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_fence_mbar_init()
 {
+#if TMA_AVAILABLE
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_expect_tx(uint32_t bar, uint32_t bytes)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_arrive(uint32_t bar)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_wait(uint32_t bar, uint32_t parity)
 {
+#if TMA_AVAILABLE
     /* labels inside { } are local to the block in PTX: one copy per inlined call is fine */
     asm volatile("{\n.reg .pred p;\n"
                  "TMA_WAIT:\n"
@@ -58,30 +68,38 @@ __device__ __forceinline__ void tma_mbar_wait(uint32_t bar, uint32_t parity)
                  "@!p bra TMA_WAIT;\n}\n" ::"r"(bar),
                  "r"(parity)
                  : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map)
 {
+#if TMA_AVAILABLE
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
 }
 /* One box of a 3-D map (c0 column, c1 row, c2 head) into shared memory at dst; its bytes
  * complete the current phase of bar. */
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2)
 {
+#if TMA_AVAILABLE
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
                  : "memory");
+#endif
 }
 /* Named barriers (ids 1..15; 0 is __syncthreads): `count` threads, a multiple of 32. */
 __device__ __forceinline__ void tma_bar_sync(int id, int count)
 {
+#if TMA_AVAILABLE
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_bar_arrive(int id, int count)
 {
+#if TMA_AVAILABLE
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 #endif
+}
 
 /* Host: encode a 3-D map over a contiguous [heads][rows][cols] tensor of 16-bit elements,
  * box = 64 columns x box_rows rows x 1 head, 128-byte swizzle, out-of-bounds boxes read as
