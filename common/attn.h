@@ -39,7 +39,10 @@ typedef struct attn_problem {
     attn_dtype dtype;
     attn_mask mask;
     double scale; /* multiplies q·kᵀ; 1/sqrt(head_dim) unless the client sets it */
+    int impl;     /* the variant's kernel family (`impl`): 1 + its index in variant_info.impls, or ATTN_IMPL_DEFAULT */
 } attn_problem;
+
+#define ATTN_IMPL_DEFAULT 0 /* attn_problem.impl of a zeroed problem: the variant's default family */
 
 /* Pointers of one forward: device pointers on a GPU, host pointers on the cpu device.
  * Who owns them: the worker that allocated them; variants only read q,k,v and write out. */

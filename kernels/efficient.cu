@@ -28,7 +28,6 @@
  */
 #include "kernels/fused.h"
 
-#include <atomic>
 #include <stdio.h>
 #include <type_traits>
 
@@ -48,17 +47,11 @@ template <int D> struct efficient_cfg {
  * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (impl=legacy). */
 typedef flash_xtraits<128, 64, 4, 1, true, 2> efficient_xcfg_d128;
 
-static std::atomic<int> efficient_impl_forced(EFFICIENT_IMPL_DEFAULT);
-
-void efficient_set_impl(int impl) { efficient_impl_forced.store(impl); }
-
-/* v2 serves head_dim 128 in 16 bits unless v1 was asked for; v1 (or the fp32 kernel) the rest. */
+/* v2 serves head_dim 128 in 16 bits unless p->impl asks for v1; v1 (or the fp32 kernel) the rest. */
 int efficient_impl_used(const attn_problem *p)
 {
     const bool exact_applies = p->head_dim == 128 && p->dtype != ATTN_FP32;
-    return exact_applies && efficient_impl_forced.load(std::memory_order_relaxed) != EFFICIENT_IMPL_LEGACY
-               ? EFFICIENT_IMPL_EXACT
-               : EFFICIENT_IMPL_LEGACY;
+    return exact_applies && p->impl != EFFICIENT_IMPL_LEGACY ? EFFICIENT_IMPL_EXACT : EFFICIENT_IMPL_LEGACY;
 }
 
 template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const attn_problem *p, const attn_tensors *t)

@@ -56,7 +56,6 @@
  */
 #include "kernels/fused.h"
 
-#include <atomic>
 #include <cmath>
 #include <stdio.h>
 #include <type_traits>
@@ -123,13 +122,6 @@ static bool flash_tma_applies(const attn_problem *p)
     const double sl2 = p->scale * 1.4426950408889634;
     return (p->head_dim == 64 || p->head_dim == 128) && sl2 != 0.0 && std::isfinite((float)sl2);
 }
-/* Whether v6 runs by default where it applies (bench/NOTES.md: measured faster than v5 and
- * checked by fused_check on every case). */
-static bool flash_tma_default(const attn_problem *p)
-{
-    (void)p;
-    return true; /* every shape of fused_check: 1.15-1.5x v5 (bench/NOTES.md, flash v6 steps 1-2) */
-}
 /* v6's launch for this problem (persistent grid in every configuration). */
 template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
@@ -156,12 +148,6 @@ size_t flash_workspace_bytes(const attn_problem *p)
     return 0;
 }
 
-/* The family flash_set_impl chose (FLASH_IMPL_DEFAULT: none); atomic, as a caller may set it
- * from another thread than the one that launches. */
-static std::atomic<int> flash_impl_forced(FLASH_IMPL_DEFAULT);
-
-void flash_set_impl(int impl) { flash_impl_forced.store(impl); }
-
 static bool flash_hopper(int cc) { return cc == 90 && flash_have_wgmma; }
 
 int flash_impl_runnable(int impl, int cc)
@@ -171,14 +157,14 @@ int flash_impl_runnable(int impl, int cc)
     return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_LEGACY;
 }
 
-/* The kernel family for this problem: the one asked for, else the default (on sm_90a: v6 where
- * flash_tma_default says so, else v5). TMA where v6 does not apply runs v5. */
+/* The kernel family for this problem: the one p->impl asks for, else the default (on sm_90a v6,
+ * measured 1.15-1.5x v5 on every shape of fused_check). TMA where v6 does not apply runs v5. */
 static int flash_impl(int cc, const attn_problem *p)
 {
     const bool hopper = flash_hopper(cc);
-    int f = flash_impl_forced.load(std::memory_order_relaxed);
+    int f = p->impl;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
-    if (f == FLASH_IMPL_DEFAULT && hopper) f = flash_tma_default(p) ? FLASH_IMPL_TMA : FLASH_IMPL_WGMMA;
+    if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
     if (f != FLASH_IMPL_DEFAULT) return f;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;

@@ -44,7 +44,8 @@ __device__ __forceinline__ void flash_tma_store(const flash_tma_regs<TR> &r, con
 /* A tile whose rows see no key: this warpgroup's 64 rows of O as zeros (wg_thread: this
  * thread's index in the warpgroup). */
 template <class TR, class T>
-__device__ __forceinline__ void flash_tma_store_zeros(T *g_o, int m0, int seq_q, const flash_tma_consumer &c, int wg_thread)
+__device__ __forceinline__ void flash_tma_store_zeros(T *g_o, int m0, int seq_q, const flash_tma_consumer &c,
+                                                      int wg_thread)
 {
     constexpr int D = TR::D;
     for (int i = wg_thread; i < 64 * (D / 8); i += 128) {

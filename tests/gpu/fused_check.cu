@@ -64,36 +64,13 @@ struct fused_variant {
  * "efficient" are the defaults (on an H200 built with sm_90a, flash is the TMA kernel at
  * head_dim 64/128); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy" force one
  * kernel where it differs from the others (head_dim 96/128, legacy also 64; efficient: 128), and
- * skip other problems silently (same kernel as the default). */
-static int flash_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+ * skip other problems silently (same kernel as the default). A family is forced as the server
+ * forces it: through attn_problem.impl. */
+template <int IMPL> static int flash_fwd_impl(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    flash_set_impl(FLASH_IMPL_DEFAULT);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_w8(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_W8);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_w4(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_W4);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_LEGACY);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_tma(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_TMA);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_wgmma(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_WGMMA);
-    return flash_forward(c, p, t, w);
+    attn_problem q = *p;
+    q.impl = IMPL;
+    return flash_forward(c, &q, t, w);
 }
 static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -111,15 +88,11 @@ static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_l
     }
     return variant_check_flash(p, why, why_len);
 }
-static int efficient_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+template <int IMPL> static int efficient_fwd_impl(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    efficient_set_impl(EFFICIENT_IMPL_DEFAULT);
-    return efficient_forward(c, p, t, w);
-}
-static int efficient_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    efficient_set_impl(EFFICIENT_IMPL_LEGACY);
-    return efficient_forward(c, p, t, w);
+    attn_problem q = *p;
+    q.impl = IMPL;
+    return efficient_forward(c, &q, t, w);
 }
 static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_len)
 {
@@ -220,19 +193,19 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
 }
 
 static const fused_variant check_variants[] = {
-    {"efficient", variant_check_efficient, efficient_fwd_default},
-    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_legacy},
-    {"flash", variant_check_flash, flash_fwd_default},
-    {"flash@w8", flash_check_d96_128, flash_fwd_w8},
-    {"flash@w4", flash_check_d96_128, flash_fwd_w4},
-    {"flash@legacy", flash_check_d64_96_128, flash_fwd_legacy},
+    {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
+    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_LEGACY>},
+    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>},
+    {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
+    {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
+    {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_LEGACY>},
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
-    {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_wgmma},
-    {"flash@tma", flash_check_hopper_64_128, flash_fwd_tma},
+    {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_WGMMA>},
+    {"flash@tma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_TMA>},
     TMA_VARIANT("flash@t128w2", tma_d128_w2),
     TMA_VARIANT("flash@t128w2d", tma_d128_w2d),
     TMA_VARIANT("flash@t64w3", tma_d64_w3),
@@ -407,7 +380,7 @@ static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, 
                           attn_mask m)
 {
     dp.p.batch = B, dp.p.heads = H, dp.p.seq_q = Sq, dp.p.seq_kv = Skv, dp.p.head_dim = D;
-    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D);
+    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D), dp.p.impl = ATTN_IMPL_DEFAULT;
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
     fill_normal(dp.h_k, t, attn_kv_elems(&dp.p));
     fill_normal(dp.h_v, t, attn_kv_elems(&dp.p));

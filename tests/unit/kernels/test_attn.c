@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/attn.h"
+#include "kernels/fused.h"
 #include "kernels/variants.h"
 #include "tests/unit/check.h"
 
@@ -41,7 +42,7 @@ static void test_pairs_and_flops(void)
     for (int m = 0; m < ATTN_MASK_COUNT; m++)
         for (int64_t sq = 1; sq <= 24; sq++)
             for (int64_t skv = 1; skv <= 24; skv++) {
-                attn_problem p = {2, 3, sq, skv, 5, ATTN_BF16, (attn_mask)m, 1.0};
+                attn_problem p = {2, 3, sq, skv, 5, ATTN_BF16, (attn_mask)m, 1.0, ATTN_IMPL_DEFAULT};
                 double pairs = brute_pairs((attn_mask)m, sq, skv);
                 double want = 4.0 * 2 * 3 * 5 * ((m != ATTN_MASK_NONE && sq == skv) ? sq * skv / 2.0 : pairs);
                 double rows = 0;
@@ -53,7 +54,7 @@ static void test_pairs_and_flops(void)
 
     {
         /* The study's shape: 8·16·1024·1024·64·4 / 2 */
-        attn_problem p = {8, 16, 1024, 1024, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+        attn_problem p = {8, 16, 1024, 1024, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125, ATTN_IMPL_DEFAULT};
         CHECK(attn_flops(&p) == 4.0 * 8 * 16 * 1024 * 1024 * 64 / 2, "study flops %g", attn_flops(&p));
         CHECK(attn_visible_pairs(&p) == 1024.0 * 1025 / 2, "study pairs");
         CHECK(attn_min_bytes(&p) == 4.0 * 8 * 16 * 1024 * 64 * 2, "study bytes %g", attn_min_bytes(&p));
@@ -63,7 +64,7 @@ static void test_pairs_and_flops(void)
     {
         /* Huge rows: closed forms stay exact and fast (a loop over 2^31 rows would not). */
         int64_t s = (int64_t)1 << 31;
-        attn_problem p = {1, 1, s, s, 1, ATTN_FP16, ATTN_MASK_CAUSAL, 1.0};
+        attn_problem p = {1, 1, s, s, 1, ATTN_FP16, ATTN_MASK_CAUSAL, 1.0, ATTN_IMPL_DEFAULT};
         CHECK(attn_visible_pairs(&p) == (double)s * (double)(s + 1) / 2, "pairs at 2^31");
         p.seq_q = 3, p.mask = ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
         CHECK(attn_visible_pairs(&p) == 3.0 * (double)s - 3.0, "bottom-right, 3 rows against 2^31 keys");
@@ -78,7 +79,7 @@ static void test_variants(void)
 {
     char why[256];
     const variant *ref = variant_find("reference");
-    attn_problem p = {1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125};
+    attn_problem p = {1, 2, 64, 64, 64, ATTN_BF16, ATTN_MASK_CAUSAL, 0.125, ATTN_IMPL_DEFAULT};
 
     CHECK(ref && ref->info->on_cpu && ref->forward && ref->workspace_bytes, "reference variant");
     CHECK(variant_find("nope") == NULL && variant_find(NULL) == NULL, "unknown variant");
@@ -134,7 +135,8 @@ static void test_workspace_bounds(void)
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
             for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
                 for (int m = 0; m < ATTN_MASK_COUNT; m++) {
-                    attn_problem p = {2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m, 0.125};
+                    attn_problem p = {2, 3, seqs[s][0], seqs[s][1], 64, (attn_dtype)dt, (attn_mask)m,
+                                      0.125, ATTN_IMPL_DEFAULT};
                     size_t exact = v->workspace_bytes(&p);
                     size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
                     CHECK(bound >= exact, "%s Sq%lld Skv%lld %s %s: bound %zu < workspace %zu", names[n],
@@ -144,11 +146,55 @@ static void test_workspace_bounds(void)
     }
 }
 
+/* `impl`: the kernels number their families as attn_problem.impl does (1 + the index of the
+ * name in the description table), a zeroed problem runs the default, and the family a forward
+ * runs is the problem's, fallbacks applied (compute capabilities below 9.0: no sm_90a needed). */
+static void test_impls(void)
+{
+    const variant *flash = variant_find("flash"), *efficient = variant_find("efficient");
+    attn_problem p;
+
+    CHECK(variant_info_flash.impl_count == 5 && !strcmp(variant_info_flash.impls[FLASH_IMPL_TMA - 1].name, "tma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_WGMMA - 1].name, "wgmma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W4 - 1].name, "w4") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W8 - 1].name, "w8") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_LEGACY - 1].name, "legacy"),
+          "flash's impls follow FLASH_IMPL_*");
+    CHECK(variant_info_efficient.impl_count == 2 &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_EXACT - 1].name, "exact") &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_LEGACY - 1].name, "legacy"),
+          "efficient's impls follow EFFICIENT_IMPL_*");
+
+    memset(&p, 0, sizeof p);
+    p.batch = 1, p.heads = 2, p.seq_q = p.seq_kv = 256, p.head_dim = 128, p.dtype = ATTN_BF16, p.scale = 0.125;
+    CHECK(flash && flash->impl_used && flash->impl_runnable && efficient && efficient->impl_used, "impl hooks");
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(86, &p) == FLASH_IMPL_W8,
+          "a zeroed impl runs the default: w4 on sm_80, w8 on sm_86");
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_EXACT, "efficient's default at head_dim 128");
+    p.impl = FLASH_IMPL_LEGACY;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_LEGACY && flash->impl_used(86, &p) == FLASH_IMPL_LEGACY,
+          "the problem's family runs");
+    p.impl = FLASH_IMPL_W8;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W8, "w8 forced on sm_80");
+    p.impl = FLASH_IMPL_TMA;
+    CHECK(!flash->impl_runnable(FLASH_IMPL_TMA, 80) && flash->impl_used(80, &p) == FLASH_IMPL_W4,
+          "tma off Hopper: the default");
+    CHECK(!flash->impl_runnable(FLASH_IMPL_DEFAULT, 80) && flash->impl_runnable(FLASH_IMPL_LEGACY, 80),
+          "0 is no family");
+    p.impl = FLASH_IMPL_W4, p.head_dim = 32;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_LEGACY, "head_dim 32 has one kernel");
+    p.impl = EFFICIENT_IMPL_LEGACY, p.head_dim = 128;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_LEGACY, "efficient's bucket kernel forced");
+    p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_LEGACY, "fp32 runs the bucket kernel");
+}
+
 int main(void)
 {
     test_names();
     test_pairs_and_flops();
     test_variants();
     test_workspace_bounds();
+    test_impls();
     return CHECK_DONE();
 }

@@ -108,14 +108,14 @@ static void test_edges(void)
     attn_problem p;
 
     /* S = 1, D = 1: out = v exactly (one key, weight 1). */
-    p = (attn_problem){1, 1, 1, 1, 1, ATTN_FP32, ATTN_MASK_CAUSAL, 1.0};
+    p = (attn_problem){1, 1, 1, 1, 1, ATTN_FP32, ATTN_MASK_CAUSAL, 1.0, ATTN_IMPL_DEFAULT};
     case_make(&c, p, 7);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 0) == 0 && c.ref[0] == (double)((float *)c.v)[0],
           "S=1, D=1 gives v");
     case_free(&c);
 
     /* Bottom-right with Sq > Skv: the first Sq - Skv rows are fully masked → zeros. */
-    p = (attn_problem){2, 2, 9, 4, 3, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.5};
+    p = (attn_problem){2, 2, 9, 4, 3, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.5, ATTN_IMPL_DEFAULT};
     case_make(&c, p, 8);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 3) == 0, "runs");
     {
@@ -133,7 +133,7 @@ static void test_edges(void)
     case_free(&c);
 
     /* Many rows (several work items per head), Sq < Skv, every thread count the same bits. */
-    p = (attn_problem){1, 3, 100, 130, 16, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.25};
+    p = (attn_problem){1, 3, 100, 130, 16, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.25, ATTN_IMPL_DEFAULT};
     case_make(&c, p, 9);
     {
         int64_t n = attn_out_elems(&p);
@@ -149,7 +149,7 @@ static void test_edges(void)
     case_free(&c);
 
     /* Large scores: the max subtraction keeps exp finite. */
-    p = (attn_problem){1, 1, 5, 7, 4, ATTN_FP32, ATTN_MASK_NONE, 500.0};
+    p = (attn_problem){1, 1, 5, 7, 4, ATTN_FP32, ATTN_MASK_NONE, 500.0, ATTN_IMPL_DEFAULT};
     case_make(&c, p, 10);
     CHECK(reference_attention_f64(&p, c.q, c.k, c.v, c.ref, 2) == 0, "runs");
     CHECK(max_rel_diff(c.ref, c.want, attn_out_elems(&p)) < 1e-12, "scale 500 stays finite and matches");
@@ -159,7 +159,7 @@ static void test_edges(void)
 static void test_variant_forward(void)
 {
     for (int t = 0; t < ATTN_DTYPE_COUNT; t++) {
-        attn_problem p = {2, 2, 33, 17, 8, (attn_dtype)t, ATTN_MASK_CAUSAL, 1.0 / sqrt(8.0)};
+        attn_problem p = {2, 2, 33, 17, 8, (attn_dtype)t, ATTN_MASK_CAUSAL, 1.0 / sqrt(8.0), ATTN_IMPL_DEFAULT};
         case_data c;
         exec_context ctx;
         int64_t n = attn_out_elems(&p), bad = 0;
