@@ -65,12 +65,13 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
-typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_cfg_d32;
-typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_cfg_d64;
-typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_cfg_d96;
-typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_cfg_d128;
-typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
+/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32 and 256.
+ * D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
+typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_generic_cfg_d32;
+typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_generic_cfg_d64;
+typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_generic_cfg_d96;
+typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_generic_cfg_d128;
+typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_generic_cfg_d256;
 
 /* v4 (flash_exact.cuh), head_dim 96 and 128 only. ptxas, bf16, zero spills everywhere:
  *         D   BN  warps MI Q-in-regs CTAs/SM  regs sm_90 / sm_80   smem
@@ -81,24 +82,24 @@ typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
  *         96  64  8     1  yes       1        171 / 165            78 KB
  * BM is 128 everywhere. Default: w4, except sm_86/sm_89 (≤ 100 KB of smem per SM: one CTA
  * whatever the tile, so 8 warps beat 4 there). */
-typedef flash_xtraits<128, 64, 4, 2, false, 2, true> flash_xcfg_d128_w4_sm90;
-typedef flash_xtraits<128, 48, 4, 2, false, 2> flash_xcfg_d128_w4;
-typedef flash_xtraits<96, 64, 4, 2, false, 2> flash_xcfg_d96_w4;
-typedef flash_xtraits<128, 64, 8, 1, true, 1> flash_xcfg_d128_w8;
-typedef flash_xtraits<96, 64, 8, 1, true, 1> flash_xcfg_d96_w8;
+typedef flash_exact_traits<128, 64, 4, 2, false, 2, true> flash_exact_cfg_d128_w4_sm90;
+typedef flash_exact_traits<128, 48, 4, 2, false, 2> flash_exact_cfg_d128_w4;
+typedef flash_exact_traits<96, 64, 4, 2, false, 2> flash_exact_cfg_d96_w4;
+typedef flash_exact_traits<128, 64, 8, 1, true, 1> flash_exact_cfg_d128_w8;
+typedef flash_exact_traits<96, 64, 8, 1, true, 1> flash_exact_cfg_d96_w8;
 
 /* v5 (flash_wgmma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM. Measured on the H200
  * (bench/NOTES.md, fused_check, bf16): 3 warpgroups (BM 192) win at long sequences — D128
  * non-causal S4096 446 TFLOP/s, causal S8192 459 (2 warpgroups, 2 stages: 399 / 408) — but
  * lose on short causal ones, where the taller tile wastes more of the diagonal: S1024 causal
- * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: wcfg_short for causal
- * problems of seq_q ≤ 1536, wcfg_long otherwise.
+ * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: flash_wg_cfg_*_short for
+ * causal problems of seq_q ≤ 1536, *_long otherwise.
  *                                    D    BN   WGs stages defer-P·V   smem
  */
-typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> flash_wcfg_d128_long; /* 177 KB */
-typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d128_short; /* 225 KB */
-typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wcfg_d64_long;    /* 121 KB */
-typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d64_short;   /* 113 KB */
+typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> flash_wg_cfg_d128_long; /* 177 KB */
+typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> flash_wg_cfg_d128_short; /* 225 KB */
+typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wg_cfg_d64_long;    /* 121 KB */
+typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wg_cfg_d64_short;   /* 113 KB */
 
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
 
@@ -108,13 +109,13 @@ static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_
  * 81 vs 91), the static round-robin on non-causal ones (881 vs 948 us at S4096 D128); at D64
  * 3 consumer warpgroups (192-row tiles) win on long causal problems (325 vs 368 us at S4096),
  * 2 with a third stage on short ones (66 vs 75 us at S1024), whose softmax bounds them: there the
- * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; fourth session).
+ * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; docs/fused.md, "Fair bursts").
  *                                    D    WGs  BN  stages scheduler         TREE  smem */
-typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> flash_tcfg_d128;               /* 193 KB */
-typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tcfg_d128_causal;       /* 193 KB */
-typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tcfg_d64;                 /* 113 KB */
-typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tcfg_d64_causal;         /* 113 KB */
-typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tcfg_d64_short;    /* 129 KB */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d128;               /* 193 KB */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d128_causal;       /* 193 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d64;                 /* 113 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d64_causal;         /* 113 KB */
+typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tma_cfg_d64_short;    /* 129 KB */
 
 /* Whether v6 serves this problem (head_dim 64/128; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
@@ -127,11 +128,11 @@ template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, c
 {
     const bool causal = p->mask != ATTN_MASK_NONE;
     if (p->head_dim == 128)
-        return causal ? flash_tma_launch<flash_tcfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
-                      : flash_tma_launch<flash_tcfg_d128, T, BF16>(ctx, p, t, "flash_forward");
-    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
-    return causal ? flash_tma_launch<flash_tcfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
-                  : flash_tma_launch<flash_tcfg_d64, T, BF16>(ctx, p, t, "flash_forward");
+        return causal ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
+                      : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tma_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+    return causal ? flash_tma_launch<flash_tma_cfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
+                  : flash_tma_launch<flash_tma_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
 }
 
 /* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines
@@ -154,7 +155,7 @@ int flash_impl_runnable(int impl, int cc)
 {
     if (cc < 80) return 0;
     if (impl == FLASH_IMPL_TMA || impl == FLASH_IMPL_WGMMA) return flash_hopper(cc);
-    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_LEGACY;
+    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_GENERIC;
 }
 
 /* The kernel family for this problem: the one p->impl asks for, else the default (on sm_90a v6,
@@ -175,10 +176,10 @@ int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
     switch (p->head_dim) {
-    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_LEGACY;
-    case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_LEGACY ? f : FLASH_IMPL_W4;
+    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
+    case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
     case 128: return f;
-    default: return FLASH_IMPL_LEGACY;
+    default: return FLASH_IMPL_GENERIC;
     }
 }
 
@@ -187,30 +188,30 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const int impl = flash_impl(ctx->cc, p);
     switch (p->head_dim) {
-    case 32: return flash_launch<flash_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
+    case 32: return flash_launch<flash_generic_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
         if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
-            return flash_wg_launch<flash_wcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_wg_launch<flash_wg_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
     case 96:
-        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
         /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
         if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA || impl == FLASH_IMPL_TMA)
-            return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_exact_launch<flash_exact_cfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
         if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
-            return flash_wg_launch<flash_wcfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_wg_launch<flash_wg_cfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_W4 && ctx->cc >= 90)
-            return flash_x_launch<flash_xcfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_W4) return flash_x_launch<flash_xcfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
-    case 256: return flash_launch<flash_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_exact_launch<flash_exact_cfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4) return flash_exact_launch<flash_exact_cfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    case 256: return flash_launch<flash_generic_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
     default: return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "unsupported head_dim");
     }
 }

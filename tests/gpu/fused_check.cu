@@ -194,11 +194,11 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
 
 static const fused_variant check_variants[] = {
     {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
-    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_LEGACY>},
+    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_BUCKET>},
     {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>},
     {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
     {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
-    {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_LEGACY>},
+    {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),

@@ -158,11 +158,11 @@ static void test_impls(void)
               !strcmp(variant_info_flash.impls[FLASH_IMPL_WGMMA - 1].name, "wgmma") &&
               !strcmp(variant_info_flash.impls[FLASH_IMPL_W4 - 1].name, "w4") &&
               !strcmp(variant_info_flash.impls[FLASH_IMPL_W8 - 1].name, "w8") &&
-              !strcmp(variant_info_flash.impls[FLASH_IMPL_LEGACY - 1].name, "legacy"),
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_GENERIC - 1].name, "legacy"),
           "flash's impls follow FLASH_IMPL_*");
     CHECK(variant_info_efficient.impl_count == 2 &&
               !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_EXACT - 1].name, "exact") &&
-              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_LEGACY - 1].name, "legacy"),
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_BUCKET - 1].name, "legacy"),
           "efficient's impls follow EFFICIENT_IMPL_*");
 
     memset(&p, 0, sizeof p);
@@ -171,22 +171,22 @@ static void test_impls(void)
     CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(86, &p) == FLASH_IMPL_W8,
           "a zeroed impl runs the default: w4 on sm_80, w8 on sm_86");
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_EXACT, "efficient's default at head_dim 128");
-    p.impl = FLASH_IMPL_LEGACY;
-    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_LEGACY && flash->impl_used(86, &p) == FLASH_IMPL_LEGACY,
+    p.impl = FLASH_IMPL_GENERIC;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_GENERIC && flash->impl_used(86, &p) == FLASH_IMPL_GENERIC,
           "the problem's family runs");
     p.impl = FLASH_IMPL_W8;
     CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W8, "w8 forced on sm_80");
     p.impl = FLASH_IMPL_TMA;
     CHECK(!flash->impl_runnable(FLASH_IMPL_TMA, 80) && flash->impl_used(80, &p) == FLASH_IMPL_W4,
           "tma off Hopper: the default");
-    CHECK(!flash->impl_runnable(FLASH_IMPL_DEFAULT, 80) && flash->impl_runnable(FLASH_IMPL_LEGACY, 80),
+    CHECK(!flash->impl_runnable(FLASH_IMPL_DEFAULT, 80) && flash->impl_runnable(FLASH_IMPL_GENERIC, 80),
           "0 is no family");
     p.impl = FLASH_IMPL_W4, p.head_dim = 32;
-    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_LEGACY, "head_dim 32 has one kernel");
-    p.impl = EFFICIENT_IMPL_LEGACY, p.head_dim = 128;
-    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_LEGACY, "efficient's bucket kernel forced");
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_GENERIC, "head_dim 32 has one kernel");
+    p.impl = EFFICIENT_IMPL_BUCKET, p.head_dim = 128;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient's bucket kernel forced");
     p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
-    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_LEGACY, "fp32 runs the bucket kernel");
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "fp32 runs the bucket kernel");
 }
 
 int main(void)
