@@ -1,6 +1,7 @@
 /* flash.cu — the `flash` variant: fused forward for fp16/bf16 (kernel bodies in
- * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh and
- * flash_wgmma.cuh for 64/128; primitives in flash_mma.cuh, wgmma.cuh and tma.cuh). This file
+ * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh (with
+ * flash_tma_{traits,load,mainloop,epilogue}.cuh) and flash_wgmma.cuh for 64/128; primitives in
+ * flash_mma.cuh, wgmma.cuh and tma.cuh). This file
  * picks the kernel and its configuration per problem.
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
@@ -47,7 +48,11 @@
  *       first, L2 sections of heads). Predicted 520-600 TFLOP/s causal S8192 D128, 540-620
  *       non-causal. Measured (H200, against attnd's cudnn in the same binary): 597 TFLOP/s
  *       causal S8192 (0.91 of cudnn's time), 624 non-causal S4096 (0.99), 0.84-0.99 on the
- *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (impl=wgmma).
+ *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (impl=wgmma). Since then
+ *       (docs/fused.md, each step measured against the build before it): one-head L2 sections
+ *       for static tiles, key blocks walked upward, lazy rescaling (FA4's), descriptors
+ *       advanced by constants, Q in registers with 2 consumer warpgroups: 642-647 TFLOP/s
+ *       causal S8192 (0.81 of cudnn's time), 651-657 non-causal S4096 (0.93-0.94), in bursts.
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB

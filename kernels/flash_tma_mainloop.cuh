@@ -172,6 +172,7 @@ __device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const 
     wgmma_commit();
 }
 
+/* After a wgmma wait: ordinary accesses to x stay below it (wgmma.cuh, wgmma_fence_operand). */
 template <int N> __device__ __forceinline__ void flash_tma_fence(float (&x)[N])
 {
 #pragma unroll
