@@ -38,8 +38,8 @@ typedef enum attn_mask {
     ATTN_MASK_COUNT
 } attn_mask;
 
-/* What is computed, never where: out = softmax(scale · q·kᵀ + mask) · v. The last three
- * fields are today's models; zero in each is the dense multi-head problem. */
+/* What is computed, never where: out = softmax(scale · q·kᵀ + mask) · v. kv_heads, head_dim_v
+ * and window_keys are today's models: zero in each is the dense multi-head problem. */
 typedef struct attn_problem {
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     attn_dtype dtype;
@@ -48,7 +48,10 @@ typedef struct attn_problem {
     int64_t kv_heads;    /* heads of k and v, dividing heads (1: multi-query); 0: heads */
     int64_t head_dim_v;  /* head dim of v and out; 0: head_dim */
     int64_t window_keys; /* a query sees at most this many keys, ending at its position; 0: no window */
+    int impl;            /* the variant's kernel family (`impl`): 1 + its index in variant_info.impls, or ATTN_IMPL_DEFAULT */
 } attn_problem;
+
+#define ATTN_IMPL_DEFAULT 0 /* attn_problem.impl of a zeroed problem: the variant's default family */
 
 /* Pointers of one forward: device pointers on a GPU, host pointers on the cpu device.
  * Who owns them: the worker that allocated them; variants only read q,k,v and write out. */

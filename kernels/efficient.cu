@@ -28,7 +28,6 @@
  */
 #include "kernels/fused.h"
 
-#include <atomic>
 #include <stdio.h>
 #include <type_traits>
 
@@ -46,19 +45,13 @@ template <int D> struct efficient_cfg {
  * 4 warps x 16 rows, Q in registers, 64-key blocks) with the head dim compiled in and K/V in
  * a 2-stage ring, one barrier per block; 209 registers (sm_90; 188 sm_80), no spills, 80 KB
  * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (impl=legacy). */
-typedef flash_xtraits<128, 64, 4, 1, true, 2> efficient_xcfg_d128;
+typedef flash_exact_traits<128, 64, 4, 1, true, 2> efficient_exact_cfg_d128;
 
-static std::atomic<int> efficient_impl_forced(EFFICIENT_IMPL_DEFAULT);
-
-void efficient_set_impl(int impl) { efficient_impl_forced.store(impl); }
-
-/* v2 serves head_dim 128 in 16 bits unless v1 was asked for; v1 (or the fp32 kernel) the rest. */
+/* v2 serves head_dim 128 in 16 bits unless p->impl asks for v1; v1 (or the fp32 kernel) the rest. */
 int efficient_impl_used(const attn_problem *p)
 {
     const bool exact_applies = p->head_dim == 128 && p->dtype != ATTN_FP32;
-    return exact_applies && efficient_impl_forced.load(std::memory_order_relaxed) != EFFICIENT_IMPL_LEGACY
-               ? EFFICIENT_IMPL_EXACT
-               : EFFICIENT_IMPL_LEGACY;
+    return exact_applies && p->impl != EFFICIENT_IMPL_BUCKET ? EFFICIENT_IMPL_EXACT : EFFICIENT_IMPL_BUCKET;
 }
 
 template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
@@ -66,7 +59,7 @@ template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const at
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const char *who = "efficient_forward";
     if (efficient_impl_used(p) == EFFICIENT_IMPL_EXACT)
-        return flash_x_launch<efficient_xcfg_d128, T, BF16>(ctx, p, t, who);
+        return flash_exact_launch<efficient_exact_cfg_d128, T, BF16>(ctx, p, t, who);
     switch ((p->head_dim + 31) / 32) {
     case 1: return flash_launch<efficient_cfg<32>::type, T, BF16>(ctx, p, t, who);
     case 2: return flash_launch<efficient_cfg<64>::type, T, BF16>(ctx, p, t, who);

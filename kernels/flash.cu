@@ -1,6 +1,7 @@
 /* flash.cu — the `flash` variant: fused forward for fp16/bf16 (kernel bodies in
- * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh and
- * flash_wgmma.cuh for 64/128; primitives in flash_mma.cuh, wgmma.cuh and tma.cuh). This file
+ * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh (with
+ * flash_tma_{traits,load,mainloop,epilogue}.cuh) and flash_wgmma.cuh for 64/128; primitives in
+ * flash_mma.cuh, wgmma.cuh and tma.cuh). This file
  * picks the kernel and its configuration per problem.
  *
  * Versions (bf16, H200, tests/gpu/fused_check.cu; PyTorch flash = FA2: 94 / 157 / 520 / 902 /
@@ -47,7 +48,11 @@
  *       first, L2 sections of heads). Predicted 520-600 TFLOP/s causal S8192 D128, 540-620
  *       non-causal. Measured (H200, against attnd's cudnn in the same binary): 597 TFLOP/s
  *       causal S8192 (0.91 of cudnn's time), 624 non-causal S4096 (0.99), 0.84-0.99 on the
- *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (impl=wgmma).
+ *       other timed shapes; 1.15-1.5x v5. v5 stays selectable (impl=wgmma). Since then
+ *       (docs/fused.md, each step measured against the build before it): one-head L2 sections
+ *       for static tiles, key blocks walked upward, lazy rescaling (FA4's), descriptors
+ *       advanced by constants, Q in registers with 2 consumer warpgroups: 642-647 TFLOP/s
+ *       causal S8192 (0.81 of cudnn's time), 651-657 non-causal S4096 (0.93-0.94), in bursts.
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
@@ -56,7 +61,6 @@
  */
 #include "kernels/fused.h"
 
-#include <atomic>
 #include <cmath>
 #include <stdio.h>
 #include <type_traits>
@@ -66,12 +70,13 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
-typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_cfg_d32;
-typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_cfg_d64;
-typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_cfg_d96;
-typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_cfg_d128;
-typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
+/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32 and 256.
+ * D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
+typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_generic_cfg_d32;
+typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_generic_cfg_d64;
+typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_generic_cfg_d96;
+typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_generic_cfg_d128;
+typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_generic_cfg_d256;
 
 /* v4 (flash_exact.cuh), head_dim 96 and 128 only. ptxas, bf16, zero spills everywhere:
  *         D   BN  warps MI Q-in-regs CTAs/SM  regs sm_90 / sm_80   smem
@@ -82,40 +87,40 @@ typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_cfg_d256;
  *         96  64  8     1  yes       1        171 / 165            78 KB
  * BM is 128 everywhere. Default: w4, except sm_86/sm_89 (≤ 100 KB of smem per SM: one CTA
  * whatever the tile, so 8 warps beat 4 there). */
-typedef flash_xtraits<128, 64, 4, 2, false, 2, true> flash_xcfg_d128_w4_sm90;
-typedef flash_xtraits<128, 48, 4, 2, false, 2> flash_xcfg_d128_w4;
-typedef flash_xtraits<96, 64, 4, 2, false, 2> flash_xcfg_d96_w4;
-typedef flash_xtraits<128, 64, 8, 1, true, 1> flash_xcfg_d128_w8;
-typedef flash_xtraits<96, 64, 8, 1, true, 1> flash_xcfg_d96_w8;
+typedef flash_exact_traits<128, 64, 4, 2, false, 2, true> flash_exact_cfg_d128_w4_sm90;
+typedef flash_exact_traits<128, 48, 4, 2, false, 2> flash_exact_cfg_d128_w4;
+typedef flash_exact_traits<96, 64, 4, 2, false, 2> flash_exact_cfg_d96_w4;
+typedef flash_exact_traits<128, 64, 8, 1, true, 1> flash_exact_cfg_d128_w8;
+typedef flash_exact_traits<96, 64, 8, 1, true, 1> flash_exact_cfg_d96_w8;
 
 /* v5 (flash_wgmma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM. Measured on the H200
  * (bench/NOTES.md, fused_check, bf16): 3 warpgroups (BM 192) win at long sequences — D128
  * non-causal S4096 446 TFLOP/s, causal S8192 459 (2 warpgroups, 2 stages: 399 / 408) — but
  * lose on short causal ones, where the taller tile wastes more of the diagonal: S1024 causal
- * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: wcfg_short for causal
- * problems of seq_q ≤ 1536, wcfg_long otherwise.
+ * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: flash_wg_cfg_*_short for
+ * causal problems of seq_q ≤ 1536, *_long otherwise.
  *                                    D    BN   WGs stages defer-P·V   smem
  */
-typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> flash_wcfg_d128_long; /* 177 KB */
-typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d128_short; /* 225 KB */
-typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wcfg_d64_long;    /* 121 KB */
-typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wcfg_d64_short;   /* 113 KB */
+typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> flash_wg_cfg_d128_long; /* 177 KB */
+typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> flash_wg_cfg_d128_short; /* 225 KB */
+typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> flash_wg_cfg_d64_long;    /* 121 KB */
+typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wg_cfg_d64_short;   /* 113 KB */
 
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
 
 /* v6 (flash_tma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM, FA3's tiles, 2-stage K
- * and V rings, ping-pong on. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
+ * and V rings. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
  * dynamic tile counter wins on causal problems (S8192 D128 921 vs 994 us static, S1024 D128
  * 81 vs 91), the static round-robin on non-causal ones (881 vs 948 us at S4096 D128); at D64
  * 3 consumer warpgroups (192-row tiles) win on long causal problems (325 vs 368 us at S4096),
  * 2 with a third stage on short ones (66 vs 75 us at S1024), whose softmax bounds them: there the
- * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; fourth session).
- *                                    D    WGs  BN  stages ping-pong O-smem scheduler      smem */
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d128;         /* 193 KB */
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d128_causal; /* 193 KB */
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC> flash_tcfg_d64;           /* 113 KB */
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC> flash_tcfg_d64_causal;   /* 113 KB */
-typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> flash_tcfg_d64_short; /* 129 KB, TREE */
+ * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; docs/fused.md, "Fair bursts").
+ *                                    D    WGs  BN  stages scheduler         TREE  smem */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d128;               /* 193 KB */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d128_causal;       /* 193 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d64;                 /* 113 KB */
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d64_causal;         /* 113 KB */
+typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tma_cfg_d64_short;    /* 129 KB */
 
 /* Whether v6 serves this problem (head_dim 64/128; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
@@ -123,23 +128,16 @@ static bool flash_tma_applies(const attn_problem *p)
     const double sl2 = p->scale * 1.4426950408889634;
     return (p->head_dim == 64 || p->head_dim == 128) && sl2 != 0.0 && std::isfinite((float)sl2);
 }
-/* Whether v6 runs by default where it applies (bench/NOTES.md: measured faster than v5 and
- * checked by fused_check on every case). */
-static bool flash_tma_default(const attn_problem *p)
-{
-    (void)p;
-    return true; /* every shape of fused_check: 1.15-1.5x v5 (bench/NOTES.md, flash v6 steps 1-2) */
-}
 /* v6's launch for this problem (persistent grid in every configuration). */
 template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     const bool causal = p->mask != ATTN_MASK_NONE;
     if (p->head_dim == 128)
-        return causal ? flash_tma_launch<flash_tcfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward", true)
-                      : flash_tma_launch<flash_tcfg_d128, T, BF16>(ctx, p, t, "flash_forward", true);
-    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward", true);
-    return causal ? flash_tma_launch<flash_tcfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward", true)
-                  : flash_tma_launch<flash_tcfg_d64, T, BF16>(ctx, p, t, "flash_forward", true);
+        return causal ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
+                      : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tma_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+    return causal ? flash_tma_launch<flash_tma_cfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
+                  : flash_tma_launch<flash_tma_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
 }
 
 /* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines
@@ -156,29 +154,23 @@ size_t flash_workspace_bytes(const attn_problem *p)
     return 0;
 }
 
-/* The family flash_set_impl chose (FLASH_IMPL_DEFAULT: none); atomic, as a caller may set it
- * from another thread than the one that launches. */
-static std::atomic<int> flash_impl_forced(FLASH_IMPL_DEFAULT);
-
-void flash_set_impl(int impl) { flash_impl_forced.store(impl); }
-
 static bool flash_hopper(int cc) { return cc == 90 && flash_have_wgmma; }
 
 int flash_impl_runnable(int impl, int cc)
 {
     if (cc < 80) return 0;
     if (impl == FLASH_IMPL_TMA || impl == FLASH_IMPL_WGMMA) return flash_hopper(cc);
-    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_LEGACY;
+    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_GENERIC;
 }
 
-/* The kernel family for this problem: the one asked for, else the default (on sm_90a: v6 where
- * flash_tma_default says so, else v5). TMA where v6 does not apply runs v5. */
+/* The kernel family for this problem: the one p->impl asks for, else the default (on sm_90a v6,
+ * measured 1.15-1.5x v5 on every shape of fused_check). TMA where v6 does not apply runs v5. */
 static int flash_impl(int cc, const attn_problem *p)
 {
     const bool hopper = flash_hopper(cc);
-    int f = flash_impl_forced.load(std::memory_order_relaxed);
+    int f = p->impl;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
-    if (f == FLASH_IMPL_DEFAULT && hopper) f = flash_tma_default(p) ? FLASH_IMPL_TMA : FLASH_IMPL_WGMMA;
+    if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
     if (f != FLASH_IMPL_DEFAULT) return f;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
@@ -189,10 +181,10 @@ int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
     switch (p->head_dim) {
-    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_LEGACY;
-    case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_LEGACY ? f : FLASH_IMPL_W4;
+    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
+    case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
     case 128: return f;
-    default: return FLASH_IMPL_LEGACY;
+    default: return FLASH_IMPL_GENERIC;
     }
 }
 
@@ -201,30 +193,30 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const int impl = flash_impl(ctx->cc, p);
     switch (p->head_dim) {
-    case 32: return flash_launch<flash_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
+    case 32: return flash_launch<flash_generic_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
         if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
-            return flash_wg_launch<flash_wcfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_wg_launch<flash_wg_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
     case 96:
-        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
         /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
         if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA || impl == FLASH_IMPL_TMA)
-            return flash_x_launch<flash_xcfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_exact_launch<flash_exact_cfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
         if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
-            return flash_wg_launch<flash_wcfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wcfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_W8) return flash_x_launch<flash_xcfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_wg_launch<flash_wg_cfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d128_w8, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_W4 && ctx->cc >= 90)
-            return flash_x_launch<flash_xcfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
-        if (impl == FLASH_IMPL_W4) return flash_x_launch<flash_xcfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
-        return flash_launch<flash_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
-    case 256: return flash_launch<flash_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
+            return flash_exact_launch<flash_exact_cfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
+        if (impl == FLASH_IMPL_W4) return flash_exact_launch<flash_exact_cfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
+        return flash_launch<flash_generic_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    case 256: return flash_launch<flash_generic_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
     default: return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "unsupported head_dim");
     }
 }

@@ -2,8 +2,8 @@
  * (no run-time column checks anywhere), K/V in a 2-stage cp.async ring with one barrier per
  * key block, O rescaled only when a row max changes, and an epilogue that stages O through
  * shared memory for 16-byte coalesced stores. The generic kernel (flash_kernel.cuh) stays
- * as the legacy path (run parameter impl=legacy). `efficient` runs this one too at head_dim
- * 128 (64-row tiles; impl=legacy: its v1).
+ * selectable (run parameter impl=legacy). `efficient` runs this one too at head_dim 128
+ * (64-row tiles; impl=legacy runs its v1, the bucket kernel).
  *
  * Why a separate body: with D = 128 compiled into flash_kernel.cuh's loop, ptxas spilled
  * 28-132 bytes at every 4-warp x 32-row tile (128 fp32 O accumulators + 64 S + fragments).
@@ -49,7 +49,7 @@
 /* SM90_ONLY: the configuration spills on sm_80..sm_89 (ptxas allocates differently there),
  * so its kernel is compiled empty (a trap) for those and the host never launches it there. */
 template <int D_, int BN_, int WARPS_, int MI_, bool Q_IN_REGS_, int MIN_BLOCKS_, bool SM90_ONLY_ = false>
-struct flash_xtraits {
+struct flash_exact_traits {
     static constexpr int D = D_, BN = BN_, WARPS = WARPS_, MI = MI_, MIN_BLOCKS = MIN_BLOCKS_;
     static constexpr bool Q_IN_REGS = Q_IN_REGS_, SM90_ONLY = SM90_ONLY_;
     static constexpr int THREADS = WARPS * 32;
@@ -66,7 +66,7 @@ struct flash_xtraits {
 /* ROWS x D tile from global rows row0.. into smem; rows ≥ rows_total become zeros (cp.async
  * src-size 0). Issues cp.async only (caller commits). */
 template <class TR, int ROWS, class T>
-__device__ __forceinline__ void flash_x_load(T *smem, const T *gbase, int row0, int rows_total)
+__device__ __forceinline__ void flash_exact_load(T *smem, const T *gbase, int row0, int rows_total)
 {
     constexpr int D = TR::D, CH = TR::CHUNKS, TOTAL = ROWS * CH;
     constexpr int ITERS = (TOTAL + TR::THREADS - 1) / TR::THREADS;
@@ -98,17 +98,17 @@ __device__ __forceinline__ void flash_x_load(T *smem, const T *gbase, int row0, 
 }
 
 template <class TR, class T, bool BF16>
-__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(const flash_params p)
+__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kernel(const flash_params p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-    if constexpr (TR::SM90_ONLY) { /* never launched here (flash_x_launch refuses); the rest is dead code */
+    if constexpr (TR::SM90_ONLY) { /* never launched here (flash_exact_launch refuses); the rest is dead code */
         __trap();
         return;
     }
 #endif
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, MI = TR::MI, KS = D / 16;
-    extern __shared__ uint4 flash_x_smem[];
-    T *s_q = reinterpret_cast<T *>(flash_x_smem);
+    extern __shared__ uint4 flash_exact_smem[];
+    T *s_q = reinterpret_cast<T *>(flash_exact_smem);
     T *s_k = s_q + TR::Q_ELEMS;
     T *s_v = s_k + 2 * TR::KV_ELEMS;
 
@@ -123,9 +123,9 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
 
     /* prologue: one group (Q, K_0, V_0) */
-    flash_x_load<TR, BM>(s_q, g_q, m0, seq_q);
-    flash_x_load<TR, BN>(s_k, g_k, 0, seq_kv);
-    flash_x_load<TR, BN>(s_v, g_v, 0, seq_kv);
+    flash_exact_load<TR, BM>(s_q, g_q, m0, seq_q);
+    flash_exact_load<TR, BN>(s_k, g_k, 0, seq_kv);
+    flash_exact_load<TR, BN>(s_v, g_v, 0, seq_kv);
     flash_cp_async_commit();
 
     float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
@@ -155,8 +155,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
         flash_cp_async_wait<0>(); /* K_j, V_j landed (the only group in flight) */
         __syncthreads();          /* K_j, V_j visible; every warp is past block j-1: stage^1 is free */
         if (j + 1 < n_blocks) {
-            flash_x_load<TR, BN>(s_k + (stage ^ 1) * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv);
-            flash_x_load<TR, BN>(s_v + (stage ^ 1) * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv);
+            flash_exact_load<TR, BN>(s_k + (stage ^ 1) * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv);
+            flash_exact_load<TR, BN>(s_v + (stage ^ 1) * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv);
             flash_cp_async_commit();
         }
 
@@ -226,12 +226,12 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_x_kernel(co
 /* Host side: enqueue one forward of configuration TR on ctx->stream. The caller has checked
  * dtype, head_dim == TR::D and the shape limits. */
 template <class TR, class T, bool BF16>
-static int flash_x_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
+static int flash_exact_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (TR::SM90_ONLY && ctx->cc < 90) return exec_fail(ctx, __FILE__, __LINE__, who, "configuration is sm_90 only");
     static std::atomic<unsigned long long> smem_set(0);
-    return flash_launch_tiles(ctx, pr, t, who, flash_x_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
+    return flash_launch_tiles(ctx, pr, t, who, flash_exact_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
                               smem_set);
 }
 

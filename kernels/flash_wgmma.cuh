@@ -43,17 +43,16 @@
 /* How a warpgroup orders its two products within a key block j:
  *   SERIAL   S_j, wait, softmax, P·V_j, wait (2 or 3 stages);
  *   DEFER    as SERIAL, but P·V_j stays in flight until S_j+1 is waited for: the tensor
- *            cores run P·V_j and S_j+1 back to back while the warps pass the barrier;
- *   OVERLAP  FA3's intra-warpgroup pipelining: issue S_j, then P·V_j-1, wait for S_j only,
- *            softmax_j runs while P·V_j-1 is on the tensor cores, then wait, rescale O.
- * DEFER and OVERLAP leave P·V reading stage j-1 while the loads of block j+1 land: 3 stages. */
-enum { FLASH_WG_SERIAL = 0, FLASH_WG_DEFER = 1, FLASH_WG_OVERLAP = 2 };
+ *            cores run P·V_j and S_j+1 back to back while the warps pass the barrier. P·V
+ *            then reads stage j-1 while the loads of block j+1 land: 3 stages.
+ * (FA3's overlap within a warpgroup, softmax_j under P·V_j-1, is v6's: flash_tma.cuh.) */
+enum { FLASH_WG_SERIAL = 0, FLASH_WG_DEFER = 1 };
 
 /* D head dim, BN keys per block, WARPGROUPS x 64 query rows per CTA, STAGES of the K/V ring,
  * SCHEDULE (above). */
-template <int D_, int BN_, int WARPGROUPS_, int STAGES_, int SCHEDULE_, int MIN_BLOCKS_ = 1>
+template <int D_, int BN_, int WARPGROUPS_, int STAGES_, int SCHEDULE_>
 struct flash_wg_traits {
-    static constexpr int D = D_, BN = BN_, WARPGROUPS = WARPGROUPS_, STAGES = STAGES_, MIN_BLOCKS = MIN_BLOCKS_;
+    static constexpr int D = D_, BN = BN_, WARPGROUPS = WARPGROUPS_, STAGES = STAGES_;
     static constexpr int SCHEDULE = SCHEDULE_;
     static constexpr int THREADS = WARPGROUPS * 128, BM = WARPGROUPS * 64;
     static constexpr int CHUNKS = D / 8;    /* 16-byte chunks per row */
@@ -246,7 +245,7 @@ template <class TR> __device__ __forceinline__ void flash_wg_fence_s(float (&s)[
 }
 
 template <class TR, class T, bool BF16>
-__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(const flash_params p)
+__global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_params p)
 {
 #if WGMMA_AVAILABLE
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN;
@@ -287,7 +286,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
     const uint32_t s_qw = s_q + wg_row0 * 128; /* this warpgroup's Q rows */
     uint32_t pa[BN / 16][4];                   /* P of the last softmax: the A operand of its P·V */
     flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
-    int stage = 0, prev = 0; /* j % STAGES, (j-1) % STAGES */
+    int stage = 0; /* j % STAGES */
     for (int j = 0; j < n_blocks; ++j) {
         const int next = stage + 1 == TR::STAGES ? 0 : stage + 1;
 
@@ -306,40 +305,21 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_wg_kernel(c
         const bool need_mask = n0 + BN > vis_min; /* also every block reaching past seq_kv */
         wgmma_fence(); /* O and P were last written by ordinary code */
         flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + stage * TR::KV_BYTES);
-        if (SCHED == FLASH_WG_OVERLAP && j > 0) {
-            /* P·V_j-1 behind S_j; softmax_j runs while it is on the tensor cores. Block 0 takes
-             * the other branch: every wait below sees one shape of pipeline per branch, which
-             * ptxas needs to keep the products asynchronous (else warning C7515). */
-            flash_wg_issue_pv<TR, BF16>(o, pa, s_v + prev * TR::KV_BYTES);
-            wgmma_wait<1>(); /* S_j only */
-            flash_wg_fence_s<TR>(s);
-            flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
-            wgmma_wait<0>(); /* P·V_j-1: O and the old P are free */
-            flash_wg_fence_o<TR>(o);
-        } else {
-            wgmma_wait<0>(); /* S_j, and with DEFER the P·V_j-1 issued before it */
-            flash_wg_fence_s<TR>(s);
-            if constexpr (SCHED == FLASH_WG_DEFER) flash_wg_fence_o<TR>(o);
-            flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
-        }
+        wgmma_wait<0>(); /* S_j, and with DEFER the P·V_j-1 issued before it */
+        flash_wg_fence_s<TR>(s);
+        if constexpr (SCHED == FLASH_WG_DEFER) flash_wg_fence_o<TR>(o);
+        flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
         flash_wg_rescale<TR>(o, alpha);
         flash_wg_pack_p<TR, BF16>(s, pa);
-        if constexpr (SCHED != FLASH_WG_OVERLAP) { /* OVERLAP issues it behind S_j+1 */
-            wgmma_fence();
-            flash_wg_issue_pv<TR, BF16>(o, pa, s_v + stage * TR::KV_BYTES);
-            if constexpr (SCHED == FLASH_WG_SERIAL) {
-                wgmma_wait<0>();
-                flash_wg_fence_o<TR>(o);
-            }
+        wgmma_fence();
+        flash_wg_issue_pv<TR, BF16>(o, pa, s_v + stage * TR::KV_BYTES);
+        if constexpr (SCHED == FLASH_WG_SERIAL) {
+            wgmma_wait<0>();
+            flash_wg_fence_o<TR>(o);
         }
-        prev = stage;
         stage = next;
     }
-    if constexpr (SCHED == FLASH_WG_OVERLAP) { /* the last block's P·V */
-        wgmma_fence();
-        flash_wg_issue_pv<TR, BF16>(o, pa, s_v + prev * TR::KV_BYTES);
-    }
-    if constexpr (SCHED != FLASH_WG_SERIAL) {
+    if constexpr (SCHED == FLASH_WG_DEFER) {
         wgmma_wait<0>();
         flash_wg_fence_o<TR>(o);
     }

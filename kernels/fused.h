@@ -32,33 +32,32 @@ int efficient_forward(exec_context *ctx, const attn_problem *p, const attn_tenso
 size_t flash_workspace_bytes(const attn_problem *p);
 int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 
-/* The kernel families of `flash`, in the order of variant_info_flash.impls
- * (common/variant_info.c), whose names the `impl` run parameter takes. They differ at head_dim
- * 64, 96 and 128; 32 and 256 always run LEGACY (v3, flash_kernel.cuh). TMA (v6) and WGMMA (v5)
- * need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps x 32 rows or
- * 8 x 16) exist at 96 and 128 only. FLASH_IMPL_DEFAULT: the per-problem default (v6, else v5,
- * on sm_90a; else w4, w8 on sm_86/sm_89). */
+/* The kernel families of `flash`, numbered as attn_problem.impl numbers them: 1 + the index of
+ * their name in variant_info_flash.impls (common/variant_info.c), which the `impl` run parameter
+ * takes. They differ at head_dim 64, 96 and 128; 32 and 256 always run GENERIC (v3, the
+ * generic mma.sync kernel of flash_kernel.cuh; its API name is "legacy"). TMA (v6) and WGMMA
+ * (v5) need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps x 32
+ * rows or 8 x 16) exist at 96 and 128 only.
+ * FLASH_IMPL_DEFAULT: the per-problem default (v6, else v5, on sm_90a; else w4, w8 on
+ * sm_86/sm_89). */
 enum {
-    FLASH_IMPL_DEFAULT = -1,
-    FLASH_IMPL_TMA = 0,
-    FLASH_IMPL_WGMMA = 1,
-    FLASH_IMPL_W4 = 2,
-    FLASH_IMPL_W8 = 3,
-    FLASH_IMPL_LEGACY = 4
+    FLASH_IMPL_DEFAULT = ATTN_IMPL_DEFAULT,
+    FLASH_IMPL_TMA = 1,
+    FLASH_IMPL_WGMMA = 2,
+    FLASH_IMPL_W4 = 3,
+    FLASH_IMPL_W8 = 4,
+    FLASH_IMPL_GENERIC = 5
 };
-/* The family the next flash_forward calls run (process-wide; the worker sets it per run and
- * back to FLASH_IMPL_DEFAULT after). TMA or WGMMA where they cannot run means the default. */
-void flash_set_impl(int impl);
 /* 1 when family impl can run on a device of compute capability cc in this binary. */
 int flash_impl_runnable(int impl, int cc);
-/* The family flash_forward runs for p on cc under the current choice, fallbacks applied (tma
- * at head_dim 96 runs w4, w4 at 64 runs legacy, …). */
+/* The family flash_forward runs for p on cc: p->impl, fallbacks applied (a family that cannot
+ * run here means the default; tma at head_dim 96 runs w4, w4 at 64 runs legacy, …). */
 int flash_impl_used(int cc, const attn_problem *p);
 
 /* Same for `efficient` (variant_info_efficient.impls): EXACT (v2, head dim compiled in) at
- * head_dim 128 in 16 bits, the default; LEGACY (v1, the bucket kernel) everywhere else. */
-enum { EFFICIENT_IMPL_DEFAULT = -1, EFFICIENT_IMPL_EXACT = 0, EFFICIENT_IMPL_LEGACY = 1 };
-void efficient_set_impl(int impl);
+ * head_dim 128 in 16 bits, the default; BUCKET (v1, head_dim rounded up to a bucket of 32; its
+ * API name is "legacy") everywhere else. */
+enum { EFFICIENT_IMPL_DEFAULT = ATTN_IMPL_DEFAULT, EFFICIENT_IMPL_EXACT = 1, EFFICIENT_IMPL_BUCKET = 2 };
 int efficient_impl_used(const attn_problem *p);
 
 #ifdef __cplusplus

@@ -28,7 +28,8 @@
  *   - masked_fill reads a bool mask tensor and rewrites every element (read + write of the
  *     scores); mask_fill here computes the mask from indices (attn_visible_range) and only
  *     writes −inf where a row is masked (the causal tail, the window's head): one kernel, as
- *     PyTorch, about ¼ of its bytes for a causal mask. The brief allows this; it is the one place naive is cheaper than eager by design.
+ *     PyTorch, about ¼ of its bytes for a causal mask: the one place naive is cheaper than
+ *     eager, by design.
  *   - Workspace: two score buffers for both variants, not three. A dead buffer is reused
  *     (scale reads A and writes B; the Memcpy copies B back into A, whose scores are no longer
  *     needed; softmax writes into whichever buffer is free). Same launches, same bytes moved.

@@ -32,25 +32,35 @@
 #define TMA_AVAILABLE 0
 #endif
 
-#if TMA_AVAILABLE
+/* Device functions exist on every target, their instructions only where TMA_AVAILABLE (as in
+ * wgmma.cuh): the kernel templates that call them compile everywhere, run on sm_90a only. */
 __device__ __forceinline__ void tma_mbar_init(uint32_t bar, uint32_t count)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_fence_mbar_init()
 {
+#if TMA_AVAILABLE
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_expect_tx(uint32_t bar, uint32_t bytes)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_arrive(uint32_t bar)
 {
+#if TMA_AVAILABLE
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_mbar_wait(uint32_t bar, uint32_t parity)
 {
+#if TMA_AVAILABLE
     /* labels inside { } are local to the block in PTX: one copy per inlined call is fine */
     asm volatile("{\n.reg .pred p;\n"
                  "TMA_WAIT:\n"
@@ -58,77 +68,38 @@ __device__ __forceinline__ void tma_mbar_wait(uint32_t bar, uint32_t parity)
                  "@!p bra TMA_WAIT;\n}\n" ::"r"(bar),
                  "r"(parity)
                  : "memory");
-}
-/* The same wait, each try suspending the thread up to `ns` nanoseconds or until the phase
- * completes: a thread that waits long (the producer, for a buffer to free) sleeps instead of
- * spinning through the issue slots of the warps it shares a scheduler with. */
-__device__ __forceinline__ void tma_mbar_wait_suspend(uint32_t bar, uint32_t parity, uint32_t ns)
-{
-    asm volatile("{\n.reg .pred p;\n"
-                 "TMA_WAIT_SUSPEND:\n"
-                 "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1, %2;\n"
-                 "@!p bra TMA_WAIT_SUSPEND;\n}\n" ::"r"(bar),
-                 "r"(parity), "r"(ns)
-                 : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap *map)
 {
+#if TMA_AVAILABLE
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+#endif
 }
 /* One box of a 3-D map (c0 column, c1 row, c2 head) into shared memory at dst; its bytes
  * complete the current phase of bar. */
 __device__ __forceinline__ void tma_load_3d(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1, int c2)
 {
+#if TMA_AVAILABLE
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3, %4}], [%5];\n" ::"r"(dst),
                  "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
                  : "memory");
-}
-/* Clusters (a kernel launched with a cluster dimension): this CTA's rank in its cluster; every
- * thread of every CTA of the cluster meets (barrier.cluster: memory before it is visible to
- * the cluster after it; every thread must arrive, so none may have exited). */
-__device__ __forceinline__ uint32_t tma_cluster_rank()
-{
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ void tma_cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-/* A plain arrival on the barrier at the same offset `bar` in the shared memory of CTA `rank`
- * of this cluster (a consumer releasing a buffer another CTA's producer fills). Release
- * semantics at CTA scope, the default, as for a local arrival: the reads it publishes are
- * wgmma's, already waited for. */
-__device__ __forceinline__ void tma_mbar_arrive_cluster(uint32_t bar, uint32_t rank)
-{
-    asm volatile("{\n.reg .b32 remote;\n"
-                 "mapa.shared::cluster.u32 remote, %0, %1;\n"
-                 "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-                 "r"(rank)
-                 : "memory");
-}
-/* tma_load_3d into every CTA of the cluster named in cta_mask (bit i: rank i), at the same
- * offsets dst and bar in each: one read of global memory feeds them all. */
-__device__ __forceinline__ void tma_load_3d_multicast(uint32_t dst, const CUtensorMap *map, uint32_t bar, int c0, int c1,
-                                                      int c2, uint16_t cta_mask)
-{
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"(dst),
-                 "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(c2), "r"(bar), "h"(cta_mask)
-                 : "memory");
+#endif
 }
 /* Named barriers (ids 1..15; 0 is __syncthreads): `count` threads, a multiple of 32. */
 __device__ __forceinline__ void tma_bar_sync(int id, int count)
 {
+#if TMA_AVAILABLE
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+#endif
 }
 __device__ __forceinline__ void tma_bar_arrive(int id, int count)
 {
+#if TMA_AVAILABLE
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
 #endif
+}
 
 /* Host: encode a 3-D map over a contiguous [heads][rows][cols] tensor of 16-bit elements,
  * box = 64 columns x box_rows rows x 1 head, 128-byte swizzle, out-of-bounds boxes read as

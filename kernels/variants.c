@@ -25,9 +25,7 @@ static void cudnn_library_info(variant_library *out)
     snprintf(out->path, sizeof out->path, "%s", cudnn_library_path());
 }
 
-static void flash_impl_set(int impl) { flash_set_impl(impl < 0 ? FLASH_IMPL_DEFAULT : impl); }
-static void efficient_impl_set(int impl) { efficient_set_impl(impl < 0 ? EFFICIENT_IMPL_DEFAULT : impl); }
-static int efficient_impl_runnable(int impl, int cc) { return impl >= 0 && cc >= 80; } /* both families, every sm_80+ */
+static int efficient_impl_runnable(int impl, int cc) { return impl != EFFICIENT_IMPL_DEFAULT && cc >= 80; } /* both */
 static int efficient_impl_used_on(int cc, const attn_problem *p) { return efficient_impl_used(p); }
 
 const variant variants[] = {
@@ -41,7 +39,6 @@ const variant variants[] = {
         .info = &variant_info_efficient,
         .workspace_bytes = efficient_workspace_bytes,
         .forward = efficient_forward,
-        .set_impl = efficient_impl_set,
         .impl_runnable = efficient_impl_runnable,
         .impl_used = efficient_impl_used_on,
     },
@@ -49,7 +46,6 @@ const variant variants[] = {
         .info = &variant_info_flash,
         .workspace_bytes = flash_workspace_bytes,
         .forward = flash_forward,
-        .set_impl = flash_impl_set,
         .impl_runnable = flash_impl_runnable,
         .impl_used = flash_impl_used,
     },

@@ -42,11 +42,10 @@ typedef struct variant {
     int (*library_ready)(char *why, size_t why_len);
     /* Fill *out with the library library_ready opens; NULL: nothing to load. */
     void (*library_info)(variant_library *out);
-    /* Its kernel families (info->impls, the `impl` run parameter); NULL: it has one. set_impl
-     * picks the family of the next forwards (an index into info->impls, -1: the default;
-     * process-wide); impl_runnable says whether family impl runs on compute capability cc
-     * in this binary; impl_used the family a forward of p runs now, fallbacks applied. */
-    void (*set_impl)(int impl);
+    /* Its kernel families (info->impls, the `impl` run parameter), numbered as attn_problem.impl
+     * numbers them (1 + the index in info->impls); NULL: it has one. forward runs the one p->impl
+     * asks for (0: the default); impl_runnable says whether family impl runs on compute
+     * capability cc in this binary; impl_used the family a forward of p runs, fallbacks applied. */
     int (*impl_runnable)(int impl, int cc);
     int (*impl_used)(int cc, const attn_problem *p);
 } variant;

@@ -265,19 +265,12 @@ static int gpu_forward(exec_context *ctx, void *arg)
     return j->v->forward(ctx, j->p, &j->t, j->d_ws);
 }
 
-/* The `impl` run parameter: the kernel family of v that the next forwards run (an index into
- * v->info->impls; -1: the default). Process-wide in the kernels, so every job sets it. */
-static void gpu_set_impl(const variant *v, int impl)
-{
-    if (v->set_impl) v->set_impl(impl);
-}
-
-/* The implementation v ran for p under the current choice, fallbacks applied: what the
- * result reports as impl_used. NULL for variants with one implementation. */
+/* The implementation v runs for p (p->impl, fallbacks applied): what the result reports as
+ * impl_used. NULL for variants with one implementation. */
 static const char *gpu_impl_used(const variant *v, int cc, const attn_problem *p)
 {
-    int i = v->impl_used ? v->impl_used(cc, p) : -1;
-    return i >= 0 && (size_t)i < v->info->impl_count ? v->info->impls[i].name : NULL;
+    int i = v->impl_used ? v->impl_used(cc, p) : ATTN_IMPL_DEFAULT;
+    return i >= 1 && (size_t)i <= v->info->impl_count ? v->info->impls[i - 1].name : NULL;
 }
 
 /* Device buffers of one job; all NULL until allocated, freed by gpu_job_free. */
@@ -371,7 +364,8 @@ static void gpu_fail_500(gpu_worker *w, api_error *e, const char *code)
 cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *output_fd, int *fatal)
 {
     exec_context *ctx = &w->ctx;
-    const attn_problem *p = &r->problem;
+    attn_problem problem = r->problem; /* with r->impl's kernel family, below */
+    const attn_problem *p = &problem;
     const variant *v = variant_find(r->backend);
     gpu_buffers b;
     gpu_job job;
@@ -387,7 +381,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (docs/tensors.md) */
     const char *impl_used = NULL;
     double need;
-    int verify_gpu, have_prof = 0, have_verify = 0, impl;
+    int verify_gpu, have_prof = 0, have_verify = 0;
     cJSON *res = NULL;
     cudaError_t ce;
 
@@ -408,8 +402,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         return NULL;
     }
     if (run_request_check(r, ctx->cc, e) != 0) return NULL; /* the same check as the front's, with the arch */
-    impl = r->impl[0] ? variant_info_impl_find(v->info, r->impl) : -1;
-    if (r->impl[0] && !worker_impl_runnable(v, impl, ctx->cc)) { /* the front checked it, from our hello */
+    problem.impl = r->impl[0] ? variant_info_impl_find(v->info, r->impl) + 1 : ATTN_IMPL_DEFAULT;
+    if (r->impl[0] && !worker_impl_runnable(v, problem.impl, ctx->cc)) { /* the front checked it, from our hello */
         api_fail(e, 422, "unsupported", "impl", "impl %s of backend %s cannot run on cuda:%d (compute capability "
                  "%d.%d)", r->impl, v->info->name, ctx->device, ctx->cc / 10, ctx->cc % 10);
         return NULL;
@@ -467,7 +461,6 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     job.t.out = b.d_out;
     job.d_ws = b.d_ws;
 
-    gpu_set_impl(v, impl); /* back to the default at cleanup */
     impl_used = gpu_impl_used(v, ctx->cc, p);
     if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
         gpu_fail_500(w, e, "cuda_error");
@@ -531,7 +524,6 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     }
 
 cleanup:
-    gpu_set_impl(v, -1);
     profile_free(&prof);
     gpu_buffers_free(w, &b);
     nvtxRangePop();

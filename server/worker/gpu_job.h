@@ -38,7 +38,7 @@ cJSON *gpu_worker_device_json(gpu_worker *w);
  * err). */
 int gpu_device_count(char *err, size_t err_len);
 
-/* Run one job with r->impl's kernel family (the default again after). Returns the result
+/* Run one job with r->impl's kernel family. Returns the result
  * object {timing, kernels, output, verify, perf, energy; impl_used for flash and efficient:
  * the family that ran}; or NULL with e filled: 4xx when refused before anything ran (nothing
  * to store), 500 when it failed while running. *output_fd: a memfd holding the output bytes when r->verify and the

@@ -32,7 +32,7 @@ static cJSON *library_json(const variant *v)
 
 int worker_impl_runnable(const variant *v, int impl, int cc)
 {
-    if (impl < 0 || (size_t)impl >= v->info->impl_count) return 0;
+    if (impl < 1 || (size_t)impl > v->info->impl_count) return 0;
     if (v->info->on_cpu ? cc != 0 : cc <= 0 || cc < v->info->min_cc) return 0;
     return v->impl_runnable && v->impl_runnable(impl, cc);
 }
@@ -44,7 +44,7 @@ static cJSON *impls_json(const variant *v, int cc)
     size_t i;
 
     for (i = 0; list && i < v->info->impl_count; i++) {
-        if (!worker_impl_runnable(v, (int)i, cc)) continue;
+        if (!worker_impl_runnable(v, (int)i + 1, cc)) continue;
         if (!cJSON_AddItemToArray(list, cJSON_CreateString(v->info->impls[i].name))) {
             cJSON_Delete(list);
             return NULL;

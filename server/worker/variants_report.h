@@ -16,8 +16,8 @@
  * cc (0: the cpu device). Caller deletes; NULL: out of memory. */
 cJSON *worker_variants_json(int cc);
 
-/* 1 when implementation impl (an index into v->info->impls) of v runs on a device of compute
- * capability cc (0: the cpu device) in this binary. */
+/* 1 when implementation impl of v (numbered as attn_problem.impl numbers it: 1 + its index in
+ * v->info->impls) runs on a device of compute capability cc (0: the cpu device) in this binary. */
 int worker_impl_runnable(const variant *v, int impl, int cc);
 
 #endif

@@ -64,36 +64,13 @@ struct fused_variant {
  * "efficient" are the defaults (on an H200 built with sm_90a, flash is the TMA kernel at
  * head_dim 64/128); "flash@w8", "flash@w4", "flash@legacy" and "efficient@legacy" force one
  * kernel where it differs from the others (head_dim 96/128, legacy also 64; efficient: 128), and
- * skip other problems silently (same kernel as the default). */
-static int flash_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+ * skip other problems silently (same kernel as the default). A family is forced as the server
+ * forces it: through attn_problem.impl. */
+template <int IMPL> static int flash_fwd_impl(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    flash_set_impl(FLASH_IMPL_DEFAULT);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_w8(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_W8);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_w4(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_W4);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_LEGACY);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_tma(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_TMA);
-    return flash_forward(c, p, t, w);
-}
-static int flash_fwd_wgmma(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    flash_set_impl(FLASH_IMPL_WGMMA);
-    return flash_forward(c, p, t, w);
+    attn_problem q = *p;
+    q.impl = IMPL;
+    return flash_forward(c, &q, t, w);
 }
 static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -111,15 +88,11 @@ static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_l
     }
     return variant_check_flash(p, why, why_len);
 }
-static int efficient_fwd_default(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+template <int IMPL> static int efficient_fwd_impl(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
-    efficient_set_impl(EFFICIENT_IMPL_DEFAULT);
-    return efficient_forward(c, p, t, w);
-}
-static int efficient_fwd_legacy(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
-{
-    efficient_set_impl(EFFICIENT_IMPL_LEGACY);
-    return efficient_forward(c, p, t, w);
+    attn_problem q = *p;
+    q.impl = IMPL;
+    return efficient_forward(c, &q, t, w);
 }
 static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_len)
 {
@@ -131,9 +104,9 @@ static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_
 }
 /* Each wgmma configuration forced on every problem (kernels/flash.cu picks one per problem:
  * the "flash" rows), so that each is checked on every case and timed side by side:
- * "flash@wgW sS [d|o] [_bnN]" = W warpgroups, S stages, d: P·V deferred, o: P·V_j-1
- * overlapping softmax_j (flash_wgmma.cuh: FLASH_WG_DEFER / _OVERLAP), N keys per block
- * (default 128). Only in a build with sm_90a code, on sm_90; otherwise skipped silently. */
+ * "flash@wgW sS [d] [_bnN]" = W warpgroups, S stages, d: P·V deferred (flash_wgmma.cuh:
+ * FLASH_WG_DEFER), N keys per block (default 128). Only in a build with sm_90a code, on sm_90;
+ * otherwise skipped silently. */
 static int fused_cc = 0;
 template <class TR> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
 {
@@ -149,26 +122,20 @@ template <class TR> static int flash_wg_fwd(exec_context *c, const attn_problem 
                                  : flash_wg_launch<TR, __half, false>(c, p, t, "flash_wg");
 }
 typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_DEFER> wg_d128_w2s3d;
-typedef flash_wg_traits<128, 128, 2, 3, FLASH_WG_OVERLAP> wg_d128_w2s3o;
 typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> wg_d128_w3s2;
 typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_DEFER> wg_d128_w3s3d_bn64;
-typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_OVERLAP> wg_d128_w3s3o_bn64;
 typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> wg_d64_w2s3d;
-typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_OVERLAP> wg_d64_w2s3o;
 typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> wg_d64_w3s3d;
-typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_OVERLAP> wg_d64_w3s3o;
 #define WG_VARIANT(name, TR) {name, flash_wg_check<TR>, flash_wg_fwd<TR>}
-/* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [n] [g|d]" = head dim
- * D, W consumer warpgroups, S stages (default 2; 3 at D128 stores O from registers), n: no
- * ping-pong, g: one CTA per tile instead of the persistent grid, d: persistent with the
- * dynamic tile counter (default: static), _tree: the softmax's reductions as trees (TREE).
- * "flash@tma" and "flash@wgmma" are kernels/flash.cu's own choice within v6 and v5. "diag@…" rows are timed, never verified (flash_tma.cuh NOLOAD:
- * the kernel without its K/V traffic, wrong results by design). */
-template <class TR, bool PERSISTENT>
-static int flash_tma_fwd(exec_context *c, const attn_problem *p, const attn_tensors *t, void *)
+/* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [d] [_tree]" = head dim
+ * D, W consumer warpgroups, S stages (default 2), d: the dynamic tile counter (default: static
+ * round-robin), _tree: the softmax's reductions as trees (TREE). The shipped ones (kernels/
+ * flash.cu) are t128w2, t128w2d, t64w3, t64w3d and t64w2s3d_tree; "flash@tma" and "flash@wgmma"
+ * are flash.cu's own choice within v6 and v5. */
+template <class TR> static int flash_tma_fwd(exec_context *c, const attn_problem *p, const attn_tensors *t, void *)
 {
-    return p->dtype == ATTN_BF16 ? flash_tma_launch<TR, __nv_bfloat16, true>(c, p, t, "flash_tma", PERSISTENT)
-                                 : flash_tma_launch<TR, __half, false>(c, p, t, "flash_tma", PERSISTENT);
+    return p->dtype == ATTN_BF16 ? flash_tma_launch<TR, __nv_bfloat16, true>(c, p, t, "flash_tma")
+                                 : flash_tma_launch<TR, __half, false>(c, p, t, "flash_tma");
 }
 template <class TR> static int flash_tma_check(const attn_problem *p, char *why, size_t why_len)
 {
@@ -178,47 +145,33 @@ template <class TR> static int flash_tma_check(const attn_problem *p, char *why,
     }
     return flash_wg_check<TR>(p, why, why_len);
 }
-typedef flash_tma_traits<128, 2, 128, 2, true> tma_d128_w2;
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d128_w2d;
-typedef flash_tma_traits<128, 2, 128, 3, true, false> tma_d128_w2s3;
-typedef flash_tma_traits<128, 2, 128, 3, true, false, FLASH_TMA_DYNAMIC> tma_d128_w2s3d;
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, false, true> tma_d128_noload;
-typedef flash_tma_traits<64, 3, 128, 2, true> tma_d64_w3;
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d64_w3d;
-typedef flash_tma_traits<64, 2, 128, 2, true> tma_d64_w2;
-typedef flash_tma_traits<64, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC> tma_d64_w2d;
-typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC> tma_d64_w2s3d;
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_STATIC, false, true> tma_d64_noload;
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_STATIC, true> tma_d128_w2_tree;
-typedef flash_tma_traits<128, 2, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
-typedef flash_tma_traits<64, 3, 128, 2, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
-typedef flash_tma_traits<64, 2, 128, 3, true, true, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
-/* The traits' knobs redefined: "_l2sN" L2 sections of N MB (the defaults: one head for static
- * tiles, 16 MB for dynamic), "_sleep" the producer's waits suspend (up to 100 µs a try) instead
- * of spinning, "_c2" clusters of two CTAs sharing each K/V load (TMA multicast; unpaired problems
- * run unclustered), "_eager" O rescaled whenever a row max moves (no slack), "_qs" Q read from
- * shared memory by every Q·Kᵀ (not held in registers). */
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> tma_d128_w2;
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> tma_d128_w2d;
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> tma_d64_w3;
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> tma_d64_w3d;
+typedef flash_tma_traits<64, 2, 128, 2, FLASH_TMA_STATIC> tma_d64_w2;
+typedef flash_tma_traits<64, 2, 128, 2, FLASH_TMA_DYNAMIC> tma_d64_w2d;
+typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC> tma_d64_w2s3d;
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC, true> tma_d128_w2_tree;
+typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
+typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
+typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
+/* The traits' derived constants redefined: "_l2sN" L2 sections of N MB (the defaults: one head
+ * for static tiles, 16 MB for dynamic), "_eager" O rescaled whenever a row max moves (no
+ * slack, v5's rule), "_qs" Q read from shared memory by every Q·Kᵀ (not held in registers, as
+ * with 3 warpgroups). */
 template <class TR, long long MB> struct tma_l2 : TR {
     static constexpr long long L2_SECTION_BYTES = MB << 20;
 };
-template <class TR> struct tma_sleep : TR {
-    static constexpr unsigned PRODUCER_SUSPEND_NS = 100000;
-};
-template <class TR> struct tma_cluster : TR {
-    static constexpr int CLUSTER = 2;
-};
-template <class TR> struct tma_eager : TR { /* "_eager": O rescaled at every move of a row max */
+template <class TR> struct tma_eager : TR {
     static constexpr int RESCALE_SLACK = 0;
 };
-template <class TR> struct tma_q_smem : TR { /* "_qs": Q·Kᵀ reads Q from shared memory every block */
+template <class TR> struct tma_q_smem : TR {
     static constexpr bool Q_IN_REGS = false;
 };
 typedef tma_l2<tma_d128_w2, 16> tma_d128_w2_l2s16;
 typedef tma_l2<tma_d64_w3, 16> tma_d64_w3_l2s16;
 typedef tma_l2<tma_d128_w2d, 4> tma_d128_w2d_l2s4;
-typedef tma_sleep<tma_d128_w2> tma_d128_w2_sleep;
-typedef tma_cluster<tma_d128_w2> tma_d128_w2_c2;
-typedef tma_cluster<tma_d64_w3> tma_d64_w3_c2;
 typedef tma_eager<tma_d128_w2> tma_d128_w2_eager;
 typedef tma_eager<tma_d128_w2d> tma_d128_w2d_eager;
 typedef tma_eager<tma_d64_w3> tma_d64_w3_eager;
@@ -227,7 +180,7 @@ typedef tma_eager<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_eager;
 typedef tma_q_smem<tma_d128_w2> tma_d128_w2_qs;
 typedef tma_q_smem<tma_d128_w2d> tma_d128_w2d_qs;
 typedef tma_q_smem<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_qs;
-#define TMA_VARIANT(name, TR, PERSISTENT) {name, flash_tma_check<TR>, flash_tma_fwd<TR, PERSISTENT>}
+#define TMA_VARIANT(name, TR) {name, flash_tma_check<TR>, flash_tma_fwd<TR>}
 static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
     why[0] = '\0';
@@ -240,53 +193,41 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
 }
 
 static const fused_variant check_variants[] = {
-    {"efficient", variant_check_efficient, efficient_fwd_default},
-    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_legacy},
-    {"flash", variant_check_flash, flash_fwd_default},
-    {"flash@w8", flash_check_d96_128, flash_fwd_w8},
-    {"flash@w4", flash_check_d96_128, flash_fwd_w4},
-    {"flash@legacy", flash_check_d64_96_128, flash_fwd_legacy},
+    {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
+    {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_BUCKET>},
+    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>},
+    {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
+    {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
+    {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
-    WG_VARIANT("flash@wg2s3o", wg_d128_w2s3o),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
-    WG_VARIANT("flash@wg3s3o_bn64", wg_d128_w3s3o_bn64),
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
-    WG_VARIANT("flash@wg2s3o", wg_d64_w2s3o),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
-    WG_VARIANT("flash@wg3s3o", wg_d64_w3s3o),
-    {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_wgmma},
-    {"flash@tma", flash_check_hopper_64_128, flash_fwd_tma},
-    TMA_VARIANT("flash@t128w2g", tma_d128_w2, false),
-    TMA_VARIANT("flash@t128w2d", tma_d128_w2d, true),
-    TMA_VARIANT("flash@t128w2s3", tma_d128_w2s3, true),
-    TMA_VARIANT("flash@t128w2s3d", tma_d128_w2s3d, true),
-    TMA_VARIANT("flash@t64w3g", tma_d64_w3, false),
-    TMA_VARIANT("flash@t64w3d", tma_d64_w3d, true),
-    TMA_VARIANT("flash@t64w2", tma_d64_w2, true),
-    TMA_VARIANT("flash@t64w2d", tma_d64_w2d, true),
-    TMA_VARIANT("flash@t64w2s3d", tma_d64_w2s3d, true),
-    TMA_VARIANT("flash@t128w2_tree", tma_d128_w2_tree, true),
-    TMA_VARIANT("flash@t128w2d_tree", tma_d128_w2d_tree, true),
-    TMA_VARIANT("flash@t64w3d_tree", tma_d64_w3d_tree, true),
-    TMA_VARIANT("flash@t64w2s3d_tree", tma_d64_w2s3d_tree, true),
-    TMA_VARIANT("flash@t128w2_l2s16", tma_d128_w2_l2s16, true),
-    TMA_VARIANT("flash@t64w3_l2s16", tma_d64_w3_l2s16, true),
-    TMA_VARIANT("flash@t128w2d_l2s4", tma_d128_w2d_l2s4, true),
-    TMA_VARIANT("flash@t128w2_sleep", tma_d128_w2_sleep, true),
-    TMA_VARIANT("flash@t128w2_c2", tma_d128_w2_c2, true),
-    TMA_VARIANT("flash@t128w2g_c2", tma_d128_w2_c2, false),
-    TMA_VARIANT("flash@t64w3_c2", tma_d64_w3_c2, true),
-    TMA_VARIANT("flash@t128w2_eager", tma_d128_w2_eager, true),
-    TMA_VARIANT("flash@t128w2d_eager", tma_d128_w2d_eager, true),
-    TMA_VARIANT("flash@t64w3_eager", tma_d64_w3_eager, true),
-    TMA_VARIANT("flash@t64w3d_eager", tma_d64_w3d_eager, true),
-    TMA_VARIANT("flash@t64w2s3d_tree_eager", tma_d64_w2s3d_tree_eager, true),
-    TMA_VARIANT("flash@t128w2_qs", tma_d128_w2_qs, true),
-    TMA_VARIANT("flash@t128w2d_qs", tma_d128_w2d_qs, true),
-    TMA_VARIANT("flash@t64w2s3d_tree_qs", tma_d64_w2s3d_tree_qs, true),
-    TMA_VARIANT("diag@t128noload", tma_d128_noload, true),
-    TMA_VARIANT("diag@t64noload", tma_d64_noload, true),
+    {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_WGMMA>},
+    {"flash@tma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_TMA>},
+    TMA_VARIANT("flash@t128w2", tma_d128_w2),
+    TMA_VARIANT("flash@t128w2d", tma_d128_w2d),
+    TMA_VARIANT("flash@t64w3", tma_d64_w3),
+    TMA_VARIANT("flash@t64w3d", tma_d64_w3d),
+    TMA_VARIANT("flash@t64w2s3d_tree", tma_d64_w2s3d_tree),
+    TMA_VARIANT("flash@t64w2", tma_d64_w2),
+    TMA_VARIANT("flash@t64w2d", tma_d64_w2d),
+    TMA_VARIANT("flash@t64w2s3d", tma_d64_w2s3d),
+    TMA_VARIANT("flash@t128w2_tree", tma_d128_w2_tree),
+    TMA_VARIANT("flash@t128w2d_tree", tma_d128_w2d_tree),
+    TMA_VARIANT("flash@t64w3d_tree", tma_d64_w3d_tree),
+    TMA_VARIANT("flash@t128w2_l2s16", tma_d128_w2_l2s16),
+    TMA_VARIANT("flash@t64w3_l2s16", tma_d64_w3_l2s16),
+    TMA_VARIANT("flash@t128w2d_l2s4", tma_d128_w2d_l2s4),
+    TMA_VARIANT("flash@t128w2_eager", tma_d128_w2_eager),
+    TMA_VARIANT("flash@t128w2d_eager", tma_d128_w2d_eager),
+    TMA_VARIANT("flash@t64w3_eager", tma_d64_w3_eager),
+    TMA_VARIANT("flash@t64w3d_eager", tma_d64_w3d_eager),
+    TMA_VARIANT("flash@t64w2s3d_tree_eager", tma_d64_w2s3d_tree_eager),
+    TMA_VARIANT("flash@t128w2_qs", tma_d128_w2_qs),
+    TMA_VARIANT("flash@t128w2d_qs", tma_d128_w2d_qs),
+    TMA_VARIANT("flash@t64w2s3d_tree_qs", tma_d64_w2s3d_tree_qs),
 };
 
 #ifdef FUSED_CHECK_CUDNN
@@ -439,7 +380,7 @@ static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, 
                           attn_mask m)
 {
     dp.p.batch = B, dp.p.heads = H, dp.p.seq_q = Sq, dp.p.seq_kv = Skv, dp.p.head_dim = D;
-    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D);
+    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D), dp.p.impl = ATTN_IMPL_DEFAULT;
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
     fill_normal(dp.h_k, t, attn_kv_elems(&dp.p));
     fill_normal(dp.h_v, t, attn_kv_elems(&dp.p));
@@ -527,7 +468,7 @@ static void verify(device_problem &dp, int row_step)
     std::vector<uint8_t> h_out(dp.h_q.size());
     for (const fused_variant &v : run_variants()) {
         char why[256] = "";
-        if (!variant_selected(v.name) || strncmp(v.name, "diag@", 5) == 0) continue;
+        if (!variant_selected(v.name)) continue;
         if (v.check(p, why, sizeof why) != 0) {
             if (why[0]) printf("  %-16s %s  unsupported: %s\n", v.name, shape_str(p), why);
             continue;

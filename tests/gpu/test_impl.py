@@ -9,8 +9,8 @@ from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant
 from test_variants import check_verified
 
 # The __global__ function each family launches (kernels/flash_*.cuh).
-KERNEL = {"tma": "flash_tma_kernel", "wgmma": "flash_wg_kernel", "w4": "flash_x_kernel", "w8": "flash_x_kernel",
-          "legacy": "flash_fwd_kernel", "exact": "flash_x_kernel"}
+KERNEL = {"tma": "flash_tma_kernel", "wgmma": "flash_wg_kernel", "w4": "flash_exact_kernel",
+          "w8": "flash_exact_kernel", "legacy": "flash_fwd_kernel", "exact": "flash_exact_kernel"}
 # flash: what runs for (impl asked for, head_dim) — kernels/flash.cu's flash_impl_used.
 FLASH_RUNS = {("tma", 64): "tma", ("tma", 96): "w4", ("tma", 128): "tma",
               ("wgmma", 64): "wgmma", ("wgmma", 96): "w4", ("wgmma", 128): "wgmma",

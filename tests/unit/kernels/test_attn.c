@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "common/attn.h"
+#include "kernels/fused.h"
 #include "kernels/variants.h"
 #include "tests/unit/check.h"
 
@@ -151,11 +152,55 @@ static void test_workspace_bounds(void)
     }
 }
 
+/* `impl`: the kernels number their families as attn_problem.impl does (1 + the index of the
+ * name in the description table), a zeroed problem runs the default, and the family a forward
+ * runs is the problem's, fallbacks applied (compute capabilities below 9.0: no sm_90a needed). */
+static void test_impls(void)
+{
+    const variant *flash = variant_find("flash"), *efficient = variant_find("efficient");
+    attn_problem p;
+
+    CHECK(variant_info_flash.impl_count == 5 && !strcmp(variant_info_flash.impls[FLASH_IMPL_TMA - 1].name, "tma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_WGMMA - 1].name, "wgmma") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W4 - 1].name, "w4") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_W8 - 1].name, "w8") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_GENERIC - 1].name, "legacy"),
+          "flash's impls follow FLASH_IMPL_*");
+    CHECK(variant_info_efficient.impl_count == 2 &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_EXACT - 1].name, "exact") &&
+              !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_BUCKET - 1].name, "legacy"),
+          "efficient's impls follow EFFICIENT_IMPL_*");
+
+    memset(&p, 0, sizeof p);
+    p.batch = 1, p.heads = 2, p.seq_q = p.seq_kv = 256, p.head_dim = 128, p.dtype = ATTN_BF16, p.scale = 0.125;
+    CHECK(flash && flash->impl_used && flash->impl_runnable && efficient && efficient->impl_used, "impl hooks");
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(86, &p) == FLASH_IMPL_W8,
+          "a zeroed impl runs the default: w4 on sm_80, w8 on sm_86");
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_EXACT, "efficient's default at head_dim 128");
+    p.impl = FLASH_IMPL_GENERIC;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_GENERIC && flash->impl_used(86, &p) == FLASH_IMPL_GENERIC,
+          "the problem's family runs");
+    p.impl = FLASH_IMPL_W8;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W8, "w8 forced on sm_80");
+    p.impl = FLASH_IMPL_TMA;
+    CHECK(!flash->impl_runnable(FLASH_IMPL_TMA, 80) && flash->impl_used(80, &p) == FLASH_IMPL_W4,
+          "tma off Hopper: the default");
+    CHECK(!flash->impl_runnable(FLASH_IMPL_DEFAULT, 80) && flash->impl_runnable(FLASH_IMPL_GENERIC, 80),
+          "0 is no family");
+    p.impl = FLASH_IMPL_W4, p.head_dim = 32;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_GENERIC, "head_dim 32 has one kernel");
+    p.impl = EFFICIENT_IMPL_BUCKET, p.head_dim = 128;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient's bucket kernel forced");
+    p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "fp32 runs the bucket kernel");
+}
+
 int main(void)
 {
     test_names();
     test_pairs_and_flops();
     test_variants();
     test_workspace_bounds();
+    test_impls();
     return CHECK_DONE();
 }

@@ -1,0 +1,50 @@
+/* flash_tma_load.cuh — v6's producer (flash_tma.cuh; FA3's mainloop `load`): one thread issues
+ * every load of a tile as a TMA bulk tensor copy (tma.cuh) and hands each buffer over through an
+ * mbarrier ("full": its bytes landed), once the consumers have released it ("empty"). Q first,
+ * then per key block, walked from the first up, its K and the previous block's V (K first: S_j
+ * needs K_j while P·V still reads the previous V), then the last V. Causal tiles that start
+ * together so read the same K/V blocks at the same moment, as equal tiles always do
+ * (docs/fused.md, "L2 lookups and the key walk"). The kernel hands the tiles over.
+ */
+#ifndef FLASH_TMA_LOAD_CUH
+#define FLASH_TMA_LOAD_CUH
+
+#include "kernels/flash_tma_traits.cuh"
+
+/* Key block j of head bh from `map` into ring stage it % STAGES, once the consumers have
+ * released it (a fresh "empty" barrier passes parity 1 at once: the first pass never waits). */
+template <class TR>
+__device__ __forceinline__ void flash_tma_load_kv(const flash_tma_smem &sm, const CUtensorMap *map, uint32_t ring,
+                                                  int full, int empty, uint32_t it, int j, int bh)
+{
+    const int st = (int)(it % TR::STAGES);
+    tma_mbar_wait(sm.bar(empty + st), ((it / TR::STAGES) & 1) ^ 1);
+    tma_mbar_expect_tx(sm.bar(full + st), TR::KV_BYTES);
+#pragma unroll
+    for (int h = 0; h < TR::PANELS; ++h) {
+        const uint32_t dst = ring + st * TR::KV_BYTES + h * TR::BN * 128;
+        tma_load_3d(dst, map, sm.bar(full + st), 64 * h, j * TR::BN, bh);
+    }
+}
+
+/* One tile's loads (rows m0.. of head bh, n_blocks key blocks, at least one): Q, then per key
+ * block its K and the previous block's V, then the last V; kv_iter counts the ring stages used
+ * (advanced past them). */
+template <class TR>
+__device__ __forceinline__ void flash_tma_load(const flash_tma_maps &maps, const flash_tma_smem &sm, int bh, int m0,
+                                               int n_blocks, uint32_t &kv_iter)
+{
+    tma_mbar_expect_tx(sm.bar(TR::BAR_Q_FULL), TR::Q_BYTES);
+#pragma unroll
+    for (int h = 0; h < TR::PANELS; ++h)
+        tma_load_3d(sm.q + h * TR::BM * 128, &maps.q, sm.bar(TR::BAR_Q_FULL), 64 * h, m0, bh);
+    /* not unrolled: the producer has 24 registers, and ptxas spilled this loop unrolled */
+#pragma unroll 1
+    for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
+        flash_tma_load_kv<TR>(sm, &maps.k, sm.k, TR::BAR_K_FULL, TR::BAR_K_EMPTY, kv_iter, j, bh);
+        if (j > 0) flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, j - 1, bh);
+    }
+    flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_blocks - 1, bh);
+}
+
+#endif

@@ -1,0 +1,137 @@
+/* flash_tma_traits.cuh — what v6 (flash_tma.cuh) is built from: its configuration (traits), the
+ * one struct the host hands the kernel (params), where everything lives in shared memory, and
+ * the order in which the CTAs of the persistent grid take tiles (FA3's kernel traits, params and
+ * tile scheduler).
+ */
+#ifndef FLASH_TMA_TRAITS_CUH
+#define FLASH_TMA_TRAITS_CUH
+
+#include <atomic>
+
+#include "kernels/flash_wgmma.cuh"
+#include "kernels/tma.cuh"
+
+/* How the CTAs take tiles: STATIC tile = blockIdx.x + k·gridDim.x (best when tiles are equal:
+ * non-causal); DYNAMIC the next tile from a counter (atomicAdd) once a tile's loads are issued,
+ * so CTAs that drew short causal tiles take more. */
+enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
+
+/* The K and V bytes of the heads one L2 section holds under DYNAMIC tiles (STATIC: one head).
+ * Why 16 MB and one head: docs/fused.md ("How fast", "L2 lookups and the key walk"). */
+#define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
+
+/* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
+ * rings, SCHED (above); TREE: the softmax's row max and row sum as pairwise trees (5 dependent
+ * steps for a thread's 32 values of a row instead of 16: a shorter softmax, which bounds short
+ * D64 tiles). */
+template <int D_, int WGS_, int BN_, int STAGES_, int SCHED_ = FLASH_TMA_STATIC, bool TREE_ = false>
+struct flash_tma_traits {
+    static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
+    static constexpr bool TREE = TREE_;
+    /* Constants that tests/gpu/fused_check.cu redefines in configurations of its own: the L2
+     * section (0: one head); how far (log2 units) a row max may outgrow the one P is taken
+     * against before O is rescaled (flash_wg_new_max); Q·Kᵀ with Q from registers, loaded once a
+     * tile, which only the 240-register split of 2 consumer warpgroups has room for
+     * (docs/fused.md, "Fewer instructions"). */
+    static constexpr long long L2_SECTION_BYTES = SCHED == FLASH_TMA_STATIC ? 0 : FLASH_TMA_L2_SECTION_BYTES;
+    static constexpr int RESCALE_SLACK = 8;
+    static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
+    static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
+    static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
+    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = BM * D * 2;
+    /* registers per thread after setmaxnreg: producer / consumers (FA3's split; 65536 in all) */
+    static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
+    /* The mbarriers (8 bytes each, after the tiles): Q full and empty, then full[STAGES] and
+     * empty[STAGES] of the K ring, then of the V ring. The tile slot is the last 8 bytes. */
+    static constexpr int BAR_Q_FULL = 0, BAR_Q_EMPTY = 1, BAR_K_FULL = 2, BAR_K_EMPTY = 2 + STAGES,
+                         BAR_V_FULL = 2 + 2 * STAGES, BAR_V_EMPTY = 2 + 3 * STAGES;
+    static constexpr uint32_t BARS_BYTES = 256;
+    static constexpr uint32_t TILE_SLOT = BARS_BYTES - 8;
+    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
+    static_assert(D == 64 || D == 128, "head_dim 64 or 128");
+    static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
+    static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
+    static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
+    static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
+};
+
+/* The tensor maps of Q, K and V (tma.cuh), which TMA reads where they are: in the kernel's
+ * parameter space. */
+struct flash_tma_maps {
+    CUtensorMap q, k, v;
+};
+
+/* The problem and its tiles. */
+struct flash_tma_work {
+    flash_params p;
+    int bh;        /* batch·heads */
+    int m_tiles;   /* query tiles per head */
+    int sec_heads; /* heads per L2 section */
+    int n_tiles;   /* bh · m_tiles */
+    int ctr_slot;  /* DYNAMIC: this launch's counter in flash_tma_tile_ctr */
+};
+
+/* All that crosses from host to kernel. The kernel takes its two halves as two parameters: the
+ * maps __grid_constant__ (TMA takes their address), the work by value. As one __grid_constant__
+ * struct, whose address then escapes, the work compiles to other SASS than the measured kernel's. */
+struct flash_tma_params {
+    flash_tma_maps maps;
+    flash_tma_work work;
+};
+
+/* Shared memory (flash_tma_kernel lays it out): 1024-byte aligned tiles, 128-byte swizzle,
+ * 64-column panels: Q BM·D·2, K and V STAGES x BN·D·2 each, O's staging tile BM·D·2 (the
+ * epilogue's), then the barriers. */
+struct flash_tma_smem {
+    uint32_t q, k, v, o, bars; /* shared-window addresses */
+    uint8_t *o_ptr;            /* the O tile for ordinary stores and loads */
+    volatile int *tile_slot;   /* the tile the producer hands the consumers (under Q full) */
+    __device__ __forceinline__ uint32_t bar(int i) const { return bars + 8u * (uint32_t)i; }
+};
+
+/* One thread sets the barriers up; a CTA barrier must follow before any other thread uses them.
+ * "empty" barriers count one arrival per consumer warp (lane 0 of each). */
+template <class TR> __device__ __forceinline__ void flash_tma_init_barriers(const flash_tma_smem &sm)
+{
+    tma_mbar_init(sm.bar(TR::BAR_Q_FULL), 1);
+    tma_mbar_init(sm.bar(TR::BAR_Q_EMPTY), 4 * TR::WGS);
+    for (int s = 0; s < TR::STAGES; ++s) {
+        tma_mbar_init(sm.bar(TR::BAR_K_FULL + s), 1);
+        tma_mbar_init(sm.bar(TR::BAR_K_EMPTY + s), 4 * TR::WGS);
+        tma_mbar_init(sm.bar(TR::BAR_V_FULL + s), 1);
+        tma_mbar_init(sm.bar(TR::BAR_V_EMPTY + s), 4 * TR::WGS);
+    }
+    tma_fence_mbar_init();
+}
+
+/* DYNAMIC's tile counters, zero between launches: the CTA that draws the last value resets its
+ * slot. Launches rotate over the slots, so launches that overlap on different streams use
+ * different counters (no allocation, no memset per launch). One array per translation unit. */
+#define FLASH_TMA_CTR_SLOTS 64
+static __device__ unsigned flash_tma_tile_ctr[FLASH_TMA_CTR_SLOTS];
+static std::atomic<unsigned> flash_tma_ctr_next(0); /* the host's rotation over the slots */
+
+/* Tile `tile` of the order: heads fastest within L2 sections of sec_heads heads, query blocks
+ * descending (the longest causal tiles first). Its head and query block. */
+__device__ __forceinline__ void flash_tma_tile(const flash_tma_work &a, int tile, int &bh, int &m_block)
+{
+    const int per_sec = a.sec_heads * a.m_tiles;
+    const int sec = tile / per_sec, r = tile - sec * per_sec;
+    const int h0 = sec * a.sec_heads, hn = min(a.sec_heads, a.bh - h0);
+    m_block = a.m_tiles - 1 - r / hn;
+    bh = h0 + r % hn;
+}
+
+/* The producer's next tile after `tile` (≥ n_tiles: none left). */
+template <class TR> __device__ __forceinline__ int flash_tma_next_tile(const flash_tma_work &a, int tile)
+{
+    if constexpr (TR::SCHED == FLASH_TMA_DYNAMIC) {
+        const unsigned f = atomicAdd(&flash_tma_tile_ctr[a.ctr_slot], 1u);
+        if (f == (unsigned)a.n_tiles - 1) flash_tma_tile_ctr[a.ctr_slot] = 0; /* the last draw of the launch */
+        return (int)min((unsigned)a.n_tiles, gridDim.x + f);
+    } else {
+        return tile + gridDim.x;
+    }
+}
+
+#endif
