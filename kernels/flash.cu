@@ -33,8 +33,9 @@
  *       from smem per k-step, 2 CTAs/SM — in 252 registers without spills on sm_90 (w4;
  *       sm_80..89 spill 28 B there, so they get BN 48). w8 = v1's shape (8 warps x 16 rows,
  *       Q in registers) with the v4 body, kept for comparison and for sm_86/89.
- *       Predicted (bench/NOTES.md): w4 290-340 TFLOP/s at B2 H16 S8192 D128 causal.
- *       Measured: 359 (w4); 342 at B4 S4096 D128 non-causal, a tie with FA2.
+ *       Predicted: w4 290-340 TFLOP/s at B2 H16 S8192 D128 causal.
+ *       Measured: 359 (w4); 342 at B4 S4096 D128 non-causal, a tie with FA2
+ *       (bench/results/nvidia-h200/2026-12-02-04cadee-flash-v4.md).
  *   v5  sm_90a, head_dim 64/128 (flash_wgmma.cuh): both products on wgmma — Q, K and V read
  *       by the tensor cores from 128-byte-swizzled smem, P from registers; 2-3 warpgroups x
  *       64 rows; 3-stage ring with P·V left in flight across the barrier where smem allows.
@@ -94,7 +95,7 @@ typedef flash_exact_traits<128, 64, 8, 1, true, 1> flash_exact_cfg_d128_w8;
 typedef flash_exact_traits<96, 64, 8, 1, true, 1> flash_exact_cfg_d96_w8;
 
 /* v5 (flash_wgmma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM. Measured on the H200
- * (bench/NOTES.md, fused_check, bf16): 3 warpgroups (BM 192) win at long sequences — D128
+ * (bench/results/nvidia-h200/2026-12-02-a922188-flash-v5.md, fused_check, bf16): 3 warpgroups (BM 192) win at long sequences — D128
  * non-causal S4096 446 TFLOP/s, causal S8192 459 (2 warpgroups, 2 stages: 399 / 408) — but
  * lose on short causal ones, where the taller tile wastes more of the diagonal: S1024 causal
  * D128 254 vs 289 with 2 warpgroups, 3 stages and P·V deferred. So: flash_wg_cfg_*_short for
@@ -109,12 +110,14 @@ typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> flash_wg_cfg_d64_short;  
 static bool flash_wg_short(const attn_problem *p) { return p->mask != ATTN_MASK_NONE && p->seq_q <= 1536; }
 
 /* v6 (flash_tma.cuh), sm_90a only, head_dim 64 and 128, 1 CTA per SM, FA3's tiles, 2-stage K
- * and V rings. Measured on the H200 (bench/NOTES.md, flash v6 steps 1-2): the
+ * and V rings. Measured on the H200
+ * (bench/results/nvidia-h200/2026-12-03-c48fa40-v6-configurations.md): the
  * dynamic tile counter wins on causal problems (S8192 D128 921 vs 994 us static, S1024 D128
  * 81 vs 91), the static round-robin on non-causal ones (881 vs 948 us at S4096 D128); at D64
  * 3 consumer warpgroups (192-row tiles) win on long causal problems (325 vs 368 us at S4096),
  * 2 with a third stage on short ones (66 vs 75 us at S1024), whose softmax bounds them: there the
- * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us; docs/fused.md, "Fair bursts").
+ * tree reductions (TREE) take 4% off (61.5–62.6 vs 64.0–64.7 us;
+ * bench/results/nvidia-h200/2026-12-03-ffa302c-tree-reductions.md).
  *                                    D    WGs  BN  stages scheduler         TREE  smem */
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d128;               /* 193 KB */
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d128_causal;       /* 193 KB */
