@@ -109,7 +109,6 @@ ATTN_HD int64_t attn_kv_head_of(const attn_problem *p, int64_t h) { return h / (
 ATTN_HD int64_t attn_q_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * p->head_dim; }
 ATTN_HD int64_t attn_k_elems(const attn_problem *p) { return p->batch * attn_kv_heads(p) * p->seq_kv * p->head_dim; }
 ATTN_HD int64_t attn_v_elems(const attn_problem *p) { return p->batch * attn_kv_heads(p) * p->seq_kv * attn_dv(p); }
-ATTN_HD int64_t attn_kv_elems(const attn_problem *p) { return attn_k_elems(p); } /* K's = V's when Dv = D */
 ATTN_HD int64_t attn_out_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * attn_dv(p); }
 ATTN_HD int64_t attn_scores_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * p->seq_kv; }
 /* Whether p is the dense multi-head problem of equal head dims without a window, the only

@@ -34,7 +34,7 @@ const variant variants[] = {
     /* decomposed.h has one workspace function for both naive forms; the in-place one uses a
      * part of it (no masked copy), so the larger size is always enough. */
     {.info = &variant_info_naive_inplace, .workspace_bytes = naive_workspace_bytes, .forward = naive_inplace_forward},
-    {.info = &variant_info_math, .workspace_bytes = math_workspace_bytes, .forward = math_forward},
+    {.info = &variant_info_math, .workspace_bytes = math_workspace_bytes, .forward = math_forward, .prepare = math_prepare},
     {
         .info = &variant_info_efficient,
         .workspace_bytes = efficient_workspace_bytes,
@@ -53,6 +53,7 @@ const variant variants[] = {
         .info = &variant_info_cudnn,
         .workspace_bytes = cudnn_sdpa_workspace_bytes,
         .forward = cudnn_sdpa_forward,
+        .library_check = cudnn_sdpa_plan_check,
         .engine_desc = cudnn_sdpa_engine_desc,
         .library_ready = cudnn_ready,
         .library_info = cudnn_library_info,

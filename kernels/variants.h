@@ -34,6 +34,14 @@ typedef struct variant {
      * ctx->stream, no allocation, no synchronisation (graph-capturable). On the cpu device:
      * runs to completion, ctx->device is -1. Returns 0, or -1 with ctx->error set. */
     int (*forward)(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
+    /* Once per job, after the workspace is allocated and before the first forward, outside
+     * the timing: what a caller builds once and passes on every call (math: a window's bool
+     * attn_mask). May synchronise. 0, or -1 with ctx->error set. NULL: nothing. */
+    int (*prepare)(exec_context *ctx, const attn_problem *p, void *workspace);
+    /* Whether the library runs p on this device, asked before anything is allocated: 0 yes, 1
+     * no with why (the library's reason: a 422), -1 a failure, why says what. NULL: the
+     * problem checks say it all. */
+    int (*library_check)(const attn_problem *p, char *why, size_t why_len);
     /* What the library chose for p after a forward (cuDNN's engine and knobs), reported as
      * the result's "engine"; NULL for variants whose kernels are their own. */
     const char *(*engine_desc)(const attn_problem *p);

@@ -71,7 +71,7 @@ cJSON *cpu_device_json(void)
 static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
 {
     long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
-    double per = 8.0 * (2.0 * (double)p->seq_kv * (double)p->head_dim + (double)p->seq_kv + (double)p->head_dim);
+    double per = 8.0 * ((double)p->seq_kv * (double)(p->head_dim + attn_dv(p)) + (double)p->seq_kv + (double)p->head_dim);
     return (double)(n > 0 ? n : 1) * per;
 }
 
@@ -104,47 +104,27 @@ static int cpu_forward(exec_context *ctx, void *arg)
 }
 
 /* q, k, v from the seed, into fresh host buffers; an input in `resident` (a resident
- * tensor) gets no buffer (NULL). Returns 0, or -1 with e (413). */
+ * tensor; NULL: none is) gets no buffer (NULL). Returns 0, or -1 with e (413). */
 static int cpu_make_inputs_except(const run_request *r, const void *const resident[3], void **q, void **k, void **v,
                                   api_error *e)
 {
     const attn_problem *p = &r->problem;
     size_t esz = attn_dtype_bytes(p->dtype);
-    size_t qb = (size_t)attn_q_elems(p) * esz, kvb = (size_t)attn_kv_elems(p) * esz;
+    size_t qb = (size_t)attn_q_elems(p) * esz, kb = (size_t)attn_k_elems(p) * esz, vb = (size_t)attn_v_elems(p) * esz;
 
     *q = *k = *v = NULL;
-    if (!resident[0] && !(*q = cpu_alloc(qb))) goto oom;
-    if (!resident[1] && !(*k = cpu_alloc(kvb))) goto oom;
-    if (!resident[2] && !(*v = cpu_alloc(kvb))) goto oom;
+    if (!(resident && resident[0]) && !(*q = cpu_alloc(qb))) goto oom;
+    if (!(resident && resident[1]) && !(*k = cpu_alloc(kb))) goto oom;
+    if (!(resident && resident[2]) && !(*v = cpu_alloc(vb))) goto oom;
     if (*q) inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
-    if (*k) inputs_generate_cpu(*k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K);
-    if (*v) inputs_generate_cpu(*v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V);
+    if (*k) inputs_generate_cpu(*k, p->dtype, attn_k_elems(p), r->seed, INPUTS_TENSOR_K);
+    if (*v) inputs_generate_cpu(*v, p->dtype, attn_v_elems(p), r->seed, INPUTS_TENSOR_V);
     return 0;
 oom:
     free(*q), free(*k), free(*v);
     *q = *k = *v = NULL;
     return api_fail(e, 413, "too_large_for_device", "", "host allocation of the inputs (%.3g GB) failed",
-                    (double)(qb + 2 * kvb) / 1e9);
-}
-
-/* q, k, v from the seed, into fresh host buffers. Returns 0, or -1 with e (413). */
-static int cpu_make_inputs(const run_request *r, void **q, void **k, void **v, api_error *e)
-{
-    const attn_problem *p = &r->problem;
-    size_t esz = attn_dtype_bytes(p->dtype);
-    size_t qb = (size_t)attn_q_elems(p) * esz, kvb = (size_t)attn_kv_elems(p) * esz;
-
-    *q = cpu_alloc(qb), *k = cpu_alloc(kvb), *v = cpu_alloc(kvb);
-    if (!*q || !*k || !*v) {
-        free(*q), free(*k), free(*v);
-        *q = *k = *v = NULL;
-        return api_fail(e, 413, "too_large_for_device", "", "host allocation of the inputs (%.3g GB) failed",
-                        (double)(qb + 2 * kvb) / 1e9);
-    }
-    inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
-    inputs_generate_cpu(*k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K);
-    inputs_generate_cpu(*v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V);
-    return 0;
+                    (double)(qb + kb + vb) / 1e9);
 }
 
 cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
@@ -212,7 +192,7 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         api_fail(e, 500, "internal", "", "out of memory building the result");
         goto done;
     }
-    cJSON_AddItemToObject(res, "timing", timing_to_json(&ts));
+    cJSON_AddItemToObject(res, "timing", measure_stats_timing_json(&ts));
     cJSON_AddNullToObject(res, "kernels");
     cJSON_AddItemToObject(res, "output", output_to_json(&os, p));
     if (r->verify) {
@@ -224,14 +204,14 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         cJSON_AddNullToObject(res, "verify");
     }
     {
-        cJSON *perf = perf_to_json(p, ts.median_us);
+        cJSON *perf = measure_stats_perf_json(p, ts.median_us);
         /* The same fields as a GPU run's, null with the reason: the schema does not depend on the device. */
         if (perf) roofline_add_to_perf(perf, NULL, "the cpu device runs the fp64 reference: no peak table");
         cJSON_AddItemToObject(res, "perf", perf);
         ts.energy_j = NAN;
         ts.energy_window_ms = ts.total_ms;
         ts.energy_why = "the cpu device has no energy counter";
-        cJSON_AddItemToObject(res, "energy", energy_to_json(&ts, attn_flops(p), 0.0, ""));
+        cJSON_AddItemToObject(res, "energy", measure_stats_energy_json(&ts, attn_flops(p), 0.0, ""));
     }
     if (r->keep_output) { /* the output becomes a resident tensor */
         if (worker_tensors_keep_output(r, out, out_bytes, cJSON_GetObjectItem(res, "output"), e) != 0) {
@@ -260,7 +240,7 @@ cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads
 
     if (bytes != expect) {
         api_fail(e, 400, "bad_output_size", "", "the output has %zu bytes; [%lld,%lld,%lld,%lld] %s needs %zu",
-                 bytes, (long long)p->batch, (long long)p->heads, (long long)p->seq_q, (long long)p->head_dim,
+                 bytes, (long long)p->batch, (long long)p->heads, (long long)p->seq_q, (long long)attn_dv(p),
                  attn_dtype_name(p->dtype), expect);
         return NULL;
     }
@@ -279,7 +259,7 @@ cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads
             return NULL;
         }
     }
-    if (cpu_make_inputs(r, &q, &k, &v, e) != 0) goto done;
+    if (cpu_make_inputs_except(r, NULL, &q, &k, &v, e) != 0) goto done;
     ref = cpu_alloc((size_t)n * sizeof(double));
     if (!ref || reference_attention_f64(p, q, k, v, ref, threads) != 0) {
         api_fail(e, 413, "too_large_for_device", "", "host memory for the fp64 reference ran out");

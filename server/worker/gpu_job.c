@@ -67,7 +67,7 @@ struct gpu_worker {
 static int gpu_add_perf(gpu_worker *w, cJSON *res, const attn_problem *p, const timing_stats *ts)
 {
     roofline_peak peak;
-    cJSON *perf = perf_to_json(p, ts->median_us), *energy;
+    cJSON *perf = measure_stats_perf_json(p, ts->median_us), *energy;
 
     roofline_peak_of(w->prop.major, w->prop.minor, w->prop.multiProcessorCount, ts->sm_clock_max_mhz, p->dtype,
                      clocks_mem_max_mhz(), (int)clocks_bus_bits(), &peak);
@@ -75,7 +75,7 @@ static int gpu_add_perf(gpu_worker *w, cJSON *res, const attn_problem *p, const 
         cJSON_Delete(perf);
         return -1;
     }
-    energy = energy_to_json(ts, attn_flops(p), w->price_per_hour, w->currency);
+    energy = measure_stats_energy_json(ts, attn_flops(p), w->price_per_hour, w->currency);
     return energy && cJSON_AddItemToObject(res, "energy", energy) ? 0 : (cJSON_Delete(energy), -1);
 }
 
@@ -319,8 +319,8 @@ static int gpu_make_inputs(exec_context *ctx, const run_request *r, gpu_buffers 
     const attn_problem *p = &r->problem;
     /* A resident input has no buffer here: it is not generated. */
     if (b->d_q) TRY(inputs_generate_gpu(ctx, b->d_q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q));
-    if (b->d_k) TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_K));
-    if (b->d_v) TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_kv_elems(p), r->seed, INPUTS_TENSOR_V));
+    if (b->d_k) TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_k_elems(p), r->seed, INPUTS_TENSOR_K));
+    if (b->d_v) TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_v_elems(p), r->seed, INPUTS_TENSOR_V));
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
     return 0;
 }
@@ -375,7 +375,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     verify_result vr;
     char range[160];
     size_t esz = attn_dtype_bytes(p->dtype);
-    size_t q_bytes = (size_t)attn_q_elems(p) * esz, kv_bytes = (size_t)attn_kv_elems(p) * esz;
+    size_t q_bytes = (size_t)attn_q_elems(p) * esz, k_bytes = (size_t)attn_k_elems(p) * esz;
+    size_t v_bytes = (size_t)attn_v_elems(p) * esz;
     size_t out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes, ref_bytes = 0, math_ws_bytes = 0;
     size_t free_b = 0, total_b = 0;
     const void *res_q = NULL, *res_k = NULL, *res_v = NULL; /* resident inputs (docs/tensors.md) */
@@ -413,6 +414,14 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
                  w->profile_error);
         return NULL;
     }
+    if (v->library_check) { /* the library's own verdict, before anything is allocated */
+        char why[512];
+        int rc = v->library_check(p, why, sizeof why);
+        if (rc != 0) {
+            api_fail(e, rc > 0 ? 422 : 500, rc > 0 ? "unsupported" : "library_error", "", "%s", why);
+            return NULL;
+        }
+    }
     if (worker_tensors_inputs(r, &res_q, &res_k, &res_v, e) != 0) return NULL;
     if (res_q) q_bytes = 0; /* nothing to allocate for a resident input */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
@@ -422,8 +431,9 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         math_ws_bytes = math_workspace_bytes(p);
     }
     /* In double: a request near the bounds must not wrap size_t before it is refused. */
-    need = (res_q ? 0.0 : (double)attn_q_elems(p) * esz) + ((res_k ? 0 : 1) + (res_v ? 0 : 1)) * (double)attn_kv_elems(p) * esz +
-           (double)attn_out_elems(p) * esz + (double)ws_bytes + (double)ref_bytes + (double)math_ws_bytes;
+    need = (res_q ? 0.0 : (double)attn_q_elems(p) * esz) + (res_k ? 0.0 : (double)attn_k_elems(p) * esz) +
+           (res_v ? 0.0 : (double)attn_v_elems(p) * esz) + (double)attn_out_elems(p) * esz + (double)ws_bytes +
+           (double)ref_bytes + (double)math_ws_bytes;
     ce = cudaMemGetInfo(&free_b, &total_b);
     if (ce != cudaSuccess) {
         exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemGetInfo(&free_b, &total_b)", ce);
@@ -442,8 +452,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
              attn_dtype_name(p->dtype), attn_mask_name(p->mask));
     nvtxRangePushA(range);
 
-    if (gpu_alloc(w, &b.d_q, q_bytes, "q", e) || gpu_alloc(w, &b.d_k, res_k ? 0 : kv_bytes, "k", e) ||
-        gpu_alloc(w, &b.d_v, res_v ? 0 : kv_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
+    if (gpu_alloc(w, &b.d_q, q_bytes, "q", e) || gpu_alloc(w, &b.d_k, res_k ? 0 : k_bytes, "k", e) ||
+        gpu_alloc(w, &b.d_v, res_v ? 0 : v_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
         gpu_alloc(w, &b.d_ws, ws_bytes, "the workspace", e) ||
         gpu_alloc(w, (void **)&b.d_ref, ref_bytes, "the fp32 reference", e) ||
         gpu_alloc(w, &b.d_math_ws, math_ws_bytes, "the reference workspace", e))
@@ -461,6 +471,11 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
     job.t.out = b.d_out;
     job.d_ws = b.d_ws;
 
+    if ((v->prepare && v->prepare(ctx, p, b.d_ws) != 0) ||
+        (verify_gpu && math_prepare(ctx, p, b.d_math_ws) != 0)) { /* what a caller builds once */
+        gpu_fail_500(w, e, "cuda_error");
+        goto cleanup;
+    }
     impl_used = gpu_impl_used(v, ctx->cc, p);
     if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
         gpu_fail_500(w, e, "cuda_error");
@@ -495,7 +510,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         api_fail(e, 500, "internal", "", "out of memory building the result");
         goto cleanup;
     }
-    cJSON_AddItemToObject(res, "timing", timing_to_json(&ts));
+    cJSON_AddItemToObject(res, "timing", measure_stats_timing_json(&ts));
     if (have_prof) cJSON_AddItemToObject(res, "kernels", profile_to_json(&prof));
     else cJSON_AddNullToObject(res, "kernels");
     /* The Chrome trace of the profiled forward: the front stores it apart (traces table,

@@ -181,7 +181,7 @@ static int measure_warmup(exec_context *ctx, measure_state *st, forward_fn fn, v
 }
 
 /* Stop the sampler; then the energy of the timed window: the counter's average power over its
- * steps (energy_average_power_w), times the whole window; or why there is none. Its power reads
+ * steps (measure_stats_average_power_w), times the whole window; or why there is none. Its power reads
  * join the once-a-batch ones. */
 static void measure_energy(measure_state *st, timing_stats *out)
 {
@@ -206,7 +206,7 @@ static void measure_energy(measure_state *st, timing_stats *out)
         return;
     }
     steps = energy_sampler_steps(st->energy, &n);
-    watts = energy_average_power_w(steps, n, out->total_ms, clocks_power_limit_mw() * 1e-3, why, sizeof why);
+    watts = measure_stats_average_power_w(steps, n, out->total_ms, clocks_power_limit_mw() * 1e-3, why, sizeof why);
     if (isnan(watts)) out->energy_why = why;
     else out->energy_j = watts * out->total_ms * 1e-3;
 }
@@ -238,16 +238,16 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
             nvtxRangePop();
             return -1;
         }
-        reason = timing_stop_reason(r, st->gpu_us, st->n, measure_now_ms() - t_begin);
+        reason = measure_stats_stop_reason(r, st->gpu_us, st->n, measure_now_ms() - t_begin);
     }
     out->total_ms = measure_now_ms() - t_begin;
     nvtxRangePop();
     measure_energy(st, out);
 
     out->stop_reason = reason;
-    timing_summarize(st->host_us, st->n, out); /* host samples first: only their median is kept */
+    measure_stats_summarize(st->host_us, st->n, out); /* host samples first: only their median is kept */
     out->host_us = out->median_us;
-    timing_summarize(st->gpu_us, st->n, out);
+    measure_stats_summarize(st->gpu_us, st->n, out);
     out->throttled = out->sm_clock_min_mhz > 0.0 && out->sm_clock_limit_mhz > 0.0 &&
                      out->sm_clock_min_mhz < 0.75 * out->sm_clock_limit_mhz;
     return 0;

@@ -41,7 +41,7 @@ typedef struct timing_stats {
     double power_min_w, power_max_w; /* board power sampled during timing; 0 when unknown */
     unsigned long long clock_reasons; /* why clocks were held down, OR of the samples */
     int have_clock_reasons;  /* clock_reasons was read (NVML has it) */
-    /* The board's energy over the timed window (energy_average_power_w × the window); NAN
+    /* The board's energy over the timed window (measure_stats_average_power_w × the window); NAN
      * with energy_why when unknown, too short to be read or implausible. */
     double energy_j, energy_window_ms;
     const char *energy_why;
@@ -61,10 +61,10 @@ typedef struct timing_stats {
 
 /* Fill the sample statistics of s from n samples (microseconds; the array is sorted in
  * place). */
-void timing_summarize(double *samples_us, int n, timing_stats *s);
+void measure_stats_summarize(double *samples_us, int n, timing_stats *s);
 
 /* NULL to keep going, else the stop reason. elapsed_ms: wall time since timing began. */
-const char *timing_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms);
+const char *measure_stats_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms);
 
 /* The board's average power in W while timing, from the n steps of NVML's energy counter the
  * sampler saw (oldest first): the least-squares rate of the counter over the well-timed steps
@@ -72,21 +72,21 @@ const char *timing_stop_reason(const run_request *r, const double *samples_us, i
  * fewer than two or closer than MEASURE_ENERGY_MIN_SPAN_MS, or when the power exceeds
  * power_limit_w (0: unknown, not checked) by more than MEASURE_ENERGY_MAX_OVER_LIMIT.
  * window_ms, the timed window, only goes into the reason. */
-double energy_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
+double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
                               size_t why_len);
 
 /* The "timing" object of the result. */
-cJSON *timing_to_json(const timing_stats *s);
+cJSON *measure_stats_timing_json(const timing_stats *s);
 
 /* The "energy" object: joules_per_forward, avg_power_w, tflop_per_joule (flops: one
  * forward's), window_ms, forwards, and why (null when measured; else every number is null).
  * price_per_hour > 0 adds cost_per_million_forwards (and currency, when not "") at that
  * price, for forwards at the median time. */
-cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour, const char *currency);
+cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double price_per_hour, const char *currency);
 
 /* The "perf" object: flops (attn_flops), tflops at the median, bytes (attn_min_bytes),
  * gbps at the median. */
-cJSON *perf_to_json(const attn_problem *p, double median_us);
+cJSON *measure_stats_perf_json(const attn_problem *p, double median_us);
 
 /* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes.
  * Returns 0, or -1 with ctx->error set. */

@@ -54,7 +54,7 @@ static void measure_mean_stdev(const double *x, int n, double *mean, double *std
     *stdev = n > 1 ? sqrt(ss / (n - 1)) : 0.0;
 }
 
-void timing_summarize(double *samples_us, int n, timing_stats *s)
+void measure_stats_summarize(double *samples_us, int n, timing_stats *s)
 {
     double mean, stdev;
     if (n <= 0 || !samples_us) {
@@ -80,7 +80,7 @@ void timing_summarize(double *samples_us, int n, timing_stats *s)
 
 /* ---------------------------------------------------------------- stopping rule ------- */
 
-const char *timing_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms)
+const char *measure_stats_stop_reason(const run_request *r, const double *samples_us, int n, double elapsed_ms)
 {
     double mean, stdev, rse;
     if (r->iters > 0) return n >= r->iters ? "iters" : NULL;
@@ -125,7 +125,7 @@ static double energy_slope_mj_per_ms(const energy_step *steps, int first, int la
     return (ste - st * se / k) / (stt - st * st / k);
 }
 
-double energy_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
+double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
                               size_t why_len)
 {
     int first = 0, last = n - 1, timed = 0, i;
@@ -168,7 +168,7 @@ double energy_average_power_w(const energy_step *steps, int n, double window_ms,
 
 /* ---------------------------------------------------------------- JSON ---------------- */
 
-cJSON *timing_to_json(const timing_stats *s)
+cJSON *measure_stats_timing_json(const timing_stats *s)
 {
     cJSON *o = cJSON_CreateObject(), *clocks;
     if (!o) return NULL;
@@ -203,7 +203,7 @@ cJSON *timing_to_json(const timing_stats *s)
     return o;
 }
 
-cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour, const char *currency)
+cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double price_per_hour, const char *currency)
 {
     cJSON *o = cJSON_CreateObject();
     int known = isfinite(s->energy_j) && s->energy_j > 0.0 && s->iters > 0 && s->energy_window_ms > 0.0;
@@ -225,7 +225,7 @@ cJSON *energy_to_json(const timing_stats *s, double flops, double price_per_hour
     return o;
 }
 
-cJSON *perf_to_json(const attn_problem *p, double median_us)
+cJSON *measure_stats_perf_json(const attn_problem *p, double median_us)
 {
     cJSON *o = cJSON_CreateObject();
     double flops = attn_flops(p), bytes = attn_min_bytes(p);
@@ -265,12 +265,12 @@ int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
         if (fn(ctx, arg) != 0) goto done;
         t1 = measure_now_ms();
         samples[n++] = (t1 - t0) * 1e3;
-        reason = timing_stop_reason(r, samples, n, t1 - t_begin);
+        reason = measure_stats_stop_reason(r, samples, n, t1 - t_begin);
     }
     out->total_ms = measure_now_ms() - t_begin;
     out->stop_reason = reason;
     /* On the cpu the forward runs to completion inside fn: its host time is its time. */
-    timing_summarize(samples, n, out);
+    measure_stats_summarize(samples, n, out);
     out->host_us = out->median_us;
     out->cache_cold = 0; /* nothing to flush deliberately on the cpu device */
     out->graph = 0;

@@ -95,7 +95,7 @@ cJSON *output_to_json(const output_summary *s, const attn_problem *p)
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->batch));
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->heads));
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->seq_q));
-        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->head_dim));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)attn_dv(p)));
     }
     cJSON_AddStringToObject(o, "dtype", attn_dtype_name(p->dtype));
     json_add_number_or_null(o, "sum", s->sum);

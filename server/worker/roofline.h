@@ -30,7 +30,7 @@ double roofline_flop_per_clk_sm(int cc_major, int cc_minor, attn_dtype dtype, co
 void roofline_peak_of(int cc_major, int cc_minor, int sm_count, double sm_mhz, attn_dtype dtype, double mem_mhz,
                       int bus_bits, roofline_peak *out);
 
-/* Add to a "perf" object (perf_to_json: its tflops and gbps) peak_tflops, peak_gbps, their
+/* Add to a "perf" object (measure_stats_perf_json: its tflops and gbps) peak_tflops, peak_gbps, their
  * bases, fraction_of_peak {compute, bandwidth}, and suspect (true when a fraction is above
  * 1: the measurement, not the machine, is wrong) with suspect_reason. peak NULL: the device
  * has no peak table (the cpu): the peaks are null with that reason. 0, or -1 out of memory. */

@@ -341,7 +341,8 @@ int worker_tensors_inputs(const run_request *r, const void **q, const void **k, 
     int i;
 
     want[0] = (size_t)attn_q_elems(p) * esz;
-    want[1] = want[2] = (size_t)attn_kv_elems(p) * esz;
+    want[1] = (size_t)attn_k_elems(p) * esz;
+    want[2] = (size_t)attn_v_elems(p) * esz;
     for (i = 0; i < 3; i++) {
         size_t bytes = 0;
         *out[i] = NULL;

@@ -382,8 +382,8 @@ static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, 
     dp.p.batch = B, dp.p.heads = H, dp.p.seq_q = Sq, dp.p.seq_kv = Skv, dp.p.head_dim = D;
     dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D), dp.p.impl = ATTN_IMPL_DEFAULT;
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
-    fill_normal(dp.h_k, t, attn_kv_elems(&dp.p));
-    fill_normal(dp.h_v, t, attn_kv_elems(&dp.p));
+    fill_normal(dp.h_k, t, attn_k_elems(&dp.p));
+    fill_normal(dp.h_v, t, attn_v_elems(&dp.p));
     CHECK_CUDA(cudaMalloc(&dp.d_q, dp.h_q.size() + 16));
     CHECK_CUDA(cudaMalloc(&dp.d_k, dp.h_k.size() + 16));
     CHECK_CUDA(cudaMalloc(&dp.d_v, dp.h_v.size() + 16));

@@ -14,7 +14,7 @@ static void test_summarize(void)
     double x[10] = {7, 3, 10, 1, 5, 9, 2, 8, 4, 6};
     timing_stats s;
     memset(&s, 0, sizeof s);
-    timing_summarize(x, 10, &s);
+    measure_stats_summarize(x, 10, &s);
     CHECK(s.iters == 10, "iters %d", s.iters);
     CHECK(near(s.median_us, 5.5, 1e-12), "median %g", s.median_us);
     CHECK(near(s.mean_us, 5.5, 1e-12), "mean %g", s.mean_us);
@@ -28,17 +28,17 @@ static void test_summarize(void)
 
     {
         double one[1] = {42};
-        timing_summarize(one, 1, &s);
+        measure_stats_summarize(one, 1, &s);
         CHECK(s.median_us == 42 && s.p10_us == 42 && s.p90_us == 42, "one sample");
         CHECK(s.stdev_us == 0 && isnan(s.spread) && isnan(s.rse), "one sample: spread and rse unknown (NaN, null in JSON)");
     }
     {
         double odd[5] = {5, 1, 4, 2, 3};
-        timing_summarize(odd, 5, &s);
+        measure_stats_summarize(odd, 5, &s);
         CHECK(s.median_us == 3, "odd median %g", s.median_us);
         CHECK(near(s.p10_us, 1.4, 1e-12), "odd p10 %g", s.p10_us);
     }
-    timing_summarize(NULL, 0, &s);
+    measure_stats_summarize(NULL, 0, &s);
     CHECK(s.iters == 0 && s.median_us == 0, "empty");
 }
 
@@ -58,32 +58,32 @@ static void test_stop_rule(void)
         noisy[i] = (i % 2) ? 50.0 : 150.0;   /* spread 50%: rse ≥ 1% until n > 2500 */
     }
 
-    CHECK(timing_stop_reason(&r, flat, 5, 100) == NULL, "below min_iters keeps going");
-    CHECK(timing_stop_reason(&r, flat, 20, 1) == NULL, "below min_time keeps going");
-    CHECK(timing_stop_reason(&r, flat, 20, 6) && !strcmp(timing_stop_reason(&r, flat, 20, 6), "rse"),
+    CHECK(measure_stats_stop_reason(&r, flat, 5, 100) == NULL, "below min_iters keeps going");
+    CHECK(measure_stats_stop_reason(&r, flat, 20, 1) == NULL, "below min_time keeps going");
+    CHECK(measure_stats_stop_reason(&r, flat, 20, 6) && !strcmp(measure_stats_stop_reason(&r, flat, 20, 6), "rse"),
           "settled: rse at target_noise");
-    CHECK(timing_stop_reason(&r, noisy, 20, 6) == NULL, "noisy keeps going");
-    CHECK(timing_stop_reason(&r, noisy, 100, 6) && !strcmp(timing_stop_reason(&r, noisy, 100, 6), "max_iters"),
+    CHECK(measure_stats_stop_reason(&r, noisy, 20, 6) == NULL, "noisy keeps going");
+    CHECK(measure_stats_stop_reason(&r, noisy, 100, 6) && !strcmp(measure_stats_stop_reason(&r, noisy, 100, 6), "max_iters"),
           "max_iters");
-    CHECK(timing_stop_reason(&r, noisy, 30, 1000) && !strcmp(timing_stop_reason(&r, noisy, 30, 1000), "max_time"),
+    CHECK(measure_stats_stop_reason(&r, noisy, 30, 1000) && !strcmp(measure_stats_stop_reason(&r, noisy, 30, 1000), "max_time"),
           "max_time");
-    CHECK(timing_stop_reason(&r, noisy, 1, 5000) &&
-              !strcmp(timing_stop_reason(&r, noisy, 1, 5000), "max_time_before_min_iters"),
+    CHECK(measure_stats_stop_reason(&r, noisy, 1, 5000) &&
+              !strcmp(measure_stats_stop_reason(&r, noisy, 1, 5000), "max_time_before_min_iters"),
           "max_time with one sample (a slow forward) says min_iters was not reached");
-    CHECK(timing_stop_reason(&r, noisy, 10, 5000) && !strcmp(timing_stop_reason(&r, noisy, 10, 5000), "max_time"),
+    CHECK(measure_stats_stop_reason(&r, noisy, 10, 5000) && !strcmp(measure_stats_stop_reason(&r, noisy, 10, 5000), "max_time"),
           "max_time at min_iters");
-    CHECK(timing_stop_reason(&r, noisy, 0, 5000) == NULL, "max_time needs a sample");
+    CHECK(measure_stats_stop_reason(&r, noisy, 0, 5000) == NULL, "max_time needs a sample");
     {
         run_request one = r;
         one.min_iters = 1;
         one.min_time_ms = 0;
-        CHECK(timing_stop_reason(&one, flat, 1, 10) == NULL, "one sample never settles on rse");
+        CHECK(measure_stats_stop_reason(&one, flat, 1, 10) == NULL, "one sample never settles on rse");
     }
 
     r.iters = 7;
-    CHECK(timing_stop_reason(&r, noisy, 6, 5000) == NULL, "fixed count ignores max_time");
-    CHECK(timing_stop_reason(&r, noisy, 7, 0) && !strcmp(timing_stop_reason(&r, noisy, 7, 0), "iters"), "iters");
-    CHECK(timing_stop_reason(&r, flat, 150, 0) && !strcmp(timing_stop_reason(&r, flat, 150, 0), "iters"),
+    CHECK(measure_stats_stop_reason(&r, noisy, 6, 5000) == NULL, "fixed count ignores max_time");
+    CHECK(measure_stats_stop_reason(&r, noisy, 7, 0) && !strcmp(measure_stats_stop_reason(&r, noisy, 7, 0), "iters"), "iters");
+    CHECK(measure_stats_stop_reason(&r, flat, 150, 0) && !strcmp(measure_stats_stop_reason(&r, flat, 150, 0), "iters"),
           "fixed count beyond max_iters");
 }
 
@@ -109,7 +109,7 @@ static void test_json(void)
     s.sm_clock_max_mhz = 1980;
     s.sm_clock_limit_mhz = 1980;
     s.throttled = 0;
-    j = timing_to_json(&s);
+    j = measure_stats_timing_json(&s);
     CHECK(j != NULL, "timing json");
     for (i = 0; i < sizeof timing_keys / sizeof timing_keys[0]; i++)
         CHECK(cJSON_GetObjectItem(j, timing_keys[i]) != NULL, "timing key %s", timing_keys[i]);
@@ -129,7 +129,7 @@ static void test_json(void)
     memset(&p, 0, sizeof p);
     p.batch = 8, p.heads = 16, p.seq_q = 1024, p.seq_kv = 1024, p.head_dim = 64;
     p.dtype = ATTN_BF16, p.mask = ATTN_MASK_CAUSAL;
-    j = perf_to_json(&p, 1000.0);
+    j = measure_stats_perf_json(&p, 1000.0);
     CHECK(j != NULL, "perf json");
     CHECK(near(cJSON_GetObjectItem(j, "flops")->valuedouble, 17179869184.0, 1), "flops %g",
           cJSON_GetObjectItem(j, "flops")->valuedouble);
@@ -137,7 +137,7 @@ static void test_json(void)
     CHECK(near(cJSON_GetObjectItem(j, "bytes")->valuedouble, 4.0 * 8 * 16 * 1024 * 64 * 2, 1), "bytes");
     CHECK(near(cJSON_GetObjectItem(j, "gbps")->valuedouble, 4.0 * 8 * 16 * 1024 * 64 * 2 / 1e-3 / 1e9, 1e-6), "gbps");
     cJSON_Delete(j);
-    j = perf_to_json(&p, 0.0);
+    j = measure_stats_perf_json(&p, 0.0);
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "tflops")), "no time: tflops null");
     cJSON_Delete(j);
 }
@@ -201,7 +201,7 @@ static void test_energy_json(void)
     s.median_us = 1000.0;
     s.energy_j = 50.0;           /* 0.5 J a forward over 250 ms: 200 W */
     s.energy_window_ms = 250.0;
-    j = energy_to_json(&s, 2e12, 3.6, "USD");
+    j = measure_stats_energy_json(&s, 2e12, 3.6, "USD");
     CHECK(fabs(cJSON_GetObjectItem(j, "joules_per_forward")->valuedouble - 0.5) < 1e-12, "J/forward");
     CHECK(fabs(cJSON_GetObjectItem(j, "avg_power_w")->valuedouble - 200.0) < 1e-9, "average power");
     CHECK(fabs(cJSON_GetObjectItem(j, "tflop_per_joule")->valuedouble - 4.0) < 1e-12, "TFLOP/J");
@@ -213,7 +213,7 @@ static void test_energy_json(void)
 
     s.energy_j = NAN;
     s.energy_why = "NVML is not available in this container";
-    j = energy_to_json(&s, 2e12, 0.0, "");
+    j = measure_stats_energy_json(&s, 2e12, 0.0, "");
     CHECK(cJSON_IsNull(cJSON_GetObjectItem(j, "joules_per_forward")) && cJSON_IsNull(cJSON_GetObjectItem(j, "avg_power_w")) &&
               cJSON_IsNull(cJSON_GetObjectItem(j, "tflop_per_joule")), "unknown: null numbers");
     CHECK(!strcmp(cJSON_GetObjectItem(j, "why")->valuestring, "NVML is not available in this container"), "why");
