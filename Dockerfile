@@ -45,7 +45,7 @@ RUN apt-get update \
  && chown attnd:attnd /var/lib/attnd
 # The front starts attnd-worker from its own folder; both find lib/ beside them through its rpath ($ORIGIN/lib), the dashboard in
 # ../clients/dashboard, the OpenAPI document in ../docs and the model presets in ../config
-# (common/install_path.c).
+# (server/front/install_path.c).
 COPY --from=build /out/attnd /out/attnd-worker /opt/attnd/bin/
 COPY --from=build /out/lib/ /opt/attnd/bin/lib/
 COPY clients/dashboard/ /opt/attnd/clients/dashboard/

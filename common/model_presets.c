@@ -1,7 +1,6 @@
 /* model_presets.c — load and look up the model presets (model_presets.h). */
 #include "common/model_presets.h"
 
-#include "common/install_path.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -152,18 +151,6 @@ fail:
     free(all);
     cJSON_Delete(doc);
     return -1;
-}
-
-int model_presets_load_found(const char *configured, char *err, size_t err_len)
-{
-    char path[1024];
-
-    if (install_path_find(configured, "config/models.json", 0, path, sizeof path) != 0) {
-        snprintf(err, err_len, "the model presets are not found: %s (set models_file)",
-                 configured && configured[0] ? configured : "no config/models.json in the cwd or beside the binary");
-        return -1;
-    }
-    return model_presets_load(path, err, err_len);
 }
 
 const model_preset *model_presets_find(const char *name)

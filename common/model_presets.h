@@ -27,10 +27,6 @@ typedef struct model_preset {
  * what was loaded. 0, or -1 with err filled (nothing loaded). */
 int model_presets_load(const char *path, char *err, size_t err_len);
 
-/* model_presets_load of `configured` when not empty, else of config/models.json found in the
- * cwd or beside the binary (install_path.h). 0, or -1 with err filled. */
-int model_presets_load_found(const char *configured, char *err, size_t err_len);
-
 /* The preset called name; NULL when there is none (or nothing was loaded). */
 const model_preset *model_presets_find(const char *name);
 

@@ -23,7 +23,7 @@
 #include "common/build_info.h"
 #include "server/front/http/http.h"
 #include "common/log.h"
-#include "common/model_presets.h"
+#include "server/front/install_path.h"
 #include "server/front/metrics.h"
 #include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
@@ -79,7 +79,7 @@ static int main_front(int argc, char **argv)
         fprintf(stderr, "attnd: %s\n", err);
         return 2;
     }
-    if (model_presets_load_found(s.models_file, err, sizeof err) != 0) {
+    if (install_path_load_presets(s.models_file, err, sizeof err) != 0) {
         fprintf(stderr, "attnd: %s\n", err);
         return 2;
     }

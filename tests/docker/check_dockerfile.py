@@ -45,7 +45,7 @@ LIBRARIES = {
     "pthread": ("static", "part of glibc"),
 }
 
-# Files the binary reads at run time from beside itself (common/install_path.c: <exe>/../REL).
+# Files the binary reads at run time from beside itself (server/front/install_path.c: <exe>/../REL).
 BUNDLED = (("clients/dashboard", "the dashboard, GET /"), ("docs/openapi.json", "GET /openapi.json"),
            ("config/models.json", "the model presets, model=NAME and GET /v1/models"))
 

@@ -32,19 +32,20 @@ ALLOWED = {
     "kernels": {"common", "kernels"},
 }
 # The front's rooms, each with the rooms it may reach (include or call) besides its own and
-# common/. "main", "records" and "metrics" are the files at the front's root.
+# common/. "main", "records", "metrics" and "install_path" are the files at the front's root.
 ROOMS = {
-    "main": {"routes", "batch", "tensors", "pool", "metrics", "records", "store", "http"},
-    "routes": {"tensors", "pool", "metrics", "records", "store", "http"},
-    "batch": {"pool", "metrics", "records", "store"},
+    "main": {"routes", "batch", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "routes": {"tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "batch": {"pool", "metrics", "records", "store", "install_path"},
     "tensors": {"pool", "metrics", "records", "store"},
     "pool": {"metrics", "records", "store"},
     "metrics": {"records", "store"},
     "records": {"store"},
     "store": set(),
     "http": set(),
+    "install_path": set(),
 }
-MAX_FOLDER_SOURCES = 16
+MAX_FOLDER_SOURCES = 16  # about 15: past it a folder wants rooms
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 CUDA_FILE = re.compile(r"(/cuda[^/]*/|cudnn|cublas|cupti|nvml|cuda_runtime|nvToolsExt|/targets/x86_64-linux/)")

@@ -27,7 +27,7 @@
 #include "common/api_error.h"
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/model_presets.h"
+#include "server/front/install_path.h"
 #include "common/settings.h"
 #include "common/variant_info.h"
 #include "server/front/batch/batch_plan.h"
@@ -312,7 +312,7 @@ int batch_main(int argc, char **argv)
     pool_set_worker_flags(a.settings_argc - 1, a.settings_argv + 1);
     log_init("front", s.log_level);
 
-    if (model_presets_load_found(s.models_file, err, sizeof err) != 0) { /* a plan may name model=NAME */
+    if (install_path_load_presets(s.models_file, err, sizeof err) != 0) { /* a plan may name model=NAME */
         fprintf(stderr, "attnd batch: %s\n", err);
         return BATCH_EXIT_USAGE;
     }

@@ -1,8 +1,8 @@
 /* static.c — the files the front serves as they are: the dashboard and the OpenAPI document
- * (common/install_path.c finds them, server/front/http/static_files.c sends them). */
+ * (server/front/install_path.c finds them, server/front/http/static_files.c sends them). */
 #include "server/front/routes/routes.h"
 
-#include "common/install_path.h"
+#include "server/front/install_path.h"
 #include "server/front/http/static_files.h"
 
 static int dashboard_dir(http_request *req, char *dir, size_t len)

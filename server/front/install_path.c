@@ -1,5 +1,7 @@
 /* install_path.c — find what ships beside the binary (install_path.h). */
-#include "common/install_path.h"
+#include "server/front/install_path.h"
+
+#include "common/model_presets.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -32,4 +34,16 @@ int install_path_find(const char *configured, const char *rel, int want_dir, cha
     for (i = 0; i < sizeof ups / sizeof ups[0]; i++)
         if ((size_t)snprintf(out, len, "%s%s/%s", exe, ups[i], rel) < len && is_wanted(out, want_dir)) return 0;
     return -1;
+}
+
+int install_path_load_presets(const char *configured, char *err, size_t err_len)
+{
+    char path[1024];
+
+    if (install_path_find(configured, "config/models.json", 0, path, sizeof path) != 0) {
+        snprintf(err, err_len, "the model presets are not found: %s (set models_file)",
+                 configured && configured[0] ? configured : "no config/models.json in the cwd or beside the binary");
+        return -1;
+    }
+    return model_presets_load(path, err, err_len);
 }

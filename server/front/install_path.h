@@ -13,4 +13,8 @@
  * repository, or in bin/ of an image). 0 with out filled, or -1. */
 int install_path_find(const char *configured, const char *rel, int want_dir, char *out, size_t len);
 
+/* The model presets (common/model_presets.h): `configured` when not empty, else
+ * config/models.json found as above. 0, or -1 with err filled. */
+int install_path_load_presets(const char *configured, char *err, size_t err_len);
+
 #endif
