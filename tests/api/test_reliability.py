@@ -102,7 +102,9 @@ def test_worker_killed_mid_job(fresh):
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("r", api.run(params=SLOW, timeout=120)))
     t.start()
-    time.sleep(1.0)  # the job is on the worker now
+    deadline = time.monotonic() + 30  # the job is on the worker once it is stored running
+    while not api.get("/v1/runs", params={"status": "running"}).json()["runs"] and time.monotonic() < deadline:
+        time.sleep(0.02)
     kids = children(srv.proc.pid)
     assert kids, "the server has no worker child"
     for k in kids:

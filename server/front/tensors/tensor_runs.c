@@ -91,9 +91,9 @@ int tensors_apply_run(run_request *r, api_error *e)
         int kvi = have[1] ? 1 : have[2] ? 2 : -1;
         int64_t B = src->shape[0];
         int64_t H = have[0] ? t[0].shape[1] : p->heads;
-        int64_t Hkv = kvi >= 0 ? t[kvi].shape[1] : attn_kv_heads(p);
+        int64_t Hkv = kvi >= 0 ? t[kvi].shape[1] : p->kv_heads > 0 ? p->kv_heads : H;
         int64_t D = have[0] ? t[0].shape[3] : have[1] ? t[1].shape[3] : p->head_dim;
-        int64_t Dv = have[2] ? t[2].shape[3] : attn_dv(p);
+        int64_t Dv = have[2] ? t[2].shape[3] : p->head_dim_v > 0 ? p->head_dim_v : D;
         int64_t Sq = have[0] ? t[0].shape[2] : -1, Skv = kvi >= 0 ? t[kvi].shape[2] : -1;
         struct {
             unsigned bit;
