@@ -1,38 +1,73 @@
 #!/usr/bin/env bash
-# scripts/gpu-session.sh — one lent-GPU call that checks everything GPU-side:
-#   1. the fused-kernel harness (tests/gpu/fused_check.cu: correctness on odd shapes and
-#      timing of every flash/efficient configuration), prebuilt as build/test/fused_check
-#      when present (else built here by tests/gpu/fused_check.sh);
-#   2. tests/gpu/run.sh: attnd on the GPU, tests/gpu, and bench/ (attnd vs PyTorch).
-# Needs $GPU_BUILD (default build/test) with attnd, attnd-worker and lib/ (or ATTND_BIN). Writes 8 files at
-# most under $OUT (the lent machine returns no more).
+# scripts/gpu-session.sh — one lent-GPU call that checks everything GPU-side, and compares it with
+# the build before when one is given. Build first, on a machine without a GPU
+# (scripts/gpu-build.sh for this tree, and the same for the build before); then carry both.
+#
+#   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
+#   BASE_BUILD   the build before, for the A/B (its fused_check at least); unset: no A/B
+#   PHASES       which of: ab fused unit tests bench (default "ab fused unit tests")
+#   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
+#                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
+#   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
+#   OUT          where logs go (default /tmp/attnd-gpu-out): at most 8 files come back
+#
+# Phases: ab — flash@tma of both builds and cudnn, one at a time in isolated windows
+# (bench/isolated_windows.py: power, clock and energy beside the time); fused — fused_check
+# --quick, every flash/efficient configuration against its reference; unit — the GPU cases of
+# the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); bench —
+# bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
 cd "$(dirname "$0")/.."
-# jq for the README's example, carried from the build machine when this one lacks it
 B=${GPU_BUILD:-build/test}
-if ! command -v jq >/dev/null && [ -x "$B/jq/jq" ]; then
-    export PATH="$PWD/$B/jq:$PATH" LD_LIBRARY_PATH="$PWD/$B/jq${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-fi
-# the prediction written before this run, PREDICTION_FILE=FILE, goes into the bench report
-# (bench/run.sh; bench/README.md, "Reports")
-export PREDICTION_FILE=${PREDICTION_FILE:-}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
+PHASES=${PHASES:-"ab fused unit tests"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
-if [ -x "$B/fused_check" ]; then
-    timeout -k 5 ${FUSED_TIMEOUT_S:-240} "$B/fused_check" ${FUSED_ARGS:-} > "$OUT/fused.log" 2>&1
-else
-    timeout -k 5 300 bash tests/gpu/fused_check.sh > "$OUT/fused.log" 2>&1
+# The cuDNN PyTorch loads: the cudnn rows and variant compare like with like.
+CUDNN_DIR=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), 'lib'))" 2>/dev/null)
+SUMMARY=$OUT/summary.txt
+: > "$SUMMARY"
+note() { echo "$1|$2" >> "$SUMMARY"; }
+has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+T0=$(date +%s)
+
+if has ab && [ -n "${BASE_BUILD:-}" ]; then
+    : > "$OUT/ab.log"
+    for shape in ${AB_SHAPES:-"8,16,1024,64,causal 2,16,8192,128,causal"}; do
+        timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
+            --variants "$BASE_BUILD/fused_check:flash@tma,flash@tma,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
+            --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/ab.log" 2>&1
+        grep -E '^flash@tma:|^cudnn:' "$OUT/ab.log" | tail -n 2 | while read -r line; do note "ab $shape" "$line"; done
+    done
 fi
-echo "fused_check rc=$?"
-grep -E "FAIL|TFLOP|^\|" "$OUT/fused.log" | tail -n 40
-echo "nvml energy counter: $(timeout -k 5 60 python3 bench/nvml_energy_probe.py 3 2>&1 | tail -n 1)"
-bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
-# The README's first example, run as printed (port aside) against a fresh attnd on this GPU.
-DATA=$(mktemp -d /tmp/attnd-readme.XXXXXX)
-"$ATTND_BIN" --listen 127.0.0.1:18080 --data-dir "$DATA" --log-level warn >/dev/null 2>"$DATA/stderr" &
-README_PID=$!
-for _ in $(seq 1 300); do curl -sf --max-time 2 127.0.0.1:18080/readyz >/dev/null && break; sleep 0.2; done
-readme_cmd=$(grep -m1 "^curl -s -X POST 'localhost:8080/run?backend=math' | jq" README.md | sed 's/localhost:8080/127.0.0.1:18080/')
-echo "README example:"; bash -c "$readme_cmd" | tee -a "$OUT/run.log"
-kill -TERM $README_PID; wait $README_PID
-tail -n 50 "$OUT/run.log"
+
+if has fused; then
+    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" "$B/fused_check" --quick ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
+    note "fused_check --quick" "rc $?; $(grep -c PASS "$OUT/fused.log") PASS, $(grep -c FAIL "$OUT/fused.log") FAIL"
+    grep FAIL "$OUT/fused.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
+fi
+
+if has unit; then
+    : > "$OUT/unit.log"
+    for t in ${UNIT_GPU:-$B/tests/unit/kernels/test_cudnn_loader}; do
+        LD_LIBRARY_PATH="${CUDNN_DIR:+$CUDNN_DIR:}${LD_LIBRARY_PATH:-}" timeout -k 5 180 "$t" >> "$OUT/unit.log" 2>&1
+        note "unit $(basename "$t")" "rc $?; $(grep -E 'passed, [0-9]+ failed' "$OUT/unit.log" | tail -n 1)"
+    done
+    grep '^FAIL' "$OUT/unit.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
+fi
+
+if has tests; then
+    SKIP_BENCH=1 TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-300} bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
+    note "tests/gpu" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -n 1)"
+    grep -E '^(FAILED|ERROR)' "$OUT/gpu-tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done
+fi
+
+if has bench; then
+    env -u ATTND_URL ATTND_BIN="$ATTND_BIN" timeout -k 10 "${BENCH_TIMEOUT_S:-300}" bash bench/run.sh > "$OUT/bench.log" 2>&1
+    note "bench" "rc $?"
+fi
+
+note "wall time" "$(( $(date +%s) - T0 )) s"
+echo
+echo "| what | result |"
+echo "| --- | --- |"
+sed 's/^\([^|]*\)|\(.*\)$/| \1 | \2 |/' "$SUMMARY"
