@@ -32,7 +32,7 @@ T0=$(date +%s)
 
 if has ab && [ -n "${BASE_BUILD:-}" ]; then
     : > "$OUT/ab.log"
-    for shape in ${AB_SHAPES:-"8,16,1024,64,causal 2,16,8192,128,causal"}; do
+    for shape in ${AB_SHAPES:-8,16,1024,64,causal 2,16,8192,128,causal}; do
         timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
             --variants "$BASE_BUILD/fused_check:flash@tma,flash@tma,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
             --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/ab.log" 2>&1
@@ -41,7 +41,7 @@ if has ab && [ -n "${BASE_BUILD:-}" ]; then
 fi
 
 if has fused; then
-    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" "$B/fused_check" --quick ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
+    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" stdbuf -oL "$B/fused_check" --quick ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
     note "fused_check --quick" "rc $?; $(grep -c PASS "$OUT/fused.log") PASS, $(grep -c FAIL "$OUT/fused.log") FAIL"
     grep FAIL "$OUT/fused.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
 fi
@@ -49,7 +49,7 @@ fi
 if has unit; then
     : > "$OUT/unit.log"
     for t in ${UNIT_GPU:-$B/tests/unit/kernels/test_cudnn_loader}; do
-        LD_LIBRARY_PATH="${CUDNN_DIR:+$CUDNN_DIR:}${LD_LIBRARY_PATH:-}" timeout -k 5 180 "$t" >> "$OUT/unit.log" 2>&1
+        ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" timeout -k 5 180 "$t" >> "$OUT/unit.log" 2>&1
         note "unit $(basename "$t")" "rc $?; $(grep -E 'passed, [0-9]+ failed' "$OUT/unit.log" | tail -n 1)"
     done
     grep '^FAIL' "$OUT/unit.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done

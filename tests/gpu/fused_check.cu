@@ -379,8 +379,7 @@ struct device_problem {
 static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, attn_dtype t,
                           attn_mask m)
 {
-    dp.p.batch = B, dp.p.heads = H, dp.p.seq_q = Sq, dp.p.seq_kv = Skv, dp.p.head_dim = D;
-    dp.p.dtype = t, dp.p.mask = m, dp.p.scale = 1.0 / sqrt((double)D), dp.p.impl = ATTN_IMPL_DEFAULT;
+    dp.p = attn_mha(B, H, Sq, Skv, D, t, m, 1.0 / sqrt((double)D)); /* every other field: its default */
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
     fill_normal(dp.h_k, t, attn_k_elems(&dp.p));
     fill_normal(dp.h_v, t, attn_v_elems(&dp.p));

@@ -252,14 +252,18 @@ static void test_check_models(void)
           "head_dim 60 still refused with head_dim_v 64: %s", why);
 
     for (m = 0; m < ATTN_MASK_COUNT; m++) {
+        /* cuDNN 9.14.0's wrong answers with a window, no causal mask and more than 1024 keys:
+         * refused under that release only (test_version_rules checks the rule itself) */
+        int want = m == ATTN_MASK_NONE && cudnn_version() == 91400 ? -1 : 0;
         p = model(1, 32, 8, 4096, 4096, 128, 0, 4096, ATTN_BF16, (attn_mask)m); /* Mistral 7B */
-        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "window %s: %s", attn_mask_name(p.mask), why);
+        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == want, "window %s: %s", attn_mask_name(p.mask), why);
         p.window_keys = 1;
-        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "window 1 %s: %s", attn_mask_name(p.mask), why);
+        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == want, "window 1 %s: %s", attn_mask_name(p.mask), why);
         p.window_keys = 1 << 20; /* past every key */
-        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "window past the keys %s: %s", attn_mask_name(p.mask), why);
+        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == want, "window past the keys %s: %s", attn_mask_name(p.mask),
+              why);
         p.seq_q = 1;
-        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "window decode %s: %s", attn_mask_name(p.mask), why);
+        CHECK(cudnn_sdpa_check(&p, why, sizeof why) == want, "window decode %s: %s", attn_mask_name(p.mask), why);
         p.window_keys = 7, p.seq_q = 4097;
         CHECK(cudnn_sdpa_check(&p, why, sizeof why) == -1 && strstr(why, "window_keys") && strstr(why, "seq_q <= "
               "seq_kv") && strstr(why, "cuDNN"), "window with seq_q > seq_kv, %s: %s", attn_mask_name(p.mask), why);
@@ -698,6 +702,9 @@ static void test_gpu(void)
 int main(void)
 {
     int gpus = 0;
+    /* The cuDNN to test, as the `cudnn_library` setting names one (scripts/gpu-session.sh: the
+     * one PyTorch loads); unset: the loader's own search. */
+    if (getenv("ATTND_CUDNN_LIBRARY")) cudnn_set_library(getenv("ATTND_CUDNN_LIBRARY"));
     test_load();
     test_descriptor_and_errors();
     test_try_macro();
