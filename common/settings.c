@@ -75,6 +75,11 @@ static const setting_def setting_table[] = {
     {"header_timeout_s", SETTING_INT, FIELD(header_timeout_s), "60", 1, 3600, "s",
      "a request's whole head (request line and headers) must arrive within this, however it "
      "trickles; else the connection is closed (nginx's client_header_timeout)", NULL},
+    {"body_timeout_s", SETTING_INT, FIELD(body_timeout_s), "20", 1, 3600, "s",
+     "a request body must arrive within this plus one second for every body_min_rate_bytes it brought, "
+     "however it trickles; else the connection is closed (Apache's mod_reqtimeout body=20,MinRate)", NULL},
+    {"body_min_rate_bytes", SETTING_INT, FIELD(body_min_rate_bytes), "1024", 1, 1 << 30, "bytes/s",
+     "the slowest average rate a body may arrive at once body_timeout_s has passed", NULL},
     {"idle_timeout_s", SETTING_INT, FIELD(idle_timeout_s), "75", 1, 86400, "s",
      "a connection that sends or takes no byte this long is closed: keep-alive, a stalled body "
      "or a stalled reader (nginx's keepalive_timeout)", NULL},

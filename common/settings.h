@@ -19,6 +19,8 @@ typedef struct settings {
     int max_connections_per_ip;   /* open HTTP connections from one client address */
     int header_timeout_s;         /* a request's whole head must arrive within this */
     int idle_timeout_s;           /* a connection silent this long is closed */
+    int body_timeout_s;           /* a body's allowance: this, plus its bytes at body_min_rate_bytes */
+    int body_min_rate_bytes;      /* … a second */
     int max_tensors;              /* resident tensors in the table at once */
     long long cpu_max_macs;       /* a cpu run whose forward costs more is refused 422 */
     long long memory_budget_bytes;/* per device; 0: the device's free memory */

@@ -415,12 +415,14 @@ def port_of(srv):
 
 # The attacker: its own interpreter (it must not hold the test's GIL between a client's
 # connect and its send, and a fork of the multi-threaded test process could inherit a held
-# lock). argv: port, period_s, per_source, sources...; stops when stdin closes, then prints
-# {"open_peak", "reopened"} as JSON.
+# lock). argv: port, period_s, per_source, mode, sources...; stops when stdin closes, then
+# prints {"open_peak", "reopened"} as JSON. mode "head": odd sockets trickle a head that never
+# ends; "body": every socket sends a whole head announcing a body, then trickles the body.
 FLOOD_SRC = r"""
 import json, select, socket, sys, threading
-port, period_s, per_source, sources = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4:]
+port, period_s, per_source, mode, sources = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5:]
 HEAD = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100000
+BODY_HEAD = b"%s HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n" % mode.split(":", 1)[-1].encode()
 stop = threading.Event()
 threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 
@@ -428,12 +430,27 @@ def open_one(slot):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         s.bind((sources[slot % len(sources)], 0))
+        if mode.startswith("body"):  # the whole head with the connect, as a real client sends it
+            s.settimeout(1.0)
+            s.connect(("127.0.0.1", port))
+            s.sendall(BODY_HEAD)
         s.setblocking(False)
-        s.connect_ex(("127.0.0.1", port))
+        if not mode.startswith("body"):
+            s.connect_ex(("127.0.0.1", port))
     except OSError:
         s.close()
         return None
     return s
+
+def trickle(k, s):
+    sent = socks[k][1]
+    if mode.startswith("body"):  # the head went with the connect: a byte of body a period
+        data = b"x"
+    elif k % 2 == 1:    # one more byte of a head that never ends
+        data = HEAD[sent % len(HEAD):sent % len(HEAD) + 1]
+    else:
+        return
+    socks[k][1] = sent + s.send(data)
 
 socks = {k: [open_one(k), 0] for k in range(len(sources) * per_source)}
 open_peak = reopened = 0
@@ -442,11 +459,9 @@ while not stop.is_set():
     # readable: the server closed it (EOF or reset); it never sends anything else
     gone = set(select.select([s for _, s in live], [], [], 0)[0]) if live else set()
     for k, s in live:
-        if s not in gone and k % 2 == 1:  # trickle one more byte of a head that never ends
-            sent = socks[k][1]
+        if s not in gone:
             try:
-                s.send(HEAD[sent % len(HEAD):sent % len(HEAD) + 1])
-                socks[k][1] = sent + 1
+                trickle(k, s)
             except BlockingIOError:
                 pass  # the connect is not through yet
             except OSError:
@@ -467,14 +482,15 @@ print(json.dumps({"open_peak": open_peak, "reopened": reopened}))
 
 class Flood:
     """Attacker sockets from the given source addresses (loopback takes any 127/8 one), n per
-    address, kept open: every period_s, a socket the server closed is opened again, and every
-    other one sends one more byte of a request head that never ends; the rest send nothing.
-    Runs in its own process (FLOOD_SRC) while the with block runs; then open_peak (most
+    address, kept open: every period_s, a socket the server closed is opened again, and (mode
+    "head") every other one sends one more byte of a request head that never ends, the rest
+    nothing, or (mode "body:METHOD PATH") each sends a whole head announcing a 1 MB body and
+    then one byte of it a period. Runs in its own process (FLOOD_SRC) while the with block runs; then open_peak (most
     sockets held at once, connects in flight included) and reopened (how many the server
     closed) are set."""
 
-    def __init__(self, port, sources, per_source, period_s=1.0):
-        self.argv = [sys.executable, "-c", FLOOD_SRC, str(port), str(period_s), str(per_source)] + list(sources)
+    def __init__(self, port, sources, per_source, period_s=1.0, mode="head"):
+        self.argv = [sys.executable, "-c", FLOOD_SRC, str(port), str(period_s), str(per_source), mode] + list(sources)
         self.open_peak = self.reopened = 0
 
     def __enter__(self):
@@ -628,6 +644,79 @@ def test_head_deadline(start_server):
     print("head deadline 2 s: " + ", ".join("%s closed at %.2f s" % (k, out[k][0])
                                             for k in ("trickle", "silent", "garbage", "keepalive")))
     alive(Api(srv.url))
+
+
+def test_body_deadline(start_server):
+    """body_timeout_s 2 at 1024 bytes/s: a body trickled a byte at a time is closed ~2 s after
+    its head, however steadily it trickles; a body that keeps the rate is served."""
+    srv = start_server(extra=["--body-timeout-s", "2", "--body-min-rate-bytes", "1024", "--cpu-threads", "1"])
+    port = port_of(srv)
+    secs, got = closed_after(port, b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n{",
+                             trickle=b"x")
+    assert 1.8 <= secs <= 3.5 and got == b"", (secs, got[:200])
+    body = b'{"backend":"reference","batch":1,"heads":1,"seq":8,"head_dim":8,"iters":1,"warmup":0' + b" " * 3000 + b"}"
+    s = socket.create_connection(("127.0.0.1", port), timeout=20)
+    try:  # 3 KB over ~3 s: past body_timeout_s, but above 1024 bytes/s for the time past it
+        s.sendall(b"POST /v1/runs HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for i in range(0, len(body), 300):
+            s.sendall(body[i:i + 300])
+            time.sleep(0.3)
+        ans = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            ans += b
+    finally:
+        s.close()
+    assert ans.startswith(b"HTTP/1.1 200"), ans[:300]
+    alive(Api(srv.url))
+
+
+def test_routes_without_a_body_refuse_one_at_once(start_server):
+    """GET, HEAD and DELETE announcing a body are answered 400 body_not_allowed before a byte
+    of it is read, and the connection closes: nobody holds a connection with a GET."""
+    srv = start_server(extra=["--cpu-threads", "1"])
+    for method in (b"GET", b"HEAD", b"DELETE"):
+        path = b"/v1/runs/1" if method == b"DELETE" else b"/healthz"
+        for framing in (b"Content-Length: 1000000", b"Transfer-Encoding: chunked"):
+            secs, got = closed_after(port_of(srv), method + b" " + path + b" HTTP/1.1\r\nHost: x\r\n" + framing +
+                                     b"\r\n\r\n", trickle=b"x", limit_s=5.0)
+            assert secs < PROMPT_S and got.startswith(b"HTTP/1.1 400"), (method, framing, secs, got[:300])
+            if method != b"HEAD":
+                assert b'"code":"body_not_allowed"' in got, got[:300]
+    alive(Api(srv.url))
+
+
+@pytest.mark.parametrize("request_line,tokens", [("GET /healthz", True), ("POST /v1/runs", False)],
+                         ids=["healthz_with_tokens", "runs_without_tokens"])
+def test_slow_bodies_from_many_addresses(start_server, tmp_path, request_line, tokens):
+    """1 000 connections from 127.0.0.2..60 (17 each, under the per-address limit) send a whole
+    head announcing a 1 MB body, then a byte a second: to /healthz, which needs no token (its
+    body is refused before a byte is read), or to POST /v1/runs on a server without tokens
+    (past 90% of max_connections the connections still sending a body are shed like those
+    still sending a head, and those that stay are cut at body_timeout_s). /healthz and a run
+    from 127.0.0.1 answer within PROMPT_S every time."""
+    assert raise_nofile(4096) >= 2048, "the test needs ~1 100 open files"
+    srv = token_server(start_server, tmp_path) if tokens else start_server(extra=["--cpu-threads", "1"])
+    sources = ["127.0.0.%d" % i for i in range(2, 61)]
+    worst, n = 0.0, 0
+    with Flood(port_of(srv), sources, 17, period_s=1.0, mode="body:" + request_line) as flood:
+        time.sleep(2.0)
+        t_end = time.monotonic() + 8.0
+        while time.monotonic() < t_end:
+            r, dt = timed(lambda: requests.get(srv.url + "/healthz", timeout=5))
+            assert r.status_code == 200 and dt < PROMPT_S, (r.status_code, dt)
+            r, dt2 = timed(lambda: requests.post(srv.url + "/v1/runs", params=tiny(seed=n), timeout=30,
+                                                 headers={"Authorization": "Bearer " + TOKEN}))
+            assert r.status_code == 200 and dt2 < PROMPT_S + 2, (r.status_code, dt2, r.text[:300])
+            worst = max(worst, dt, dt2)
+            n += 1
+    if not tokens:  # bodies the server reads: the flood fills it, and is shed
+        assert flood.open_peak >= 400, flood.open_peak
+    assert flood.reopened >= 100, "nothing was refused, shed or cut: %d reopened" % flood.reopened
+    print("slow bodies: worst probe %.3f s over %d rounds; flood held up to %d, reopened %d"
+          % (worst, n, flood.open_peak, flood.reopened))
 
 
 def test_idle_timeout_cuts_a_stalled_body(start_server):

@@ -162,6 +162,7 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
     http_request req;
 
     c->received_s = clock_monotonic_s();
+    if (c->expects_body) http_guard_body_ends(conn);
     http_request_view(&req, conn, url, method, c);
     if (c->too_large && !c->refusal.status)
         api_fail(&c->refusal, 413, "body_too_large", "", "the request body is larger than max_body_bytes (%lld bytes)",
@@ -221,6 +222,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         /* Answered now, the body is never read and the connection closes after the answer;
          * libmicrohttpd sends no 100 Continue once an answer is queued. */
         if (c->refusal.status || c->too_large) return http_dispatch(conn, url, method, c);
+        if (c->expects_body) http_guard_body_begins(conn);
         return MHD_YES;
     }
 
@@ -228,6 +230,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         size_t n = *upload_data_size;
         enum MHD_Result more;
         *upload_data_size = 0;
+        http_guard_body_piece(conn, n);
         more = http_body_piece(method, url, c, upload_data, n);
         if (c->cut.status) http_report_request(method, c->stream->pattern, c->cut.status);
         return more;

@@ -79,6 +79,15 @@ void http_body_admit(struct MHD_Connection *conn, const char *url, const char *m
     api_error e;
 
     if (http_declared_length(conn, &declared, &c->refusal) != 0) return;
+    /* A method without a body (GET, HEAD, DELETE) that announces one is refused before a byte
+     * of it is read: there is nothing it could be for, and reading it would let a client hold a
+     * connection at no cost. */
+    if (declared != 0 && (!strcmp(method, "GET") || !strcmp(method, "HEAD") || !strcmp(method, "DELETE"))) {
+        api_fail(&c->refusal, 400, "body_not_allowed", "", "%s requests carry no body; this one announces %s", method,
+                 declared == HTTP_LENGTH_CHUNKED ? "a chunked one" : "one");
+        return;
+    }
+    c->expects_body = declared != 0;
     if (!route) {
         if (declared != HTTP_LENGTH_CHUNKED && declared > (unsigned long long)cfg->max_body_bytes)
             c->too_large = 1; /* answered 413 now; the connection closes after it */

@@ -26,6 +26,7 @@ typedef struct http_conn {
     const http_stream_route *stream; /* admitted by this streaming route: release(hold) at the end */
     void *hold;
     unsigned long long declared_bytes; /* a streamed body's Content-Length; 0 when chunked */
+    int expects_body;  /* a body was announced and admitted: its deadline runs until dispatch */
     double arrived_s, received_s; /* clock_monotonic_s: headers in; last body byte in */
     /* An answer from a file (http_send_fd) with a log note: logged once it has been sent. */
     double answer_queued_s;

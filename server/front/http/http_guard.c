@@ -2,12 +2,15 @@
  * "Security model").
  *
  * libmicrohttpd enforces max_connections, max_connections_per_ip and idle_timeout_s. It has
- * no deadline for a request's head, so every open connection is in a table (http_peer, from
- * its STARTED to its CLOSED notification) and a watchdog thread shuts down one whose head is
- * not complete header_timeout_s after it began waiting for it (its accept, or the end of the
- * previous request on a keep-alive connection). When more than 90% of max_connections are
- * open, a newly accepted connection sheds ones still waiting for a head, so that clients
- * whose heads arrive at once (probes, real clients) still get in while many addresses flood.
+ * no deadline for a request's head or body, so every open connection is in a table
+ * (http_peer, from its STARTED to its CLOSED notification) and a watchdog thread shuts down
+ * one whose head is not complete header_timeout_s after it began waiting for it (its accept,
+ * or the end of the previous request on a keep-alive connection), or whose body falls behind
+ * body_timeout_s plus one second per body_min_rate_bytes received (Apache's mod_reqtimeout:
+ * a trickle of a byte a second is cut after ~20 s, a slow honest upload never is). When more
+ * than 90% of max_connections are open, a newly accepted connection sheds ones still sending a
+ * head or a body, so that clients whose requests arrive at once (probes, real clients) still
+ * get in while many addresses flood.
  */
 #include "server/front/http/http_guard.h"
 
@@ -38,7 +41,7 @@ typedef struct http_addr {
     unsigned char key[8];
     size_t key_len;
     int peers;   /* its listed connections */
-    int waiting; /* … of them waiting for a request head, not cut */
+    int waiting; /* … of them still sending a request head or body, not cut: sheddable */
     unsigned bucket;        /* in http_addrs */
     struct http_addr *next; /* hash chain */
 } http_addr;
@@ -53,7 +56,10 @@ typedef struct http_peer {
     int fd;
     http_addr *addr;
     double waiting_since_s; /* clock_monotonic_s when it began waiting for a request head */
-    int head_in;            /* a request's head is in: it is being served, never cut */
+    int head_in;            /* a request's head is in: it is being served, never cut … */
+    int in_body;            /* … unless its body is still arriving (then as if waiting) */
+    double body_since_s;    /* clock_monotonic_s when the body's first byte was awaited */
+    unsigned long long body_bytes; /* received so far */
     int cut;                /* shut down here (deadline or shed); closing */
     struct http_peer *prev, *next;
 } http_peer;
@@ -65,7 +71,7 @@ typedef struct http_peer {
 static http_peer *http_peers_head, *http_peers_tail;
 static http_addr *http_addrs[HTTP_ADDR_BUCKETS];
 static int http_peers_open; /* listed peers not cut */
-static unsigned long long http_heads_cut, http_peers_shed, http_peers_refused; /* since start, for the log */
+static unsigned long long http_heads_cut, http_bodies_cut, http_peers_shed, http_peers_refused; /* since start, for the log */
 static pthread_mutex_t http_peers_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t http_watchdog_cv;
 static pthread_t http_watchdog_thread;
@@ -133,15 +139,19 @@ static void http_peer_append_locked(http_peer *p)
     http_peers_tail = p;
 }
 
-/* Move p to state (head_in, cut), keeping the counts. */
-static void http_peer_set_locked(http_peer *p, int head_in, int cut)
-{
-    int was = !p->head_in && !p->cut, now = !head_in && !cut;
+/* Whether p may be shed: still sending a head or a body, not cut. */
+static int http_peer_sheddable(const http_peer *p) { return !p->cut && (!p->head_in || p->in_body); }
 
-    p->addr->waiting += now - was;
+/* Move p to state (head_in, in_body, cut), keeping the counts. */
+static void http_peer_set_locked(http_peer *p, int head_in, int in_body, int cut)
+{
+    int was = http_peer_sheddable(p);
+
     if (cut && !p->cut) http_peers_open--;
     p->head_in = head_in;
+    p->in_body = in_body;
     p->cut = cut;
+    p->addr->waiting += http_peer_sheddable(p) - was;
 }
 
 /* Close p's connection: libmicrohttpd's thread sees the socket end and closes it. */
@@ -149,17 +159,17 @@ static void http_peer_cut_locked(http_peer *p)
 {
     if (shutdown(p->fd, SHUT_RDWR) != 0 && errno != ENOTCONN)
         log_warn("shutdown of connection socket %d: %s", p->fd, strerror(errno));
-    http_peer_set_locked(p, p->head_in, 1);
+    http_peer_set_locked(p, p->head_in, p->in_body, 1);
 }
 
-/* Past 90% of max_connections open, cut connections still waiting for a request head (slow
- * heads, idle keep-alive): each time one of the address with the most of them waiting, its
- * oldest first. Never fresh (just accepted), and never one with bytes not yet read from its
- * socket (a head that came at once, its thread not yet run). A flood from fewer addresses
- * than there are connections always has an address with two or more waiting, so a client
- * that holds one connection and sends its head at once is never shed, however fast the
- * flood turns the waiting ones over. Called on every accept, and on every watchdog tick
- * (one skipped for its unread bytes may be a candidate by then). */
+/* Past 90% of max_connections open, cut connections still sending a request head or body
+ * (slow heads, trickled bodies, idle keep-alive): each time one of the address with the most
+ * of them, its oldest first. Never fresh (just accepted), and never one with bytes not yet
+ * read from its socket (a request that came at once, its thread not yet run). A flood from
+ * fewer addresses than there are connections always has an address with two or more of
+ * them, so a client that holds one connection and sends its request at once is never shed,
+ * however fast the flood turns the others over. Called on every accept, and on every
+ * watchdog tick (one skipped for its unread bytes may be a candidate by then). */
 static void http_shed_locked(const http_peer *fresh)
 {
     int keep = guard_cfg->max_connections - guard_cfg->max_connections / HTTP_HEADROOM_DIVISOR;
@@ -168,7 +178,7 @@ static void http_shed_locked(const http_peer *fresh)
         http_peer *p, *victim = NULL;
         for (p = http_peers_head; p; p = p->next) {
             int unread = 0;
-            if (p == fresh || p->head_in || p->cut) continue;
+            if (p == fresh || !http_peer_sheddable(p)) continue;
             if (victim && p->addr->waiting <= victim->addr->waiting) continue;
             if (ioctl(p->fd, FIONREAD, &unread) == 0 && unread > 0) continue;
             victim = p;
@@ -218,7 +228,7 @@ void http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
     }
     if (code != MHD_CONNECTION_NOTIFY_CLOSED || !(p = *socket_context)) return;
     pthread_mutex_lock(&http_peers_mu);
-    http_peer_set_locked(p, 1, 1); /* neither waiting nor open */
+    http_peer_set_locked(p, 1, 0, 1); /* neither waiting nor open */
     http_peer_unlink_locked(p);
     http_addr_put_locked(p->addr);
     pthread_mutex_unlock(&http_peers_mu);
@@ -241,7 +251,39 @@ void http_guard_head_in(struct MHD_Connection *conn)
 
     if (!p) return;
     pthread_mutex_lock(&http_peers_mu);
-    http_peer_set_locked(p, 1, p->cut);
+    http_peer_set_locked(p, 1, 0, p->cut);
+    pthread_mutex_unlock(&http_peers_mu);
+}
+
+void http_guard_body_begins(struct MHD_Connection *conn)
+{
+    http_peer *p = http_peer_of(conn);
+
+    if (!p) return;
+    pthread_mutex_lock(&http_peers_mu);
+    p->body_since_s = clock_monotonic_s();
+    p->body_bytes = 0;
+    http_peer_set_locked(p, 1, 1, p->cut);
+    pthread_mutex_unlock(&http_peers_mu);
+}
+
+void http_guard_body_piece(struct MHD_Connection *conn, size_t n)
+{
+    http_peer *p = http_peer_of(conn);
+
+    if (!p) return;
+    pthread_mutex_lock(&http_peers_mu);
+    p->body_bytes += n;
+    pthread_mutex_unlock(&http_peers_mu);
+}
+
+void http_guard_body_ends(struct MHD_Connection *conn)
+{
+    http_peer *p = http_peer_of(conn);
+
+    if (!p) return;
+    pthread_mutex_lock(&http_peers_mu);
+    if (p->in_body) http_peer_set_locked(p, 1, 0, p->cut);
     pthread_mutex_unlock(&http_peers_mu);
 }
 
@@ -252,7 +294,7 @@ void http_guard_waiting(struct MHD_Connection *conn)
 
     if (!p) return;
     pthread_mutex_lock(&http_peers_mu);
-    http_peer_set_locked(p, 0, p->cut);
+    http_peer_set_locked(p, 0, 0, p->cut);
     p->waiting_since_s = clock_monotonic_s();
     http_peer_unlink_locked(p);
     http_peer_append_locked(p);
@@ -262,7 +304,7 @@ void http_guard_waiting(struct MHD_Connection *conn)
 /* The watchdog: every HTTP_WATCHDOG_PERIOD_MS, cut the connections whose head is late. */
 static void *http_watchdog(void *arg)
 {
-    unsigned long long logged_cut = 0, logged_shed = 0, logged_refused = 0;
+    unsigned long long logged_cut = 0, logged_shed = 0, logged_refused = 0, logged_bodies = 0;
     double logged_s = 0;
 
     pthread_mutex_lock(&http_peers_mu);
@@ -277,18 +319,29 @@ static void *http_watchdog(void *arg)
             http_peer_cut_locked(p);
             http_heads_cut++;
         }
+        for (p = http_peers_head; p; p = p->next) /* bodies: in no order of deadlines, all looked at */
+            if (p->in_body && !p->cut &&
+                now - p->body_since_s >
+                    guard_cfg->body_timeout_s + (double)p->body_bytes / guard_cfg->body_min_rate_bytes) {
+                http_peer_cut_locked(p);
+                http_bodies_cut++;
+            }
         http_shed_locked(NULL);
         if (now - logged_s >= HTTP_CUT_LOG_PERIOD_S &&
-            (http_heads_cut != logged_cut || http_peers_shed != logged_shed || http_peers_refused != logged_refused)) {
+            (http_heads_cut != logged_cut || http_peers_shed != logged_shed || http_peers_refused != logged_refused ||
+             http_bodies_cut != logged_bodies)) {
             unsigned long long cut = http_heads_cut - logged_cut, shed = http_peers_shed - logged_shed,
-                               refused = http_peers_refused - logged_refused;
+                               refused = http_peers_refused - logged_refused, bodies = http_bodies_cut - logged_bodies;
             int open = http_peers_open;
             logged_cut = http_heads_cut, logged_shed = http_peers_shed, logged_refused = http_peers_refused;
+            logged_bodies = http_bodies_cut;
             logged_s = now;
             pthread_mutex_unlock(&http_peers_mu);
-            log_warn("connections: %llu closed for a request head not in within header_timeout_s=%d, %llu waiting "
-                     "for one shed past 90%% of max_connections=%d, %llu refused at it; %d open now",
-                     cut, guard_cfg->header_timeout_s, shed, guard_cfg->max_connections, refused, open);
+            log_warn("connections: %llu closed for a request head not in within header_timeout_s=%d, %llu for a body "
+                     "slower than body_timeout_s=%d + 1 s per %d bytes, %llu sending one shed past 90%% of "
+                     "max_connections=%d, %llu refused at it; %d open now",
+                     cut, guard_cfg->header_timeout_s, bodies, guard_cfg->body_timeout_s,
+                     guard_cfg->body_min_rate_bytes, shed, guard_cfg->max_connections, refused, open);
             pthread_mutex_lock(&http_peers_mu);
         }
         clock_gettime(CLOCK_MONOTONIC, &until);

@@ -1,6 +1,7 @@
 /* http_guard.h — connection guards for libmicrohttpd's daemon (http_guard.c): a deadline for
- * every request's head (header_timeout_s) and shedding of connections still waiting for one
- * when max_connections is nearly reached. http.c wires them into the daemon. */
+ * every request's head (header_timeout_s) and body (body_timeout_s and body_min_rate_bytes),
+ * and shedding of connections still sending one when max_connections is nearly reached.
+ * http.c and http_body.c wire them into the daemon. */
 #ifndef HTTP_GUARD_H
 #define HTTP_GUARD_H
 
@@ -22,6 +23,12 @@ void http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
 
 /* The access handler's first call: conn's request head is in; its deadline no longer applies. */
 void http_guard_head_in(struct MHD_Connection *conn);
+
+/* conn's request body is awaited (begins), n more bytes of it came (piece), it is all in or
+ * refused (ends): until it ends, the body's deadline applies and conn may be shed. */
+void http_guard_body_begins(struct MHD_Connection *conn);
+void http_guard_body_piece(struct MHD_Connection *conn, size_t n);
+void http_guard_body_ends(struct MHD_Connection *conn);
 
 /* A request completed on conn and it stays open: the next head's deadline starts now. */
 void http_guard_waiting(struct MHD_Connection *conn);
