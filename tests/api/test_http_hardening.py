@@ -87,6 +87,12 @@ JSON_REFUSALS = {
     "NUL in the path": (b"GET /v1/runs/1%00x HTTP/1.1\r\nHost: x\r\n\r\n", 404, "not_found", None),
     "declared body over max_body_bytes": (post(b"/v1/runs", [b"Content-Length: 2000000"]), 413, "body_too_large",
                                           None),
+    # Heads a proxy in front could frame another way (RFC 9112): refused, and the connection
+    # closed, so that what follows is never read as a second request.
+    "white space before a colon": (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length : 33\r\n\r\n"
+                                   b"GET /v1/runs HTTP/1.1\r\nHost: x\r\n\r\n", 400, "bad_header", None),
+    "no Host in HTTP/1.1": (b"GET /healthz HTTP/1.1\r\n\r\n", 400, "bad_header", None),
+    "two Host headers": (b"GET /healthz HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400, "bad_header", None),
 }
 
 # Answered by libmicrohttpd before attnd sees the request (its HTML, then closed).
@@ -110,6 +116,23 @@ def test_refusal_is_json_and_prompt(server, name):
     err = json_error(body)
     assert err["code"] == code and err["field"] == field, err
     assert closed and secs < PROMPT_S, (name, closed, secs)
+
+
+def test_http_1_0_needs_no_host(server):
+    answer, _, _ = exchange(server.url, b"GET /healthz HTTP/1.0\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.") and parse(answer.replace(b"HTTP/1.0", b"HTTP/1.1", 1))[0] == 200, answer[:200]
+
+
+def test_framing_refused_before_auth(start_server, tmp_path):
+    """A head framed two ways is the same refusal with or without a token: it says nothing
+    about the token, and the connection closes either way."""
+    tokens = tmp_path / "tokens"
+    tokens.write_text("s3cret\n")
+    srv = start_server(extra=["--token-file", str(tokens), "--cpu-threads", "1"])
+    answer, secs, closed = exchange(srv.url, b"GET /v1/runs HTTP/1.1\r\nHost: x\r\nX-A : 1\r\n\r\n")
+    status, headers, body = parse(answer)
+    assert status == 400 and json_error(body)["code"] == "bad_header", answer[:300]
+    assert headers.get("connection") == "close" and closed and secs < PROMPT_S
 
 
 def test_refusal_messages_name_the_limit(server):

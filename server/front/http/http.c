@@ -168,6 +168,8 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
         api_fail(&c->refusal, 413, "body_too_large", "", "the request body is larger than max_body_bytes (%lld bytes)",
                  http_cfg->max_body_bytes);
     if (c->refusal.status) {
+        if (c->close_after && http_add_header(&req, MHD_HTTP_HEADER_CONNECTION, "close") != 0)
+            log_warn("%s %.200s: cannot set Connection: close", method, url);
         http_send_error(&req, &c->refusal);
     } else if (http_authorized(&req)) { /* else answered 401 */
         if (c->fd >= 0) {
@@ -208,9 +210,12 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         c->routes = http_table;
         c->fd = -1;
         c->arrived_s = clock_monotonic_s();
-        /* A request that needs a token and lacks a valid one is answered 401 now, before any
-         * of its body is read: an upload must not stream gigabytes unauthenticated (auth.c). */
-        if (!auth_check(method, url, http_authorization(conn))) return http_dispatch(conn, url, method, c);
+        /* A head that could be framed two ways is refused first, whoever sent it; then a
+         * request that needs a token and lacks a valid one is answered 401 now, before any of
+         * its body is read: an upload must not stream gigabytes unauthenticated (auth.c). */
+        http_body_frame(conn, version, c);
+        if (c->refusal.status || !auth_check(method, url, http_authorization(conn)))
+            return http_dispatch(conn, url, method, c);
         if (mark == &http_mark_many_params)
             api_fail(&c->refusal, 400, "too_many_parameters", "", "the query string has more than %d parameters",
                      HTTP_MAX_QUERY_PARAMS);

@@ -18,18 +18,37 @@
 #include "server/front/http/http.h"
 #include "server/front/http/http_conn.h"
 
-/* The framing headers: every Content-Length and the Transfer-Encoding. */
+/* The framing headers: every Content-Length and the Transfer-Encoding, the Host headers, and
+ * the first header whose name is no token. */
 typedef struct framing_ctx {
     const char *length, *encoding; /* the first of each; NULL when absent */
     int lengths_differ;
+    int hosts;
+    const char *bad_name;          /* a name with a byte no header name has (RFC 9110 tchar) */
 } framing_ctx;
+
+/* Whether name is an RFC 9110 token: no white space (so none before the colon), no separators. */
+static int http_token(const char *name, size_t len)
+{
+    size_t i;
+
+    if (len == 0) return 0;
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        if (ch <= ' ' || ch >= 127 || strchr("\"(),/:;<=>?@[\\]{}", ch)) return 0;
+    }
+    return 1;
+}
 
 static enum MHD_Result http_framing_add(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
                                         const char *value, size_t value_len)
 {
     framing_ctx *f = cls;
 
-    if (!key || !value) return MHD_YES;
+    if (!key) return MHD_YES;
+    if (!f->bad_name && !http_token(key, key_len)) f->bad_name = key;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) f->hosts++;
+    if (!value) return MHD_YES;
     if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
         if (!f->length) f->length = value;
         else if (strcmp(f->length, value) != 0) f->lengths_differ = 1;
@@ -41,9 +60,13 @@ static enum MHD_Result http_framing_add(void *cls, enum MHD_ValueKind kind, cons
 
 /* The body's declared length: its Content-Length, HTTP_LENGTH_CHUNKED, or 0 without a body.
  * libmicrohttpd has refused (400/413, HTML) a Content-Length that is not a number below
- * 2^64, and reads by the first one; framing it could read two ways is refused here. 0, or
- * -1 with e filled. */
-static int http_declared_length(struct MHD_Connection *conn, unsigned long long *declared, api_error *e)
+ * 2^64, and reads by the first one; a head a proxy in front could read another way is
+ * refused here (RFC 9112's MUSTs): a header name that is no token (white space before its
+ * colon: "Content-Length : 5" names another header to libmicrohttpd, a length to some
+ * proxies), no Host or two in HTTP/1.1, two Content-Lengths that differ, both framings.
+ * 0, or -1 with e filled. */
+static int http_declared_length(struct MHD_Connection *conn, const char *version, unsigned long long *declared,
+                                api_error *e)
 {
     framing_ctx f;
 
@@ -51,6 +74,12 @@ static int http_declared_length(struct MHD_Connection *conn, unsigned long long 
     *declared = 0;
     if (MHD_get_connection_values_n(conn, MHD_HEADER_KIND, http_framing_add, &f) < 0)
         return api_fail(e, 500, "internal", "", "cannot read the request headers");
+    if (f.bad_name)
+        return api_fail(e, 400, "bad_header", "", "header name '%.40s' is not a token (white space before a colon, "
+                        "or a folded line)", f.bad_name);
+    if (f.hosts > 1 || (f.hosts == 0 && version && !strcmp(version, MHD_HTTP_VERSION_1_1)))
+        return api_fail(e, 400, "bad_header", "", "an HTTP/1.1 request has exactly one Host header; this one has %d",
+                        f.hosts);
     if (f.lengths_differ)
         return api_fail(e, 400, "bad_header", "", "two different Content-Length headers");
     if (f.encoding && f.length)
@@ -67,18 +96,22 @@ static int http_declared_length(struct MHD_Connection *conn, unsigned long long 
     return 0;
 }
 
-/* The head is in, its query parsed and a token, if needed, valid: check the framing, and
- * admit a streamed body (http_stream_route.admit) or bound a held one, all before any body
- * byte is read. A refusal is left in c->refusal. */
+void http_body_frame(struct MHD_Connection *conn, const char *version, http_conn *c)
+{
+    if (http_declared_length(conn, version, &c->declared_length, &c->refusal) != 0) c->close_after = 1;
+}
+
+/* The head is in, framed, its query parsed and a token, if needed, valid: admit a streamed
+ * body (http_stream_route.admit) or bound a held one, before any body byte is read. A
+ * refusal is left in c->refusal. */
 void http_body_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c)
 {
     const settings *cfg = c->cfg;
     const http_stream_route *route = http_streaming_route(c->routes, method, url);
-    unsigned long long declared;
+    unsigned long long declared = c->declared_length;
     http_request req;
     api_error e;
 
-    if (http_declared_length(conn, &declared, &c->refusal) != 0) return;
     /* A method without a body (GET, HEAD, DELETE) that announces one is refused before a byte
      * of it is read: there is nothing it could be for, and reading it would let a client hold a
      * connection at no cost. */

@@ -25,7 +25,9 @@ typedef struct http_conn {
     api_error cut;     /* status != 0: a streamed body was cut off mid-way (closed, unanswered) */
     const http_stream_route *stream; /* admitted by this streaming route: release(hold) at the end */
     void *hold;
+    unsigned long long declared_length; /* Content-Length, HTTP_LENGTH_CHUNKED, or 0 (http_body_frame) */
     unsigned long long declared_bytes; /* a streamed body's Content-Length; 0 when chunked */
+    int close_after;   /* answer with Connection: close (a head framed two ways) */
     int expects_body;  /* a body was announced and admitted: its deadline runs until dispatch */
     double arrived_s, received_s; /* clock_monotonic_s: headers in; last body byte in */
     /* An answer from a file (http_send_fd) with a log note: logged once it has been sent. */
@@ -48,8 +50,12 @@ void http_route_request(http_request *req);
 void http_route_labels(const http_route_table *routes, const char *method, const char *route,
                        const char **method_label, const char **route_label);
 
-/* http_body.c: once the head is in and its query parsed, before any body byte: check the
- * framing and bound or admit the body. A refusal goes to c->refusal. */
+/* http_body.c: once the head is in, before anything else: the body's declared length to
+ * c->declared_length, or a head that could be framed two ways refused in c->refusal (and the
+ * connection closed after the answer: what follows it cannot be trusted to be a request). */
+void http_body_frame(struct MHD_Connection *conn, const char *version, http_conn *c);
+/* http_body.c: framed, its query parsed, before any body byte: bound or admit the body. A
+ * refusal goes to c->refusal. */
 void http_body_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c);
 /* http_body.c: n bytes of body, to the memfd or held in memory. MHD_NO closes the connection
  * (a cut upload leaves its reason in c->cut). */
