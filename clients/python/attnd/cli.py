@@ -4,7 +4,8 @@
     attnd-cli sweep --backends naive,math --seq 512,1024 --heads 8,16 [--csv out.csv] [--json out.json]
     attnd-cli sweep --plan plan.json                     (the same grid, from a plan file: docs/plan.md)
     attnd-cli plan --backends naive,math --seq 512,1024 [run flags] > plan.json
-    attnd-cli device | variants | get ID | wait ID | runs [--after N] [--follow]
+    attnd-cli run --backend cudnn --model llama-3.1-70b --seq 8192   (a model preset: attnd-cli models)
+    attnd-cli device | variants | models | get ID | wait ID | runs [--after N] [--follow]
 
 --url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
 Exit status: 0 all went well; 1 a run failed or was refused; 2 bad usage.
@@ -19,13 +20,14 @@ import time
 from .client import AttndError, Client
 
 # Run parameters the CLI spells as flags (the rest go through --param KEY=VALUE).
-INT_PARAMS = ("batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "warmup", "iters", "min_iters",
-              "max_iters", "seed")
+INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window", "warmup",
+              "iters", "min_iters", "max_iters", "seed")
 FLOAT_PARAMS = ("min_time_ms", "max_time_ms", "target_noise", "scale")
-STR_PARAMS = ("device", "dtype", "mask", "cache")
+STR_PARAMS = ("device", "dtype", "mask", "cache", "model", "impl")
 BOOL_PARAMS = ("causal", "graph", "verify", "profile")
 
-TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "seq_q", "seq_kv", "head_dim", "dtype", "mask",
+TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v",
+                 "window", "dtype", "mask",
                  "status", "median_us", "rse", "tflops", "kernels", "error")
 
 
@@ -135,7 +137,8 @@ def build_parser():
     _add_grid(p, required=True)
 
     for name, helptext in (("device", "GET /v1/device"), ("variants", "GET /v1/variants"),
-                           ("nodes", "GET /v1/nodes: the fleet's nodes")):
+                           ("nodes", "GET /v1/nodes: the fleet's nodes"),
+                           ("models", "GET /v1/models: the model presets that --model names")):
         p = sub.add_parser(name, help=helptext)
         _add_common(p)
     p = sub.add_parser("get", help="GET /v1/runs/ID")
@@ -178,9 +181,12 @@ def row_of(rec, params=None, error=None):
         "device": dev.get("id") or p.get("device"),
         "batch": p.get("batch"),
         "heads": p.get("heads"),
+        "kv_heads": p.get("kv_heads"),
         "seq_q": p.get("seq_q", p.get("seq")),
         "seq_kv": p.get("seq_kv", p.get("seq")),
         "head_dim": p.get("head_dim"),
+        "head_dim_v": p.get("head_dim_v"),
+        "window": p.get("window"),
         "dtype": p.get("dtype"),
         "mask": p.get("mask"),
         "status": rec.get("status") or ("refused" if error else None),
@@ -198,6 +204,16 @@ def _fmt(v):
     if isinstance(v, float):
         return "%.4g" % v
     return str(v)
+
+
+MODEL_COLUMNS = ("name", "heads", "kv_heads", "head_dim", "head_dim_v", "window")
+
+
+def format_models(models):
+    """The presets as a table, their sources under it."""
+    rows = [{c: m.get(c) for c in MODEL_COLUMNS} for m in models]
+    notes = "".join("  %s: %s\n" % (m["name"], m.get("source", "")) for m in models)
+    return format_table(rows, MODEL_COLUMNS) + "\nsources:\n" + notes
 
 
 def format_table(rows, columns=TABLE_COLUMNS):
@@ -414,6 +430,8 @@ def main(argv=None, out=None):
             out.write(json.dumps(client.variants(), indent=1) + "\n")
         elif args.cmd == "nodes":
             out.write(json.dumps(client.nodes(), indent=1) + "\n")
+        elif args.cmd == "models":
+            out.write(format_models(client.models()))
         elif args.cmd == "get":
             out.write(json.dumps(client.get_run(args.id), indent=1) + "\n")
         elif args.cmd == "wait":
