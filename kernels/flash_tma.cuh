@@ -90,7 +90,10 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     uint32_t kv_iter = 0;
     for (uint32_t tile_iter = 0;; ++tile_iter) {
         tma_mbar_wait(sm.bar(TR::BAR_Q_FULL), tile_iter & 1);
-        const int tile = *sm.tile_slot;
+        /* Lane 0 reads the slot and hands the number on in registers: the warp's arrive on
+         * Q empty (lane 0's, a release) then orders every read of the slot before the
+         * producer's next write, which a read by each lane would not be (racecheck). */
+        const int tile = __shfl_sync(0xffffffffu, c.lane == 0 ? *sm.tile_slot : 0, 0);
         if (tile >= a.n_tiles) break;
         int bh, m_block;
         flash_tma_tile<GQA_WINDOW>(a, tile, bh, m_block);
@@ -99,7 +102,6 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         T *g_o = static_cast<T *>(a.p.out) + (int64_t)bh * a.p.seq_q * TR::D;
         if (keys.n_blocks == 0) { /* no row sees a key */
             flash_tma_store_zeros<TR>(g_o, m0, a.p.seq_q, c, tid - 128 * wg);
-            __syncwarp(); /* every lane has read the tile slot */
             flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
             continue;
         }

@@ -218,7 +218,7 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
     uint32_t qf[D / 16][4];
     if constexpr (TR::Q_IN_REGS) {
         flash_tma_load_q<TR>(qf, sm.q, c.wg_row0 + c.warp * 16, c.lane);
-        __syncwarp(); /* every lane has read Q and the tile slot */
+        __syncwarp(); /* every lane has read Q */
         flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
     }
 #pragma unroll

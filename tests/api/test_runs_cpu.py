@@ -93,6 +93,22 @@ def test_record_schema(api):
     assert "error" not in rec or rec["error"] is None
 
 
+def test_service_says_where_the_time_went(api):
+    """service: the queue, the store, the exchange and the worker's phases, in order and in
+    proportion: the phases add up to their total, which the exchange contains, and the
+    measure phase holds the timed forwards."""
+    rec = api.run_ok(**tiny(seed=8, iters=50, warmup=5, seq=64))
+    sv = rec["service"]
+    assert set(sv) >= {"queued_ms", "store_running_ms", "exchange_ms", "worker_ms"}, sv
+    w = sv["worker_ms"]
+    assert list(w)[:6] == ["request", "checks", "inputs", "measure", "final_forward", "output"], w
+    assert list(w)[-1] == "total", w
+    assert all(v >= 0 for v in w.values()) and all(sv[k] >= 0 for k in ("queued_ms", "store_running_ms")), sv
+    assert abs(sum(v for k, v in w.items() if k != "total") - w["total"]) < 0.01 * w["total"] + 0.01, w
+    assert w["total"] <= sv["exchange_ms"] + 0.5, sv
+    assert w["measure"] >= 0.9 * rec["timing"]["total_ms"], (w, rec["timing"]["total_ms"])
+
+
 def test_get_returns_same_record(api):
     rec = api.run_ok(**tiny(seed=11))
     r = api.get("/v1/runs/%d" % rec["id"])

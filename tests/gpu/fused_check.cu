@@ -8,7 +8,8 @@
  * plus -DFUSED_CHECK_CUDNN -D_GNU_SOURCE kernels/cudnn_loader.c kernels/cudnn_sdpa.c -ldl for the `cudnn`
  * row (attnd's cudnn variant, enabled at run time with --cudnn DIR: the directory of the
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
- * Options: --quick (no timing), --timing-only (only the timed shapes, still verified),
+ * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
+ * (only small correctness cases: for compute-sanitizer),
  * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
  * shape only; bf16), --window-ms N (each timing the mean over an N ms window of back-to-back
@@ -248,6 +249,12 @@ static int cudnn_row_check(const attn_problem *p, char *why, size_t why_len)
 }
 static const fused_variant cudnn_variant = {"cudnn", cudnn_row_check, cudnn_sdpa_forward, cudnn_sdpa_workspace_bytes};
 #endif
+
+/* --small: only the correctness cases of at most SMALL_SCORES scores a problem (under
+ * compute-sanitizer, which runs kernels ~100 times slower); many-tile cases stay. */
+static bool small_only = false;
+#define SMALL_SCORES 4000000
+static bool too_big(int64_t B, int64_t H, int64_t Sq, int64_t Skv) { return small_only && B * H * Sq * Skv > SMALL_SCORES; }
 
 /* --only a,b*,...: run only the variants named a, or whose names start with b. */
 static const char *only_list = NULL;
@@ -624,6 +631,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--timing-only") == 0) timing_only = true;
+        else if (strcmp(argv[i], "--small") == 0) small_only = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_list = argv[++i];
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
         else if (strcmp(argv[i], "--window-ms") == 0 && i + 1 < argc) window_ms = std::max(0, atoi(argv[++i]));
@@ -650,7 +658,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -695,6 +703,7 @@ int main(int argc, char **argv)
         for (const shape &s : shapes)
             for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
                 if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue; /* fp32 path is slow-ish */
+                if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                 device_problem dp;
                 problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m);
                 verify(dp, s.Sq > 1000 ? 7 : 1);
@@ -725,6 +734,7 @@ int main(int argc, char **argv)
         for (const model_shape &s : models)
             for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
                 if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue;
+                if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                 device_problem dp;
                 problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m, s.Hkv, s.W);
                 verify(dp, s.Sq > 1000 ? 7 : 1);
