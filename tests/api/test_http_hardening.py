@@ -23,26 +23,29 @@ def port_of(url):
     return int(url.rsplit(":", 1)[1])
 
 
+def read_to_close(s):
+    """What s receives until the server closes it or it times out: (bytes, closed)."""
+    got = b""
+    while True:
+        try:
+            b = s.recv(65536)
+        except socket.timeout:
+            return got, False
+        except ConnectionResetError:
+            return got, True
+        if not b:
+            return got, True
+        got += b
+
+
 def exchange(url, data, wait_s=5.0):
     """Send data on a new connection and read until the server closes it (or wait_s).
     Returns (the bytes answered, seconds from the send to the close, closed)."""
     s = socket.create_connection(("127.0.0.1", port_of(url)), timeout=wait_s)
-    got, closed = b"", False
     try:
         t0 = time.monotonic()
         s.sendall(data)
-        while True:
-            try:
-                b = s.recv(65536)
-            except socket.timeout:
-                break
-            except ConnectionResetError:
-                closed = True
-                break
-            if not b:
-                closed = True
-                break
-            got += b
+        got, closed = read_to_close(s)
         return got, time.monotonic() - t0, closed
     finally:
         s.close()
@@ -138,12 +141,7 @@ def test_heads_in_pieces_pass_the_line_checks(server, piece):
     try:
         for i in range(0, len(head), piece):
             s.sendall(head[i:i + piece])
-        got = b""
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
+        got, _ = read_to_close(s)
     finally:
         s.close()
     assert got.startswith(b"HTTP/1.1 200"), got[:300]
@@ -235,7 +233,7 @@ def chunked_upload(url, total, piece=64 << 10, end=True):
     """Send a chunked upload of total bytes of zeros (and its last chunk when end); read the
     answer. Returns (answer bytes, body bytes sent, seconds)."""
     s = socket.create_connection(("127.0.0.1", port_of(url)), timeout=20)
-    data, sent, got = b"\0" * piece, 0, b""
+    data, sent = b"\0" * piece, 0
     t0 = time.monotonic()
     try:
         s.sendall(upload_head(b"Transfer-Encoding: chunked\r\nConnection: close", shape=16 << 20))
@@ -247,13 +245,7 @@ def chunked_upload(url, total, piece=64 << 10, end=True):
     except (BrokenPipeError, ConnectionResetError):
         pass
     try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
-    except (ConnectionResetError, socket.timeout):
-        pass
+        got, _ = read_to_close(s)
     finally:
         s.close()
     return got, sent, time.monotonic() - t0
