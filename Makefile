@@ -5,6 +5,7 @@
 #   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
 #   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
 #   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)
+#   make build/fused_check   the fused-kernel harness (tests/gpu/fused_check.sh runs it)
 #   make bench      attnd vs PyTorch on the same GPU (bench/run.sh)
 
 CUDA     ?= /usr/local/cuda
@@ -148,6 +149,14 @@ $(call unit_bins,front): $(BUILD)/%: $(BUILD)/%.o $(LIB_FRONT) $(LIB_COMMON)
 $(call unit_bins,worker) $(call unit_bins,kernels): $(BUILD)/%: $(BUILD)/%.o $(LIB_WORKER) $(LIB_COMMON)
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
+
+# The fused-kernel harness (tests/gpu/fused_check.cu, run on a GPU by tests/gpu/fused_check.sh):
+# linked with the worker's own kernel objects, so what it checks and times is what attnd runs,
+# compiled once. Its tables of variants leave the workspace member out where there is none.
+$(BUILD)/fused_check: $(BUILD)/tests/gpu/fused_check.o $(LIB_WORKER) $(LIB_COMMON)
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
+$(BUILD)/tests/gpu/fused_check.o: NVFLAGS += -DFUSED_CHECK_CUDNN -Xcompiler -Wno-missing-field-initializers
 
 # Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
 deps:
