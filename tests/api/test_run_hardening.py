@@ -7,7 +7,10 @@
 - junk requests (made-up methods, no token) cannot fill the request-metrics table;
 - a run cut off by kill -9 of the front is failed with `finished` set after the restart;
 - integer parameters written 1e3 in a JSON body, out-of-range scales, and the error fields;
-- a run on the cpu device over cpu_max_macs is refused 422 before it queues.
+- one spelling of numbers and booleans in the query string and a body alike (no +1, 01, -0,
+  verify=1), and \u0000 in a body's names and strings refused, naming the member;
+- a run on the cpu device over cpu_max_macs, counting every forward it may make, is refused
+  422 before it queues, saying what would fit.
 """
 import os
 import signal
@@ -306,6 +309,62 @@ def test_integer_written_as_real_number_is_refused(api):
         r = api.post("/v1/runs", data=bad)
         err = error_of(r)
         assert r.status_code == 400 and err["code"] == "bad_json" and err["field"] is None, (bad, err)
+
+
+def test_one_spelling_of_numbers_and_booleans(api):
+    """Integers are digits with no '+', no leading zero and no -0; reals are JSON numbers;
+    booleans are true or false. The same in the query string, in a body's strings and in a
+    body's JSON values (cJSON reads 01 as 1, so the body's text is checked)."""
+    base = tiny()
+    for name, text in (("batch", "+1"), ("batch", "01"), ("seed", "+12"), ("seed", "012"), ("iters", "001"),
+                       ("window", "-0"), ("scale", "+0.5"), ("scale", ".5"), ("scale", "0x1p-2"),
+                       ("verify", "1"), ("verify", "0"), ("profile", "yes"), ("causal", "True")):
+        for how in ("query", "body string"):
+            if how == "query":
+                r = api.run(params=dict(base, **{name: text}))
+            else:
+                r = api.post("/v1/runs", json=dict(base, **{name: text}))
+            assert r.status_code == 400, (name, text, how, r.text[:300])
+            err = error_of(r)
+            assert err["code"] == "bad_value" and err["field"] == name, (name, text, how, err)
+    for name, text in (("batch", "01"), ("window", "-0"), ("verify", "1"), ("verify", "0"), ("profile", "1"),
+                       ("scale", "1."), ("iters", "-01")):
+        body = '{"backend": "reference", "device": "cpu", "heads": 2, "seq": 16, "head_dim": 8, "%s": %s}' % (name, text)
+        r = api.post("/v1/runs", data=body)
+        assert r.status_code == 400, (body, r.text[:300])
+        err = error_of(r)
+        assert err["code"] == "bad_value" and err["field"] == name, (body, err)
+    # What the rule keeps: plain integers, JSON reals, true and false, as text or JSON.
+    rec = api.run_ok(**dict(base, batch="1", seed="0", window="0", scale="-2.5e-1", verify="true", profile="false"))
+    assert rec["params"]["window"] == 0 and rec["params"]["scale"] == -0.25 and rec["verify"] is not None
+    r = api.post("/v1/runs", json=dict(base, seed=12, scale=0.5, verify=False, causal=True))
+    assert r.status_code == 200, r.text[:300]
+
+
+def test_escaped_nul_in_a_body_is_refused_naming_the_member(api):
+    """cJSON decodes \u0000 into a C string that ends there: "iters\u0000junk" would read as
+    iters, "reference\u0000x" as reference. 400 bad_value, field naming the member."""
+    cases = [
+        ('"iters\\u0000junk": 3', "iters\\u0000junk"),
+        ('"iters": 1, "device": "cpu\\u0000junk"', "device"),
+        ('"iters": 1, "seed": "1\\u00002"', "seed"),
+        ('"iters": 1, "mask": "causal\\u0000"', "mask"),
+    ]
+    for members, field in cases:
+        body = '{"backend": "reference", "heads": 2, "seq": 16, "head_dim": 8, "warmup": 0, %s}' % members
+        if '"device"' not in members:
+            body = body.replace('"heads"', '"device": "cpu", "heads"')
+        r = api.post("/v1/runs", data=body)
+        assert r.status_code == 400, (body, r.text[:300])
+        err = error_of(r)
+        assert err["code"] == "bad_value" and err["field"] == field, (body, err)
+        assert "\\u0000" in err["message"], err
+    r = api.post("/v1/runs", data='{"backend": "reference\\u0000x", "device": "cpu"}')
+    assert r.status_code == 400 and error_of(r)["field"] == "backend", r.text[:300]
+    # An escaped backslash before u0000 is text, not a NUL: an unknown parameter, named whole.
+    r = api.post("/v1/runs", data='{"backend": "reference", "iters\\\\u0000": 1}')
+    assert r.status_code == 400 and error_of(r)["code"] == "unknown_parameter", r.text[:300]
+    assert error_of(r)["field"] == "iters\\u0000", r.text[:300]
 
 
 def test_scale_is_bounded(api):

@@ -1,5 +1,6 @@
 /* safetensors.c — the safetensors header (safetensors.h). */
 #include "server/front/tensors/safetensors.h"
+#include "common/json_text.h"
 #include "common/parse_error.h"
 
 #include <stdio.h>
@@ -72,22 +73,6 @@ static const char *st_escaped(const char *s, char *out, size_t out_len)
     if (n + 5 > out_len && *p && n + 4 <= out_len) n += (size_t)snprintf(out + n, out_len - n, "...");
     out[n] = '\0';
     return out;
-}
-
-/* Does the JSON text (len bytes) escape a NUL (\u0000)? cJSON would decode it into a string
- * that ends there, silently cutting a name short. */
-static int st_has_escaped_nul(const char *s, size_t len)
-{
-    size_t i, slashes = 0;
-
-    for (i = 0; i < len; i++) {
-        if (s[i] != '\\') {
-            slashes = 0;
-            continue;
-        }
-        if (++slashes % 2 == 1 && len - i >= 6 && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) return 1;
-    }
-    return 0;
 }
 
 int st_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t *header_len, char *err,
@@ -192,7 +177,9 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
              size_t err_len)
 {
     uint64_t header_len, data_size, at;
-    const char *end = NULL;
+    const char *json = (const char *)buf + 8;
+    size_t json_len;
+    json_text_error te;
     cJSON *root, *item;
     st_tensor *t = NULL, *sorted = NULL;
     int k = 0, total = 0, j;
@@ -201,17 +188,18 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     *count = 0;
     if (st_header_length(buf, n, file_size, &header_len, err, err_len) != 0) return -1;
     if (n < header_len) return parse_fail(err, err_len, "safetensors: the header is truncated");
-    if (memchr(buf + 8, '\0', (size_t)(header_len - 8)))
-        return parse_fail(err, err_len, "safetensors: the header contains a NUL byte");
-    if (st_has_escaped_nul((const char *)buf + 8, (size_t)(header_len - 8)))
-        return parse_fail(err, err_len, "safetensors: the header escapes a NUL (\\u0000), which no name may hold");
-    root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)(header_len - 8), &end, 0);
-    if (!root) return parse_fail(err, err_len, "safetensors: the header is not valid JSON");
-    for (; end && end < (const char *)buf + header_len; end++)
-        if (*end != ' ') {
-            cJSON_Delete(root);
-            return parse_fail(err, err_len, "safetensors: bytes other than spaces after the header's JSON");
-        }
+    /* The format pads the header with spaces; json_text_parse refuses NUL bytes, \u0000,
+     * repeated names and anything else after the JSON. */
+    json_len = (size_t)(header_len - 8);
+    while (json_len > 0 && json[json_len - 1] == ' ') json_len--;
+    root = json_text_parse(json, json_len, &te);
+    if (!root) {
+        if (te.fault == JSON_TEXT_ESCAPED_NUL)
+            return parse_fail(err, err_len, "safetensors: the header escapes a NUL (\\u0000), which no name may hold");
+        if (te.fault == JSON_TEXT_SYNTAX || te.fault == JSON_TEXT_NUL_BYTE)
+            return parse_fail(err, err_len, "safetensors: the header is not valid JSON (%s)", te.message);
+        return parse_fail(err, err_len, "safetensors: in the header, %s", te.message);
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return parse_fail(err, err_len, "safetensors: the header is not a JSON object");
@@ -228,7 +216,6 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
         return parse_fail(err, err_len, "safetensors: out of memory");
     }
     cJSON_ArrayForEach(item, root) {
-        const cJSON *other;
         char why[80], shown[80];
         if (!item->string) goto bad_json;
         /* Names are listed as JSON and read by people (st_name_check); metadata is never
@@ -239,12 +226,6 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
                        st_escaped(item->string, shown, sizeof shown), why);
             goto fail;
         }
-        /* cJSON keeps repeated keys; the format forbids them. */
-        for (other = root->child; other != item; other = other->next)
-            if (strcmp(other->string, item->string) == 0) {
-                parse_fail(err, err_len, "safetensors: the name '%.60s' appears twice", item->string);
-                goto fail;
-            }
         if (strcmp(item->string, "__metadata__") == 0) {
             const cJSON *m;
             if (!cJSON_IsObject(item)) goto bad_meta;
