@@ -44,6 +44,26 @@ static int st_utf8_check(const char *s, size_t len, char *why, size_t why_len)
     return 0;
 }
 
+/* Unicode's invisible format characters (general category Cf) and the line and paragraph
+ * separators. Bidi controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) reorder
+ * how the text around them displays, so one name can show as another ("Trojan Source"); the
+ * zero-width ones (U+200B-U+200D, U+2060, U+FEFF) hide inside a name. */
+static int st_is_format_char(uint32_t cp)
+{
+    static const uint32_t ranges[][2] = {
+        {0x00AD, 0x00AD},   {0x0600, 0x0605},   {0x061C, 0x061C},   {0x06DD, 0x06DD},   {0x070F, 0x070F},
+        {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x180E, 0x180E},   {0x200B, 0x200F},   {0x2028, 0x202E},
+        {0x2060, 0x2064},   {0x2066, 0x206F},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD},
+        {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+        {0xE0020, 0xE007F},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1]) return 1;
+    return 0;
+}
+
 int st_name_check(const char *s, size_t len, char *why, size_t why_len)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -55,6 +75,11 @@ int st_name_check(const char *s, size_t len, char *why, size_t why_len)
             return parse_fail(why, why_len, "byte %zu (0x%02x) is not valid UTF-8", at + 1, p[at]);
         if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
             return parse_fail(why, why_len, "byte %zu is a control character (U+%04X)", at + 1, (unsigned)cp);
+        if (st_is_format_char(cp))
+            return parse_fail(why, why_len,
+                              "byte %zu is an invisible format character (U+%04X: bidi controls and zero-width "
+                              "characters make a name display as another)",
+                              at + 1, (unsigned)cp);
     }
     return 0;
 }
