@@ -1022,6 +1022,11 @@ long long run_request_macs(const run_request *r)
     return (long long)x;
 }
 
+long long run_request_cpu_forwards(const run_request *r)
+{
+    return (long long)r->warmup + (r->iters > 0 ? r->iters : r->max_iters) + 1;
+}
+
 int run_request_device_valid(const char *d)
 {
     const char *p;

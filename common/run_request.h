@@ -174,4 +174,9 @@ void run_request_model_overrides(const run_request *r, char *out, size_t len);
 /* Multiply–accumulates of the reference's larger product: B·H·Sq·Skv·max(D, Dv). */
 long long run_request_macs(const run_request *r);
 
+/* The most forwards a run of r makes on the cpu device (server/worker/cpu_job.c): warmup,
+ * the timed ones (iters, or under the stopping rule up to max_iters, though time may stop it
+ * sooner), and one more whose output is summarized. */
+long long run_request_cpu_forwards(const run_request *r);
+
 #endif
