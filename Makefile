@@ -186,7 +186,7 @@ test: deps
 	$(Q)$(PYTHON) tests/pg/pg_server.py run build/test/pg -- $(TEST_MAKE) test-unit test-api test-api-pg
 	$(Q)$(TEST_MAKE) test-fuzz
 
-# libFuzzer on the parsers of untrusted bytes (npy, safetensors, the run body's numbers),
+# libFuzzer on the parsers of untrusted bytes (npy, safetensors, request JSON),
 # FUZZ_SECONDS each; skipped with a message when clang cannot build fuzzers.
 FUZZ_SECONDS ?= 13
 test-fuzz:

@@ -428,6 +428,20 @@ BAD_NAMES = {
     "escape": "%1b%5b2J",
     "del": "a%7f",
     "c1_control": "a%c2%85",
+    # Invisible format characters: bidi controls make a name display as another, zero-width
+    # ones hide in it.
+    "right_to_left_override": "evil%e2%80%aegpj.exe",  # U+202E
+    "left_to_right_embedding": "a%e2%80%aab",  # U+202A
+    "right_to_left_isolate": "a%e2%81%a7b",  # U+2067
+    "pop_directional_isolate": "a%e2%81%a9b",  # U+2069
+    "right_to_left_mark": "a%e2%80%8fb",  # U+200F
+    "arabic_letter_mark": "a%d8%9cb",  # U+061C
+    "zero_width_space": "a%e2%80%8bb",  # U+200B
+    "zero_width_joiner": "a%e2%80%8db",  # U+200D
+    "byte_order_mark": "%ef%bb%bfa",  # U+FEFF
+    "soft_hyphen": "a%c2%adb",  # U+00AD
+    "tag_letter": "a%f3%a0%81%81",  # U+E0041
+    "line_separator": "a%e2%80%a8b",  # U+2028
 }
 
 
@@ -464,6 +478,8 @@ BAD_KEYS = {
     "escaped_nul": b'{"a\\u0000b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
     "c1_control": b'{"a\\u0085":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
     "metadata_not_utf8": b'{"__metadata__":{"k":"\xc3"},"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    "escaped_bidi_override": b'{"a\\u202eb":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
+    "raw_bidi_isolate": b'{"a\xe2\x81\xa6b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}',
 }
 
 
@@ -475,7 +491,7 @@ def test_safetensors_names_that_are_not_printable_utf8_are_400(api, case):
     err = error_of(r)
     assert err["code"] == "bad_safetensors", err
     assert ("UTF-8" in err["message"] or "control character" in err["message"]
-            or "NUL" in err["message"]), err["message"]
+            or "format character" in err["message"] or "NUL" in err["message"]), err["message"]
     assert listed(api) == before
 
 

@@ -335,13 +335,45 @@ def plan_of_args(args):
     return plan
 
 
+def _plan_object(pairs):
+    """json's object_pairs_hook for plans: a key twice is refused, as attnd batch refuses it
+    (json.load would keep the last, cJSON the first)."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise PlanError("the key '%s' appears twice" % key)
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name):
+    raise PlanError("%s is no JSON number" % name)  # json.load takes NaN and Infinity
+
+
+def _check_no_nul(value):
+    """No \\u0000 in a plan's strings: attnd batch refuses it (cJSON would cut the string)."""
+    if isinstance(value, str) and "\0" in value:
+        raise PlanError("a string holds an escaped NUL (\\u0000): %r" % value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_no_nul(key)
+            _check_no_nul(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_no_nul(item)
+
+
 def read_plan(path):
-    """A plan file, checked. Raises PlanError (unreadable and bad JSON included)."""
+    """A plan file, checked as attnd batch checks it: JSON with no key twice, nothing after it
+    and no \\u0000. Raises PlanError (unreadable and bad JSON included)."""
     try:
         with open(path) as f:
-            plan = json.load(f)
+            plan = json.load(f, object_pairs_hook=_plan_object, parse_constant=_no_constant)
+        _check_no_nul(plan)
     except OSError as exc:
         raise PlanError("cannot read %s: %s" % (path, exc))
+    except PlanError as exc:
+        raise PlanError("%s: %s" % (path, exc))
     except ValueError as exc:
         raise PlanError("%s is not JSON: %s" % (path, exc))
     check_plan(plan)
