@@ -11,7 +11,8 @@ refused writes and the records waiting, and a new run is refused 507 `store_full
 starts; once space is freed the records reach the store (the history lists them done) and
 /readyz is ready again. After a restart they read `done`, also when the server was killed
 while the disk was still full (the records waited in data_dir/attnd.pending, whose room was
-allocated at start), not `failed` with `server_restarted`.
+allocated at start), not `failed` with `server_restarted`. And a data_dir without room for that
+reserve refuses runs, and says so in /readyz, until it has it.
 """
 import errno
 import os
@@ -218,6 +219,31 @@ def test_records_waiting_in_the_journal_survive_a_crash_on_a_full_disk(tmp_path,
         api = Api(srv.url)
         assert api.get("/v1/runs/%d" % a).json() == rec_a
         assert api.get("/v1/runs/%d" % b).json() == rec_b
+    finally:
+        srv.kill()
+        srv.cleanup()
+
+
+def test_no_room_for_the_reserve_refuses_runs_until_there_is(tmp_path, small_fs):
+    """A data_dir without room for attnd.pending's reserve cannot promise to keep a result:
+    the server starts, says why it is not ready and refuses runs, until the room is there."""
+    subprocess.run(["mount", "-o", "remount,size=2m", str(small_fs)], check=True)
+    srv = server_on(tmp_path, small_fs / "data", wait_ready=False)
+    try:
+        api = Api(srv.url)
+        ready = api.get("/readyz")
+        assert ready.status_code == 503, ready.text
+        message = ready.json()["message"]
+        assert "attnd.pending" in message and "No space left" in message, message
+        assert ready.json()["store"]["reserve_bytes"] == 0
+        refused = api.run(params=tiny())
+        assert refused.status_code == 507 and refused.json()["error"]["code"] == "store_full", refused.text
+
+        subprocess.run(["mount", "-o", "remount,size=" + FS_SIZE, str(small_fs)], check=True)
+        wait_for("/readyz ready once the reserve fits", lambda: api.get("/readyz").status_code == 200)
+        assert api.get("/readyz").json()["store"]["reserve_bytes"] == 4 << 20
+        assert api.run_ok(**tiny())["status"] == "done"
+        srv.stop_checked()
     finally:
         srv.kill()
         srv.cleanup()

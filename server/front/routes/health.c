@@ -61,10 +61,13 @@ void route_readyz(http_request *req)
     ok = o && cJSON_AddBoolToObject(o, "ready", ready);
     if (ok && !ready) {
         /* The store's reason names its backend and file, so a probe's log says what to fix. */
-        if (!h.writable)
-            snprintf(message, sizeof message, "%sthe %s store cannot keep new runs: %s (%lld record(s) waiting, %.400s)",
+        if (!h.writable && h.pending_records > 0)
+            snprintf(message, sizeof message, "%sthe %s store cannot keep new runs: %s (%lld record(s) wait in %.400s)",
                      workers_up ? "" : "not every worker is up yet (or one is restarting); ", h.backend, h.write_error,
                      h.pending_records, h.journal);
+        else if (!h.writable)
+            snprintf(message, sizeof message, "%sthe %s store cannot keep new runs: %s",
+                     workers_up ? "" : "not every worker is up yet (or one is restarting); ", h.backend, h.write_error);
         else
             snprintf(message, sizeof message, "not every worker is up yet (or one is restarting)");
         ok = cJSON_AddStringToObject(o, "message", message) != NULL;

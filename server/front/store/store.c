@@ -367,9 +367,7 @@ int store_refusal(char *code, size_t code_len, char *message, size_t message_len
     store_pending_get_state(&p);
     if (!p.failing) return 0;
     snprintf(code, code_len, "%s", p.no_space ? "store_full" : "store_failing");
-    snprintf(message, message_len,
-             "the run history cannot promise to keep a new run's result now (%s%s); runs are accepted again once it "
-             "can, retry later",
-             p.error, p.no_space ? ": free space in data_dir" : "");
+    snprintf(message, message_len, "the run history cannot keep a new run's result now: %s; %s", p.error,
+             p.no_space ? "runs are accepted again once data_dir has space" : "retry later");
     return p.no_space ? 507 : 503;
 }
