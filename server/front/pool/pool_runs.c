@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/front/pool/queue.h"
+#include "server/front/store/store.h"
 
 #define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
 
@@ -170,10 +171,18 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     worker_slot *w;
     pool_job *j;
     cJSON *device;
-    char message[700];
+    char message[700], code[32];
     int status;
 
     *response = NULL;
+    /* A store that cannot take writes (a full disk) could not keep this run's result: refused
+     * before anything is stored or queued. */
+    status = store_refusal(code, sizeof code, message, sizeof message);
+    if (status) {
+        pool_end_unqueued(r, on_end);
+        *response = queue_error_body(code, message, NULL);
+        return status;
+    }
     pthread_mutex_lock(&queue_mu);
     w = queue_find_slot_locked(r->device);
     status = pool_refusal_locked(r, w, response);
@@ -196,9 +205,15 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         w->queued--;
         pthread_mutex_unlock(&queue_mu);
         pool_end_unqueued(r, on_end);
-        *response = j ? queue_error_body("store_error", "the run could not be stored", NULL)
-                      : queue_error_body("out_of_memory", "out of memory", NULL);
-        return 500;
+        if (!j) {
+            *response = queue_error_body("out_of_memory", "out of memory", NULL);
+            return 500;
+        }
+        /* The insert failed: the store now says why (a full disk: 507 store_full). */
+        status = store_refusal(code, sizeof code, message, sizeof message);
+        *response = status ? queue_error_body(code, message, NULL)
+                           : queue_error_body("store_error", "the run could not be stored", NULL);
+        return status ? status : 500;
     }
     j->id = j->rec.id;
     j->on_end = on_end; /* from here every end of j calls it (queue_end_hook) */
