@@ -252,7 +252,8 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
         if (have_plan && same_case(planned_case, *c))
             snprintf(described, sizeof described,
                      "decode.cuh BatchDecodeWithPagedKVCacheDispatched (FlashInfer %s): HND pages of %d keys, %lld "
-                     "CTA(s) per kv head%s", ATTND_FI_VERSION, ATTND_FI_DECODE_PAGE, (long long)planned.chunks,
+                     "CTAs per kv head (sequences x chunks)%s", ATTND_FI_VERSION, ATTND_FI_DECODE_PAGE,
+                     (long long)planned.chunks,
                      planned.split ? ", split-KV with VariableLengthMergeStates" : ", no split");
         else
             snprintf(described, sizeof described, "decode.cuh BatchDecodeWithPagedKVCacheDispatched (FlashInfer %s)",

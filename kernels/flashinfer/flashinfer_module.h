@@ -29,7 +29,7 @@ struct attnd_fi_tensors {
  * forwards of one job. */
 struct attnd_fi_decode_plan {
     int64_t info[10];
-    int64_t chunks; /* CTAs per KV head: padded_batch_size */
+    int64_t chunks; /* CTAs per KV head, one per (sequence, chunk): padded_batch_size */
     int split;      /* split-KV with a merge kernel */
 };
 
