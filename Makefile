@@ -5,6 +5,7 @@
 #   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
 #   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
 #   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)
+#   make build/fused_check   the fused-kernel harness (tests/gpu/fused_check.sh runs it)
 #   make bench      attnd vs PyTorch on the same GPU (bench/run.sh)
 
 CUDA     ?= /usr/local/cuda
@@ -149,6 +150,14 @@ $(call unit_bins,worker) $(call unit_bins,kernels): $(BUILD)/%: $(BUILD)/%.o $(L
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
 
+# The fused-kernel harness (tests/gpu/fused_check.cu, run on a GPU by tests/gpu/fused_check.sh):
+# linked with the worker's own kernel objects, so what it checks and times is what attnd runs,
+# compiled once. Its tables of variants leave the workspace member out where there is none.
+$(BUILD)/fused_check: $(BUILD)/tests/gpu/fused_check.o $(LIB_WORKER) $(LIB_COMMON)
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
+$(BUILD)/tests/gpu/fused_check.o: NVFLAGS += -DFUSED_CHECK_CUDNN -Xcompiler -Wno-missing-field-initializers
+
 # Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
 deps:
 	$(Q)sh scripts/install-deps.sh test
@@ -177,7 +186,7 @@ test: deps
 	$(Q)$(PYTHON) tests/pg/pg_server.py run build/test/pg -- $(TEST_MAKE) test-unit test-api test-api-pg
 	$(Q)$(TEST_MAKE) test-fuzz
 
-# libFuzzer on the parsers of untrusted bytes (npy, safetensors, the run body's numbers),
+# libFuzzer on the parsers of untrusted bytes (npy, safetensors, request JSON),
 # FUZZ_SECONDS each; skipped with a message when clang cannot build fuzzers.
 FUZZ_SECONDS ?= 13
 test-fuzz:
@@ -193,7 +202,8 @@ test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 # The history, async, persistence and fault tests again, each server keeping its history in
 # PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE); needs ATTND_TEST_PG (make test sets it).
 PG_API_TESTS = tests/api/test_history.py tests/api/test_history_query.py tests/api/test_async.py \
-               tests/api/test_persistence.py tests/api/test_faults.py tests/api/test_batch.py
+               tests/api/test_persistence.py tests/api/test_faults.py tests/api/test_batch.py \
+               tests/api/test_store_full.py
 test-api-pg: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) ATTND_TEST_STORE=postgresql $(PYTHON) -m pytest -q -m "not sqlite_only" \
 	    $(PG_API_TESTS)

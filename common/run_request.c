@@ -3,9 +3,11 @@
  * that docs/api.md holds (run_request.h).
  *
  * Every value arrives either as a query-string string or as a JSON body value (number,
- * boolean or string) and is coerced strictly: no trailing junk, no overflow, no NaN or
- * infinity, "1e3" is not an integer (in a body, where cJSON reads 1e3 as 1000,
- * run_request_parse_body checks how the number was written: common/json_numbers.h). A
+ * boolean or string) and is coerced strictly, by one rule of spelling in both places: a
+ * number is written as JSON writes one, an integer also without a fraction, an exponent or
+ * -0 (so no "+1", "01", "1e3", "8.0"), a boolean is true or false. A JSON number's text is
+ * the one json_text_parse kept (common/json_text.h), since cJSON reads 1e3 as 1000. A string
+ * in a body is read as the query string's text would be. No overflow, no NaN or infinity. A
  * parameter in both places: the query wins. Every refusal names the parameter, the value and
  * the limit (api_error.h); nothing in r is meaningful after a refusal.
  *
@@ -23,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/json_numbers.h"
+#include "common/json_text.h"
 #include "common/parse_int.h"
 #include "common/variant_info.h"
 
@@ -40,6 +42,8 @@ static const char *value_text(const cJSON *item, char *buf, size_t len)
     if (cJSON_IsString(item)) {
         size_t n = strlen(item->valuestring);
         snprintf(buf, len, "'%.*s%s'", n > 40 ? 40 : (int)n, item->valuestring, n > 40 ? "…" : "");
+    } else if (cJSON_IsNumber(item) && item->valuestring) { /* as written (json_text_parse) */
+        snprintf(buf, len, "%.40s", item->valuestring);
     } else if (cJSON_IsNumber(item)) {
         snprintf(buf, len, "%.17g", item->valuedouble);
     } else if (cJSON_IsBool(item)) {
@@ -54,7 +58,17 @@ static const char *value_text(const cJSON *item, char *buf, size_t len)
     return buf;
 }
 
-/* An integer in [min, max] from a string or an integral JSON number. */
+/* 1 when a JSON number is spelled as an integer (json_text_is_integer), or its text is not
+ * known: a tree cJSON parsed itself, such as the worker's copy of a request the front has
+ * checked. */
+static int number_spelled_as_integer(const cJSON *item)
+{
+    return !item->valuestring || json_text_is_integer(item->valuestring, strlen(item->valuestring));
+}
+
+#define INTEGER_SPELLING "decimal digits, without '+', leading zeros, a fraction or an exponent"
+
+/* An integer in [min, max] from a string or a JSON number, spelled as an integer. */
 static int get_ll(const cJSON *item, const char *name, long long min, long long max, long long *out,
                   api_error *e)
 {
@@ -63,19 +77,16 @@ static int get_ll(const cJSON *item, const char *name, long long min, long long 
 
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring;
-        if (parse_int(s, &x) != 0) {
-            /* Tell overflow apart from junk: both are refusals, only the message differs. */
-            const char *p = s + (s[0] == '-' || s[0] == '+');
-            if (*p && strspn(p, "0123456789") == strlen(p))
-                return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (%lld..%lld)", name,
-                                value_text(item, shown, sizeof shown), min, max);
-            return api_fail(e, 400, "bad_value", name, "%s must be an integer, got %s", name,
+        if (!json_text_is_integer(s, strlen(s)))
+            return api_fail(e, 400, "bad_value", name, "%s must be an integer (" INTEGER_SPELLING "), got %s", name,
                             value_text(item, shown, sizeof shown));
-        }
+        if (parse_int(s, &x) != 0) /* spelled right, but past long long */
+            return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (%lld..%lld)", name,
+                            value_text(item, shown, sizeof shown), min, max);
     } else if (cJSON_IsNumber(item)) {
         double d = item->valuedouble;
-        if (!isfinite(d) || d != floor(d))
-            return api_fail(e, 400, "bad_value", name, "%s must be an integer, got %s", name,
+        if (!number_spelled_as_integer(item) || !isfinite(d) || d != floor(d))
+            return api_fail(e, 400, "bad_value", name, "%s must be an integer (" INTEGER_SPELLING "), got %s", name,
                             value_text(item, shown, sizeof shown));
         if (d < (double)min || d > (double)max)
             return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (%lld..%lld)", name,
@@ -101,8 +112,9 @@ static int get_seed(const cJSON *item, const char *name, uint64_t *out, api_erro
         const char *s = item->valuestring;
         char *end;
         unsigned long long x;
-        if (!s[0] || strspn(s, "0123456789") != strlen(s))
-            return api_fail(e, 400, "bad_value", name, "%s must be a non-negative integer, got %s", name,
+        if (!json_text_is_integer(s, strlen(s)) || s[0] == '-')
+            return api_fail(e, 400, "bad_value", name,
+                            "%s must be a non-negative integer (" INTEGER_SPELLING "), got %s", name,
                             value_text(item, shown, sizeof shown));
         errno = 0;
         x = strtoull(s, &end, 10);
@@ -114,8 +126,9 @@ static int get_seed(const cJSON *item, const char *name, uint64_t *out, api_erro
     }
     if (cJSON_IsNumber(item)) {
         double d = item->valuedouble;
-        if (!isfinite(d) || d != floor(d))
-            return api_fail(e, 400, "bad_value", name, "%s must be a non-negative integer, got %s", name,
+        if (!number_spelled_as_integer(item) || !isfinite(d) || d != floor(d))
+            return api_fail(e, 400, "bad_value", name,
+                            "%s must be a non-negative integer (" INTEGER_SPELLING "), got %s", name,
                             value_text(item, shown, sizeof shown));
         if (d < 0)
             return api_fail(e, 400, "out_of_range", name, "%s %s is out of range (0..18446744073709551615)", name,
@@ -132,7 +145,7 @@ static int get_seed(const cJSON *item, const char *name, uint64_t *out, api_erro
                     value_text(item, shown, sizeof shown));
 }
 
-/* A finite real number from a string (strtod, whole string) or a JSON number. */
+/* A finite real number from a string spelled as a JSON number, or a JSON number. */
 static int get_double(const cJSON *item, const char *name, double *out, api_error *e)
 {
     char shown[64];
@@ -140,15 +153,11 @@ static int get_double(const cJSON *item, const char *name, double *out, api_erro
 
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring;
-        char *end;
-        if (!s[0] || isspace((unsigned char)s[0]))
-            return api_fail(e, 400, "bad_value", name, "%s must be a number, got %s", name,
-                            value_text(item, shown, sizeof shown));
+        if (!json_text_is_number(s, strlen(s))) /* strtod alone would take +1, .5, 0x10, inf */
+            return api_fail(e, 400, "bad_value", name, "%s must be a number as JSON writes one (0.5, 2, 1e-3), got %s",
+                            name, value_text(item, shown, sizeof shown));
         errno = 0;
-        x = strtod(s, &end);
-        if (end == s || *end != '\0')
-            return api_fail(e, 400, "bad_value", name, "%s must be a number, got %s", name,
-                            value_text(item, shown, sizeof shown));
+        x = strtod(s, NULL);
         if (errno == ERANGE || !isfinite(x))
             return api_fail(e, 400, "out_of_range", name, "%s must be a finite number, got %s", name,
                             value_text(item, shown, sizeof shown));
@@ -164,20 +173,18 @@ static int get_double(const cJSON *item, const char *name, double *out, api_erro
     return 0;
 }
 
-/* true/false/1/0 as text, a JSON boolean, or the JSON numbers 0 and 1. */
+/* A JSON boolean, or the text true or false (the query's, or a body's string). */
 static int get_bool(const cJSON *item, const char *name, int *out, api_error *e)
 {
     char shown[64];
 
     if (cJSON_IsBool(item)) return *out = cJSON_IsTrue(item), 0;
-    if (cJSON_IsNumber(item) && (item->valuedouble == 0.0 || item->valuedouble == 1.0))
-        return *out = item->valuedouble == 1.0, 0;
     if (cJSON_IsString(item)) {
         const char *s = item->valuestring;
-        if (!strcmp(s, "true") || !strcmp(s, "1")) return *out = 1, 0;
-        if (!strcmp(s, "false") || !strcmp(s, "0")) return *out = 0, 0;
+        if (!strcmp(s, "true")) return *out = 1, 0;
+        if (!strcmp(s, "false")) return *out = 0, 0;
     }
-    return api_fail(e, 400, "bad_value", name, "%s must be true, false, 1 or 0, got %s", name,
+    return api_fail(e, 400, "bad_value", name, "%s must be true or false, got %s", name,
                     value_text(item, shown, sizeof shown));
 }
 
@@ -693,46 +700,6 @@ static const cJSON *param(const cJSON *query, const cJSON *body, const char *nam
     return item && !cJSON_IsNull(item) ? item : NULL;
 }
 
-/* ---------------------------------------------------------------- the body's text ------- */
-
-/* The body's numbers written with a fraction or an exponent, by row (NULL: none). */
-typedef struct body_numbers {
-    const char *text[RUN_PARAM_COUNT];
-    int len[RUN_PARAM_COUNT];
-} body_numbers;
-
-static void body_scan_numbers(const char *text, size_t len, body_numbers *out)
-{
-    json_numbers it;
-    json_number n;
-    const run_param *p;
-
-    memset(out, 0, sizeof *out);
-    json_numbers_start(&it, text, len);
-    while (json_numbers_next(&it, &n))
-        if (!n.integer && (p = param_row(n.name))) {
-            out->text[p - run_request_params] = n.text;
-            out->len[p - run_request_params] = n.len > 40 ? 40 : (int)n.len;
-        }
-}
-
-/* An integer parameter written in the body as 1e3 or 8.0: refused like batch=1e3 in the
- * query (a parameter the query also gives is the query's). */
-static int body_check_integers(const body_numbers *nums, const cJSON *query, api_error *e)
-{
-    size_t i;
-
-    for (i = 0; i < RUN_PARAM_COUNT; i++) {
-        const run_param *p = &run_request_params[i];
-        if (p->type != RUN_PARAM_INT && p->type != RUN_PARAM_SEED) continue;
-        if (!nums->text[i] || (query && cJSON_GetObjectItemCaseSensitive(query, p->name))) continue;
-        return api_fail(e, 400, "bad_value", p->name,
-                        "%s must be an integer written without a fraction or an exponent, got %.*s", p->name,
-                        nums->len[i], nums->text[i]);
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------------- across parameters ----- */
 
 /* Every tensor, the scores included, at most RUN_MAX_ELEMS elements. */
@@ -869,11 +836,11 @@ void run_request_defaults(run_request *r)
     resolve_scale(r);
 }
 
-/* run_request_parse; nums (NULL: not known) says how the body's numbers were written. */
-/* expand_model: fill what the client did not give from its model's preset (a stored
- * "params" object, read back by run_request_from_json, carries the values themselves). */
-static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, const body_numbers *nums,
-                         int allow_faults, int expand_model, api_error *e)
+/* run_request_parse. expand_model: fill what the client did not give from its model's preset
+ * (a stored "params" object, read back by run_request_from_json, carries the values
+ * themselves). */
+static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, int expand_model,
+                         api_error *e)
 {
     size_t i;
 
@@ -881,7 +848,6 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     if (check_names(query, body, allow_faults, e) != 0) return -1;
     /* The backend first (run_request_params[0]): a request without one stops there. */
     if (parse_row(r, &run_request_params[0], param(query, body, run_request_params[0].name), e) != 0) return -1;
-    if (nums && body_check_integers(nums, query, e) != 0) return -1;
     for (i = 1; i < RUN_PARAM_COUNT; i++)
         if (parse_row(r, &run_request_params[i], param(query, body, run_request_params[i].name), e) != 0) return -1;
     if (expand_model && apply_model(r, e) != 0) return -1;
@@ -919,45 +885,46 @@ int run_request_check(const run_request *r, int cc, api_error *e)
 
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e)
 {
-    return parse_checked(r, query, body, NULL, allow_faults, 1, e);
+    return parse_checked(r, query, body, allow_faults, 1, e);
 }
 
-/* Past JSON's own white space (space, tab, newline, carriage return). */
-static const char *json_ws(const char *p, const char *end)
+/* A body json_text_parse refused, as the API answers it: what cannot be JSON is bad_json
+ * without a field; a value spelled wrong (\u0000 in a string, a number JSON does not
+ * write) is bad_value, and a key given twice duplicate_parameter, naming the member. */
+static int refuse_body(const json_text_error *te, size_t body_len, api_error *e)
 {
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
-    return p;
+    switch (te->fault) {
+    case JSON_TEXT_NUL_BYTE:
+        return api_fail(e, 400, "bad_json", "", "the body contains a NUL byte (at byte %zu of %zu): JSON text has none",
+                        te->offset, body_len);
+    case JSON_TEXT_ESCAPED_NUL:
+    case JSON_TEXT_BAD_NUMBER:
+        return api_fail(e, 400, "bad_value", te->member, "%s%s%s", te->member[0] && !te->in_name ? te->member : "",
+                        te->member[0] && !te->in_name ? ": " : "", te->message);
+    case JSON_TEXT_DUPLICATE_KEY:
+        return api_fail(e, 400, "duplicate_parameter", te->member, "%s", te->message);
+    case JSON_TEXT_NO_MEMORY:
+        return api_fail(e, 500, "internal", "", "%s", te->message);
+    default:
+        return api_fail(e, 400, "bad_json", "", "the body is not valid JSON (%s)", te->message);
+    }
 }
 
 int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
                            api_error *e)
 {
-    body_numbers nums;
+    json_text_error te;
     cJSON *json;
-    const char *end = NULL;
     int rc;
 
-    if (!body || body_len == 0) return parse_checked(r, query, NULL, NULL, allow_faults, 1, e);
-    if (memchr(body, '\0', body_len)) return api_fail(e, 400, "bad_json", "", "the body contains a NUL byte");
-    json = cJSON_ParseWithLengthOpts(body, body_len, &end, 0);
-    if (json && end) { /* only white space may follow the value */
-        const char *rest = json_ws(end, body + body_len);
-        if (rest != body + body_len) {
-            cJSON_Delete(json);
-            json = NULL;
-            end = rest;
-        }
-    }
-    if (!json) {
-        size_t at = end && end >= body ? (size_t)(end - body) : 0;
-        return api_fail(e, 400, "bad_json", "", "the body is not valid JSON (at byte %zu of %zu)", at, body_len);
-    }
+    if (!body || body_len == 0) return parse_checked(r, query, NULL, allow_faults, 1, e);
+    json = json_text_parse(body, body_len, &te);
+    if (!json) return refuse_body(&te, body_len, e);
     if (!cJSON_IsObject(json)) {
         cJSON_Delete(json);
         return api_fail(e, 400, "bad_json", "", "the body must be a JSON object of run parameters");
     }
-    body_scan_numbers(body, body_len, &nums);
-    rc = parse_checked(r, query, json, &nums, allow_faults, 1, e);
+    rc = parse_checked(r, query, json, allow_faults, 1, e);
     cJSON_Delete(json);
     return rc;
 }
@@ -1052,7 +1019,7 @@ int run_request_from_json(run_request *r, const cJSON *json, api_error *e)
     if (!cJSON_IsObject(json)) return api_fail(e, 400, "bad_json", "", "a run request must be a JSON object");
     /* The front only writes `fault` when fault injection is on, so accept it here; the model's
      * values are in the object already. */
-    if (parse_checked(r, NULL, json, NULL, 1, 0, e) != 0) return -1;
+    if (parse_checked(r, NULL, json, 1, 0, e) != 0) return -1;
     /* The JSON always carries the resolved scale; it was the client's choice exactly when it
      * differs from the default (a client that gave the default value loses nothing). */
     r->scale_given = r->problem.scale != 1.0 / sqrt((double)r->problem.head_dim);
@@ -1144,6 +1111,11 @@ long long run_request_macs(const run_request *r)
         __builtin_mul_overflow(x, p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p), &x))
         return LLONG_MAX;
     return (long long)x;
+}
+
+long long run_request_cpu_forwards(const run_request *r)
+{
+    return (long long)r->warmup + (r->iters > 0 ? r->iters : r->max_iters) + 1;
 }
 
 int run_request_device_valid(const char *d)

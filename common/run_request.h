@@ -82,7 +82,7 @@ typedef enum run_param_type {
     RUN_PARAM_INT,    /* an integer in [min, max], into an int or a 64-bit field */
     RUN_PARAM_SEED,   /* 0 .. 2^64-1, into a uint64_t; as a JSON number only below 2^53 */
     RUN_PARAM_NUMBER, /* a finite real in [min, max], into a double */
-    RUN_PARAM_BOOL,   /* true/false/1/0, into an int */
+    RUN_PARAM_BOOL,   /* true or false (a JSON boolean, or the text), into an int */
     RUN_PARAM_ENUM,   /* one word of `values`, into an int (or enum) field as its index */
     RUN_PARAM_STRING, /* text (one word of `values` when it has them), into a char array */
     RUN_PARAM_TENSOR, /* a resident tensor id, "t" and a decimal number, into a char array */
@@ -158,10 +158,11 @@ int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int
 int run_request_check(const run_request *r, int cc, api_error *e);
 
 /* run_request_parse for an HTTP request: `query` as above, `body` the raw body text (NULL or
- * body_len 0: none). The body must be a JSON object without NUL bytes (else 400 bad_json,
- * naming the byte offset). The text is read as well as the parsed value, because a parsed
- * number no longer says how it was written: an integer parameter given as a JSON number
- * with a fraction or an exponent (1e3, 8.0) is refused 400 bad_value, as in the query. */
+ * body_len 0: none), read by json_text_parse (common/json_text.h). The body must be one JSON
+ * object (else 400 bad_json, naming the byte offset: a NUL byte, junk after it); a \u0000
+ * escape or a number JSON does not write (01) is 400 bad_value, a key given twice 400
+ * duplicate_parameter, each naming the member. Numbers keep their text, so an integer
+ * parameter written 1e3 or 8.0 is refused 400 bad_value, as in the query. */
 int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
                            api_error *e);
 
@@ -184,5 +185,10 @@ void run_request_model_overrides(const run_request *r, char *out, size_t len);
 
 /* Multiply–accumulates of the reference's larger product: B·H·Sq·Skv·max(D, Dv). */
 long long run_request_macs(const run_request *r);
+
+/* The most forwards a run of r makes on the cpu device (server/worker/cpu_job.c): warmup,
+ * the timed ones (iters, or under the stopping rule up to max_iters, though time may stop it
+ * sooner), and one more whose output is summarized. */
+long long run_request_cpu_forwards(const run_request *r);
 
 #endif

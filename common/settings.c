@@ -101,10 +101,11 @@ static const setting_def setting_table[] = {
     {"verify_cpu_max_macs", SETTING_INT64, FIELD(verify_cpu_max_macs), "1000000000", 0,
      1000000000000000LL, "MACs",
      "verify on the cpu fp64 reference up to this many B*H*Sq*Skv*D; above, a GPU fp32 reference", NULL},
-    {"cpu_max_macs", SETTING_INT64, FIELD(cpu_max_macs), "2000000000", 0, 1000000000000000LL, "MACs",
-     "a run on the cpu device whose forward costs more than this many B*H*Sq*Skv*D is refused 422 "
-     "with the estimate, before it holds the one cpu worker (the default, a few seconds of fp64 on "
-     "two cores, refuses the study's default shape: ask for a smaller one, or raise this); 0: no limit", NULL},
+    {"cpu_max_macs", SETTING_INT64, FIELD(cpu_max_macs), "10000000000", 0, 1000000000000000LL, "MACs",
+     "a run on the cpu device whose forwards together cost more than this many multiply-accumulates "
+     "((warmup + iters, or max_iters under the stopping rule, + 1) * B*H*Sq*Skv*D) is refused 422 with "
+     "the estimate and an iters or seq that fits, before it holds the one cpu worker (the default, "
+     "seconds of fp64 on two cores, refuses the study's default shape even at iters=1); 0: no limit", NULL},
     {"cpu_threads", SETTING_INT, FIELD(cpu_threads), "0", 0, 1024, "threads",
      "threads of the cpu reference; 0: one per core", NULL},
     {"enable_fault_injection", SETTING_BOOL, FIELD(enable_fault_injection), "false", 0, 1, "",

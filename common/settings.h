@@ -22,7 +22,7 @@ typedef struct settings {
     int body_timeout_s;           /* a body's allowance: this, plus its bytes at body_min_rate_bytes */
     int body_min_rate_bytes;      /* … a second */
     int max_tensors;              /* resident tensors in the table at once */
-    long long cpu_max_macs;       /* a cpu run whose forward costs more is refused 422 */
+    long long cpu_max_macs;       /* a cpu run whose forwards together cost more is refused 422 */
     long long memory_budget_bytes;/* per device; 0: the device's free memory */
     char token_file[512];         /* bearer tokens, one a line; "": no auth */
     int public_reads;             /* with token_file: GET/HEAD need no token */

@@ -10,10 +10,23 @@
 #define ALL_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16) | VARIANT_DTYPE(ATTN_FP32))
 #define HALF_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16))
 
-/* Grid limits shared by the fused kernels: one CTA row per query tile (gridDim.y ≤ 65535),
- * 32-bit sequence indices and batch·heads. */
-static int fused_grid_check(const char *name, const attn_problem *p, int64_t query_tile, char *why, size_t why_len)
+/* Limits shared by the fused kernels: K/V heads that divide the query heads (query head h
+ * reads K/V head h / (heads / kv_heads)) and one head dim for q, k, v and out (the features
+ * bits refuse another value head dim first; this keeps a direct call from reading past v);
+ * one CTA row per query tile (gridDim.y ≤ 65535), 32-bit sequence indices and batch·heads. */
+static int fused_limits_check(const char *name, const attn_problem *p, int64_t query_tile, char *why, size_t why_len)
 {
+    const int64_t hkv = attn_kv_heads(p);
+    if (p->kv_heads < 0 || (hkv > 0 && p->heads % hkv != 0)) {
+        snprintf(why, why_len, "%s needs kv_heads dividing heads; got kv_heads %lld, heads %lld", name,
+                 (long long)p->kv_heads, (long long)p->heads);
+        return -1;
+    }
+    if (attn_dv(p) != p->head_dim) {
+        snprintf(why, why_len, "%s runs head_dim_v equal to head_dim only; got %lld and %lld", name,
+                 (long long)attn_dv(p), (long long)p->head_dim);
+        return -1;
+    }
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || (p->seq_q + query_tile - 1) / query_tile > 65535) {
         snprintf(why, why_len, "%s supports seq_q up to %lld and seq_kv up to %d", name,
                  (long long)(65535 * query_tile), INT32_MAX);
@@ -33,7 +46,7 @@ int variant_check_efficient(const attn_problem *p, char *why, size_t why_len)
                  (long long)p->head_dim);
         return -1;
     }
-    return fused_grid_check("efficient", p, p->dtype == ATTN_FP32 ? EFFICIENT_FP32_QUERY_TILE : 64, why, why_len);
+    return fused_limits_check("efficient", p, p->dtype == ATTN_FP32 ? EFFICIENT_FP32_QUERY_TILE : 64, why, why_len);
 }
 
 int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
@@ -47,7 +60,7 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "flash supports head_dim 32, 64, 96, 128, 256, not %lld (use efficient)", (long long)d);
         return -1;
     }
-    return fused_grid_check("flash", p, 64, why, why_len);
+    return fused_limits_check("flash", p, 64, why, why_len);
 }
 
 /* Keys a windowed graph may have: cuDNN computes the window's bound as FLOAT col + L (the
@@ -250,6 +263,9 @@ const variant_info variant_info_efficient = {
     .min_cc = 80,
     .max_head_dim = EFFICIENT_MAX_HEAD_DIM,
     .head_dim_multiple = 8,
+    /* The kernels run grouped K/V heads and windows (fused_check has rows for them); the API
+     * offers them once those rows and tests/gpu have passed on a GPU. */
+    .features = 0,
     .check = variant_check_efficient,
     IMPLS(efficient_impls),
 };
@@ -263,6 +279,7 @@ const variant_info variant_info_flash = {
     .min_cc = 80,
     .max_head_dim = 256,
     .head_dim_multiple = 32,
+    .features = 0, /* as efficient's */
     .check = variant_check_flash,
     IMPLS(flash_impls),
 };

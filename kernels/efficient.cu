@@ -2,7 +2,7 @@
  * One launch, tiles over query rows and key blocks, online softmax (running max and sum in
  * fp32), no scores in global memory, no workspace. Any head_dim ≤ 256 that is a multiple
  * of 8 (compiled for buckets of 32: head_dim 72 runs the 96 kernel, extra columns read as
- * zeros), Sq ≠ Skv, every mask, any B·H (in gridDim.x).
+ * zeros), Sq ≠ Skv, every mask, any B·H (in gridDim.x), grouped K/V heads and sliding windows.
  *
  * Versions:
  *   v1  fp16/bf16: flash_kernel.cuh in its simple shape — 64-row query tiles (4 warps x 16
@@ -25,6 +25,10 @@
  *       registers, 80 KB, 2 CTAs/SM. v1 stays selectable (impl=legacy).
  *       Predicted ~1.5-1.8x v1 (the D64 EXACT_D step gave flash +50%; the ring overlaps the
  *       copies v1 waits for): 190-230 TFLOP/s at B2 H16 S8192 D128 causal, ratio 0.7-0.85.
+ *   GQA, windows  v1, v2 and the fp32 kernel, as a second instantiation of each (GQA_WINDOW,
+ *       flash_kernel.cuh): K/V heads read in place, key blocks left of every row's window never
+ *       loaded, the window's edge masked. Problems with neither run the dense kernels,
+ *       instruction for instruction those above. Not timed yet.
  */
 #include "kernels/fused.h"
 
@@ -100,7 +104,7 @@ __device__ __forceinline__ void efficient_f32_load(float *s, const float *g, int
     }
 }
 
-template <int D>
+template <int D, bool GQA_WINDOW>
 __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flash_params p)
 {
     typedef efficient_f32_traits<D> TR;
@@ -111,19 +115,17 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
     float *s_v = s_k + BN * PITCH;
     float *s_p = s_v + BN * PITCH; /* [EFF32_BM][BN+1] */
 
-    const int64_t bh = blockIdx.x;
-    const int m0 = (int)(gridDim.y - 1 - blockIdx.y) * EFF32_BM;
-    const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = p.head_dim;
-    const float *g_q = static_cast<const float *>(p.q) + bh * seq_q * head_dim;
-    const float *g_k = static_cast<const float *>(p.k) + bh * seq_kv * head_dim;
-    const float *g_v = static_cast<const float *>(p.v) + bh * seq_kv * head_dim;
-    float *g_o = static_cast<float *>(p.out) + bh * seq_q * head_dim;
+    const flash_tile<float> tile = flash_tile_of<float, GQA_WINDOW>(p, EFF32_BM, p.head_dim);
+    const int m0 = tile.m0, seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = p.head_dim;
+    const float *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
+    float *g_o = tile.o;
 
     const int tid = threadIdx.x, r_loc = tid >> 2, quad = tid & 3;
     const int row = m0 + r_loc;
     const int vis = flash_visible(p.mask, seq_q, seq_kv, row);
-    const int vis_max = flash_visible(p.mask, seq_q, seq_kv, min(m0 + EFF32_BM, seq_q) - 1);
-    const int n_blocks = (vis_max + BN - 1) / BN;
+    const flash_key_range kr = flash_key_range_of(p, row, 0); /* GQA_WINDOW: this row's keys */
+    const flash_tile_keys keys = flash_tile_keys_of<GQA_WINDOW>(p, m0, EFF32_BM, BN);
+    const int n_blocks = keys.n_blocks, kn0 = keys.n_min * BN;
 
     efficient_f32_load<D, EFF32_BM>(s_q, g_q, m0, seq_q, head_dim);
 
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
     float row_max = -INFINITY, row_sum = 0.f;
 
     for (int j = 0; j < n_blocks; ++j) {
-        const int n0 = j * BN;
+        const int n0 = kn0 + j * BN;
         efficient_f32_load<D, BN>(s_k, g_k, n0, seq_kv, head_dim);
         efficient_f32_load<D, BN>(s_v, g_v, n0, seq_kv, head_dim);
         __syncthreads();
@@ -155,7 +157,9 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
         float mx = -INFINITY;
 #pragma unroll
         for (int i = 0; i < TR::KEYS_PER_THREAD; ++i) {
-            s[i] = (n0 + quad + 4 * i < vis) ? s[i] * p.scale_log2 : -INFINITY;
+            const int key = n0 + quad + 4 * i;
+            const bool seen = GQA_WINDOW ? kr.base + (unsigned)key < kr.range : key < vis;
+            s[i] = seen ? s[i] * p.scale_log2 : -INFINITY;
             mx = fmaxf(mx, s[i]);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -212,9 +216,10 @@ template <int D> static int efficient_launch_f32(exec_context *ctx, const attn_p
     flash_params kp;
     const int rc = flash_prepare_launch(ctx, pr, t, smem, "efficient_forward", &kp);
     if (rc != 0) return rc < 0 ? rc : 0;
-    CUDA_TRY(ctx, cudaFuncSetAttribute(efficient_f32_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    auto kernel = flash_gqa_window(pr) ? efficient_f32_kernel<D, true> : efficient_f32_kernel<D, false>;
+    CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)((pr->seq_q + EFF32_BM - 1) / EFF32_BM));
-    efficient_f32_kernel<D><<<grid, EFF32_THREADS, smem, ctx->stream>>>(kp);
+    kernel<<<grid, EFF32_THREADS, smem, ctx->stream>>>(kp);
     LAUNCH_TRY(ctx);
     return 0;
 }

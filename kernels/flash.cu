@@ -54,6 +54,14 @@
  *       for static tiles, key blocks walked upward, lazy rescaling (FA4's), descriptors
  *       advanced by constants, Q in registers with 2 consumer warpgroups: 642-647 TFLOP/s
  *       causal S8192 (0.81 of cudnn's time), 651-657 non-causal S4096 (0.93-0.94), in bursts.
+ *   GQA, windows  every family (v3-v6), as a second instantiation of each kernel (GQA_WINDOW,
+ *       flash_kernel.cuh): grouped K/V heads read in place (query head bh reads K/V head
+ *       bh / group), sliding windows whose key blocks left of every row of a tile are never
+ *       loaded (FA3's n_block_min) and whose edge blocks are masked with one unsigned compare
+ *       per score; v6 keeps the query heads of a K/V group adjacent in its tile order and takes
+ *       windowed tiles longest first. Problems with neither run the dense kernels, instruction
+ *       for instruction those above (cuobjdump -sass; v6's differ in constant-bank offsets of
+ *       the work struct only). Not timed yet. A value head dim of its own is refused (422).
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
@@ -131,16 +139,18 @@ static bool flash_tma_applies(const attn_problem *p)
     const double sl2 = p->scale * 1.4426950408889634;
     return (p->head_dim == 64 || p->head_dim == 128) && sl2 != 0.0 && std::isfinite((float)sl2);
 }
-/* v6's launch for this problem (persistent grid in every configuration). */
+/* v6's launch for this problem (persistent grid in every configuration). Tiles of unequal cost,
+ * causal or windowed, take the dynamic tile counter (a window without a causal mask: the first
+ * query blocks see the most keys, flash_tma_tile takes them first). */
 template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
-    const bool causal = p->mask != ATTN_MASK_NONE;
+    const bool dynamic = p->mask != ATTN_MASK_NONE || flash_window_keys(p) > 0;
     if (p->head_dim == 128)
-        return causal ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
-                      : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
-    if (causal && flash_wg_short(p)) return flash_tma_launch<flash_tma_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
-    return causal ? flash_tma_launch<flash_tma_cfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
-                  : flash_tma_launch<flash_tma_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
+        return dynamic ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
+                       : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    if (flash_wg_short(p)) return flash_tma_launch<flash_tma_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
+    return dynamic ? flash_tma_launch<flash_tma_cfg_d64_causal, T, BF16>(ctx, p, t, "flash_forward")
+                   : flash_tma_launch<flash_tma_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
 }
 
 /* Whether this binary carries the sm_90a code of the wgmma kernel: the Makefile defines

@@ -59,10 +59,11 @@ __device__ __forceinline__ void flash_block_qk(float (&s)[MI][BN / 8][4], const 
 }
 
 /* One m16 row tile of S (rows row and row + 8, keys n0..n0+BN-1): scaled into log2 space,
- * and, when the block reaches past the first row's visible keys (need_mask), every key a
- * row must not see set to -inf. The visible-key counts are recomputed here rather than held
- * across the loop: registers are what the bodies are short of. */
-template <int BN>
+ * and, when the block needs it (need_mask: flash_block_masked), every key a row must not see
+ * set to -inf: past its visible keys and, with GQA_WINDOW, left of its window's edge. The
+ * visible-key counts and edges are recomputed here rather than held across the loop:
+ * registers are what the bodies are short of. */
+template <int BN, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_block_scale_mask(float (&s)[BN / 8][4], const flash_params &p, int row, int n0,
                                                        bool need_mask, int t)
 {
@@ -73,12 +74,21 @@ __device__ __forceinline__ void flash_block_scale_mask(float (&s)[BN / 8][4], co
     if (need_mask) {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row + 8 * r);
+            if constexpr (GQA_WINDOW) {
+                const flash_key_range kr = flash_key_range_of(p, row + 8 * r, n0 + 2 * t);
 #pragma unroll
-            for (int i = 0; i < BN / 8; ++i)
+                for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    if (n0 + i * 8 + 2 * t + e >= vis) s[i][2 * r + e] = -INFINITY;
+                    for (int e = 0; e < 2; ++e)
+                        if (kr.base + (unsigned)(i * 8 + e) >= kr.range) s[i][2 * r + e] = -INFINITY;
+            } else {
+                const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row + 8 * r);
+#pragma unroll
+                for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                    for (int e = 0; e < 2; ++e)
+                        if (n0 + i * 8 + 2 * t + e >= vis) s[i][2 * r + e] = -INFINITY;
+            }
         }
     }
 }

@@ -36,8 +36,8 @@
  * Everything else (masks, causal block skipping, reverse tile order, safe softmax for rows
  * with no visible key, fragment layouts) is as in flash_kernel.cuh, whose header states it.
  *
- * Contract: head_dim == TR::D exactly; q,k,v,out 16-byte aligned, contiguous
- * [B,H,S,D]; gridDim.x = B·H, gridDim.y = ceil(Sq/BM) ≤ 65535.
+ * Contract: head_dim == TR::D exactly; q,k,v,out 16-byte aligned, contiguous (q, out
+ * [B,H,Sq,D], k, v [B,Hkv,Skv,D]); gridDim.x = B·H, gridDim.y = ceil(Sq/BM) ≤ 65535.
  */
 #ifndef FLASH_EXACT_CUH
 #define FLASH_EXACT_CUH
@@ -64,21 +64,24 @@ struct flash_exact_traits {
 };
 
 /* ROWS x D tile from global rows row0.. into smem; rows ≥ rows_total become zeros (cp.async
- * src-size 0). Issues cp.async only (caller commits). */
-template <class TR, int ROWS, class T>
+ * src-size 0). Issues cp.async only (caller commits). ROW_STRIDED: every thread copies one
+ * chunk column of rows r0, r0 + RPI, ... (one source pointer and smem offset, the rest
+ * immediates); when THREADS is not a multiple of the chunks per row (D96) the last
+ * THREADS % CHUNKS threads copy nothing. Otherwise chunk i of the tile goes to thread i % THREADS. */
+template <class TR, int ROWS, bool ROW_STRIDED, class T>
 __device__ __forceinline__ void flash_exact_load(T *smem, const T *gbase, int row0, int rows_total)
 {
     constexpr int D = TR::D, CH = TR::CHUNKS, TOTAL = ROWS * CH;
     constexpr int ITERS = (TOTAL + TR::THREADS - 1) / TR::THREADS;
-    if constexpr (TR::THREADS % CH == 0) {
-        /* every thread copies the same chunk column of rows r0, r0 + RPI, ... */
-        constexpr int RPI = TR::THREADS / CH;
+    if constexpr (ROW_STRIDED) {
+        constexpr int RPI = TR::THREADS / CH, ROW_ITERS = (ROWS + RPI - 1) / RPI;
+        if (TR::THREADS % CH != 0 && (int)threadIdx.x >= RPI * CH) return;
         const int r0 = (int)threadIdx.x / CH, c = (int)threadIdx.x % CH;
         const T *src0 = gbase + ((int64_t)row0 + r0) * D + c * 8;
 #pragma unroll
-        for (int it = 0; it < ITERS; ++it) {
+        for (int it = 0; it < ROW_ITERS; ++it) {
             const int r = r0 + it * RPI;
-            if (TOTAL % TR::THREADS == 0 || r < ROWS) {
+            if (ROWS % RPI == 0 || r < ROWS) {
                 const bool ok = row0 + r < rows_total;
                 flash_cp_async16(smem + flash_smem_off<TR>(r, c), ok ? src0 + it * RPI * D : gbase, ok ? 16 : 0);
             }
@@ -97,7 +100,7 @@ __device__ __forceinline__ void flash_exact_load(T *smem, const T *gbase, int ro
     }
 }
 
-template <class TR, class T, bool BF16>
+template <class TR, class T, bool BF16, bool GQA_WINDOW>
 __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kernel(const flash_params p)
 {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
@@ -107,25 +110,28 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kerne
     }
 #endif
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN, MI = TR::MI, KS = D / 16;
+    /* the GQA_WINDOW kernels copy in row strides at D96 too: fewer address registers, which
+     * the window's bookkeeping needs (w4 spilled otherwise) */
+    constexpr bool ROW_STRIDED = TR::THREADS % TR::CHUNKS == 0 || GQA_WINDOW;
     extern __shared__ uint4 flash_exact_smem[];
     T *s_q = reinterpret_cast<T *>(flash_exact_smem);
     T *s_k = s_q + TR::Q_ELEMS;
     T *s_v = s_k + 2 * TR::KV_ELEMS;
 
     flash_cta<T> cta;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, cta)) return;
+    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, D, cta)) return;
     const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
     T *g_o = cta.tile.o;
-    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
+    const int m0 = cta.tile.m0, n_min = cta.keys.n_min, n_max = n_min + cta.keys.n_blocks;
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
 
-    /* prologue: one group (Q, K_0, V_0) */
-    flash_exact_load<TR, BM>(s_q, g_q, m0, seq_q);
-    flash_exact_load<TR, BN>(s_k, g_k, 0, seq_kv);
-    flash_exact_load<TR, BN>(s_v, g_v, 0, seq_kv);
+    /* prologue: one group (Q and the first key block, n_min, into its ring stage n_min & 1) */
+    flash_exact_load<TR, BM, ROW_STRIDED>(s_q, g_q, m0, seq_q);
+    flash_exact_load<TR, BN, ROW_STRIDED>(s_k + (n_min & 1) * TR::KV_ELEMS, g_k, n_min * BN, seq_kv);
+    flash_exact_load<TR, BN, ROW_STRIDED>(s_v + (n_min & 1) * TR::KV_ELEMS, g_v, n_min * BN, seq_kv);
     flash_cp_async_commit();
 
     float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
@@ -138,7 +144,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kerne
 
     uint32_t q_frag[TR::Q_IN_REGS ? MI : 1][TR::Q_IN_REGS ? KS : 1][4];
     if constexpr (TR::Q_IN_REGS) {
-        flash_cp_async_wait<0>(); /* Q, K_0, V_0 landed */
+        flash_cp_async_wait<0>(); /* Q and the first K, V landed */
         __syncthreads();
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi)
@@ -147,16 +153,16 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kerne
                 flash_ldmatrix_x4(q_frag[mi][ks], s_q + flash_smem_off<TR>(a_row + mi * 16, ks * 2 + a_chunk));
     }
 
-    for (int j = 0; j < n_blocks; ++j) {
+    for (int j = n_min; j < n_max; ++j) {
         const int stage = j & 1;
         const T *s_kj = s_k + stage * TR::KV_ELEMS;
         const T *s_vj = s_v + stage * TR::KV_ELEMS;
 
         flash_cp_async_wait<0>(); /* K_j, V_j landed (the only group in flight) */
         __syncthreads();          /* K_j, V_j visible; every warp is past block j-1: stage^1 is free */
-        if (j + 1 < n_blocks) {
-            flash_exact_load<TR, BN>(s_k + (stage ^ 1) * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv);
-            flash_exact_load<TR, BN>(s_v + (stage ^ 1) * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv);
+        if (j + 1 < n_max) {
+            flash_exact_load<TR, BN, ROW_STRIDED>(s_k + (stage ^ 1) * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv);
+            flash_exact_load<TR, BN, ROW_STRIDED>(s_v + (stage ^ 1) * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv);
             flash_cp_async_commit();
         }
 
@@ -168,10 +174,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_exact_kerne
          * FFMA, FA2-style, would save BN·MI/2 FMULs per block but tips w4 at sm_90 into a
          * 4-12 byte spill; the scale may also be negative.) */
         const int n0 = j * BN;
-        const bool need_mask = n0 + BN > vis_min; /* also every block reaching past seq_kv */
+        /* also every block reaching past seq_kv */
+        const bool need_mask = flash_block_masked<GQA_WINDOW>(p, cta.keys, m0, BM, n0, BN);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            flash_block_scale_mask<BN>(s[mi], p, m0 + warp_row0 + mi * 16 + g, n0, need_mask, t);
+            flash_block_scale_mask<BN, GQA_WINDOW>(s[mi], p, m0 + warp_row0 + mi * 16 + g, n0, need_mask, t);
             float alpha[2];
 #pragma unroll
             for (int r = 0; r < 2; ++r) alpha[r] = flash_block_softmax_row<BN>(s[mi], r, row_max[mi][r], row_sum[mi][r]);
@@ -230,9 +237,12 @@ static int flash_exact_launch(exec_context *ctx, const attn_problem *pr, const a
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (TR::SM90_ONLY && ctx->cc < 90) return exec_fail(ctx, __FILE__, __LINE__, who, "configuration is sm_90 only");
-    static std::atomic<unsigned long long> smem_set(0);
-    return flash_launch_tiles(ctx, pr, t, who, flash_exact_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
-                              smem_set);
+    static std::atomic<unsigned long long> smem_set(0), smem_set_gw(0);
+    if (flash_gqa_window(pr))
+        return flash_launch_tiles(ctx, pr, t, who, flash_exact_kernel<TR, T, BF16, true>, TR::BM, TR::THREADS,
+                                  TR::SMEM_BYTES, smem_set_gw);
+    return flash_launch_tiles(ctx, pr, t, who, flash_exact_kernel<TR, T, BF16, false>, TR::BM, TR::THREADS,
+                              TR::SMEM_BYTES, smem_set);
 }
 
 #endif

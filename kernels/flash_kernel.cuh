@@ -12,6 +12,15 @@
  * is nondecreasing in i, so a tile needs key blocks 0..ceil(vis(last row)/BN)-1 (blocks
  * above the causal diagonal are never loaded) and only blocks reaching past vis(first row)
  * pay for per-element masking. Tails (S not a multiple of the tile) are the same rule.
+ * A sliding window of W keys also hides the keys j < pos(i) − W + 1, a left edge that is
+ * nondecreasing in i too: the tile's key blocks start at the first row's edge (blocks wholly
+ * left of every row's window are never loaded, FA3's n_block_min) and only blocks starting
+ * left of the last row's edge pay for it (flash_tile_keys_of).
+ *
+ * Grouped K/V heads and windows (GQA_WINDOW, a template flag of every flash body): query
+ * head bh reads K/V head bh / group (group = heads / kv_heads: bh = b·H + h and H = group ·
+ * Hkv, so this is b·Hkv + h / group), and the window's edge is masked. Problems with neither
+ * (flash_gqa_window) run the bodies compiled with the flag false: none of it is in their code.
  *
  * Head dims: D is the compiled bucket; head_dim ≤ D, a multiple of 8. Columns ≥ head_dim
  * are zero-filled by cp.async (src size 0), so Q·Kᵀ and P·V stay exact; k-steps wholly past
@@ -26,13 +35,15 @@
  * one __syncthreads after the wait (data visible) and one after the compute (the buffer
  * may be overwritten). STAGES 1 loads, waits, computes: no overlap (the `efficient` shape).
  *
- * Contract: q,k,v,out 16-byte aligned, contiguous [B,H,S,head_dim]; gridDim.x = B·H,
+ * Contract: q,k,v,out 16-byte aligned, contiguous (q, out [B,H,Sq,head_dim], k, v
+ * [B,Hkv,Skv,head_dim]); gridDim.x = B·H,
  * gridDim.y = ceil(Sq/BM) ≤ 65535; tiles are taken in reverse order of blockIdx.y so the
  * heaviest causal tiles (last rows) start first and the short ones fill the tail.
  */
 #ifndef FLASH_KERNEL_CUH
 #define FLASH_KERNEL_CUH
 
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -49,7 +60,25 @@ typedef struct flash_params {
     int seq_q, seq_kv, head_dim;
     int mask;         /* attn_mask */
     float scale_log2; /* scale · log2(e): exp(scale·s − m) = 2^(scale_log2·s − m') */
+    /* read only by the GQA_WINDOW kernels: */
+    int group;  /* query heads per K/V head (heads / kv_heads) */
+    int window; /* keys a row sees at most, ending at its position; 0: no window (flash_window_keys) */
 } flash_params;
+
+/* The window the kernels take: window_keys when it hides a key from some row, else 0. A row's
+ * left edge is pos − W + 1 and the last row has the largest pos (Skv − 1 bottom-right, else
+ * Sq − 1), so W > that pos hides nothing and the problem runs as the dense one. */
+static inline int flash_window_keys(const attn_problem *pr)
+{
+    const int64_t pos_max = pr->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? pr->seq_kv - 1 : pr->seq_q - 1;
+    return pr->window_keys > 0 && pr->window_keys <= pos_max ? (int)pr->window_keys : 0;
+}
+
+/* Whether pr needs the GQA_WINDOW kernels: grouped K/V heads or a window that hides a key. */
+static inline bool flash_gqa_window(const attn_problem *pr)
+{
+    return attn_kv_heads(pr) != pr->heads || flash_window_keys(pr) > 0;
+}
 
 /* What every fused launch checks before it launches: the kernel's shared memory fits the
  * device, the tensors are 16-byte aligned. Returns -1 after exec_fail, 1 when there is nothing
@@ -75,6 +104,8 @@ static inline int flash_prepare_launch(exec_context *ctx, const attn_problem *pr
     kp->head_dim = (int)pr->head_dim;
     kp->mask = (int)pr->mask;
     kp->scale_log2 = (float)(pr->scale * 1.4426950408889634);
+    kp->group = (int)(pr->heads / attn_kv_heads(pr));
+    kp->window = flash_window_keys(pr);
     return 0;
 }
 
@@ -167,38 +198,95 @@ __device__ __forceinline__ int flash_visible(int mask, int seq_q, int seq_kv, in
     return (int)attn_visible_keys((attn_mask)mask, seq_q, seq_kv, row);
 }
 
-/* This CTA's tile: query rows [m0, m0 + BM) of head blockIdx.x (b·h), and that head's Q, K,
- * V and O in global memory (row stride head_dim). Tiles are taken in reverse order of
- * blockIdx.y, so the heaviest causal tiles (the last rows) start first and the short ones
- * fill the tail. */
+/* The window's left edge for row `row`: keys below it are hidden (pos − W + 1, negative when
+ * it hides nothing, past the visible keys for a row the window leaves none). Without a window
+ * INT_MIN: nothing is left of it. */
+__device__ __forceinline__ int flash_window_start(const flash_params &p, int row)
+{
+    const int pos = row + (p.mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? p.seq_kv - p.seq_q : 0);
+    return p.window > 0 ? pos - p.window + 1 : INT_MIN;
+}
+
+/* A row's visible keys [lo, vis) as one unsigned comparison per key: key k is visible iff
+ * base + (k − key0) < range, with base = key0 − lo and range = vis − lo (lo clipped to vis;
+ * unsigned wrap-around makes keys left of lo huge). Two values per row, one compare per key:
+ * the GQA_WINDOW masks' form (two compares per key, against two bounds, took more registers). */
+struct flash_key_range {
+    unsigned base, range;
+};
+
+__device__ __forceinline__ flash_key_range flash_key_range_of(const flash_params &p, int row, int key0)
+{
+    const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row), lo = min(flash_window_start(p, row), vis);
+    return {(unsigned)key0 - (unsigned)lo, (unsigned)vis - (unsigned)lo};
+}
+
+/* The K/V head query head bh (b·H + h) reads: bh / group (see the header). */
+template <bool GQA_WINDOW> __device__ __forceinline__ int64_t flash_kv_head(const flash_params &p, int64_t bh)
+{
+    if constexpr (GQA_WINDOW) return (int64_t)((uint32_t)bh / (uint32_t)p.group);
+    else return bh;
+}
+
+/* This CTA's tile: query rows [m0, m0 + BM) of head blockIdx.x (b·h), that head's Q and O and
+ * its K/V head's K and V in global memory (row stride head_dim). Tiles are taken in reverse
+ * order of blockIdx.y, so the heaviest causal tiles (the last rows) start first and the short
+ * ones fill the tail; under `none` with GQA_WINDOW in order, since there a window leaves the
+ * first rows the most keys. */
 template <class T> struct flash_tile {
     const T *q, *k, *v;
     T *o;
     int m0;
 };
 
-template <class T> __device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim)
+template <class T, bool GQA_WINDOW>
+__device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim)
 {
-    const int64_t bh = blockIdx.x;
-    const int m_block = (int)(gridDim.y - 1 - blockIdx.y);
-    return {static_cast<const T *>(p.q) + bh * p.seq_q * head_dim, static_cast<const T *>(p.k) + bh * p.seq_kv * head_dim,
-            static_cast<const T *>(p.v) + bh * p.seq_kv * head_dim, static_cast<T *>(p.out) + bh * p.seq_q * head_dim,
+    const int64_t bh = blockIdx.x, kvh = flash_kv_head<GQA_WINDOW>(p, bh);
+    const int m_block =
+        GQA_WINDOW && p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
+    return {static_cast<const T *>(p.q) + bh * p.seq_q * head_dim,
+            static_cast<const T *>(p.k) + kvh * p.seq_kv * head_dim,
+            static_cast<const T *>(p.v) + kvh * p.seq_kv * head_dim, static_cast<T *>(p.out) + bh * p.seq_q * head_dim,
             m_block * BM};
 }
 
-/* The keys a tile of query rows [m0, m0 + BM) reads, shared by every flash body: vis_min,
- * the visible keys of its first row (blocks wholly below it need no mask), and n_blocks,
- * the BN-key blocks up to its last row's visible end (causal tiles stop early; 0 when
- * every row of the tile is fully masked). */
+/* The keys a tile of query rows [m0, m0 + BM) reads, shared by every flash body: the key blocks
+ * n_min .. n_min + n_blocks − 1, from the block holding its first row's window edge (0 without
+ * a window) up to its last row's visible end (causal tiles stop early; n_blocks 0 when every
+ * row of the tile is fully masked), and vis_min, the visible keys of its first row (blocks
+ * ending at or below it need no right-edge mask). Without GQA_WINDOW n_min is the constant 0,
+ * and the code that reads it folds away. */
 struct flash_tile_keys {
-    int vis_min, n_blocks;
+    int vis_min, n_blocks, n_min;
 };
 
+template <bool GQA_WINDOW>
 __device__ __forceinline__ flash_tile_keys flash_tile_keys_of(const flash_params &p, int m0, int BM, int BN)
 {
     const int row_last = min(m0 + BM, p.seq_q) - 1;
     const int vis_max = flash_visible(p.mask, p.seq_q, p.seq_kv, row_last);
-    return {flash_visible(p.mask, p.seq_q, p.seq_kv, m0), (vis_max + BN - 1) / BN};
+    const int vis_min = flash_visible(p.mask, p.seq_q, p.seq_kv, m0);
+    if constexpr (!GQA_WINDOW) {
+        return {vis_min, (vis_max + BN - 1) / BN, 0};
+    } else {
+        /* every row with a visible key sees [its edge, its end) ⊆ [first row's edge, vis_max):
+         * empty when the first edge is already past vis_max (every row fully masked) */
+        const int lo_min = max(flash_window_start(p, m0), 0), n_min = lo_min / BN;
+        return {vis_min, lo_min < vis_max ? (vis_max + BN - 1) / BN - n_min : 0, n_min};
+    }
+}
+
+/* Whether key block n0..n0+BN-1 of the tile of rows [m0, m0 + BM) needs the per-element mask:
+ * it reaches past the first row's visible keys (the causal diagonal, the sequence's end), or,
+ * with GQA_WINDOW, starts left of the last row's window edge (recomputed here rather than held
+ * across the loop: registers are what the bodies are short of). */
+template <bool GQA_WINDOW>
+__device__ __forceinline__ bool flash_block_masked(const flash_params &p, const flash_tile_keys &keys, int m0, int BM,
+                                                   int n0, int BN)
+{
+    if constexpr (GQA_WINDOW) return n0 + BN > keys.vis_min || n0 < flash_window_start(p, min(m0 + BM, p.seq_q) - 1);
+    else return n0 + BN > keys.vis_min;
 }
 
 /* A tile whose rows see no key at all: its output rows are zeros (safe softmax), stored by
@@ -220,11 +308,11 @@ template <class T> struct flash_cta {
     flash_tile_keys keys;
 };
 
-template <class T, int THREADS>
+template <class T, int THREADS, bool GQA_WINDOW>
 __device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_cta<T> &c)
 {
-    c.tile = flash_tile_of<T>(p, BM, head_dim);
-    c.keys = flash_tile_keys_of(p, c.tile.m0, BM, BN);
+    c.tile = flash_tile_of<T, GQA_WINDOW>(p, BM, head_dim);
+    c.keys = flash_tile_keys_of<GQA_WINDOW>(p, c.tile.m0, BM, BN);
     if (c.keys.n_blocks > 0) return true;
     flash_store_zero_rows<THREADS>(c.tile.o, c.tile.m0, BM, p.seq_q, head_dim, (int)threadIdx.x);
     return false;
@@ -244,10 +332,10 @@ __device__ __forceinline__ void flash_acc_init(float (&o)[MI][D / 8][4], float (
 }
 
 /* The per-block arithmetic both mma.sync bodies share; it needs flash_params,
- * flash_smem_off and flash_visible above. */
+ * flash_smem_off, flash_visible and flash_window_start above. */
 #include "kernels/flash_block.cuh"
 
-template <class TR, class T, bool BF16>
+template <class TR, class T, bool BF16, bool GQA_WINDOW>
 __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(const flash_params p)
 {
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN;
@@ -258,18 +346,19 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
     flash_cta<T> cta;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, head_dim, cta)) return;
+    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, head_dim, cta)) return;
     const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
     T *g_o = cta.tile.o;
-    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
+    const int m0 = cta.tile.m0, n_blocks = cta.keys.n_blocks;
+    const int kn0 = cta.keys.n_min * BN; /* the first key this tile reads */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
     constexpr int MI = TR::MI;
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
 
     flash_load_tile<TR, BM>(s_q, g_q, m0, seq_q, head_dim);
-    flash_load_tile<TR, BN>(s_k, g_k, 0, seq_kv, head_dim);
-    flash_load_tile<TR, BN>(s_v, g_v, 0, seq_kv, head_dim);
+    flash_load_tile<TR, BN>(s_k, g_k, kn0, seq_kv, head_dim);
+    flash_load_tile<TR, BN>(s_v, g_v, kn0, seq_kv, head_dim);
     flash_cp_async_commit();
 
     float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
@@ -288,8 +377,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
         if constexpr (TR::STAGES == 2) {
             if (j + 1 < n_blocks) {
                 const int nxt = (j + 1) & 1;
-                flash_load_tile<TR, BN>(s_k + nxt * TR::KV_ELEMS, g_k, (j + 1) * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, (j + 1) * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_k + nxt * TR::KV_ELEMS, g_k, kn0 + (j + 1) * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, kn0 + (j + 1) * BN, seq_kv, head_dim);
                 flash_cp_async_commit();
                 flash_cp_async_wait<1>();
             } else {
@@ -297,8 +386,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
             }
         } else {
             if (j > 0) {
-                flash_load_tile<TR, BN>(s_k, g_k, j * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v, g_v, j * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_k, g_k, kn0 + j * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v, g_v, kn0 + j * BN, seq_kv, head_dim);
                 flash_cp_async_commit();
             }
             flash_cp_async_wait<0>();
@@ -320,11 +409,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
         flash_block_qk<TR, MI, BN, D / 16, BF16>(s, q_frag, s_q, s_kj, a_row, a_chunk, k_row, k_chunk, head_dim);
 
         /* scale into log2 space, mask, online softmax */
-        const int n0 = j * BN;
-        const bool need_mask = n0 + BN > vis_min;
+        const int n0 = kn0 + j * BN;
+        const bool need_mask = flash_block_masked<GQA_WINDOW>(p, cta.keys, m0, BM, n0, BN);
 #pragma unroll
         for (int mi = 0; mi < MI; ++mi) {
-            flash_block_scale_mask<BN>(s[mi], p, m0 + warp_row0 + mi * 16 + g, n0, need_mask, t);
+            flash_block_scale_mask<BN, GQA_WINDOW>(s[mi], p, m0 + warp_row0 + mi * 16 + g, n0, need_mask, t);
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const float alpha = flash_block_softmax_row<BN>(s[mi], r, row_max[mi][r], row_sum[mi][r]);
@@ -372,10 +461,10 @@ static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_te
     flash_params kp;
     const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
     if (rc != 0) return rc < 0 ? rc : 0;
-    CUDA_TRY(ctx, cudaFuncSetAttribute(flash_fwd_kernel<TR, T, BF16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)smem));
+    auto kernel = flash_gqa_window(pr) ? flash_fwd_kernel<TR, T, BF16, true> : flash_fwd_kernel<TR, T, BF16, false>;
+    CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)m_tiles);
-    flash_fwd_kernel<TR, T, BF16><<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
+    kernel<<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
     LAUNCH_TRY(ctx);
     return 0;
 }

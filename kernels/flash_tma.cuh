@@ -13,8 +13,13 @@
  * with it) and the tile slot in shared memory; after the set-up no CTA barrier. The traits,
  * the params struct, the shared-memory layout and the tile order: flash_tma_traits.cuh.
  *
+ * Grouped K/V heads and windows (GQA_WINDOW, flash_kernel.cuh): the K and V maps span the
+ * B·Hkv K/V heads and the producer loads a tile's key blocks n_min.. of its query head's K/V
+ * head; the consumers mask the window's edge.
+ *
  * Contract (flash_tma_launch checks): head_dim == TR::D, 16-bit types, q,k,v,out 16-byte
- * aligned contiguous [B,H,S,D], scale ≠ 0 and finite, sm_90 and a binary with sm_90a code.
+ * aligned contiguous (q, out [B,H,Sq,D], k, v [B,Hkv,Skv,D]), scale ≠ 0 and finite, sm_90 and
+ * a binary with sm_90a code.
  */
 #ifndef FLASH_TMA_CUH
 #define FLASH_TMA_CUH
@@ -28,7 +33,7 @@
 #include "kernels/flash_tma_mainloop.cuh"
 #include "kernels/flash_tma_traits.cuh"
 
-template <class TR, class T, bool BF16>
+template <class TR, class T, bool BF16, bool GQA_WINDOW>
 __global__ void __launch_bounds__(TR::THREADS, 1)
     flash_tma_kernel(const __grid_constant__ flash_tma_maps maps, const flash_tma_work a)
 {
@@ -63,11 +68,13 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
                 break;
             }
             int bh, m_block;
-            flash_tma_tile(a, tile, bh, m_block);
+            flash_tma_tile<GQA_WINDOW>(a, tile, bh, m_block);
             const int m0 = m_block * TR::BM;
-            const int n_blocks = flash_tile_keys_of(a.p, m0, TR::BM, TR::BN).n_blocks;
-            if (n_blocks == 0) tma_mbar_arrive(sm.bar(TR::BAR_Q_FULL)); /* no data: the consumers write zeros */
-            else flash_tma_load<TR>(maps, sm, bh, m0, n_blocks, kv_iter);
+            const flash_tile_keys keys = flash_tile_keys_of<GQA_WINDOW>(a.p, m0, TR::BM, TR::BN);
+            if (keys.n_blocks == 0) tma_mbar_arrive(sm.bar(TR::BAR_Q_FULL)); /* no data: the consumers write zeros */
+            else
+                flash_tma_load<TR>(maps, sm, bh, (int)flash_kv_head<GQA_WINDOW>(a.p, bh), m0, keys.n_min, keys.n_blocks,
+                                   kv_iter);
             ++tile_iter;
             tile = flash_tma_next_tile<TR>(a, tile);
         }
@@ -83,21 +90,23 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     uint32_t kv_iter = 0;
     for (uint32_t tile_iter = 0;; ++tile_iter) {
         tma_mbar_wait(sm.bar(TR::BAR_Q_FULL), tile_iter & 1);
-        const int tile = *sm.tile_slot;
+        /* Lane 0 reads the slot and hands the number on in registers: the warp's arrive on
+         * Q empty (lane 0's, a release) then orders every read of the slot before the
+         * producer's next write, which a read by each lane would not be (racecheck). */
+        const int tile = __shfl_sync(0xffffffffu, c.lane == 0 ? *sm.tile_slot : 0, 0);
         if (tile >= a.n_tiles) break;
         int bh, m_block;
-        flash_tma_tile(a, tile, bh, m_block);
+        flash_tma_tile<GQA_WINDOW>(a, tile, bh, m_block);
         const int m0 = m_block * TR::BM;
-        const flash_tile_keys keys = flash_tile_keys_of(a.p, m0, TR::BM, TR::BN);
+        const flash_tile_keys keys = flash_tile_keys_of<GQA_WINDOW>(a.p, m0, TR::BM, TR::BN);
         T *g_o = static_cast<T *>(a.p.out) + (int64_t)bh * a.p.seq_q * TR::D;
         if (keys.n_blocks == 0) { /* no row sees a key */
             flash_tma_store_zeros<TR>(g_o, m0, a.p.seq_q, c, tid - 128 * wg);
-            __syncwarp(); /* every lane has read the tile slot */
             flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
             continue;
         }
         flash_tma_regs<TR> r;
-        flash_tma_mma<TR, BF16>(r, sm, a.p, c, m0, keys, kv_iter);
+        flash_tma_mma<TR, BF16, GQA_WINDOW>(r, sm, a.p, c, m0, keys, kv_iter);
         flash_tma_store<TR, T, BF16>(r, sm, g_o, m0, a.p.seq_q, c);
     }
     if (c.wgi == 0) tma_bar_sync(c.sched_me, 256); /* take back the last warpgroup's final arrive */
@@ -110,7 +119,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
  * host time; a benchmark repeats one problem), keyed by everything they encode. */
 struct flash_tma_map_cache {
     const void *q, *k, *v;
-    int64_t bh, seq_q, seq_kv;
+    int64_t bh, kv_bh, seq_q, seq_kv;
     int d, bm, bn;
     bool bf16, valid;
     flash_tma_maps maps;
@@ -130,35 +139,42 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     if (!(a.p.scale_log2 != 0.f && std::isfinite(a.p.scale_log2)))
         return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel needs a finite nonzero scale");
     const int64_t bh = pr->batch * pr->heads, m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
+    const int64_t group = pr->heads / attn_kv_heads(pr), kv_bh = bh / group;
     if (bh * m_tiles > INT32_MAX) return exec_fail(ctx, __FILE__, __LINE__, who, "too many tiles");
     a.bh = (int)bh;
     a.m_tiles = (int)m_tiles;
     a.n_tiles = (int)(bh * m_tiles);
-    const int64_t kv_head_bytes = 2 * pr->seq_kv * TR::D * 2;
-    a.sec_heads = (int)std::max<int64_t>(1, std::min<int64_t>(bh, TR::L2_SECTION_BYTES / std::max<int64_t>(kv_head_bytes, 1)));
+    /* L2 sections of whole K/V groups (FLASH_TMA_L2_SECTION_BYTES); a STATIC section is one
+     * query head, and the group's next query head follows it in the order at once */
+    const int64_t kv_head_bytes = std::max<int64_t>(2 * pr->seq_kv * TR::D * 2, 1);
+    const int64_t kv_heads_per_sec = std::max<int64_t>(1, TR::L2_SECTION_BYTES / kv_head_bytes);
+    a.sec_heads = TR::L2_SECTION_BYTES == 0 ? 1 : (int)std::min<int64_t>(bh, group * kv_heads_per_sec);
+    a.m_ascending = pr->mask == ATTN_MASK_NONE;
 
     static thread_local flash_tma_map_cache cache = {};
     if (!(cache.valid && cache.q == t->q && cache.k == t->k && cache.v == t->v && cache.bh == bh &&
-          cache.seq_q == pr->seq_q && cache.seq_kv == pr->seq_kv && cache.d == TR::D && cache.bm == TR::BM &&
-          cache.bn == TR::BN && cache.bf16 == BF16)) {
+          cache.kv_bh == kv_bh && cache.seq_q == pr->seq_q && cache.seq_kv == pr->seq_kv && cache.d == TR::D &&
+          cache.bm == TR::BM && cache.bn == TR::BN && cache.bf16 == BF16)) {
         cache.valid = false;
         const uint64_t skv_rows = (uint64_t)std::max<int64_t>(pr->seq_kv, 1);
         int e = tma_encode_3d(&cache.maps.q, t->q, BF16, TR::D, (uint64_t)pr->seq_q, (uint64_t)bh, TR::BM);
-        if (e == 0) e = tma_encode_3d(&cache.maps.k, t->k, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
-        if (e == 0) e = tma_encode_3d(&cache.maps.v, t->v, BF16, TR::D, skv_rows, (uint64_t)bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&cache.maps.k, t->k, BF16, TR::D, skv_rows, (uint64_t)kv_bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&cache.maps.v, t->v, BF16, TR::D, skv_rows, (uint64_t)kv_bh, TR::BN);
         if (e != 0) {
             char why[96];
             snprintf(why, sizeof why, "cuTensorMapEncodeTiled failed (CUresult %d)", e);
             return exec_fail(ctx, __FILE__, __LINE__, who, why);
         }
-        cache.q = t->q, cache.k = t->k, cache.v = t->v, cache.bh = bh, cache.seq_q = pr->seq_q, cache.seq_kv = pr->seq_kv;
-        cache.d = TR::D, cache.bm = TR::BM, cache.bn = TR::BN, cache.bf16 = BF16, cache.valid = true;
+        cache.q = t->q, cache.k = t->k, cache.v = t->v, cache.bh = bh, cache.kv_bh = kv_bh, cache.seq_q = pr->seq_q;
+        cache.seq_kv = pr->seq_kv, cache.d = TR::D, cache.bm = TR::BM, cache.bn = TR::BN, cache.bf16 = BF16;
+        cache.valid = true;
     }
     params.maps = cache.maps;
     a.ctr_slot = (int)(flash_tma_ctr_next.fetch_add(1, std::memory_order_relaxed) % FLASH_TMA_CTR_SLOTS);
-    static std::atomic<unsigned long long> smem_set(0);
-    auto kernel = flash_tma_kernel<TR, T, BF16>;
-    if (flash_kernel_smem_once(ctx, kernel, TR::SMEM_BYTES, smem_set) != 0) return -1;
+    static std::atomic<unsigned long long> smem_set(0), smem_set_gw(0);
+    const bool gw = flash_gqa_window(pr);
+    auto kernel = gw ? flash_tma_kernel<TR, T, BF16, true> : flash_tma_kernel<TR, T, BF16, false>;
+    if (flash_kernel_smem_once(ctx, kernel, TR::SMEM_BYTES, gw ? smem_set_gw : smem_set) != 0) return -1;
     const int grid = std::min(a.n_tiles, std::max(ctx->sm_count, 1));
     kernel<<<grid, TR::THREADS, TR::SMEM_BYTES, ctx->stream>>>(params.maps, params.work);
     LAUNCH_TRY(ctx);

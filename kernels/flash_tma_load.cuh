@@ -27,12 +27,12 @@ __device__ __forceinline__ void flash_tma_load_kv(const flash_tma_smem &sm, cons
     }
 }
 
-/* One tile's loads (rows m0.. of head bh, n_blocks key blocks, at least one): Q, then per key
- * block its K and the previous block's V, then the last V; kv_iter counts the ring stages used
- * (advanced past them). */
+/* One tile's loads (rows m0.. of query head bh; key blocks n_min.. n_min + n_blocks − 1, at
+ * least one, of K/V head kvh): Q, then per key block its K and the previous block's V, then the
+ * last V; kv_iter counts the ring stages used (advanced past them). */
 template <class TR>
-__device__ __forceinline__ void flash_tma_load(const flash_tma_maps &maps, const flash_tma_smem &sm, int bh, int m0,
-                                               int n_blocks, uint32_t &kv_iter)
+__device__ __forceinline__ void flash_tma_load(const flash_tma_maps &maps, const flash_tma_smem &sm, int bh, int kvh,
+                                               int m0, int n_min, int n_blocks, uint32_t &kv_iter)
 {
     tma_mbar_expect_tx(sm.bar(TR::BAR_Q_FULL), TR::Q_BYTES);
 #pragma unroll
@@ -41,10 +41,11 @@ __device__ __forceinline__ void flash_tma_load(const flash_tma_maps &maps, const
     /* not unrolled: the producer has 24 registers, and ptxas spilled this loop unrolled */
 #pragma unroll 1
     for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
-        flash_tma_load_kv<TR>(sm, &maps.k, sm.k, TR::BAR_K_FULL, TR::BAR_K_EMPTY, kv_iter, j, bh);
-        if (j > 0) flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, j - 1, bh);
+        flash_tma_load_kv<TR>(sm, &maps.k, sm.k, TR::BAR_K_FULL, TR::BAR_K_EMPTY, kv_iter, n_min + j, kvh);
+        if (j > 0)
+            flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_min + j - 1, kvh);
     }
-    flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_blocks - 1, bh);
+    flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_min + n_blocks - 1, kvh);
 }
 
 #endif

@@ -11,8 +11,9 @@
  * The issues of step 1 are a critical section passed round the consumer warpgroups by named
  * barriers 1..WGS (bar.sync own, bar.arrive next: the ping-pong), so one warpgroup's softmax
  * runs while another's products run. A buffer is released by lane 0 of each warp once the
- * wgmma reading it has retired. Blocks above the causal diagonal are never loaded; only blocks
- * reaching past the first row's visible keys are masked.
+ * wgmma reading it has retired. Blocks above the causal diagonal and left of every row's window
+ * are never loaded; only blocks reaching past the first row's visible keys, or starting left of
+ * the last row's window edge, are masked (flash_tile_keys_of).
  */
 #ifndef FLASH_TMA_MAINLOOP_CUH
 #define FLASH_TMA_MAINLOOP_CUH
@@ -64,12 +65,12 @@ template <int W, class Op> __device__ __forceinline__ void flash_tma_fold(float 
  * (POS) the row max of the raw scores gives the max of the scaled ones, with scale < 0 the row
  * min; masked scores become the value that scales to −inf. alpha = the factor O must be
  * rescaled by; the sums are this lane's partial sums. */
-template <int BN, bool POS, bool TREE, int SLACK>
+template <int BN, bool POS, bool TREE, int SLACK, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                   const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
     const float lost = POS ? -INFINITY : INFINITY;
-    if (need_mask) flash_wg_mask<BN>(s, p, row0, n0, t, lost);
+    if (need_mask) flash_wg_mask<BN, GQA_WINDOW>(s, p, row0, n0, t, lost);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = lost, v[BN / 8];
@@ -107,14 +108,15 @@ __device__ __forceinline__ void flash_tma_softmax(float (&s)[BN / 2], flash_wg_r
     }
 }
 
-template <class TR>
+template <class TR, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                       const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
+    constexpr int BN = TR::BN, SLACK = TR::RESCALE_SLACK;
     if (p.scale_log2 > 0.f)
-        flash_tma_softmax<TR::BN, true, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
+        flash_tma_softmax<BN, true, TR::TREE, SLACK, GQA_WINDOW>(s, st, alpha, p, row0, n0, need_mask, t);
     else
-        flash_tma_softmax<TR::BN, false, TR::TREE, TR::RESCALE_SLACK>(s, st, alpha, p, row0, n0, need_mask, t);
+        flash_tma_softmax<BN, false, TR::TREE, SLACK, GQA_WINDOW>(s, st, alpha, p, row0, n0, need_mask, t);
 }
 
 /* Issue S = Q·Kᵀ (one group) from this warpgroup's Q rows at s_qw and the K tile at s_kt: one
@@ -204,7 +206,7 @@ __device__ __forceinline__ void flash_tma_pack_p(const float (&s)[BN / 2], uint3
 /* One tile's mainloop for this thread's rows m0 + my_row0 (+8): r.o (unnormalised) and r.st
  * over the key blocks `keys` names, from ring stage kv_iter on (advanced past them). Releases Q
  * once it is read. */
-template <class TR, bool BF16>
+template <class TR, bool BF16, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash_tma_smem &sm, const flash_params &p,
                                               const flash_tma_consumer &c, int m0, const flash_tile_keys &keys,
                                               uint32_t &kv_iter)
@@ -212,11 +214,11 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
     constexpr int D = TR::D, BN = TR::BN, STAGES = TR::STAGES;
     float(&o)[D / 2] = r.o, (&s)[BN / 2] = r.s;
     flash_wg_rows &st = r.st;
-    const int n_blocks = keys.n_blocks, vis_min = keys.vis_min;
+    const int n_blocks = keys.n_blocks, kn0 = keys.n_min * BN; /* kn0: the first key this tile reads */
     uint32_t qf[D / 16][4];
     if constexpr (TR::Q_IN_REGS) {
         flash_tma_load_q<TR>(qf, sm.q, c.wg_row0 + c.warp * 16, c.lane);
-        __syncwarp(); /* every lane has read Q and the tile slot */
+        __syncwarp(); /* every lane has read Q */
         flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
     }
 #pragma unroll
@@ -236,7 +238,8 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
     flash_tma_fence(s);
     flash_tma_release(c, sm.bar(TR::BAR_K_EMPTY + kst));
     if (!TR::Q_IN_REGS && n_blocks == 1) flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
-    flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + c.my_row0, 0, BN > vis_min, c.t); /* keys 0..BN-1 */
+    flash_tma_softmax_any<TR, GQA_WINDOW>(s, st, alpha, p, m0 + c.my_row0, kn0, /* keys kn0..kn0+BN-1 */
+                                          flash_block_masked<GQA_WINDOW>(p, keys, m0, TR::BM, kn0, BN), c.t);
     flash_tma_pack_p<BN, BF16>(s, pa);
     int vst = kst; /* V stage of the block P belongs to */
     uint32_t vph = (kv_iter / STAGES) & 1;
@@ -255,8 +258,9 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
         flash_tma_fence(s);
         flash_tma_release(c, sm.bar(TR::BAR_K_EMPTY + kst));
         if (!TR::Q_IN_REGS && i == n_blocks - 1) flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY)); /* the tile's last read of Q */
-        const int n0 = i * BN;
-        flash_tma_softmax_any<TR>(s, st, alpha, p, m0 + c.my_row0, n0, n0 + BN > vis_min, c.t);
+        const int n0 = kn0 + i * BN;
+        flash_tma_softmax_any<TR, GQA_WINDOW>(s, st, alpha, p, m0 + c.my_row0, n0,
+                                              flash_block_masked<GQA_WINDOW>(p, keys, m0, TR::BM, n0, BN), c.t);
         wgmma_wait<0>(); /* that P·V: O and P free, its V read */
         flash_tma_fence(o);
         flash_tma_release(c, sm.bar(TR::BAR_V_EMPTY + vst));

@@ -17,7 +17,9 @@
 enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
 
 /* The K and V bytes of the heads one L2 section holds under DYNAMIC tiles (STATIC: one head).
- * Why 16 MB and one head: docs/fused.md ("How fast", "L2 lookups and the key walk"). */
+ * Why 16 MB and one head: docs/fused.md ("How fast", "L2 lookups and the key walk"). Under
+ * grouped K/V heads a section holds whole groups: the bytes count K/V heads, and the query
+ * heads of one group, adjacent in the section, take a query block one after the other. */
 #define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
 
 /* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
@@ -64,11 +66,13 @@ struct flash_tma_maps {
 /* The problem and its tiles. */
 struct flash_tma_work {
     flash_params p;
-    int bh;        /* batch·heads */
-    int m_tiles;   /* query tiles per head */
-    int sec_heads; /* heads per L2 section */
-    int n_tiles;   /* bh · m_tiles */
-    int ctr_slot;  /* DYNAMIC: this launch's counter in flash_tma_tile_ctr */
+    int bh;          /* batch·heads */
+    int m_tiles;     /* query tiles per head */
+    int sec_heads;   /* heads per L2 section */
+    int n_tiles;     /* bh · m_tiles */
+    int ctr_slot;    /* DYNAMIC: this launch's counter in flash_tma_tile_ctr */
+    int m_ascending; /* GQA_WINDOW kernels: query blocks ascending (the longest tiles first under a
+                        window without a causal mask, whose first rows see the most keys) */
 };
 
 /* All that crosses from host to kernel. The kernel takes its two halves as two parameters: the
@@ -112,13 +116,16 @@ static __device__ unsigned flash_tma_tile_ctr[FLASH_TMA_CTR_SLOTS];
 static std::atomic<unsigned> flash_tma_ctr_next(0); /* the host's rotation over the slots */
 
 /* Tile `tile` of the order: heads fastest within L2 sections of sec_heads heads, query blocks
- * descending (the longest causal tiles first). Its head and query block. */
+ * descending (the longest causal tiles first; a tile's cost is its key blocks, and under a
+ * causal mask, window or not, they do not decrease with the query block), or ascending where
+ * m_ascending says so. Its head and query block. */
+template <bool GQA_WINDOW>
 __device__ __forceinline__ void flash_tma_tile(const flash_tma_work &a, int tile, int &bh, int &m_block)
 {
     const int per_sec = a.sec_heads * a.m_tiles;
     const int sec = tile / per_sec, r = tile - sec * per_sec;
     const int h0 = sec * a.sec_heads, hn = min(a.sec_heads, a.bh - h0);
-    m_block = a.m_tiles - 1 - r / hn;
+    m_block = GQA_WINDOW && a.m_ascending ? r / hn : a.m_tiles - 1 - r / hn;
     bh = h0 + r % hn;
 }
 

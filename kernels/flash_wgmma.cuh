@@ -30,7 +30,8 @@
  * conflict-free), then each warp stores its 16 rows with 16-byte coalesced stores.
  *
  * Contract (flash_wg_launch checks): head_dim == TR::D, 16-bit types, q,k,v,out 16-byte
- * aligned, contiguous [B,H,S,D]; sm_90 and a binary with sm_90a code (FLASH_HAVE_SM90A).
+ * aligned, contiguous (q, out [B,H,Sq,D], k, v [B,Hkv,Skv,D]); sm_90 and a binary with sm_90a
+ * code (FLASH_HAVE_SM90A).
  */
 #ifndef FLASH_WGMMA_CUH
 #define FLASH_WGMMA_CUH
@@ -164,33 +165,43 @@ __device__ __forceinline__ float flash_wg_new_max(flash_wg_rows &st, int r, floa
 }
 
 /* Set the scores of keys this thread's two rows must not see (row r: row0 + 8r; the
- * accumulator layout of wgmma: element 4i + 2r + e is key n0 + 8i + 2t + e) to `lost`. */
-template <int BN>
+ * accumulator layout of wgmma: element 4i + 2r + e is key n0 + 8i + 2t + e) to `lost`: past
+ * the row's visible keys and, with GQA_WINDOW, left of its window's edge. */
+template <int BN, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_wg_mask(float (&s)[BN / 2], const flash_params &p, int row0, int n0, int t,
                                               float lost)
 {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
+        if constexpr (GQA_WINDOW) {
+            const flash_key_range kr = flash_key_range_of(p, row0 + 8 * r, n0 + 2 * t);
 #pragma unroll
-        for (int i = 0; i < BN / 8; ++i)
+            for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-            for (int e = 0; e < 2; ++e)
-                if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = lost;
+                for (int e = 0; e < 2; ++e)
+                    if (kr.base + (unsigned)(i * 8 + e) >= kr.range) s[4 * i + 2 * r + e] = lost;
+        } else {
+            const int vis = flash_visible(p.mask, p.seq_q, p.seq_kv, row0 + 8 * r);
+#pragma unroll
+            for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    if (n0 + i * 8 + 2 * t + e >= vis) s[4 * i + 2 * r + e] = lost;
+        }
     }
 }
 
 /* Online softmax of block j (keys n0..n0+BN-1) in place: S scaled into log2 space, masked,
  * exponentiated against the new row max; the row sums updated; alpha = the factor O must be
  * rescaled by (exactly 1 where the max held). flash_exact.cuh explains each step. */
-template <class TR>
+template <class TR, bool GQA_WINDOW>
 __device__ __forceinline__ void flash_wg_softmax(float (&s)[TR::BN / 2], flash_wg_rows &st, float (&alpha)[2],
                                                  const flash_params &p, int row0, int n0, bool need_mask, int t)
 {
     constexpr int BN = TR::BN;
 #pragma unroll
     for (int i = 0; i < BN / 2; ++i) s[i] *= p.scale_log2;
-    if (need_mask) flash_wg_mask<BN>(s, p, row0, n0, t, -INFINITY);
+    if (need_mask) flash_wg_mask<BN, GQA_WINDOW>(s, p, row0, n0, t, -INFINITY);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = -INFINITY;
@@ -244,7 +255,7 @@ template <class TR> __device__ __forceinline__ void flash_wg_fence_s(float (&s)[
     for (int i = 0; i < TR::BN / 2; ++i) wgmma_fence_operand(s[i]);
 }
 
-template <class TR, class T, bool BF16>
+template <class TR, class T, bool BF16, bool GQA_WINDOW>
 __global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_params p)
 {
 #if WGMMA_AVAILABLE
@@ -259,16 +270,16 @@ __global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_pa
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv;
     flash_cta<T> cta;
-    if (!flash_cta_begin<T, TR::THREADS>(p, BM, BN, D, cta)) return;
+    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, D, cta)) return;
     const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
     T *g_o = cta.tile.o;
-    const int m0 = cta.tile.m0, vis_min = cta.keys.vis_min, n_blocks = cta.keys.n_blocks;
+    const int m0 = cta.tile.m0, n_min = cta.keys.n_min, n_max = n_min + cta.keys.n_blocks;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
 
-    /* prologue: one group (Q, K_0, V_0) */
+    /* prologue: one group (Q and the first key block, n_min) */
     flash_wg_load<TR, BM>(s_q, g_q, m0, seq_q);
-    flash_wg_load<TR, BN>(s_k, g_k, 0, seq_kv);
-    flash_wg_load<TR, BN>(s_v, g_v, 0, seq_kv);
+    flash_wg_load<TR, BN>(s_k, g_k, n_min * BN, seq_kv);
+    flash_wg_load<TR, BN>(s_v, g_v, n_min * BN, seq_kv);
     flash_cp_async_commit();
 
     const int wg_row0 = wg * 64;                 /* this warpgroup's rows of the tile */
@@ -286,15 +297,15 @@ __global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_pa
     const uint32_t s_qw = s_q + wg_row0 * 128; /* this warpgroup's Q rows */
     uint32_t pa[BN / 16][4];                   /* P of the last softmax: the A operand of its P·V */
     flash_wg_rows st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
-    int stage = 0; /* j % STAGES */
-    for (int j = 0; j < n_blocks; ++j) {
+    int stage = 0; /* (j - n_min) % STAGES */
+    for (int j = n_min; j < n_max; ++j) {
         const int next = stage + 1 == TR::STAGES ? 0 : stage + 1;
 
         flash_cp_async_wait<0>(); /* K_j, V_j (and Q) landed: the only group in flight */
         fence_proxy_async();      /* ... and are visible to wgmma once the barrier is passed */
         __syncthreads();          /* every warpgroup is past block j-1 and has waited for every
                                      product reading stage `next` (j-2 with 3 stages) */
-        if (j + 1 < n_blocks) {
+        if (j + 1 < n_max) {
             flash_wg_load<TR, BN>(s_k + next * TR::KV_BYTES, g_k, (j + 1) * BN, seq_kv);
             flash_wg_load<TR, BN>(s_v + next * TR::KV_BYTES, g_v, (j + 1) * BN, seq_kv);
             flash_cp_async_commit();
@@ -302,13 +313,14 @@ __global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_pa
 
         float s[BN / 2], alpha[2];
         const int n0 = j * BN;
-        const bool need_mask = n0 + BN > vis_min; /* also every block reaching past seq_kv */
+        /* also every block reaching past seq_kv */
+        const bool need_mask = flash_block_masked<GQA_WINDOW>(p, cta.keys, m0, BM, n0, BN);
         wgmma_fence(); /* O and P were last written by ordinary code */
         flash_wg_issue_s<TR, BF16>(s, s_qw, s_k + stage * TR::KV_BYTES);
         wgmma_wait<0>(); /* S_j, and with DEFER the P·V_j-1 issued before it */
         flash_wg_fence_s<TR>(s);
         if constexpr (SCHED == FLASH_WG_DEFER) flash_wg_fence_o<TR>(o);
-        flash_wg_softmax<TR>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
+        flash_wg_softmax<TR, GQA_WINDOW>(s, st, alpha, p, m0 + my_row0, n0, need_mask, t);
         flash_wg_rescale<TR>(o, alpha);
         flash_wg_pack_p<TR, BF16>(s, pa);
         wgmma_fence();
@@ -359,9 +371,12 @@ static int flash_wg_launch(exec_context *ctx, const attn_problem *pr, const attn
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the wgmma kernel runs on sm_90 only");
-    static std::atomic<unsigned long long> smem_set(0);
-    return flash_launch_tiles(ctx, pr, t, who, flash_wg_kernel<TR, T, BF16>, TR::BM, TR::THREADS, TR::SMEM_BYTES,
-                              smem_set);
+    static std::atomic<unsigned long long> smem_set(0), smem_set_gw(0);
+    if (flash_gqa_window(pr))
+        return flash_launch_tiles(ctx, pr, t, who, flash_wg_kernel<TR, T, BF16, true>, TR::BM, TR::THREADS,
+                                  TR::SMEM_BYTES, smem_set_gw);
+    return flash_launch_tiles(ctx, pr, t, who, flash_wg_kernel<TR, T, BF16, false>, TR::BM, TR::THREADS,
+                              TR::SMEM_BYTES, smem_set);
 }
 
 #endif

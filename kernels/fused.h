@@ -9,6 +9,8 @@
  *     wgmma alone (flash_wgmma.cuh); elsewhere FA2's: mma.sync fed by ldmatrix from a
  *     cp.async K/V ring (flash_exact.cuh, flash_kernel.cuh). The families are listed below.
  *
+ * Both run grouped K/V heads (kv_heads < heads, read in place) and sliding windows in every
+ * kernel family, not a value head dim of its own (head_dim_v ≠ head_dim).
  * Both need sm_80 or newer, 16-byte aligned tensors (cudaMalloc gives 256) and follow the
  * variants.h contract: enqueue on ctx->stream, no allocation, no synchronisation.
  * Their problem limits are common/variant_info.c's (variant_check_efficient, _flash).

@@ -12,7 +12,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
 B=${GPU_BUILD:-build/test}
-make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker"
+make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker" "$B/fused_check"
 sh scripts/bundle-libs.sh "$B"
-GENCODE="$GENCODE" OUTBIN="$B/fused_check" BUILD_ONLY=1 bash tests/gpu/fused_check.sh
 echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check"

@@ -4,23 +4,27 @@
 # (scripts/gpu-build.sh for this tree, and the same for the build before); then carry both.
 #
 #   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
-#   BASE_BUILD   the build before, for the A/B (its fused_check at least); unset: no A/B
-#   PHASES       which of: ab fused unit tests bench (default "ab fused unit tests")
+#   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
+#   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
+#   PHASES       which of: ab throughput fused sanitize unit tests bench (default all but bench)
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
 #   OUT          where logs go (default /tmp/attnd-gpu-out): at most 8 files come back
 #
 # Phases: ab — flash@tma of both builds and cudnn, one at a time in isolated windows
-# (bench/isolated_windows.py: power, clock and energy beside the time); fused — fused_check
-# --quick, every flash/efficient configuration against its reference; unit — the GPU cases of
+# (bench/isolated_windows.py: power, clock and energy beside the time); throughput — small runs
+# served a second by both builds, without and with verify (bench/served_throughput.py); fused — fused_check
+# --quick, every flash/efficient configuration against its reference; sanitize — fused_check
+# --quick --small over every flash impl under compute-sanitizer's memcheck, racecheck and
+# synccheck; unit — the GPU cases of
 # the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); bench —
 # bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
 cd "$(dirname "$0")/.."
 B=${GPU_BUILD:-build/test}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
-PHASES=${PHASES:-"ab fused unit tests"}
+PHASES=${PHASES:-"ab throughput fused sanitize unit tests"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
 # The cuDNN PyTorch loads: the cudnn rows and variant compare like with like.
 CUDNN_DIR=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), 'lib'))" 2>/dev/null)
@@ -40,10 +44,32 @@ if has ab && [ -n "${BASE_BUILD:-}" ]; then
     done
 fi
 
+if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; then
+    timeout -k 10 "${THROUGHPUT_TIMEOUT_S:-240}" python3 bench/served_throughput.py --builds "$BASE_BUILD,$B" \
+        ${BASE_CONFIG:+--config-of "$BASE_BUILD=$BASE_CONFIG"} --seconds "${THROUGHPUT_SECONDS:-10}" --rounds 2 \
+        --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
+    note "throughput" "rc $?"
+    grep -E '^\| [^-b]' "$OUT/throughput.log" | while read -r line; do note "  runs/s" "${line:0:150}"; done
+fi
+
 if has fused; then
     timeout -k 5 "${FUSED_TIMEOUT_S:-200}" stdbuf -oL "$B/fused_check" --quick ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
     note "fused_check --quick" "rc $?; $(grep -c PASS "$OUT/fused.log") PASS, $(grep -c FAIL "$OUT/fused.log") FAIL"
     grep FAIL "$OUT/fused.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
+fi
+
+if has sanitize; then
+    : > "$OUT/sanitize.log"
+    for tool in memcheck racecheck synccheck; do
+        echo "== $tool" >> "$OUT/sanitize.log"
+        timeout -k 5 "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
+            "$B/fused_check" --quick --small --only 'flash@*' > "$OUT/sanitize.$tool" 2>&1
+        rc=$?
+        grep -E 'SUMMARY|ERROR SUMMARY|hazard' "$OUT/sanitize.$tool" | tail -n 3 >> "$OUT/sanitize.log"
+        grep -E '^=+ (Error|Warning|Invalid|Race)' "$OUT/sanitize.$tool" | sort | uniq -c | sort -rn | head -n 5 >> "$OUT/sanitize.log"
+        note "sanitize $tool" "rc $rc; $(grep -c PASS "$OUT/sanitize.$tool") PASS; $(grep -E 'SUMMARY' "$OUT/sanitize.$tool" | tail -n 1 | cut -c1-110)"
+        rm -f "$OUT/sanitize.$tool"
+    done
 fi
 
 if has unit; then

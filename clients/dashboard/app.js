@@ -54,7 +54,10 @@ async function getJSON(path, opts) {
 
 function shapeOf(rec) {
   const p = rec.params || {};
-  return `B${p.batch} H${p.heads} Sq${p.seq_q} Skv${p.seq_kv} D${p.head_dim} ${p.dtype} ${p.mask}`;
+  const kv = p.kv_heads != null && p.kv_heads !== p.heads ? ` Hkv${p.kv_heads}` : "";
+  const dv = p.head_dim_v != null && p.head_dim_v !== p.head_dim ? ` Dv${p.head_dim_v}` : "";
+  const win = p.window != null ? ` W${p.window}` : "";
+  return `B${p.batch} H${p.heads}${kv} Sq${p.seq_q} Skv${p.seq_kv} D${p.head_dim}${dv}${win} ${p.dtype} ${p.mask}`;
 }
 const median = (rec) => (rec.timing && typeof rec.timing.median_us === "number") ? rec.timing.median_us : null;
 const kernelsPerForward = (rec) => (rec.kernels && typeof rec.kernels.per_forward === "number") ? rec.kernels.per_forward : null;
@@ -162,7 +165,7 @@ function renderTable() {
     const r = runs.get(id);
     const tr = el("tr", { "data-id": id, "data-status": r.status, class: seen.has(id) ? "" : "new" },
       el("td", {}, id), el("td", { class: `status-${r.status}` }, r.status + (r.queue_position ? ` (#${r.queue_position})` : "")),
-      el("td", {}, r.backend), el("td", { class: "node" }, r.node || ""), el("td", {}, deviceOf(r)), el("td", {}, shapeOf(r)),
+      el("td", {}, r.backend), el("td", { class: "node" }, r.node || ""), el("td", {}, deviceOf(r)), el("td", { class: "shape" }, shapeOf(r)),
       el("td", {}, fmt(median(r), 2)), el("td", {}, kernelsPerForward(r) ?? "–"), el("td", {}, r.created || ""));
     tr.addEventListener("click", () => { selectedRun = id; renderDetail(r); });
     return tr;
@@ -249,11 +252,36 @@ async function loadVariants() {
   sel.value = "reference";
 }
 
+// The model presets (GET /v1/models), by name; the form's fields that a preset sets.
+const presets = {};
+const PRESET_FIELDS = ["heads", "kv_heads", "head_dim", "head_dim_v", "window"];
+
+async function loadModels() {
+  const { status, body } = await getJSON("/v1/models");
+  if (status !== 200 || !body) return;
+  for (const m of body.models) presets[m.name] = m;
+  $("#f-model").append(...body.models.map((m) => el("option", { value: m.name, title: m.source || "" }, m.name)));
+}
+
+// A preset chosen: its values in the form, the fields it leaves out emptied (their defaults).
+function applyPreset() {
+  const m = presets[$("#f-model").value];
+  if (!m) return;
+  const f = $("#run-form");
+  for (const name of PRESET_FIELDS) f.elements[name].value = m[name] ?? "";
+}
+
 function formBody() {
   const f = $("#run-form"), body = {};
-  for (const name of ["backend", "device", "dtype", "mask"]) if (f.elements[name].value) body[name] = f.elements[name].value;
-  for (const name of ["batch", "heads", "seq", "head_dim", "warmup", "iters", "seed"])
-    if (f.elements[name].value !== "") body[name] = Number(f.elements[name].value);
+  const preset = presets[f.elements.model.value];
+  for (const name of ["backend", "device", "dtype", "mask", "model"]) if (f.elements[name].value) body[name] = f.elements[name].value;
+  for (const name of ["batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed"]) {
+    const text = f.elements[name].value;
+    if (text === "") continue;
+    // With a preset, only what differs from it is sent: the record says what was overridden.
+    if (preset && PRESET_FIELDS.includes(name) && Number(text) === preset[name]) continue;
+    body[name] = Number(text);
+  }
   body.profile = f.elements.profile.checked;
   body.verify = f.elements.verify.checked;
   return body;
@@ -291,6 +319,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#f-token").addEventListener("change", (e) => sessionStorage.setItem("attnd-token", e.target.value));
   $("#shape").addEventListener("change", () => { shapeFollowsLatest = false; renderCharts(); });
   render();                      // the empty states, before the first answer
+  $("#f-model").addEventListener("change", applyPreset);
   loadDevices();
+  loadModels();
   loadVariants().finally(tick);
 });

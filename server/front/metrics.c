@@ -273,8 +273,8 @@ static void render_histograms(text_buf *t, const char *name, const char *help, i
     }
 }
 
-/* Where the history goes and how far behind the fleet database is (read outside metrics_mu:
- * the outbox depth is a query of the local file). */
+/* Where the history goes, how far behind the fleet database is, and whether this machine's
+ * file takes writes (read outside metrics_mu: the outbox depth is a query of the local file). */
 static void render_store(text_buf *t)
 {
     store_health h;
@@ -284,7 +284,7 @@ static void render_store(text_buf *t)
     esc(h.backend, a, sizeof a);
     esc(store_node(), b, sizeof b);
     header(t, "attnd_store_up", "gauge",
-           "1 when the history's database answered the last write (always 1 for sqlite), else 0.");
+           "1 when the history's database took the last write (sqlite: the file takes writes), else 0.");
     tb_printf(t, "attnd_store_up{backend=\"%s\",node=\"%s\"} %d\n", a, b, h.database_up);
     header(t, "attnd_store_outbox_depth", "gauge", "Writes waiting in this node's outbox for the fleet database.");
     tb_printf(t, "attnd_store_outbox_depth{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_depth);
@@ -292,6 +292,16 @@ static void render_store(text_buf *t)
     tb_printf(t, "attnd_store_outbox_sent_total{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_sent);
     header(t, "attnd_store_outbox_failures_total", "counter", "Attempts to send the outbox that found the database away.");
     tb_printf(t, "attnd_store_outbox_failures_total{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.outbox_failures);
+    header(t, "attnd_store_write_failures_total", "counter",
+           "Writes this node's store file (data_dir/attnd.db) refused, e.g. for a full disk.");
+    tb_printf(t, "attnd_store_write_failures_total{backend=\"%s\",node=\"%s\"} %lld\n", a, b, h.write_failures);
+    header(t, "attnd_store_pending_records", "gauge",
+           "Run records the store file refused, waiting to be written: journaled (data_dir/attnd.pending) or in "
+           "memory only.");
+    tb_printf(t, "attnd_store_pending_records{backend=\"%s\",node=\"%s\",kept=\"journal\"} %lld\n", a, b,
+              h.pending_records - h.pending_in_memory);
+    tb_printf(t, "attnd_store_pending_records{backend=\"%s\",node=\"%s\",kept=\"memory\"} %lld\n", a, b,
+              h.pending_in_memory);
 }
 
 char *metrics_render(void)

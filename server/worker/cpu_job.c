@@ -127,7 +127,7 @@ oom:
                     (double)(qb + kb + vb) / 1e9);
 }
 
-cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
+cJSON *cpu_worker_run(const run_request *r, int threads, phases *ph, api_error *e)
 {
     const attn_problem *p = &r->problem;
     const variant *v = variant_find(r->backend);
@@ -156,6 +156,7 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
 
     if (worker_tensors_inputs(r, &resident[0], &resident[1], &resident[2], e) != 0) return NULL;
 
+    phases_mark(ph, "checks");
     reference_set_threads(threads);
     if (cpu_make_inputs_except(r, resident, &q, &k, &vv, e) != 0) return NULL;
     out = cpu_alloc(out_bytes);
@@ -173,11 +174,13 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
     job.t.k = resident[1] ? resident[1] : k;
     job.t.v = resident[2] ? resident[2] : vv;
     job.t.out = out;
+    phases_mark(ph, "inputs");
 
     if (measure_cpu(&ctx, cpu_forward, &job, r, &ts) != 0) {
         api_fail(e, 500, "run_failed", "", "%s", ctx.error[0] ? ctx.error : "timing the forward failed");
         goto done;
     }
+    phases_mark(ph, "measure");
     /* Poison, then one more forward: an element the variant never writes shows as NaN in
      * the summary instead of a stale value from the timed forwards. */
     memset(out, 0xFF, out_bytes);
@@ -185,7 +188,9 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         api_fail(e, 500, "run_failed", "", "%s", ctx.error[0] ? ctx.error : "the forward failed");
         goto done;
     }
+    phases_mark(ph, "final_forward");
     output_summarize_cpu(out, p->dtype, attn_out_elems(p), &os);
+    phases_mark(ph, "output");
 
     res = cJSON_CreateObject();
     if (!res) {
@@ -221,9 +226,12 @@ cJSON *cpu_worker_run(const run_request *r, int threads, api_error *e)
         }
         out = NULL;
     }
+    phases_mark(ph, "report");
 
 done:
     free(q), free(k), free(vv), free(out), free(ws);
+    phases_mark(ph, "free");
+    if (res) cJSON_AddItemToObject(res, "worker_ms", phases_json(ph));
     return res;
 }
 

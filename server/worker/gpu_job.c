@@ -361,7 +361,7 @@ static void gpu_fail_500(gpu_worker *w, api_error *e, const char *code)
     api_fail(e, 500, code, "", "%s", w->ctx.error[0] ? w->ctx.error : "the job failed (no reason recorded)");
 }
 
-cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *output_fd, int *fatal)
+cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error *e, int *output_fd, int *fatal)
 {
     exec_context *ctx = &w->ctx;
     attn_problem problem = r->problem; /* with r->impl's kernel family, below */
@@ -451,6 +451,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
              (long long)p->heads, (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim,
              attn_dtype_name(p->dtype), attn_mask_name(p->mask));
     nvtxRangePushA(range);
+    phases_mark(ph, "checks");
 
     if (gpu_alloc(w, &b.d_q, q_bytes, "q", e) || gpu_alloc(w, &b.d_k, res_k ? 0 : k_bytes, "k", e) ||
         gpu_alloc(w, &b.d_v, res_v ? 0 : v_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
@@ -458,6 +459,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         gpu_alloc(w, (void **)&b.d_ref, ref_bytes, "the fp32 reference", e) ||
         gpu_alloc(w, &b.d_math_ws, math_ws_bytes, "the reference workspace", e))
         goto cleanup;
+    phases_mark(ph, "alloc");
 
     if (gpu_make_inputs(ctx, r, &b) != 0) {
         gpu_fail_500(w, e, "cuda_error");
@@ -477,19 +479,23 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         goto cleanup;
     }
     impl_used = gpu_impl_used(v, ctx->cc, p);
+    phases_mark(ph, "inputs");
     if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
     }
+    phases_mark(ph, "measure");
     if (gpu_final_forward(ctx, &job, out_bytes, r->profile, &prof) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
     }
     have_prof = r->profile;
+    phases_mark(ph, r->profile ? "profile" : "final_forward");
     if (output_summarize_gpu(ctx, b.d_out, p->dtype, attn_out_elems(p), &os) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
     }
+    phases_mark(ph, "output");
     if (r->verify && !verify_gpu) {
         if (gpu_output_memfd(ctx, b.d_out, out_bytes, output_fd) != 0) {
             gpu_fail_500(w, e, "cuda_error");
@@ -504,6 +510,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         }
         have_verify = 1;
     }
+    if (r->verify) phases_mark(ph, "verify");
 
     res = cJSON_CreateObject();
     if (!res) {
@@ -537,11 +544,14 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *ou
         }
         b.d_out = NULL;
     }
+    phases_mark(ph, "report");
 
 cleanup:
     profile_free(&prof);
     gpu_buffers_free(w, &b);
     nvtxRangePop();
+    phases_mark(ph, "free");
+    if (res) cJSON_AddItemToObject(res, "worker_ms", phases_json(ph));
     *fatal = ctx->sticky;
     if (!res && *output_fd >= 0) {
         close(*output_fd);

@@ -14,6 +14,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "server/worker/phases.h"
+
 #include "common/api_error.h"
 #include "common/run_request.h"
 #include "common/settings.h"
@@ -45,7 +47,7 @@ int gpu_device_count(char *err, size_t err_len);
  * problem is small enough for the cpu reference (the front sends it there and fills
  * "verify"); else -1 and "verify" is the GPU fp32 math comparison (or absent). *fatal: the
  * CUDA context is broken (sticky error); the worker must answer and exit. */
-cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, api_error *e, int *output_fd, int *fatal);
+cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error *e, int *output_fd, int *fatal);
 
 /* Test hook (settings.enable_fault_injection, fault=sticky): launch a kernel that writes
  * through an invalid address, so the context takes a sticky error as a buggy kernel would.

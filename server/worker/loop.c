@@ -117,7 +117,8 @@ static void worker_fault(worker_state *w, double job, const char *fault)
     }
 }
 
-static void worker_handle_run(worker_state *w, double job, const cJSON *request)
+/* A run: begun (ph) when its message was in, parsed, then the device's phases. */
+static void worker_handle_run(worker_state *w, double job, const cJSON *request, phases *ph)
 {
     run_request r;
     api_error e;
@@ -136,10 +137,11 @@ static void worker_handle_run(worker_state *w, double job, const cJSON *request)
         return;
     }
     log_info("job %.0f: %s start", job, r.backend);
+    phases_mark(ph, "request");
     if (w->gpu)
-        result = gpu_worker_run(w->gpu, &r, &e, &out_fd, &fatal);
+        result = gpu_worker_run(w->gpu, &r, ph, &e, &out_fd, &fatal);
     else
-        result = cpu_worker_run(&r, w->s->cpu_threads, &e);
+        result = cpu_worker_run(&r, w->s->cpu_threads, ph, &e);
     if (!result) {
         if (out_fd >= 0) close(out_fd);
         log_info("job %.0f: %s ended: %d %s", job, r.backend, e.status, e.message);
@@ -268,7 +270,9 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         proto_type kind;
         int fd = -1;
         int rc = ipc_recv_json(w.sock, &msg, &fd, -1);
+        phases ph;
 
+        phases_begin(&ph); /* the message is in (and parsed) */
         if (rc == IPC_EOF) break;
         if (rc != IPC_OK) {
             log_error("ipc receive failed: %s; exiting", strerror(errno));
@@ -280,7 +284,7 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         job_id = cJSON_IsNumber(job) ? job->valuedouble : 0;
         kind = proto_type_parse(cJSON_GetStringValue(type));
         switch (kind) {
-        case PROTO_RUN: worker_handle_run(&w, job_id, cJSON_GetObjectItem(msg, "request")); break;
+        case PROTO_RUN: worker_handle_run(&w, job_id, cJSON_GetObjectItem(msg, "request"), &ph); break;
         case PROTO_VERIFY: worker_handle_verify(&w, job_id, msg, fd); break;
         case PROTO_TENSOR_PUT:
         case PROTO_TENSOR_GET:

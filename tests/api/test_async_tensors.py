@@ -97,10 +97,13 @@ def listed_ids(api):
 # A run that keeps the cpu worker busy for BUSY_MS without harming it (the stopping rule
 # times forwards until max_time_ms), so the runs submitted next wait behind it. Its budget
 # reservation: output, generated q, k, v (bf16) and the fp64 workspace, 2048 elements each.
+# It is bounded by time, not forwards: its servers lift cpu_max_macs, which counts every
+# forward a run may make (BUSY_FLAGS).
 BUSY_MS = 3000
 BUSY = dict(backend="reference", device="cpu", batch=1, heads=1, seq=64, head_dim=32, warmup=0,
             min_time_ms=BUSY_MS, max_time_ms=BUSY_MS, max_iters=100000)
 BUSY_RESERVED = 2048 * (4 * 2 + 8)
+BUSY_FLAGS = ["--cpu-max-macs", "0"]
 
 
 def busy_queue(api):
@@ -180,7 +183,7 @@ def test_queued_run_holds_its_inputs_until_cancelled(start_server):
     # Inputs 3 × 1 KiB; the queued run reserves its output (1 KiB) and the reference's fp64
     # workspace (2 KiB), the busy run BUSY_RESERVED: 512 bytes are left while both wait.
     budget = 3 * 1024 + BUSY_RESERVED + 3 * 1024 + 512
-    api = Api(start_server(extra=["--memory-budget-bytes", str(budget), "--cpu-threads", "2"]).url)
+    api = Api(start_server(extra=["--memory-budget-bytes", str(budget), "--cpu-threads", "2"] + BUSY_FLAGS).url)
     _, ids = upload_qkv(api, 500)
     busy = busy_queue(api)
     body = submit(api, **run_params(ids, keep_output="true"))

@@ -124,6 +124,23 @@ def test_a_value_only_the_device_check_refuses_is_a_refusal(tmp_path):
     ({"backends": ["reference", "no_such_backend"]}, "no_such_backend"),
     ({"backends": ["reference"], "heads": [2.5]}, '"heads"[0]'),
     ({"backends": ["reference"], "repeat": 0}, '"repeat"'),
+    # Read as strictly as a request body: a key twice (cJSON would keep the first), anything
+    # after the JSON (a NUL and junk, or text), \u0000 (cJSON cuts the string there), and
+    # numbers spelled otherwise than a run parameter's.
+    ('{"backends": ["reference"], "seq": [8], "seq": [16], "params": %s}' % json.dumps(TINY_PARAMS),
+     "the key 'seq' appears twice"),
+    ('{"backends": ["reference"], "params": {"iters": 1, "warmup": 0, "iters": 2}}',
+     "the key 'iters' appears twice in an object under 'params'"),
+    ('{"backends": ["reference"], "params": %s}\0junk' % json.dumps(TINY_PARAMS), "a NUL byte at byte"),
+    ('{"backends": ["reference"], "params": %s} {"backends": ["math"]}' % json.dumps(TINY_PARAMS),
+     "more than white space after the value"),
+    ('{"backends": ["reference"], "params": {"iters\\u0000junk": 1}}', "escaped NUL"),
+    ('{"backends": ["reference\\u0000x"]}', "escaped NUL"),
+    ('{"backends": ["reference"], "seq": [08]}', "08"),
+    ({"backends": ["reference"], "params": dict(TINY_PARAMS, verify=1)}, "params.verify"),
+    ({"backends": ["reference"], "params": dict(TINY_PARAMS, iters="+1")}, "params.iters"),
+    ('{"backends": ["reference"], "params": {"iters": 1e0, "warmup": 0}}', "params.iters"),
+    ('{"backends": ["reference"], "repeat": 1.0}', '"repeat"'),
 ])
 def test_bad_plan_exits_2_naming_it_and_runs_nothing(tmp_path, plan, names):
     data = tmp_path / "data"

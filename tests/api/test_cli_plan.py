@@ -73,6 +73,24 @@ def test_bad_plans_are_refused_naming_the_key(plan, names):
     assert names in str(exc.value)
 
 
+@pytest.mark.parametrize("text,names", [
+    ('{"backends": ["a"], "seq": [1], "seq": [2]}', "the key 'seq' appears twice"),
+    ('{"backends": ["a"], "params": {"iters": 1, "iters": 2}}', "the key 'iters' appears twice"),
+    ('{"backends": ["a"]}\0junk', "is not JSON"),
+    ('{"backends": ["a"]} {"backends": ["b"]}', "is not JSON"),
+    ('{"backends": ["a"], "params": {"iters\\u0000junk": 1}}', "\\u0000"),
+    ('{"backends": ["a\\u0000b"]}', "\\u0000"),
+    ('{"backends": ["a"], "params": {"scale": NaN}}', "NaN"),
+])
+def test_plan_files_are_read_as_strictly_as_attnd_batch_reads_them(tmp_path, text, names):
+    path = tmp_path / "plan.json"
+    path.write_text(text)
+    with pytest.raises(cli.PlanError) as exc:
+        cli.read_plan(str(path))
+    assert names in str(exc.value), str(exc.value)
+    assert cli.main(["sweep", "--plan", str(path)]) == 2
+
+
 def test_sweep_plan_file_errors_exit_2(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")

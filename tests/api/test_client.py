@@ -145,6 +145,28 @@ def test_cli_run_json_and_table(server, capsys):
     assert rc == 0 and "median_us" in out.splitlines()[0] and "reference" in out
 
 
+def test_cli_models_and_a_run_from_a_preset(server, client, capsys):
+    """`attnd-cli models` prints the presets; `run --model` takes one, a flag overrides a field,
+    and the table shows the grouped K/V heads and the window."""
+    models = client.models()
+    assert len(models) >= 9 and all(m["source"].startswith("https://") for m in models)
+    rc = cli.main(["models", "--url", server.url])
+    out = capsys.readouterr().out
+    assert rc == 0 and out.splitlines()[0].split()[:4] == ["name", "heads", "kv_heads", "head_dim"], out
+    assert all(m["name"] in out for m in models)
+    mistral = next(m for m in models if m.get("window") is not None and m["kv_heads"] < m["heads"])
+    args = ["run", "--url", server.url, "--backend", "reference", "--seq", "8", "--model", mistral["name"],
+            "--device", "cpu", "--batch", "1", "--head-dim", "8", "--iters", "1", "--warmup", "0"]
+    rc = cli.main(args + ["--json"])
+    rec = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rec["model"]["name"] == mistral["name"] and rec["model"]["overridden"] == ["head_dim"]
+    assert (rec["params"]["kv_heads"], rec["params"]["window"]) == (mistral["kv_heads"], mistral["window"])
+    rc = cli.main(args + ["--kv-heads", "1", "--window", "3"])
+    head, row = capsys.readouterr().out.splitlines()[:2]
+    cols = dict(zip(head.split(), row.split()))
+    assert rc == 0 and cols["kv_heads"] == "1" and cols["window"] == "3", (head, row)
+
+
 def test_cli_sweep_csv_json(server, capsys, tmp_path):
     csv_path, json_path = tmp_path / "out.csv", tmp_path / "out.json"
     rc = cli.main(["sweep", "--url", server.url, "--backends", "reference,naive", "--seq", "8,16",

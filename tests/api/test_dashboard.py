@@ -197,6 +197,38 @@ def test_form_run_appears_in_table_and_chart(api, browser):
     assert href == "/v1/runs/%d/trace" % run_id
 
 
+def test_form_offers_the_model_presets(api, browser):
+    """The form lists GET /v1/models; choosing one fills its fields, and a run started with a
+    field changed carries the preset, the parameters it filled and what was overridden."""
+    seed = int(time.time() * 1000) % 1000000007 + 1
+    models = api.get("/v1/models").json()["models"]
+    mistral = next(m for m in models if m.get("window") is not None and m["kv_heads"] < m["heads"])
+    browser.navigate(api.url + "/")
+    browser.wait_for("document.querySelectorAll('#f-model option').length === %d" % (len(models) + 1),
+                     "the model presets in the form")
+    filled = browser.eval("""(() => {
+        const m = document.getElementById('f-model'); m.value = '%s'; m.dispatchEvent(new Event('change'));
+        return ['heads', 'kv_heads', 'head_dim', 'window'].map((n) => document.getElementById('f-' + n).value).join(' ');
+        })()""" % mistral["name"])
+    assert filled == "%d %d %d %d" % (mistral["heads"], mistral["kv_heads"], mistral["head_dim"], mistral["window"])
+    browser.eval("""(() => {
+        const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input')); };
+        set('f-backend', 'reference'); set('f-device', 'cpu'); set('f-batch', '1'); set('f-seq', '16');
+        set('f-head_dim', '8'); set('f-warmup', '0'); set('f-iters', '1'); set('f-seed', '%d');
+        document.getElementById('f-submit').click();
+        return true; })()""" % seed)
+    run_id = int(browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the form's run"))
+    rec = api.get("/v1/runs/%d" % run_id).json()
+    p = rec["params"]
+    assert rec["model"]["name"] == mistral["name"] and rec["model"]["overridden"] == ["head_dim"], rec["model"]
+    assert (p["heads"], p["kv_heads"], p["head_dim"], p["window"]) == (mistral["heads"], mistral["kv_heads"], 8,
+                                                                       mistral["window"]), p
+    shape = browser.wait_for("(() => { const tr = document.querySelector('#runs tbody tr[data-id=\"%d\"]');"
+                             " return tr ? tr.querySelector('td.shape').textContent : ''; })()" % run_id,
+                             "run %d in the table" % run_id)
+    assert "Hkv%d" % mistral["kv_heads"] in shape and "W%d" % mistral["window"] in shape, shape
+
+
 def test_empty_no_gpu_and_error_states(start_server, browser):
     # A fresh server with no history and no GPU: the page says so from its first paint, and
     # says what went wrong when the server stops answering.

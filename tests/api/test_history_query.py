@@ -219,6 +219,7 @@ def test_a_value_no_run_can_have_is_400(api, params, field, code):
     ({"seq": "0"}, "seq"), ({"seq": "x"}, "seq"), ({"batch": "0"}, "batch"), ({"heads": "1e3"}, "heads"),
     ({"kv_heads": "-1"}, "kv_heads"), ({"seq_q": "2147483649"}, "seq_q"), ({"seq_kv": ""}, "seq_kv"),
     ({"head_dim": "8.0"}, "head_dim"), ({"head_dim_v": "0"}, "head_dim_v"), ({"window": "-1"}, "window"),
+    ({"batch": "+8"}, "batch"), ({"seq_q": "016"}, "seq_q"),
     ({"dtype": "fp8"}, "dtype"), ({"mask": "causal_top"}, "mask"), ({"impl": "fast"}, "impl"),
     ({"gpu": ""}, "gpu"), ({"gpu": "x" * 129}, "gpu"), ({"commit": "ABC"}, "commit"), ({"commit": "a" * 41}, "commit"),
     ({"tag": "a b"}, "tag"), ({"tag": ""}, "tag"), ({"order": "random"}, "order"), ({"before": "0"}, "before"),

@@ -7,7 +7,10 @@
 - junk requests (made-up methods, no token) cannot fill the request-metrics table;
 - a run cut off by kill -9 of the front is failed with `finished` set after the restart;
 - integer parameters written 1e3 in a JSON body, out-of-range scales, and the error fields;
-- a run on the cpu device over cpu_max_macs is refused 422 before it queues.
+- one spelling of numbers and booleans in the query string and a body alike (no +1, 01, -0,
+  verify=1), and \u0000 in a body's names and strings refused, naming the member;
+- a run on the cpu device over cpu_max_macs, counting every forward it may make, is refused
+  422 before it queues, saying what would fit.
 """
 import os
 import signal
@@ -21,10 +24,16 @@ import requests
 from attnd_api_helpers import Api, AttndServer, error_of, tiny
 
 
+# dwell() is bounded by time, not by forwards: its max_iters far exceeds any cpu_max_macs a
+# server should default to (the cost counts every forward the run may make), so the servers
+# that run it lift the limit.
+DWELL_FLAGS = ["--cpu-max-macs", "0"]
+
+
 def dwell(ms, **over):
     """A tiny cpu run that lasts about ms milliseconds whatever the machine's load: the
     stopping rule times forwards for at least min_time_ms (one forward ≈ 0.1–1 ms, far
-    from max_iters)."""
+    from max_iters). Its server needs DWELL_FLAGS."""
     p = tiny(heads=2, seq=128, head_dim=16, warmup=0, iters=0, min_iters=1, max_iters=100000,
              min_time_ms=ms, max_time_ms=ms, profile="false")
     p.update(over)
@@ -82,7 +91,8 @@ def test_sigterm_ends_queued_runs_at_once(tmp_path):
     job_timeout_s = 20
     data = str(tmp_path / "data")
     os.makedirs(data)
-    srv = AttndServer(data_dir=data, extra=["--cpu-threads", "1", "--job-timeout-s", str(job_timeout_s)]).start()
+    srv = AttndServer(data_dir=data, extra=["--cpu-threads", "1", "--job-timeout-s", str(job_timeout_s)]
+                      + DWELL_FLAGS).start()
     answers, lock = {}, threading.Lock()
 
     def sync_run(name, params):
@@ -150,7 +160,7 @@ def test_client_gone_frees_queue_slots(start_server):
     clients hang up: their runs leave the queue within a poll or two, are stored cancelled
     (client_gone) and never run; a new run is then accepted. A client that hangs up while its
     run runs: the run finishes and its record says client_gone."""
-    srv = start_server(extra=["--cpu-threads", "1", "--queue-depth", "4", "--job-timeout-s", "30"])
+    srv = start_server(extra=["--cpu-threads", "1", "--queue-depth", "4", "--job-timeout-s", "30"] + DWELL_FLAGS)
     api = Api(srv.url)
     busy = submit_async(api, dwell(2500, seed=1))
     wait_for("the first run to run", lambda: api.get("/v1/runs/%d" % busy).json()["status"] == "running")
@@ -236,7 +246,7 @@ def test_run_cut_by_kill_gets_finished(tmp_path):
     (server_restarted) with `finished` a time, not null, so a poller waiting for it stops."""
     data = str(tmp_path / "data")
     os.makedirs(data)
-    srv = AttndServer(data_dir=data, extra=["--cpu-threads", "1"]).start()
+    srv = AttndServer(data_dir=data, extra=["--cpu-threads", "1"] + DWELL_FLAGS).start()
     try:
         api = Api(srv.url)
         run_id = submit_async(api, dwell(3000))
@@ -308,6 +318,62 @@ def test_integer_written_as_real_number_is_refused(api):
         assert r.status_code == 400 and err["code"] == "bad_json" and err["field"] is None, (bad, err)
 
 
+def test_one_spelling_of_numbers_and_booleans(api):
+    """Integers are digits with no '+', no leading zero and no -0; reals are JSON numbers;
+    booleans are true or false. The same in the query string, in a body's strings and in a
+    body's JSON values (cJSON reads 01 as 1, so the body's text is checked)."""
+    base = tiny()
+    for name, text in (("batch", "+1"), ("batch", "01"), ("seed", "+12"), ("seed", "012"), ("iters", "001"),
+                       ("window", "-0"), ("scale", "+0.5"), ("scale", ".5"), ("scale", "0x1p-2"),
+                       ("verify", "1"), ("verify", "0"), ("profile", "yes"), ("causal", "True")):
+        for how in ("query", "body string"):
+            if how == "query":
+                r = api.run(params=dict(base, **{name: text}))
+            else:
+                r = api.post("/v1/runs", json=dict(base, **{name: text}))
+            assert r.status_code == 400, (name, text, how, r.text[:300])
+            err = error_of(r)
+            assert err["code"] == "bad_value" and err["field"] == name, (name, text, how, err)
+    for name, text in (("batch", "01"), ("window", "-0"), ("verify", "1"), ("verify", "0"), ("profile", "1"),
+                       ("scale", "1."), ("iters", "-01")):
+        body = '{"backend": "reference", "device": "cpu", "heads": 2, "seq": 16, "head_dim": 8, "%s": %s}' % (name, text)
+        r = api.post("/v1/runs", data=body)
+        assert r.status_code == 400, (body, r.text[:300])
+        err = error_of(r)
+        assert err["code"] == "bad_value" and err["field"] == name, (body, err)
+    # What the rule keeps: plain integers, JSON reals, true and false, as text or JSON.
+    rec = api.run_ok(**dict(base, batch="1", seed="0", window="0", scale="-2.5e-1", verify="true", profile="false"))
+    assert rec["params"]["window"] == 0 and rec["params"]["scale"] == -0.25 and rec["verify"] is not None
+    r = api.post("/v1/runs", json=dict(base, seed=12, scale=0.5, verify=False, causal=True))
+    assert r.status_code == 200, r.text[:300]
+
+
+def test_escaped_nul_in_a_body_is_refused_naming_the_member(api):
+    """cJSON decodes \u0000 into a C string that ends there: "iters\u0000junk" would read as
+    iters, "reference\u0000x" as reference. 400 bad_value, field naming the member."""
+    cases = [
+        ('"iters\\u0000junk": 3', "iters\\u0000junk"),
+        ('"iters": 1, "device": "cpu\\u0000junk"', "device"),
+        ('"iters": 1, "seed": "1\\u00002"', "seed"),
+        ('"iters": 1, "mask": "causal\\u0000"', "mask"),
+    ]
+    for members, field in cases:
+        body = '{"backend": "reference", "heads": 2, "seq": 16, "head_dim": 8, "warmup": 0, %s}' % members
+        if '"device"' not in members:
+            body = body.replace('"heads"', '"device": "cpu", "heads"')
+        r = api.post("/v1/runs", data=body)
+        assert r.status_code == 400, (body, r.text[:300])
+        err = error_of(r)
+        assert err["code"] == "bad_value" and err["field"] == field, (body, err)
+        assert "\\u0000" in err["message"], err
+    r = api.post("/v1/runs", data='{"backend": "reference\\u0000x", "device": "cpu"}')
+    assert r.status_code == 400 and error_of(r)["field"] == "backend", r.text[:300]
+    # An escaped backslash before u0000 is text, not a NUL: an unknown parameter, named whole.
+    r = api.post("/v1/runs", data='{"backend": "reference", "iters\\\\u0000": 1}')
+    assert r.status_code == 400 and error_of(r)["code"] == "unknown_parameter", r.text[:300]
+    assert error_of(r)["field"] == "iters\\u0000", r.text[:300]
+
+
 def test_scale_is_bounded(api):
     for v in ("1e308", "-1e308", "10000.5", "-1e5", "0", "-0.0", "1e-400"):
         r = api.run(params=tiny(scale=v))
@@ -353,10 +419,45 @@ def test_cpu_run_over_cpu_max_macs_is_refused(start_server):
 
 
 def test_default_cpu_limit_refuses_a_huge_reference_run(api):
-    r = api.run(params=tiny(heads=1, seq=131072, head_dim=8))  # 1.4e11 MACs > 2e9
+    r = api.run(params=tiny(heads=1, seq=131072, head_dim=8))  # 1.4e11 MACs a forward > 1e10
     assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]
-    # the study's default shape (8.6e9 MACs, ~26 s of fp64 on two cores) is refused at once,
-    # saying what it would cost, instead of holding the cpu worker
+    # the study's default shape (8.6e9 MACs a forward, 1006 forwards under the stopping rule)
+    # is refused at once, saying what it would cost, instead of holding the cpu worker
     r = api.run(params={"backend": "reference", "device": "cpu"})
     assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]
-    assert "8589934592" in error_of(r)["message"] and "cpu_max_macs=2000000000" in error_of(r)["message"]
+    msg = error_of(r)["message"]
+    assert "8589934592 each" in msg and "1006 forwards" in msg and "cpu_max_macs=10000000000" in msg, msg
+    assert "it fits with seq=34" in msg, msg  # 8*16*34*34*64 = 9469952 a forward, 1006 of them
+
+
+def test_default_cpu_limit_refuses_a_cheap_shape_asked_for_100000_iters(api):
+    """A cheap shape asked for 100000 iterations costs 100001 forwards, not one."""
+    r = api.run(params=tiny(heads=2, seq=64, head_dim=16, iters=100000))  # 131072 MACs a forward
+    assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]
+    assert "100001 forwards" in error_of(r)["message"] and "iters=76292" in error_of(r)["message"], r.text[:500]
+
+
+def test_cpu_cost_counts_every_forward_and_names_what_fits(start_server):
+    """cpu_max_macs bounds the whole run: warmup + iters + 1 forwards, or warmup + max_iters
+    + 1 under the stopping rule. The refusal names the iters that fit, and the seq at which
+    the run as asked fits; both then run."""
+    api = Api(start_server(extra=["--cpu-threads", "1", "--cpu-max-macs", "10000000"]).url)
+    r = api.run(params=tiny(iters=100000))  # 4096 MACs a forward: cheap, but 100001 of them
+    assert r.status_code == 422, r.text[:300]
+    err = error_of(r)
+    assert err["code"] == "too_costly" and err["field"] is None, err
+    assert "409604096" in err["message"] and "100001 forwards" in err["message"], err  # 4096 * 100001
+    assert "it fits with iters=2440" in err["message"] and "it fits with seq=2" in err["message"], err
+    assert api.run_ok(**tiny(iters=2440))["timing"]["iters"] == 2440  # 2441 * 4096 <= 10^7
+    assert api.run_ok(**tiny(seq=2, iters=100000))["timing"]["iters"] == 100000
+    # The stopping rule: counted at max_iters, however soon time may stop it.
+    rule = tiny(heads=2, seq=256, head_dim=8, iters=0, min_iters=2)  # 1048576 MACs a forward
+    r = api.run(params=rule)
+    assert r.status_code == 422, r.text[:300]
+    msg = error_of(r)["message"]
+    assert "up to max_iters 1000" in msg and "1001 forwards" in msg, msg
+    assert "it fits with iters=8 (or max_iters of at most that)" in msg, msg  # 9 forwards fit
+    assert api.run_ok(**dict(rule, max_iters=8))["timing"]["iters"] <= 8
+    assert api.run_ok(**dict(rule, iters=8))["timing"]["iters"] == 8
+    r = api.run(params=dict(rule, iters=9))
+    assert r.status_code == 422 and error_of(r)["code"] == "too_costly", r.text[:300]

@@ -8,7 +8,8 @@
  * plus -DFUSED_CHECK_CUDNN -D_GNU_SOURCE kernels/cudnn_loader.c kernels/cudnn_sdpa.c -ldl for the `cudnn`
  * row (attnd's cudnn variant, enabled at run time with --cudnn DIR: the directory of the
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
- * Options: --quick (no timing), --timing-only (only the timed shapes, still verified),
+ * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
+ * (only small correctness cases: for compute-sanitizer),
  * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
  * shape only; bf16), --window-ms N (each timing the mean over an N ms window of back-to-back
@@ -16,7 +17,8 @@
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
- *      ways, B·H = 70000) it draws standard-normal inputs, poisons the output with NaN, runs
+ *      ways, B·H = 70000; grouped K/V heads and sliding windows) it draws standard-normal
+ *      inputs, poisons the output with NaN, runs
  *      each variant that accepts the problem, and compares with an fp64 reference: on the
  *      CPU for small cases, else a naive one-block-per-row fp64 GPU kernel (obviously
  *      correct: dot products, max, exp, sum, weighted sum of V) over sampled rows.
@@ -248,6 +250,12 @@ static int cudnn_row_check(const attn_problem *p, char *why, size_t why_len)
 static const fused_variant cudnn_variant = {"cudnn", cudnn_row_check, cudnn_sdpa_forward, cudnn_sdpa_workspace_bytes};
 #endif
 
+/* --small: only the correctness cases of at most SMALL_SCORES scores a problem (under
+ * compute-sanitizer, which runs kernels ~100 times slower); many-tile cases stay. */
+static bool small_only = false;
+#define SMALL_SCORES 4000000
+static bool too_big(int64_t B, int64_t H, int64_t Sq, int64_t Skv) { return small_only && B * H * Sq * Skv > SMALL_SCORES; }
+
 /* --only a,b*,...: run only the variants named a, or whose names start with b. */
 static const char *only_list = NULL;
 static bool variant_selected(const char *name)
@@ -286,55 +294,62 @@ static void fill_normal(std::vector<uint8_t> &buf, attn_dtype t, int64_t n)
 
 /* ------------------------------------------------------------------ references */
 
-/* fp64 reference for the listed rows of every head: out_ref[bh][i][d]. */
+/* fp64 reference for the listed rows of every head: out_ref[bh][i][d]. Query head bh (b·H + h)
+ * reads K/V head bh / (H / Hkv) = b·Hkv + h / (H / Hkv); row i sees keys [lo, hi)
+ * (attn_visible_range: the mask and the window); none: zeros. */
 static void reference_cpu(const attn_problem *p, const void *q, const void *k, const void *v,
                           const std::vector<int> &rows, std::vector<double> &ref)
 {
     const int64_t BH = p->batch * p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
+    const int64_t group = p->heads / attn_kv_heads(p);
     ref.assign((size_t)(BH * rows.size() * D), 0.0);
     std::vector<double> sc((size_t)std::max<int64_t>(Skv, 1));
     for (int64_t bh = 0; bh < BH; ++bh)
         for (size_t ri = 0; ri < rows.size(); ++ri) {
-            const int64_t i = rows[ri];
-            const int64_t vis = attn_visible_keys(p->mask, Sq, Skv, i);
+            const int64_t i = rows[ri], kvh = bh / group;
+            int64_t lo, hi;
+            attn_visible_range(p, i, &lo, &hi);
             double *o = &ref[(size_t)((bh * rows.size() + ri) * D)];
-            if (vis == 0) continue;
+            if (hi == lo) continue;
             double mx = -INFINITY, sum = 0;
-            for (int64_t j = 0; j < vis; ++j) {
+            for (int64_t j = lo; j < hi; ++j) {
                 double s = 0;
                 for (int64_t d = 0; d < D; ++d)
                     s += (double)dtype_load_f32(q, p->dtype, (bh * Sq + i) * D + d) *
-                         (double)dtype_load_f32(k, p->dtype, (bh * Skv + j) * D + d);
+                         (double)dtype_load_f32(k, p->dtype, (kvh * Skv + j) * D + d);
                 sc[j] = s * p->scale;
                 mx = std::max(mx, sc[j]);
             }
-            for (int64_t j = 0; j < vis; ++j) {
+            for (int64_t j = lo; j < hi; ++j) {
                 double e = exp(sc[j] - mx);
                 sum += e;
-                for (int64_t d = 0; d < D; ++d) o[d] += e * (double)dtype_load_f32(v, p->dtype, (bh * Skv + j) * D + d);
+                for (int64_t d = 0; d < D; ++d)
+                    o[d] += e * (double)dtype_load_f32(v, p->dtype, (kvh * Skv + j) * D + d);
             }
             for (int64_t d = 0; d < D; ++d) o[d] /= sum;
         }
 }
 
 #define REF_THREADS 128
-/* One block per (sampled row, b·h); fp64 throughout; scores of the row in dynamic smem. */
+/* One block per (sampled row, b·h); fp64 throughout; scores of the row in dynamic smem. K/V
+ * heads and visible keys as reference_cpu. */
 __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *k, const void *v, const int *rows,
                                      int n_rows, double *out)
 {
     extern __shared__ double ref_sc[];
     __shared__ double red[REF_THREADS];
-    const int64_t bh = blockIdx.y;
+    const int64_t bh = blockIdx.y, kvh = bh / (p.heads / attn_kv_heads(&p));
     const int ri = blockIdx.x, tid = threadIdx.x;
     const int64_t i = rows[ri], Sq = p.seq_q, Skv = p.seq_kv, D = p.head_dim;
-    const int64_t vis = attn_visible_keys(p.mask, Sq, Skv, i);
+    int64_t lo, hi;
+    attn_visible_range(&p, i, &lo, &hi);
     double *o = out + (bh * n_rows + ri) * D;
     double mx = -INFINITY;
-    for (int64_t j = tid; j < vis; j += REF_THREADS) {
+    for (int64_t j = lo + tid; j < hi; j += REF_THREADS) {
         double s = 0;
         for (int64_t d = 0; d < D; ++d)
             s += (double)dtype_load_f32(q, p.dtype, (bh * Sq + i) * D + d) *
-                 (double)dtype_load_f32(k, p.dtype, (bh * Skv + j) * D + d);
+                 (double)dtype_load_f32(k, p.dtype, (kvh * Skv + j) * D + d);
         ref_sc[j] = s * p.scale;
         mx = fmax(mx, ref_sc[j]);
     }
@@ -347,7 +362,7 @@ __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *
     mx = red[0];
     __syncthreads();
     double sum = 0;
-    for (int64_t j = tid; j < vis; j += REF_THREADS) {
+    for (int64_t j = lo + tid; j < hi; j += REF_THREADS) {
         ref_sc[j] = exp(ref_sc[j] - mx);
         sum += ref_sc[j];
     }
@@ -360,8 +375,9 @@ __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *
     sum = red[0];
     for (int64_t d = tid; d < D; d += REF_THREADS) {
         double acc = 0;
-        for (int64_t j = 0; j < vis; ++j) acc += ref_sc[j] * (double)dtype_load_f32(v, p.dtype, (bh * Skv + j) * D + d);
-        o[d] = vis > 0 ? acc / sum : 0.0;
+        for (int64_t j = lo; j < hi; ++j)
+            acc += ref_sc[j] * (double)dtype_load_f32(v, p.dtype, (kvh * Skv + j) * D + d);
+        o[d] = hi > lo ? acc / sum : 0.0;
     }
 }
 
@@ -376,10 +392,12 @@ struct device_problem {
     std::vector<uint8_t> h_q, h_k, h_v;
 };
 
+/* kv_heads 0: heads; window_keys 0: none. */
 static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, attn_dtype t,
-                          attn_mask m)
+                          attn_mask m, int64_t kv_heads = 0, int64_t window_keys = 0)
 {
-    dp.p = attn_mha(B, H, Sq, Skv, D, t, m, 1.0 / sqrt((double)D)); /* every other field: its default */
+    dp.p = attn_mha(B, H, Sq, Skv, D, t, m, 1.0 / sqrt((double)D));
+    dp.p.kv_heads = kv_heads, dp.p.window_keys = window_keys;
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
     fill_normal(dp.h_k, t, attn_k_elems(&dp.p));
     fill_normal(dp.h_v, t, attn_v_elems(&dp.p));
@@ -402,10 +420,12 @@ static void problem_free(device_problem &dp)
 
 static const char *shape_str(const attn_problem *p)
 {
-    static char s[160];
-    snprintf(s, sizeof s, "%s %-19s B%-5lld H%-3lld Sq%-5lld Skv%-5lld D%-3lld", attn_dtype_name(p->dtype),
-             attn_mask_name(p->mask), (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
-             (long long)p->seq_kv, (long long)p->head_dim);
+    static char s[200];
+    int n = snprintf(s, sizeof s, "%s %-19s B%-5lld H%-3lld Sq%-5lld Skv%-5lld D%-3lld", attn_dtype_name(p->dtype),
+                     attn_mask_name(p->mask), (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
+                     (long long)p->seq_kv, (long long)p->head_dim);
+    if (attn_kv_heads(p) != p->heads || p->window_keys > 0)
+        snprintf(s + n, sizeof s - n, " Hkv%-3lld W%lld", (long long)attn_kv_heads(p), (long long)p->window_keys);
     return s;
 }
 
@@ -611,6 +631,7 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; ++i) {
         if (strcmp(argv[i], "--quick") == 0) quick = true;
         else if (strcmp(argv[i], "--timing-only") == 0) timing_only = true;
+        else if (strcmp(argv[i], "--small") == 0) small_only = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_list = argv[++i];
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
         else if (strcmp(argv[i], "--window-ms") == 0 && i + 1 < argc) window_ms = std::max(0, atoi(argv[++i]));
@@ -637,7 +658,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -682,8 +703,40 @@ int main(int argc, char **argv)
         for (const shape &s : shapes)
             for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
                 if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue; /* fp32 path is slow-ish */
+                if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                 device_problem dp;
                 problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m);
+                verify(dp, s.Sq > 1000 ? 7 : 1);
+                problem_free(dp);
+            }
+
+    /* Grouped K/V heads (kv_heads 1 and H/2) and sliding windows (W = 1, 33, longer than the
+     * keys; every mask) in every family: the GQA_WINDOW kernels. Odd sizes, S = 1, 77, 1000,
+     * Sq ≠ Skv both ways (Sq > Skv: rows whose window lies past the keys, fully masked, under
+     * `none` and `causal` too); head dims for each family (32/256 legacy, 64/128 v5/v6, 96 and
+     * 128 w4/w8, 72/200 efficient's buckets); v6's persistent tiles, its L2 sections of whole
+     * K/V groups (16 heads of 4.6 MB K+V at D128 in groups of 4: sections of 12 + 4) and a long
+     * window under `none` (dynamic tiles, ascending). W 500 > every position: the dense kernel. */
+    struct model_shape { int64_t B, H, Hkv, Sq, Skv, D, W; };
+    const model_shape models[] = {
+        {2, 4, 1, 77, 77, 64, 0},       {1, 4, 2, 1, 1000, 128, 0},    {1, 6, 3, 1000, 1000, 128, 0},
+        {1, 4, 1, 1000, 77, 96, 0},     {2, 4, 2, 77, 1000, 32, 0},    {1, 2, 1, 300, 300, 256, 0},
+        {1, 2, 2, 1000, 1000, 64, 1},   {1, 2, 2, 77, 77, 128, 1},     {1, 4, 2, 1000, 1000, 128, 33},
+        {1, 2, 1, 77, 1000, 96, 33},    {1, 2, 2, 1000, 77, 64, 33},   {1, 2, 1, 1, 77, 128, 33},
+        {1, 2, 2, 1, 1, 64, 1},         {1, 2, 1, 300, 100, 128, 150}, {1, 2, 2, 77, 77, 96, 500},
+        {1, 2, 1, 1000, 1000, 32, 33},  {1, 2, 2, 200, 1000, 256, 33}, {1, 4, 2, 77, 1000, 72, 33},
+        {1, 2, 1, 1000, 1000, 200, 1},  {1, 4, 2, 1000, 1000, 96, 1},  {2500, 2, 1, 17, 33, 128, 5},
+        {3, 8, 2, 1500, 2100, 128, 300}, {3, 8, 1, 2100, 1500, 64, 700}, {1, 16, 4, 9000, 9000, 128, 0},
+        {1, 16, 2, 9000, 9000, 64, 2000},
+    };
+    if (!timing_only)
+    for (attn_dtype t : dtypes)
+        for (const model_shape &s : models)
+            for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue;
+                if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
+                device_problem dp;
+                problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m, s.Hkv, s.W);
                 verify(dp, s.Sq > 1000 ? 7 : 1);
                 problem_free(dp);
             }
@@ -699,6 +752,10 @@ int main(int argc, char **argv)
                 for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
                     device_problem dp;
                     problem_setup(dp, 1, 2, 300, 260, D, t, (attn_mask)m);
+                    dp.p.scale = sc;
+                    verify(dp, 1);
+                    problem_free(dp);
+                    problem_setup(dp, 1, 4, 300, 260, D, t, (attn_mask)m, 2, 33); /* the GQA_WINDOW masks */
                     dp.p.scale = sc;
                     verify(dp, 1);
                     problem_free(dp);

@@ -4,7 +4,8 @@
     attnd-cli sweep --backends naive,math --seq 512,1024 --heads 8,16 [--csv out.csv] [--json out.json]
     attnd-cli sweep --plan plan.json                     (the same grid, from a plan file: docs/plan.md)
     attnd-cli plan --backends naive,math --seq 512,1024 [run flags] > plan.json
-    attnd-cli device | variants | get ID | wait ID
+    attnd-cli run --backend cudnn --model llama-3.1-70b --seq 8192   (a model preset: attnd-cli models)
+    attnd-cli device | variants | models | get ID | wait ID
     attnd-cli runs [--order newest] [--limit N] [--backend flash --seq 4096 --tag exp1 …] [--json | --csv]
     attnd-cli runs --follow [--limit N]                  (new runs, and each again until it is final)
     attnd-cli runs --group-by backend,seq_q [filters]    (count, median of medians, min, max per group)
@@ -24,14 +25,15 @@ import time
 from .client import AttndError, Client
 
 # Run parameters the CLI spells as flags (the rest go through --param KEY=VALUE).
-INT_PARAMS = ("batch", "heads", "seq", "seq_q", "seq_kv", "head_dim", "warmup", "iters", "min_iters",
-              "max_iters", "seed")
+INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window", "warmup",
+              "iters", "min_iters", "max_iters", "seed")
 FLOAT_PARAMS = ("min_time_ms", "max_time_ms", "target_noise", "scale")
-STR_PARAMS = ("device", "dtype", "mask", "cache")
+STR_PARAMS = ("device", "dtype", "mask", "cache", "model", "impl")
 BOOL_PARAMS = ("causal", "graph", "verify", "profile")
 LIST_PARAMS = ("tags",)
 
-TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "seq_q", "seq_kv", "head_dim", "dtype", "mask",
+TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v",
+                 "window", "dtype", "mask",
                  "status", "median_us", "rse", "tflops", "kernels", "tags", "error")
 
 # The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
@@ -39,8 +41,9 @@ RUNS_TEXT_FILTERS = ("backend", "status", "device", "node", "since", "tag", "dty
 RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window")
 TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
-FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "seq_q": 6, "seq_kv": 6, "head_dim": 8,
-                 "dtype": 5, "mask": 6, "status": 9, "median_us": 9, "rse": 7, "tflops": 7, "kernels": 7, "tags": 8}
+FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
+                 "head_dim": 8, "head_dim_v": 10, "window": 6, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
+                 "rse": 7, "tflops": 7, "kernels": 7, "tags": 8}
 
 
 def _bool(text):
@@ -151,7 +154,8 @@ def build_parser():
     _add_grid(p, required=True)
 
     for name, helptext in (("device", "GET /v1/device"), ("variants", "GET /v1/variants"),
-                           ("nodes", "GET /v1/nodes: the fleet's nodes")):
+                           ("nodes", "GET /v1/nodes: the fleet's nodes"),
+                           ("models", "GET /v1/models: the model presets that --model names")):
         p = sub.add_parser(name, help=helptext)
         _add_common(p)
     p = sub.add_parser("get", help="GET /v1/runs/ID")
@@ -216,9 +220,12 @@ def row_of(rec, params=None, error=None):
         "device": dev.get("id") or p.get("device"),
         "batch": p.get("batch"),
         "heads": p.get("heads"),
+        "kv_heads": p.get("kv_heads"),
         "seq_q": p.get("seq_q", p.get("seq")),
         "seq_kv": p.get("seq_kv", p.get("seq")),
         "head_dim": p.get("head_dim"),
+        "head_dim_v": p.get("head_dim_v"),
+        "window": p.get("window"),
         "dtype": p.get("dtype"),
         "mask": p.get("mask"),
         "status": rec.get("status") or ("refused" if error else None),
@@ -237,6 +244,16 @@ def _fmt(v):
     if isinstance(v, float):
         return "%.4g" % v
     return str(v)
+
+
+MODEL_COLUMNS = ("name", "heads", "kv_heads", "head_dim", "head_dim_v", "window")
+
+
+def format_models(models):
+    """The presets as a table, their sources under it."""
+    rows = [{c: m.get(c) for c in MODEL_COLUMNS} for m in models]
+    notes = "".join("  %s: %s\n" % (m["name"], m.get("source", "")) for m in models)
+    return format_table(rows, MODEL_COLUMNS) + "\nsources:\n" + notes
 
 
 def format_table(rows, columns=TABLE_COLUMNS):
@@ -358,13 +375,45 @@ def plan_of_args(args):
     return plan
 
 
+def _plan_object(pairs):
+    """json's object_pairs_hook for plans: a key twice is refused, as attnd batch refuses it
+    (json.load would keep the last, cJSON the first)."""
+    obj = {}
+    for key, value in pairs:
+        if key in obj:
+            raise PlanError("the key '%s' appears twice" % key)
+        obj[key] = value
+    return obj
+
+
+def _no_constant(name):
+    raise PlanError("%s is no JSON number" % name)  # json.load takes NaN and Infinity
+
+
+def _check_no_nul(value):
+    """No \\u0000 in a plan's strings: attnd batch refuses it (cJSON would cut the string)."""
+    if isinstance(value, str) and "\0" in value:
+        raise PlanError("a string holds an escaped NUL (\\u0000): %r" % value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_no_nul(key)
+            _check_no_nul(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_no_nul(item)
+
+
 def read_plan(path):
-    """A plan file, checked. Raises PlanError (unreadable and bad JSON included)."""
+    """A plan file, checked as attnd batch checks it: JSON with no key twice, nothing after it
+    and no \\u0000. Raises PlanError (unreadable and bad JSON included)."""
     try:
         with open(path) as f:
-            plan = json.load(f)
+            plan = json.load(f, object_pairs_hook=_plan_object, parse_constant=_no_constant)
+        _check_no_nul(plan)
     except OSError as exc:
         raise PlanError("cannot read %s: %s" % (path, exc))
+    except PlanError as exc:
+        raise PlanError("%s: %s" % (path, exc))
     except ValueError as exc:
         raise PlanError("%s is not JSON: %s" % (path, exc))
     check_plan(plan)
@@ -578,6 +627,8 @@ def main(argv=None, out=None):
             out.write(json.dumps(client.variants(), indent=1) + "\n")
         elif args.cmd == "nodes":
             out.write(json.dumps(client.nodes(), indent=1) + "\n")
+        elif args.cmd == "models":
+            out.write(format_models(client.models()))
         elif args.cmd == "get":
             out.write(json.dumps(client.get_run(args.id), indent=1) + "\n")
         elif args.cmd == "wait":

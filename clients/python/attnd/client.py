@@ -203,6 +203,10 @@ class Client:
         """GET /v1/variants: {"variants": [...]}."""
         return self._json("GET", "/v1/variants")
 
+    def models(self):
+        """GET /v1/models: the model presets (a run's model=NAME), a list of dicts."""
+        return self._json("GET", "/v1/models")["models"]
+
     def nodes(self):
         """GET /v1/nodes: {"nodes": [...], "this_node": name}: the fleet's nodes and heartbeats."""
         return self._json("GET", "/v1/nodes")

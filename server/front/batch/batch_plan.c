@@ -1,8 +1,9 @@
 /* batch_plan.c — read, check and expand a plan file (batch_plan.h, docs/plan.md).
  *
  * Strict on purpose: a CI job that misspells "heads" should stop before it spends an hour of
- * GPU time on the wrong grid, so every unknown key is an error, and every run of the grid is
- * parsed (run_request_parse) before the first one starts.
+ * GPU time on the wrong grid, so the file is read as request bodies are (json_text_parse: no
+ * key twice, nothing after the JSON, no \u0000), every unknown key is an error, and every run
+ * of the grid is parsed (run_request_parse) before the first one starts.
  */
 #include "server/front/batch/batch_plan.h"
 
@@ -13,6 +14,8 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+
+#include "common/json_text.h"
 
 #define PLAN_MAX_BYTES (4 << 20) /* a plan is a few lines; anything larger is the wrong file */
 
@@ -63,6 +66,14 @@ static int plan_line_of(const char *text, const char *at)
     return line;
 }
 
+/* An integer as a plan spells one: a JSON number written without a fraction, an exponent or
+ * a leading zero (json_text_parse kept its text), as a run parameter must be. */
+static int plan_is_integer(const cJSON *v)
+{
+    return cJSON_IsNumber(v) && v->valuestring && json_text_is_integer(v->valuestring, strlen(v->valuestring)) &&
+           v->valuedouble == (double)(int64_t)v->valuedouble;
+}
+
 /* Check that axis `key` of the plan, when present, is a non-empty array of integers
  * (strings: want_string). 0, or -1 with err. */
 static int plan_check_axis(const char *path, const cJSON *plan, const char *key, int want_string, char *err,
@@ -78,8 +89,7 @@ static int plan_check_axis(const char *path, const cJSON *plan, const char *key,
         return -1;
     }
     cJSON_ArrayForEach(v, axis) {
-        int ok = want_string ? cJSON_IsString(v) && v->valuestring[0]
-                             : cJSON_IsNumber(v) && v->valuedouble == (double)(int64_t)v->valuedouble;
+        int ok = want_string ? cJSON_IsString(v) && v->valuestring[0] : plan_is_integer(v);
         if (!ok) {
             char *shown = cJSON_PrintUnformatted(v);
             snprintf(err, err_len, "plan %s: \"%s\"[%d] is %.60s, not %s", path, key, i, shown ? shown : "?",
@@ -128,8 +138,7 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
         return -1;
     }
     repeat = cJSON_GetObjectItemCaseSensitive(plan, "repeat");
-    if (repeat && !(cJSON_IsNumber(repeat) && repeat->valuedouble == (double)(int)repeat->valuedouble &&
-                    repeat->valuedouble >= 1 && repeat->valuedouble <= BATCH_PLAN_MAX_REPEAT)) {
+    if (repeat && !(plan_is_integer(repeat) && repeat->valuedouble >= 1 && repeat->valuedouble <= BATCH_PLAN_MAX_REPEAT)) {
         snprintf(err, err_len, "plan %s: \"repeat\" must be an integer from 1 to %d", path, BATCH_PLAN_MAX_REPEAT);
         return -1;
     }
@@ -247,6 +256,7 @@ static int plan_expand(const char *path, const cJSON *doc, int allow_faults, bat
 
 int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *err, size_t err_len)
 {
+    json_text_error te;
     cJSON *doc;
     size_t len = 0;
     char *text;
@@ -256,11 +266,17 @@ int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *
     plan->count = 0;
     text = plan_read_file(path, &len, err, err_len);
     if (!text) return -1;
-    doc = cJSON_ParseWithLength(text, len);
+    doc = json_text_parse(text, len, &te);
     if (!doc) {
-        const char *at = cJSON_GetErrorPtr();
-        snprintf(err, err_len, "plan %s is not JSON (line %d, byte %ld)", path, at ? plan_line_of(text, at) : 0,
-                 at ? (long)(at - text) : 0L);
+        int line = plan_line_of(text, text + te.offset);
+        if (te.fault == JSON_TEXT_SYNTAX || te.fault == JSON_TEXT_NUL_BYTE)
+            snprintf(err, err_len, "plan %s is not JSON (line %d, %s)", path, line, te.message);
+        else if (te.fault == JSON_TEXT_DUPLICATE_KEY || te.fault == JSON_TEXT_NO_MEMORY)
+            snprintf(err, err_len, "plan %s: %s", path, te.message);
+        else if (te.member[0] && !te.in_name)
+            snprintf(err, err_len, "plan %s, line %d, in \"%s\": %s", path, line, te.member, te.message);
+        else
+            snprintf(err, err_len, "plan %s, line %d: %s", path, line, te.message);
         free(text);
         return -1;
     }

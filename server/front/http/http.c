@@ -187,6 +187,15 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
     return req.queue_failed ? MHD_NO : MHD_YES;
 }
 
+/* Answer a request whose announced body is left unread: the connection closes after the
+ * answer, lingering so that a client still sending reads it (http_linger.h). */
+static enum MHD_Result http_dispatch_unread(struct MHD_Connection *conn, const char *url, const char *method,
+                                            http_conn *c)
+{
+    if (c->declared_length != 0 || c->close_after) http_guard_linger(conn);
+    return http_dispatch(conn, url, method, c);
+}
+
 /* The access handler: called once when the headers are in, once per piece of body, and
  * once more at the end of the request, when it is dispatched. */
 static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
@@ -213,9 +222,9 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         /* A head that could be framed two ways is refused first, whoever sent it; then a
          * request that needs a token and lacks a valid one is answered 401 now, before any of
          * its body is read: an upload must not stream gigabytes unauthenticated (auth.c). */
-        http_body_frame(conn, version, c);
+        http_frame(conn, version, c);
         if (c->refusal.status || !auth_check(method, url, http_authorization(conn)))
-            return http_dispatch(conn, url, method, c);
+            return http_dispatch_unread(conn, url, method, c);
         if (mark == &http_mark_many_params)
             api_fail(&c->refusal, 400, "too_many_parameters", "", "the query string has more than %d parameters",
                      HTTP_MAX_QUERY_PARAMS);
@@ -226,7 +235,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         if (!c->refusal.status) http_body_admit(conn, url, method, c);
         /* Answered now, the body is never read and the connection closes after the answer;
          * libmicrohttpd sends no 100 Continue once an answer is queued. */
-        if (c->refusal.status || c->too_large) return http_dispatch(conn, url, method, c);
+        if (c->refusal.status || c->too_large) return http_dispatch_unread(conn, url, method, c);
         if (c->expects_body) http_guard_body_begins(conn);
         return MHD_YES;
     }

@@ -77,8 +77,9 @@ typedef struct http_stream_route {
      * never read and the connection closes. */
     int (*admit)(const http_request *req, unsigned long long declared, void **hold, api_error *e);
     /* Before the body grows to total bytes, when that is more than was declared (a chunked
-     * body: every piece). 0 to go on; -1 with e to cut the body off (answered e, connection
-     * closed). NULL: only max_upload_bytes bounds it. */
+     * body: every piece). 0 to go on; -1 with e to refuse it: the hold is released, the rest
+     * of the body read and thrown away (1 GiB at most, else the connection is closed
+     * unanswered) and e answered. NULL: only max_upload_bytes bounds it. */
     int (*grow)(void *hold, unsigned long long total, api_error *e);
     /* Once, when the request ends, whatever happened; after the handler when it ran. */
     void (*release)(void *hold);

@@ -1,5 +1,4 @@
-/* http_body.c — request bodies: the framing of the head (Content-Length, chunked), and the
- * body itself, either held in memory up to max_body_bytes (413 past it) or, for the routes
+/* http_body.c — request bodies, once http_framing.c has framed the head: held in memory up to max_body_bytes (413 past it) or, for the routes
  * of http_stream_routes, admitted by the route before any byte is read and written to a
  * memfd as it arrives, bounded by max_upload_bytes and the route's grow.
  */
@@ -17,89 +16,6 @@
 #include "common/log.h"
 #include "server/front/http/http.h"
 #include "server/front/http/http_conn.h"
-
-/* The framing headers: every Content-Length and the Transfer-Encoding, the Host headers, and
- * the first header whose name is no token. */
-typedef struct framing_ctx {
-    const char *length, *encoding; /* the first of each; NULL when absent */
-    int lengths_differ;
-    int hosts;
-    const char *bad_name;          /* a name with a byte no header name has (RFC 9110 tchar) */
-} framing_ctx;
-
-/* Whether name is an RFC 9110 token: no white space (so none before the colon), no separators. */
-static int http_token(const char *name, size_t len)
-{
-    size_t i;
-
-    if (len == 0) return 0;
-    for (i = 0; i < len; i++) {
-        unsigned char ch = (unsigned char)name[i];
-        if (ch <= ' ' || ch >= 127 || strchr("\"(),/:;<=>?@[\\]{}", ch)) return 0;
-    }
-    return 1;
-}
-
-static enum MHD_Result http_framing_add(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_len,
-                                        const char *value, size_t value_len)
-{
-    framing_ctx *f = cls;
-
-    if (!key) return MHD_YES;
-    if (!f->bad_name && !http_token(key, key_len)) f->bad_name = key;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_HOST)) f->hosts++;
-    if (!value) return MHD_YES;
-    if (!strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) {
-        if (!f->length) f->length = value;
-        else if (strcmp(f->length, value) != 0) f->lengths_differ = 1;
-    } else if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) && !f->encoding) {
-        f->encoding = value;
-    }
-    return MHD_YES;
-}
-
-/* The body's declared length: its Content-Length, HTTP_LENGTH_CHUNKED, or 0 without a body.
- * libmicrohttpd has refused (400/413, HTML) a Content-Length that is not a number below
- * 2^64, and reads by the first one; a head a proxy in front could read another way is
- * refused here (RFC 9112's MUSTs): a header name that is no token (white space before its
- * colon: "Content-Length : 5" names another header to libmicrohttpd, a length to some
- * proxies), no Host or two in HTTP/1.1, two Content-Lengths that differ, both framings.
- * 0, or -1 with e filled. */
-static int http_declared_length(struct MHD_Connection *conn, const char *version, unsigned long long *declared,
-                                api_error *e)
-{
-    framing_ctx f;
-
-    memset(&f, 0, sizeof f);
-    *declared = 0;
-    if (MHD_get_connection_values_n(conn, MHD_HEADER_KIND, http_framing_add, &f) < 0)
-        return api_fail(e, 500, "internal", "", "cannot read the request headers");
-    if (f.bad_name)
-        return api_fail(e, 400, "bad_header", "", "header name '%.40s' is not a token (white space before a colon, "
-                        "or a folded line)", f.bad_name);
-    if (f.hosts > 1 || (f.hosts == 0 && version && !strcmp(version, MHD_HTTP_VERSION_1_1)))
-        return api_fail(e, 400, "bad_header", "", "an HTTP/1.1 request has exactly one Host header; this one has %d",
-                        f.hosts);
-    if (f.lengths_differ)
-        return api_fail(e, 400, "bad_header", "", "two different Content-Length headers");
-    if (f.encoding && f.length)
-        return api_fail(e, 400, "bad_header", "", "both Transfer-Encoding and Content-Length are given");
-    if (f.encoding) {
-        /* libmicrohttpd would read any other coding until the connection closes. */
-        if (strcasecmp(f.encoding, "chunked") != 0)
-            return api_fail(e, 400, "bad_header", "", "Transfer-Encoding '%.40s' is not supported; only chunked",
-                            f.encoding);
-        *declared = HTTP_LENGTH_CHUNKED;
-    } else if (f.length) {
-        *declared = strtoull(f.length, NULL, 10);
-    }
-    return 0;
-}
-
-void http_body_frame(struct MHD_Connection *conn, const char *version, http_conn *c)
-{
-    if (http_declared_length(conn, version, &c->declared_length, &c->refusal) != 0) c->close_after = 1;
-}
 
 /* The head is in, framed, its query parsed and a token, if needed, valid: admit a streamed
  * body (http_stream_route.admit) or bound a held one, before any body byte is read. A
@@ -147,16 +63,45 @@ void http_body_admit(struct MHD_Connection *conn, const char *url, const char *m
     }
 }
 
-/* Cut off a streamed body that may not grow: libmicrohttpd (up to 1.0) cannot queue an
- * answer while a body is arriving, so the connection is closed at once, without one. The
- * reason stays in c->cut for http.c to report. */
+/* The most body bytes thrown away so that a refused request's client can read its answer
+ * (nginx's lingering close, here before the answer: libmicrohttpd up to 1.0 cannot queue an
+ * answer while a body arrives). The body's deadline bounds the time. */
+#define HTTP_DISCARD_BYTES (1ull << 30)
+
+/* Cut off a body past HTTP_DISCARD_BYTES of discarding: the connection is closed at once,
+ * without an answer. The reason stays in c->cut for http.c to report. */
 static enum MHD_Result http_cut_upload(const char *method, const char *url, http_conn *c, const api_error *e)
 {
-    log_warn("%s %.200s: upload cut off after %zu bytes, connection closed: %d %s: %s", method, url, c->len, e->status,
-             e->code, e->message);
+    log_warn("%s %.200s: body cut off after %llu bytes thrown away, connection closed: %d %s: %s", method, url,
+             c->discarded_bytes, e->status, e->code, e->message);
     c->cut = *e;
-    if (ftruncate(c->fd, 0) != 0) log_warn("ftruncate of an upload: %s", strerror(errno));
     return MHD_NO;
+}
+
+/* A streamed body that may not grow: its memory and hold go now, the rest of it is read and
+ * thrown away (http_discard_piece), and e is answered at its end. */
+static enum MHD_Result http_refuse_rest(const char *method, const char *url, http_conn *c, const api_error *e)
+{
+    log_warn("%s %.200s: upload refused after %zu bytes, the rest thrown away: %d %s: %s", method, url, c->len,
+             e->status, e->code, e->message);
+    c->refusal = *e;
+    c->discarding = 1;
+    close(c->fd); /* the upload's memory goes before its budget does */
+    c->fd = -1;
+    http_body_release(c);
+    return MHD_YES;
+}
+
+/* A piece of a body that is refused already: counted and dropped, up to HTTP_DISCARD_BYTES. */
+static enum MHD_Result http_discard_piece(const char *method, const char *url, http_conn *c, size_t n)
+{
+    api_error e;
+
+    c->discarded_bytes += n;
+    if (c->discarded_bytes <= HTTP_DISCARD_BYTES) return MHD_YES;
+    e = c->refusal;
+    if (!e.status) api_fail(&e, 413, "body_too_large", "", "the request body is larger than max_body_bytes");
+    return http_cut_upload(method, url, c, &e);
 }
 
 /* A piece of a streamed body: straight to the memfd, never accumulated. */
@@ -171,11 +116,11 @@ static enum MHD_Result http_stream_piece(const char *method, const char *url, ht
     if (total > (unsigned long long)cfg->max_upload_bytes) { /* only a chunked body gets here */
         api_fail(&e, 413, "body_too_large", "", "the upload passed max_upload_bytes (%lld bytes)",
                  cfg->max_upload_bytes);
-        return http_cut_upload(method, url, c, &e);
+        return http_refuse_rest(method, url, c, &e);
     }
     if (total > c->declared_bytes && c->stream->grow && c->stream->grow(c->hold, total, &e) != 0) {
-        if (!e.status) api_fail(&e, 500, "internal", "", "the upload was cut off without a reason");
-        return http_cut_upload(method, url, c, &e);
+        if (!e.status) api_fail(&e, 500, "internal", "", "the upload was refused without a reason");
+        return http_refuse_rest(method, url, c, &e);
     }
     while (n > 0) {
         ssize_t w = write(c->fd, data, n);
@@ -223,14 +168,20 @@ static enum MHD_Result http_held_piece(http_conn *c, const char *data, size_t n)
 
 enum MHD_Result http_body_piece(const char *method, const char *url, http_conn *c, const char *data, size_t n)
 {
-    if (c->too_large) return MHD_YES;
+    if (c->too_large || c->discarding) return http_discard_piece(method, url, c, n);
     if (c->fd >= 0) return http_stream_piece(method, url, c, data, n);
     return http_held_piece(c, data, n);
+}
+
+void http_body_release(http_conn *c)
+{
+    if (c->stream && !c->released) c->stream->release(c->hold);
+    c->released = 1;
 }
 
 void http_body_end(http_conn *c)
 {
     if (c->fd >= 0) close(c->fd); /* the upload's memory goes before its budget does */
-    if (c->stream) c->stream->release(c->hold);
+    http_body_release(c);
     free(c->body);
 }

@@ -1,7 +1,8 @@
 /* http_conn.h — what the files of the HTTP front door share, private to them: one request's
  * state from its head to its end, and the step each file takes on it. http.c owns the
- * daemon and a request's life and calls down: http_body.c reads its body, http_route.c finds
- * its route, http_send.c queues its answer (each calls only the ones after it).
+ * daemon and a request's life and calls down: http_framing.c frames its head, http_body.c
+ * reads its body, http_route.c finds its route, http_send.c queues its answer (each calls
+ * only the ones after it).
  */
 #ifndef HTTP_CONN_H
 #define HTTP_CONN_H
@@ -20,9 +21,12 @@ typedef struct http_conn {
     size_t len, cap;
     int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
+    int discarding; /* a streamed body refused mid-way: the rest dropped, c->refusal answered */
+    unsigned long long discarded_bytes; /* dropped so far (too_large or discarding) */
+    int released;  /* the stream route's release ran (http_body_release) */
     cJSON *query;  /* the query string, parsed when the head is in; NULL when refused before */
     api_error refusal; /* status != 0: answered this instead of routing */
-    api_error cut;     /* status != 0: a streamed body was cut off mid-way (closed, unanswered) */
+    api_error cut;     /* status != 0: a body was cut off mid-way (closed, unanswered) */
     const http_stream_route *stream; /* admitted by this streaming route: release(hold) at the end */
     void *hold;
     unsigned long long declared_length; /* Content-Length, HTTP_LENGTH_CHUNKED, or 0 (http_body_frame) */
@@ -50,16 +54,19 @@ void http_route_request(http_request *req);
 void http_route_labels(const http_route_table *routes, const char *method, const char *route,
                        const char **method_label, const char **route_label);
 
-/* http_body.c: once the head is in, before anything else: the body's declared length to
+/* http_framing.c: once the head is in, before anything else: the body's declared length to
  * c->declared_length, or a head that could be framed two ways refused in c->refusal (and the
  * connection closed after the answer: what follows it cannot be trusted to be a request). */
-void http_body_frame(struct MHD_Connection *conn, const char *version, http_conn *c);
+void http_frame(struct MHD_Connection *conn, const char *version, http_conn *c);
 /* http_body.c: framed, its query parsed, before any body byte: bound or admit the body. A
  * refusal goes to c->refusal. */
 void http_body_admit(struct MHD_Connection *conn, const char *url, const char *method, http_conn *c);
-/* http_body.c: n bytes of body, to the memfd or held in memory. MHD_NO closes the connection
- * (a cut upload leaves its reason in c->cut). */
+/* http_body.c: n bytes of body, to the memfd or held in memory, or dropped once the body is
+ * refused (its answer waits for its end). MHD_NO closes the connection (a body cut off leaves
+ * its reason in c->cut). */
 enum MHD_Result http_body_piece(const char *method, const char *url, http_conn *c, const char *data, size_t n);
+/* http_body.c: release the stream route's hold, once (when its body is refused, or at the end). */
+void http_body_release(http_conn *c);
 /* http_body.c: the request ended: close the memfd, release the route's hold, free the body. */
 void http_body_end(http_conn *c);
 

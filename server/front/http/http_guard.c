@@ -23,9 +23,11 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "server/front/http/http_linger.h"
 #include "server/front/http/mhd_check.h"
 
 #define HTTP_HEADROOM_DIVISOR 10    /* shed waiting connections past max - max/10 open */
@@ -61,6 +63,7 @@ typedef struct http_peer {
     double body_since_s;    /* clock_monotonic_s when the body's first byte was awaited */
     unsigned long long body_bytes; /* received so far */
     int cut;                /* shut down here (deadline or shed); closing */
+    int linger;             /* answered before its body was read: a lingering close */
     struct http_peer *prev, *next;
 } http_peer;
 
@@ -227,6 +230,12 @@ void http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
         return;
     }
     if (code != MHD_CONNECTION_NOTIFY_CLOSED || !(p = *socket_context)) return;
+    /* libmicrohttpd closes its descriptor next; a duplicate keeps the socket for the linger. */
+    if (p->linger && !p->cut) {
+        int lingering = dup(p->fd);
+        if (lingering >= 0) http_linger(lingering);
+        else log_warn("dup for a lingering close: %s", strerror(errno));
+    }
     pthread_mutex_lock(&http_peers_mu);
     http_peer_set_locked(p, 1, 0, 1); /* neither waiting nor open */
     http_peer_unlink_locked(p);
@@ -284,6 +293,16 @@ void http_guard_body_ends(struct MHD_Connection *conn)
     if (!p) return;
     pthread_mutex_lock(&http_peers_mu);
     if (p->in_body) http_peer_set_locked(p, 1, 0, p->cut);
+    pthread_mutex_unlock(&http_peers_mu);
+}
+
+void http_guard_linger(struct MHD_Connection *conn)
+{
+    http_peer *p = http_peer_of(conn);
+
+    if (!p) return;
+    pthread_mutex_lock(&http_peers_mu);
+    p->linger = 1;
     pthread_mutex_unlock(&http_peers_mu);
 }
 
@@ -370,9 +389,14 @@ int http_guard_start(const settings *s, char *err, size_t err_len)
     }
     guard_cfg = s;
     http_watchdog_stopping = 0;
+    if (http_linger_start(err, err_len) != 0) {
+        pthread_cond_destroy(&http_watchdog_cv);
+        return -1;
+    }
     if ((rc = pthread_create(&http_watchdog_thread, NULL, http_watchdog, NULL)) != 0) {
         snprintf(err, err_len, "cannot start the connection watchdog: %s", strerror(rc));
         pthread_cond_destroy(&http_watchdog_cv);
+        http_linger_stop();
         return -1;
     }
     http_watchdog_started = 1;
@@ -388,5 +412,6 @@ void http_guard_stop(void)
     pthread_mutex_unlock(&http_peers_mu);
     pthread_join(http_watchdog_thread, NULL);
     pthread_cond_destroy(&http_watchdog_cv);
+    http_linger_stop();
     http_watchdog_started = 0;
 }

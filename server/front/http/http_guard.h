@@ -30,6 +30,9 @@ void http_guard_body_begins(struct MHD_Connection *conn);
 void http_guard_body_piece(struct MHD_Connection *conn, size_t n);
 void http_guard_body_ends(struct MHD_Connection *conn);
 
+/* conn was answered before its body was read: when it closes, it lingers (http_linger.h). */
+void http_guard_linger(struct MHD_Connection *conn);
+
 /* A request completed on conn and it stays open: the next head's deadline starts now. */
 void http_guard_waiting(struct MHD_Connection *conn);
 

@@ -306,6 +306,25 @@ static void job_refused_by_worker(pool_job *j, const cJSON *reply)
     }
 }
 
+/* The record's "service": where the run's time went from its queue to its answer, the
+ * worker's phases (its result's worker_ms) included (docs/api.md). */
+static void add_service(cJSON *result, const pool_job *j, double taken_s, double saved_s, double answered_s,
+                        double verified_s)
+{
+    cJSON *service = cJSON_CreateObject(), *worker = cJSON_DetachItemFromObject(result, "worker_ms");
+
+    if (!service) {
+        cJSON_Delete(worker);
+        return;
+    }
+    cJSON_AddNumberToObject(service, "queued_ms", (taken_s - j->queued_s) * 1e3);
+    cJSON_AddNumberToObject(service, "store_running_ms", (saved_s - taken_s) * 1e3);
+    cJSON_AddNumberToObject(service, "exchange_ms", (answered_s - saved_s) * 1e3);
+    if (verified_s > answered_s) cJSON_AddNumberToObject(service, "cpu_verify_ms", (verified_s - answered_s) * 1e3);
+    cJSON_AddItemToObject(service, "worker_ms", worker ? worker : cJSON_CreateNull());
+    cJSON_AddItemToObject(result, "service", service);
+}
+
 static void slot_run_job(worker_slot *w, pool_job *j)
 {
     cJSON *msg, *reply = NULL, *device;
@@ -313,6 +332,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     int reply_fd = -1;
     exchange_outcome out;
     proto_type type;
+    double taken_s = clock_monotonic_s(), saved_s, answered_s, verified_s = 0.0;
 
     /* running: the device as it said hello this time, and the generation it runs on */
     pthread_mutex_lock(&queue_mu);
@@ -322,11 +342,13 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     run_record_set_device(&j->rec, device);
     j->rec.status = RUN_RUNNING;
     run_record_save(&j->rec);
+    saved_s = clock_monotonic_s();
 
     msg = dispatch_message(PROTO_RUN, j->id);
     cJSON_AddItemToObject(msg, "request", run_request_to_json(&j->rec.request));
     out = slot_exchange(w, j->id, msg, -1, &reply, &reply_fd, how, sizeof how);
     cJSON_Delete(msg);
+    answered_s = clock_monotonic_s();
     if (out != EXCHANGE_REPLY) {
         lost_message(w, out, how, text, sizeof text);
         log_warn("worker %s: %s", w->name, text);
@@ -345,6 +367,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
                 cJSON_AddStringToObject(verify, "error", "the cpu device cannot verify its own output");
             } else {
                 verify = verify_on_cpu(j, reply_fd);
+                verified_s = clock_monotonic_s();
             }
             close(reply_fd);
             reply_fd = -1;
@@ -353,6 +376,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
             else
                 cJSON_AddItemToObject(result, "verify", verify);
         }
+        add_service(result, j, taken_s, saved_s, answered_s, verified_s);
         job_done(j, result);
     } else if (type == PROTO_ERROR) {
         job_refused_by_worker(j, reply);

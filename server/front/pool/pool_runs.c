@@ -4,12 +4,15 @@
  */
 #include "server/front/pool/pool.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/front/pool/queue.h"
+#include "server/front/store/store.h"
 
 #define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
 
@@ -67,20 +70,74 @@ static int pool_wait_sync_locked(worker_slot *w, pool_job *j, pool_client_gone_f
     return 1;
 }
 
+/* The largest s ≥ 0 with s·s ≤ x. */
+static long long pool_isqrt(long long x)
+{
+    long long s = (long long)sqrtl((long double)x);
+    while (s > 0 && s > x / s) s--;
+    while ((s + 1) <= x / (s + 1)) s++;
+    return s;
+}
+
+/* Whether r, on the cpu device, costs more than limit multiply-accumulates in all: every
+ * forward it may make (run_request_cpu_forwards), not one. 1 with message, which says what
+ * would run: the most timed forwards of this shape that fit, and the longest sequences at
+ * which the run as asked fits; 0 when it is within the limit. */
+static int pool_cpu_too_costly(const run_request *r, long long limit, char *message, size_t len)
+{
+    const attn_problem *p = &r->problem;
+    long long per = run_request_macs(r), forwards = run_request_cpu_forwards(r), total, fit, timed, cap, bhd;
+    int64_t d = p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p);
+    size_t n;
+
+    if (__builtin_mul_overflow(per, forwards, &total)) total = LLONG_MAX;
+    if (limit <= 0 || total <= limit) return 0;
+    n = (size_t)snprintf(message, len,
+                         "this run costs about %lld multiply-accumulates on the cpu: %lld forwards (warmup %d, %s %d, "
+                         "1 for the output) of %lld each (batch*heads*seq_q*seq_kv*head_dim), over the cpu device's "
+                         "limit cpu_max_macs=%lld",
+                         total, forwards, r->warmup, r->iters > 0 ? "iters" : "up to max_iters",
+                         r->iters > 0 ? r->iters : r->max_iters, per, limit);
+    /* Fewer forwards of this shape: the timed ones that fit beside the warmup and the output. */
+    fit = limit / (per > 0 ? per : 1);
+    timed = fit - r->warmup - 1;
+    if (timed >= 1 && n < len)
+        n += (size_t)snprintf(message + n, len - n, "; it fits with iters=%lld%s", timed,
+                              r->iters == 0 && r->min_iters <= timed ? " (or max_iters of at most that)" : "");
+    else if (fit - 1 >= 1 && n < len)
+        n += (size_t)snprintf(message + n, len - n, "; it fits with warmup=0 and iters=%lld", fit - 1);
+    /* As many forwards of shorter sequences: seq_q and seq_kv scaled alike. */
+    cap = limit / forwards;
+    if (!__builtin_mul_overflow((long long)p->batch, (long long)p->heads, &bhd) && !__builtin_mul_overflow(bhd, d, &bhd) &&
+        n < len) {
+        long long sq = 0, skv = 0;
+        if (p->seq_q == p->seq_kv) {
+            sq = skv = pool_isqrt(cap / bhd);
+        } else {
+            long double f = sqrtl((long double)cap / ((long double)bhd * p->seq_q * p->seq_kv));
+            sq = (long long)(p->seq_q * f), skv = (long long)(p->seq_kv * f);
+            while (sq > 0 && skv > 0 && (long double)bhd * sq * skv > (long double)cap) sq--, skv--;
+        }
+        if (sq >= 1 && skv >= 1 && sq == skv)
+            n += (size_t)snprintf(message + n, len - n, "; as asked, it fits with seq=%lld", sq);
+        else if (sq >= 1 && skv >= 1)
+            n += (size_t)snprintf(message + n, len - n, "; as asked, it fits with seq_q=%lld and seq_kv=%lld", sq, skv);
+        else
+            n += (size_t)snprintf(message + n, len - n, "; even seq=1 is over it: fewer heads or a smaller batch");
+    }
+    if (n < len) snprintf(message + n, len - n, "; or run it on a GPU");
+    return 1;
+}
+
 /* Why r cannot queue (the slot is w, NULL when unknown): a status with *response set, or
  * 0 when it may. Under queue_mu. */
 static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **response)
 {
     char message[700];
-    long long macs = run_request_macs(r);
 
     /* A forward on the cpu costs seconds per 10^10 MACs: a run past the limit would hold the
      * only cpu worker (verifies included) for minutes. Refused before it queues. */
-    if (!strcmp(r->device, "cpu") && queue_settings.cpu_max_macs > 0 && macs > queue_settings.cpu_max_macs) {
-        snprintf(message, sizeof message,
-                 "this run costs about %lld multiply-accumulates per forward (batch*heads*seq_q*seq_kv*head_dim), "
-                 "over the cpu device's limit cpu_max_macs=%lld; run it on a GPU or make it smaller",
-                 macs, queue_settings.cpu_max_macs);
+    if (!strcmp(r->device, "cpu") && pool_cpu_too_costly(r, queue_settings.cpu_max_macs, message, sizeof message)) {
         *response = queue_error_body("too_costly", message, NULL);
         return 422;
     }
@@ -114,10 +171,18 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     worker_slot *w;
     pool_job *j;
     cJSON *device;
-    char message[700];
+    char message[700], code[32];
     int status;
 
     *response = NULL;
+    /* A store that cannot take writes (a full disk) could not keep this run's result: refused
+     * before anything is stored or queued. */
+    status = store_refusal(code, sizeof code, message, sizeof message);
+    if (status) {
+        pool_end_unqueued(r, on_end);
+        *response = queue_error_body(code, message, NULL);
+        return status;
+    }
     pthread_mutex_lock(&queue_mu);
     w = queue_find_slot_locked(r->device);
     status = pool_refusal_locked(r, w, response);
@@ -140,9 +205,15 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         w->queued--;
         pthread_mutex_unlock(&queue_mu);
         pool_end_unqueued(r, on_end);
-        *response = j ? queue_error_body("store_error", "the run could not be stored", NULL)
-                      : queue_error_body("out_of_memory", "out of memory", NULL);
-        return 500;
+        if (!j) {
+            *response = queue_error_body("out_of_memory", "out of memory", NULL);
+            return 500;
+        }
+        /* The insert failed: the store now says why (a full disk: 507 store_full). */
+        status = store_refusal(code, sizeof code, message, sizeof message);
+        *response = status ? queue_error_body(code, message, NULL)
+                           : queue_error_body("store_error", "the run could not be stored", NULL);
+        return status ? status : 500;
     }
     j->id = j->rec.id;
     j->on_end = on_end; /* from here every end of j calls it (queue_end_hook) */

@@ -50,6 +50,7 @@ worker_slot *queue_find_slot_locked(const char *device)
 
 void queue_push_locked(worker_slot *w, pool_job *j)
 {
+    j->queued_s = clock_monotonic_s();
     j->next = NULL;
     if (w->tail)
         w->tail->next = j;
@@ -61,6 +62,7 @@ void queue_push_locked(worker_slot *w, pool_job *j)
 
 void queue_push_front_locked(worker_slot *w, pool_job *j)
 {
+    j->queued_s = clock_monotonic_s();
     j->next = w->head;
     w->head = j;
     if (!w->tail) w->tail = j;

@@ -34,6 +34,7 @@ typedef struct pool_job {
     cJSON *msg;            /* JOB_TENSOR: the message to send (the caller's) */
     int reply_fd;          /* JOB_TENSOR: the descriptor of the answer, or -1 (the waiter's) */
     int generation;        /* JOB_TENSOR, JOB_RUN: the worker generation (slot restarts) it ran on; -1 before */
+    double queued_s;       /* clock_monotonic_s when it joined its queue (the record's service.queued_ms) */
     pool_run_end_fn on_end; /* JOB_RUN: the end hook, NULL once called or when none */
     /* The end, handed to the waiter under queue_mu. */
     int finished;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/json_text.h"
 #include "common/parse_int.h"
 #include "common/run_request.h"
 #include "common/variant_info.h"
@@ -106,9 +107,13 @@ static const run_param *run_param_named(const char *name)
 static int shape_filter(const cJSON *query, const char *name, int f, history_request *h, api_error *e)
 {
     const run_param *p = run_param_named(name);
+    const char *t = qs(query, name);
     long long x;
 
-    if (!qs(query, name)) return 0;
+    if (!t) return 0;
+    if (!json_text_is_integer(t, strlen(t))) /* as a run's integers are spelled */
+        return api_fail(e, 400, "bad_value", name,
+                        "%s must be an integer (decimal digits, without '+' or leading zeros), got '%.40s'", name, t);
     if (q_int(query, name, (long long)p->min, (long long)p->max, 0, &x, e) != 0) return -1;
     snprintf(h->numbers[f], sizeof h->numbers[f], "%lld", x);
     h->q.value[f] = h->numbers[f];

@@ -2,10 +2,13 @@
  * alone, or that file as the outbox of the fleet's PostgreSQL.
  *
  * Writes always go to the local file (with an outbox row when in a fleet) and then kick the
- * outbox thread: a run never waits for, nor fails because of, the database. Reads of one run
- * look here first (this node's runs, freshest), then in the database (the other nodes').
- * The history list reads the database after sending this node's waiting writes, so a client
- * sees its own run in the list as soon as it has its answer.
+ * outbox thread: a run never waits for, nor fails because of, the database. A run's write
+ * that the file refuses (a full disk) is kept (store_pending.h: a final record in a journal
+ * with room reserved for it) and retried by the same thread; meanwhile new runs are refused
+ * and /readyz says why. Reads of one run look at what waits first (its freshest state), then
+ * here (this node's runs), then in the database (the other nodes'). The history list reads
+ * the database after sending this node's waiting writes, so a client sees its own run in the
+ * list as soon as it has its answer.
  */
 #include "server/front/store/store.h"
 
@@ -22,7 +25,9 @@
 #include "server/front/store/store_local.h"
 #include "server/front/store/store_local_outbox.h"
 #include "server/front/store/store_outbox.h"
+#include "server/front/store/store_pending.h"
 #include "server/front/store/store_pg.h"
+#include "server/front/store/store_sqlite.h"
 
 /* How long a data_dir that has no instance number yet waits for the database at start. */
 #define STORE_REGISTER_WAIT_S 15
@@ -62,12 +67,37 @@ static void store_set_node(const char *configured)
     clock_text_now_iso(started_at, sizeof started_at);
 }
 
+/* After the file is open: read back the final records an earlier process left waiting, land
+ * what the file takes now, mark the other unfinished runs interrupted (never one whose final
+ * record waits), and start the thread that retries what still waits (and, to_fleet, sends
+ * the outbox). 0, or -1 with err filled (the file closed again). */
+static int store_open_rest(const char *data_dir, int to_fleet, char *err, size_t err_len)
+{
+    if (store_pending_open(data_dir, err, err_len) != 0) goto fail;
+    store_outbox_land_pending();
+    if (store_local_mark_interrupted(store_pending_holds_final) != 0) {
+        snprintf(err, err_len, "%s: %s", store_sqlite_path(), store_sqlite_last_error());
+        goto fail_pending;
+    }
+    if (store_outbox_start(to_fleet) != 0) {
+        snprintf(err, err_len, "cannot start the outbox thread");
+        goto fail_pending;
+    }
+    return 0;
+fail_pending:
+    store_pending_close();
+fail:
+    store_local_close();
+    return -1;
+}
+
 int store_open(const char *data_dir, char *err, size_t err_len)
 {
     store_fleet = 0;
     instance_number = 0;
     store_set_node(NULL);
-    return store_local_open(data_dir, 0, err, err_len);
+    if (store_local_open(data_dir, 0, err, err_len) != 0) return -1;
+    return store_open_rest(data_dir, 0, err, err_len);
 }
 
 /* This data_dir's instance number: the one it was given before, or a new one from the
@@ -90,7 +120,8 @@ static long long store_instance_of(const char *uuid, char *err, size_t err_len)
         log_warn("store: the fleet database numbers this data_dir %lld, it was %lld (a new database?)", n, known);
     if (n > 0) {
         snprintf(text, sizeof text, "%lld", n);
-        if (store_local_state_set("instance", text) != 0) return -1;
+        /* Written only when it changes: a restart on a full disk needs no write here. */
+        if (n != known && store_local_state_set("instance", text) != 0) return -1;
         return n;
     }
     if (known > 0) {
@@ -110,7 +141,7 @@ int store_open_settings(const settings *s, char *err, size_t err_len)
     store_fleet = settings_store_is_postgresql(s);
     instance_number = 0;
     if (store_local_open(s->data_dir, store_fleet, err, err_len) != 0) return -1;
-    if (!store_fleet) return 0;
+    if (!store_fleet) return store_open_rest(s->data_dir, 0, err, err_len);
 
     if (store_local_state_get("instance_uuid", uuid, sizeof uuid) != 1) {
         if (store_new_uuid(uuid) != 0 || store_local_state_set("instance_uuid", uuid) != 0) {
@@ -128,9 +159,10 @@ int store_open_settings(const settings *s, char *err, size_t err_len)
         snprintf(err, err_len, "cannot move this data_dir's ids to instance %lld's range", instance_number);
         goto fail;
     }
-    if (store_outbox_start() != 0) {
-        snprintf(err, err_len, "cannot start the outbox thread");
-        goto fail;
+    if (store_open_rest(s->data_dir, 1, err, err_len) != 0) {
+        store_pg_close();
+        store_fleet = 0;
+        return -1;
     }
     log_info("store: fleet node %s, instance %lld, %lld write(s) waiting in the outbox", node_name, instance_number,
              store_local_outbox_depth());
@@ -144,14 +176,36 @@ fail:
 
 void store_close(void)
 {
-    if (store_fleet) {
-        store_outbox_stop();
-        store_pg_close();
-    }
+    store_outbox_stop(); /* one last try at what waits */
+    if (store_fleet) store_pg_close();
+    store_pending_close();
     store_local_close();
 }
 
 /* ------------------------------------------------------------------------ runs -- */
+
+/* A write of the local file ended (rc 0: it took it): note it for /readyz and the refusal
+ * of new runs, and wake the thread when there is something to carry or retry. Returns rc. */
+static int store_wrote(int rc)
+{
+    char reason[400];
+    int no_space;
+
+    if (rc == 0) {
+        store_pending_note_write(1, NULL, 0);
+        if (store_fleet || store_pending_failing()) store_outbox_kick();
+        return rc;
+    }
+    no_space = store_sqlite_failure(reason, sizeof reason);
+    store_pending_note_write(0, reason, no_space);
+    store_outbox_kick(); /* the retries begin */
+    return rc;
+}
+
+static int store_status_is_final(const char *status)
+{
+    return status && (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled"));
+}
 
 long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
                            double median_us, const char *record_json)
@@ -161,27 +215,38 @@ long long store_insert_run(const char *created, const char *backend, const char 
 
     if (store_new_uuid(uuid) != 0) return -1;
     id = store_local_insert_run(created, backend, device, status, median_us, record_json, uuid, node_name);
-    if (id > 0 && store_fleet) store_outbox_kick();
+    store_wrote(id > 0 ? 0 : -1);
     return id;
 }
 
 int store_update_run(long long id, const char *status, double median_us, const char *record_json)
 {
     int rc = store_local_update_run(id, status, median_us, record_json);
-    if (rc == 0 && store_fleet) store_outbox_kick();
-    return rc;
+
+    if (rc == 1) return -1; /* no such run */
+    if (store_wrote(rc) == 0) {
+        store_pending_forget(id); /* an older state that waited is superseded */
+        return 0;
+    }
+    /* Refused: the run goes on, and so must what its client was told. Its latest state waits
+     * in memory (GET answers it) and, when final, in the journal (a restart finds it). */
+    return store_pending_keep(id, status, median_us, record_json, store_status_is_final(status)) < 0 ? -1 : 0;
 }
 
 int store_delete_run(long long id)
 {
     int rc = store_local_delete_run(id);
-    if (rc == 0 && store_fleet) store_outbox_kick();
+
+    if (rc == 1) return -1; /* no such run */
+    if (store_wrote(rc) == 0) store_pending_forget(id);
     return rc;
 }
 
 char *store_get_run(long long id)
 {
-    char *record = store_local_get_run(id);
+    char *record = store_pending_record(id); /* a state the file has not taken yet is the freshest */
+
+    if (!record) record = store_local_get_run(id);
     if (!record && store_fleet && store_pg_get_run(id, &record) != 1) record = NULL;
     return record;
 }
@@ -189,7 +254,10 @@ char *store_get_run(long long id)
 int store_get_run_status(long long id, char *out, size_t len)
 {
     char *status = NULL;
-    int rc = store_local_get_run_status(id, out, len);
+    int rc;
+
+    if (store_pending_status(id, out, len)) return 1;
+    rc = store_local_get_run_status(id, out, len);
 
     if (rc != 0 || !store_fleet) return rc;
     rc = store_pg_get_run_status(id, &status);
@@ -231,9 +299,7 @@ long long store_count_runs(void) { return store_local_count_runs(); }
 
 int store_put_trace(long long run_id, const char *json)
 {
-    int rc = store_local_put_trace(run_id, json);
-    if (rc == 0 && store_fleet) store_outbox_kick();
-    return rc;
+    return store_wrote(store_local_put_trace(run_id, json));
 }
 
 char *store_get_trace(long long run_id)
@@ -245,7 +311,12 @@ char *store_get_trace(long long run_id)
 
 /* ------------------------------------------------------------------------ tensors -- */
 
-long long store_tensor_issue(const char *device) { return store_local_tensor_issue(device); }
+long long store_tensor_issue(const char *device)
+{
+    long long id = store_local_tensor_issue(device);
+    store_wrote(id > 0 ? 0 : -1);
+    return id;
+}
 int store_tensor_known(long long id) { return store_local_tensor_known(id); }
 int store_tensor_forget(long long id) { return store_local_tensor_forget(id); }
 
@@ -270,16 +341,28 @@ int store_heartbeat(const char *devices_json)
         if (rc == 0 && !store_available()) store_outbox_kick(); /* the database is back: do not wait for the retry */
         return rc;
     }
-    return store_local_heartbeat(0, node_name, version, devices_json, started_at);
+    return store_wrote(store_local_heartbeat(0, node_name, version, devices_json, started_at));
 }
 
 char *store_nodes_json(void) { return store_fleet ? store_pg_nodes_json() : store_local_nodes_json(); }
 
 void store_get_health(store_health *h)
 {
+    store_pending_state p;
+
     memset(h, 0, sizeof *h);
+    store_pending_get_state(&p);
     h->backend = store_fleet ? "postgresql" : "sqlite";
-    h->database_up = 1;
+    h->writable = !p.failing;
+    h->no_space = p.no_space;
+    h->pending_records = p.waiting;
+    h->pending_in_memory = p.waiting_memory;
+    h->write_failures = p.write_failures;
+    h->reserve_bytes = p.reserve_bytes;
+    snprintf(h->file, sizeof h->file, "%s", store_sqlite_path());
+    snprintf(h->journal, sizeof h->journal, "%s", p.journal);
+    snprintf(h->write_error, sizeof h->write_error, "%s", p.error);
+    h->database_up = store_fleet ? 1 : h->writable; /* with SQLite the file is the database */
     if (store_fleet) {
         store_outbox_state st;
         store_outbox_get_state(&st);
@@ -292,3 +375,15 @@ void store_get_health(store_health *h)
 }
 
 int store_available(void) { return !store_fleet || store_outbox_database_up(); }
+
+int store_refusal(char *code, size_t code_len, char *message, size_t message_len)
+{
+    store_pending_state p;
+
+    store_pending_get_state(&p);
+    if (!p.failing) return 0;
+    snprintf(code, code_len, "%s", p.no_space ? "store_full" : "store_failing");
+    snprintf(message, message_len, "the run history cannot keep a new run's result now: %s; %s", p.error,
+             p.no_space ? "runs are accepted again once data_dir has space" : "retry later");
+    return p.no_space ? 507 : 503;
+}

@@ -40,7 +40,10 @@ long long store_instance(void);
 long long store_insert_run(const char *created, const char *backend, const char *device, const char *status,
                            double median_us, const char *record_json);
 
-/* Replace status, median and record of run id. 0, or -1. */
+/* Replace status, median and record of run id. When the local file refuses it (a full disk),
+ * the record is kept and written later (store_pending.h): a final one also in data_dir's
+ * journal, so it outlives a restart; store_get_run answers it meanwhile. 0 (stored or kept),
+ * or -1 (out of memory). */
 int store_update_run(long long id, const char *status, double median_us, const char *record_json);
 
 /* Remove a run that was refused before it ran (so a failed request changes nothing). */
@@ -107,13 +110,28 @@ char *store_nodes_json(void);
 /* What /readyz and /metrics say of the store. */
 typedef struct store_health {
     const char *backend;        /* "sqlite" or "postgresql" */
-    int database_up;            /* 1: the last exchange with PostgreSQL worked (sqlite: 1) */
+    int database_up;            /* 1: the last exchange with PostgreSQL worked (sqlite: writable) */
     long long outbox_depth;     /* writes waiting for the database (sqlite: 0) */
     long long outbox_sent;      /* writes the outbox delivered since start */
     long long outbox_failures;  /* attempts that found the database away */
     char last_error[256];       /* why the database was away, "" when it is not */
+    /* This machine's file, which every write goes to first (both backends): */
+    int writable;               /* it takes writes and nothing waits for it: runs are accepted */
+    int no_space;               /* when not: for lack of space */
+    long long pending_records;  /* run records it refused, waiting to be written (GET answers them) */
+    long long pending_in_memory; /* of them, not in the journal (lost at a restart) */
+    long long write_failures;   /* writes it refused since start */
+    long long reserve_bytes;    /* the journal's allocated room for waiting records, 0 when missing */
+    char file[1024];            /* its path */
+    char journal[1024];         /* the journal's path (data_dir/attnd.pending) */
+    char write_error[400];      /* why it is not writable, "" when it is */
 } store_health;
 void store_get_health(store_health *h);
+
+/* Whether a new run may start: 0 when the store can promise to keep its result, else the HTTP
+ * status (507 for lack of space, 503 otherwise) with code ("store_full", "store_failing") and
+ * message filled. A run refused here has stored nothing. */
+int store_refusal(char *code, size_t code_len, char *message, size_t message_len);
 
 /* Whether the history can be read now: 0 when the fleet database is away. */
 int store_available(void);

@@ -26,13 +26,14 @@
 
 static sqlite3_stmt *st_insert, *st_update, *st_delete, *st_get, *st_count;
 static sqlite3_stmt *st_fill_id, *st_trace_put, *st_trace_get; /* history, traces */
+static sqlite3_stmt *st_land;                                   /* a record that waited */
 
 /* ------------------------------------------------------------------------ open/close -- */
 
 static void store_finalize_all(void)
 {
-    sqlite3_stmt **all[] = {&st_insert, &st_update, &st_delete, &st_get, &st_count, &st_fill_id, &st_trace_put,
-                            &st_trace_get};
+    sqlite3_stmt **all[] = {&st_insert, &st_update,    &st_delete,    &st_get, &st_count,
+                            &st_fill_id, &st_trace_put, &st_trace_get, &st_land};
     size_t i;
 
     for (i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -76,9 +77,64 @@ static char *store_interrupted_record(long long id, const char *record, const ch
     return copy;
 }
 
-/* Rows that an earlier process left queued or running can never finish: their worker died
- * with it. Mark them failed, editing the stored record so GET answers the same. */
-static int store_mark_interrupted(void)
+int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (store_sqlite_open(data_dir, outbox, err, err_len) != 0) goto out;
+    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
+                                     "INSERT INTO runs(created, backend, device, status, record, uuid, node, version,"
+                                     " median_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)",
+                                     -1, &st_insert, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
+                                     "UPDATE runs SET status = ?1, record = ?2, median_us = ?4, version = version + 1"
+                                     " WHERE id = ?3",
+                                     -1, &st_update, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "DELETE FROM runs WHERE id = ?1 RETURNING uuid", -1, &st_delete,
+                                     NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT record, status FROM runs WHERE id = ?1", -1, &st_get,
+                                     NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT COUNT(*) FROM runs", -1, &st_count, NULL)) < 0 ||
+        /* The serializer writes "id" first: a record inserted before its id was known starts
+         * {"id":0, and gets the number in the insert's transaction (store_local_insert_run). */
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
+                                     "UPDATE runs SET record = '{\"id\":' || id || ',' || substr(record, 9)"
+                                     " WHERE id = ?1 AND substr(record, 1, 8) = '{\"id\":0,'",
+                                     -1, &st_fill_id, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "INSERT OR REPLACE INTO traces(run_id, json) VALUES (?1, ?2)", -1,
+                                     &st_trace_put, NULL)) < 0 ||
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT json FROM traces WHERE run_id = ?1", -1, &st_trace_get,
+                                     NULL)) < 0 ||
+        /* Landing a final record that waited (store_pending.h) moves only a run that is not
+         * final yet: a record landed twice (read back after a crash) changes nothing. */
+        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
+                                     "UPDATE runs SET status = ?1, record = ?2, median_us = ?4, version = version + 1"
+                                     " WHERE id = ?3 AND status IN ('queued','running')",
+                                     -1, &st_land, NULL)) < 0) {
+        snprintf(err, err_len, "%s: %s", store_sqlite_path(), store_sqlite_last_error());
+        store_finalize_all();
+        store_sqlite_close();
+        goto out;
+    }
+    log_info("store: %s open", store_sqlite_path());
+    rc = 0;
+out:
+    pthread_mutex_unlock(&store_sqlite_mu);
+    return rc;
+}
+
+void store_local_close(void)
+{
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (store_sqlite_db) {
+        store_finalize_all();
+        store_sqlite_close();
+    }
+    pthread_mutex_unlock(&store_sqlite_mu);
+}
+
+int store_local_mark_interrupted(int (*spare)(long long id))
 {
     sqlite3_stmt *sel = NULL;
     long long *ids = NULL;
@@ -87,15 +143,19 @@ static int store_mark_interrupted(void)
     char finished[40];
     int rc = -1;
 
-    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
-                                     "SELECT id, record FROM runs WHERE status IN ('queued','running')",
-                                     -1, &sel, NULL)) < 0)
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (!store_sqlite_db || SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
+                                                         "SELECT id, record FROM runs WHERE status IN ('queued','running')",
+                                                         -1, &sel, NULL)) < 0) {
+        pthread_mutex_unlock(&store_sqlite_mu);
         return -1;
+    }
     for (;;) {
         int step = SQL_CHECK(sqlite3_step(sel));
         const unsigned char *text;
         if (step < 0) goto done;
         if (step == SQLITE_DONE) break;
+        if (spare && spare(sqlite3_column_int64(sel, 0))) continue; /* its final record waits elsewhere */
         if (grow_array(&ids, &id_cap, n + 1, sizeof *ids, 16) != 0 ||
             grow_array(&records, &cap, n + 1, sizeof *records, 16) != 0)
             goto done;
@@ -127,62 +187,11 @@ static int store_mark_interrupted(void)
 
 done:
     SQL_CHECK(sqlite3_finalize(sel));
+    pthread_mutex_unlock(&store_sqlite_mu);
     for (i = 0; i < n; i++) free(records[i]);
     free(records);
     free(ids);
     return rc;
-}
-
-int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len)
-{
-    int rc = -1;
-
-    pthread_mutex_lock(&store_sqlite_mu);
-    if (store_sqlite_open(data_dir, outbox, err, err_len) != 0) goto out;
-    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
-                                     "INSERT INTO runs(created, backend, device, status, record, uuid, node, version,"
-                                     " median_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)",
-                                     -1, &st_insert, NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
-                                     "UPDATE runs SET status = ?1, record = ?2, median_us = ?4, version = version + 1"
-                                     " WHERE id = ?3",
-                                     -1, &st_update, NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "DELETE FROM runs WHERE id = ?1 RETURNING uuid", -1, &st_delete,
-                                     NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT record, status FROM runs WHERE id = ?1", -1, &st_get,
-                                     NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT COUNT(*) FROM runs", -1, &st_count, NULL)) < 0 ||
-        /* The serializer writes "id" first: a record inserted before its id was known starts
-         * {"id":0, and gets the number in the insert's transaction (store_local_insert_run). */
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
-                                     "UPDATE runs SET record = '{\"id\":' || id || ',' || substr(record, 9)"
-                                     " WHERE id = ?1 AND substr(record, 1, 8) = '{\"id\":0,'",
-                                     -1, &st_fill_id, NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "INSERT OR REPLACE INTO traces(run_id, json) VALUES (?1, ?2)", -1,
-                                     &st_trace_put, NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT json FROM traces WHERE run_id = ?1", -1, &st_trace_get,
-                                     NULL)) < 0 ||
-        store_mark_interrupted() < 0) {
-        snprintf(err, err_len, "%s: %s", store_sqlite_path(), store_sqlite_last_error());
-        store_finalize_all();
-        store_sqlite_close();
-        goto out;
-    }
-    log_info("store: %s open", store_sqlite_path());
-    rc = 0;
-out:
-    pthread_mutex_unlock(&store_sqlite_mu);
-    return rc;
-}
-
-void store_local_close(void)
-{
-    pthread_mutex_lock(&store_sqlite_mu);
-    if (store_sqlite_db) {
-        store_finalize_all();
-        store_sqlite_close();
-    }
-    pthread_mutex_unlock(&store_sqlite_mu);
 }
 
 /* ------------------------------------------------------------------------------ rows -- */
@@ -233,13 +242,37 @@ int store_local_update_run(long long id, const char *status, double median_us, c
     if (!store_sqlite_db || store_sqlite_begin() != 0) goto out;
     if (store_sqlite_bind_text(st_update, 1, status) < 0 || store_sqlite_bind_text(st_update, 2, record_json ? record_json : "{}") < 0 ||
         SQL_CHECK(sqlite3_bind_int64(st_update, 3, id)) < 0 || store_bind_median(st_update, 4, median_us) < 0 ||
-        SQL_CHECK(sqlite3_step(st_update)) != SQLITE_DONE ||
-        sqlite3_changes(store_sqlite_db) != 1 || store_sqlite_outbox_append("run", id, NULL) != 0 ||
+        SQL_CHECK(sqlite3_step(st_update)) != SQLITE_DONE) {
+        store_sqlite_rollback();
+    } else if (sqlite3_changes(store_sqlite_db) != 1) { /* no such run: nothing to write */
+        store_sqlite_rollback();
+        rc = 1;
+    } else if (store_sqlite_outbox_append("run", id, NULL) != 0 || store_sqlite_commit() != 0) {
+        store_sqlite_rollback();
+    } else {
+        rc = 0;
+    }
+    store_sqlite_reset(st_update);
+out:
+    pthread_mutex_unlock(&store_sqlite_mu);
+    return rc;
+}
+
+int store_local_land_final(long long id, const char *status, double median_us, const char *record_json)
+{
+    int rc = -1;
+
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (!store_sqlite_db || store_sqlite_begin() != 0) goto out;
+    if (store_sqlite_bind_text(st_land, 1, status) < 0 || store_sqlite_bind_text(st_land, 2, record_json ? record_json : "{}") < 0 ||
+        SQL_CHECK(sqlite3_bind_int64(st_land, 3, id)) < 0 || store_bind_median(st_land, 4, median_us) < 0 ||
+        SQL_CHECK(sqlite3_step(st_land)) != SQLITE_DONE ||
+        (sqlite3_changes(store_sqlite_db) == 1 && store_sqlite_outbox_append("run", id, NULL) != 0) ||
         store_sqlite_commit() != 0)
         store_sqlite_rollback();
     else
         rc = 0;
-    store_sqlite_reset(st_update);
+    store_sqlite_reset(st_land);
 out:
     pthread_mutex_unlock(&store_sqlite_mu);
     return rc;
@@ -254,7 +287,8 @@ int store_local_delete_run(long long id)
     if (!store_sqlite_db || store_sqlite_begin() != 0) goto out;
     if (SQL_CHECK(sqlite3_bind_int64(st_delete, 1, id)) < 0) goto fail;
     step = SQL_CHECK(sqlite3_step(st_delete));
-    if (step != SQLITE_ROW) goto fail; /* no such run */
+    if (step == SQLITE_DONE) rc = 1; /* no such run */
+    if (step != SQLITE_ROW) goto fail;
     if (sqlite3_column_text(st_delete, 0))
         snprintf(uuid, sizeof uuid, "%s", (const char *)sqlite3_column_text(st_delete, 0));
     while (step == SQLITE_ROW) step = SQL_CHECK(sqlite3_step(st_delete));

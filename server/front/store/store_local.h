@@ -22,22 +22,32 @@
 
 #include "server/front/store/store_query.h"
 
-/* Open or create (migrating an older file); rows left queued/running by an earlier process
- * are marked failed with "server restarted before the job finished" (through the outbox too
- * when outbox). 0, or -1 with err filled. */
+/* Open or create (migrating an older file). 0, or -1 with err filled. */
 int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len);
 void store_local_close(void);
+
+/* Mark the rows an earlier process left queued or running failed, with "server restarted
+ * before the job finished" (through the outbox too when outbox): their worker died with it.
+ * spare(id) (NULL: none) names the runs whose final record waits to be landed instead
+ * (store_pending.h). 0, or -1. */
+int store_local_mark_interrupted(int (*spare)(long long id));
 
 /* A new run in state `status` with its record so far, its uuid and node; returns its id
  * (> 0), or -1. */
 long long store_local_insert_run(const char *created, const char *backend, const char *device, const char *status,
                                  double median_us, const char *record_json, const char *uuid, const char *node);
 
-/* Replace status, median (< 0: none) and record of run id (its version goes up by one). 0, or
- * -1. */
+/* Replace status, median (< 0: none) and record of run id (its version goes up by one). 0;
+ * 1 when there is no run id (nothing written); -1 when the file refused the write. */
 int store_local_update_run(long long id, const char *status, double median_us, const char *record_json);
 
-/* Remove a run that was refused before it ran. 0, or -1. */
+/* Land a final record that waited (store_pending.h): like store_local_update_run, but only
+ * while the run is still queued or running, so landing it twice changes nothing. 0 (landed,
+ * or nothing to do), or -1. */
+int store_local_land_final(long long id, const char *status, double median_us, const char *record_json);
+
+/* Remove a run that was refused before it ran. 0; 1 when there is no run id; -1 when the
+ * file refused the write. */
 int store_local_delete_run(long long id);
 
 /* The record of run id, malloc'd; NULL when there is none. */

@@ -1,8 +1,11 @@
-/* store_outbox.c — carrying the outbox to PostgreSQL (store_outbox.h).
+/* store_outbox.c — carrying writes onward (store_outbox.h): the records the SQLite file
+ * refused into it, then, in a fleet, the outbox to PostgreSQL.
  *
  * One sender at a time (send_mu), so the writes reach the database in the order they were
  * made here. The thread sleeps until kicked; after a failure it retries on its own, pausing
- * 250 ms, then twice as long each time up to OUTBOX_RETRY_MAX_MS. */
+ * 250 ms, then twice as long each time up to OUTBOX_RETRY_MAX_MS. Both stages are one
+ * pipeline: a record landed in the file appends its outbox row in the same transaction, so
+ * the second stage carries it to the fleet like any other write. */
 #include "server/front/store/store_outbox.h"
 
 #include <pthread.h>
@@ -13,8 +16,11 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "server/front/store/store_local.h"
 #include "server/front/store/store_local_outbox.h"
+#include "server/front/store/store_pending.h"
 #include "server/front/store/store_pg.h"
+#include "server/front/store/store_sqlite.h"
 
 #define OUTBOX_BATCH 64
 #define OUTBOX_RETRY_MAX_MS 5000
@@ -25,6 +31,7 @@ static pthread_cond_t state_cv; /* on the monotonic clock: store_outbox_start */
 static pthread_once_t state_cv_once = PTHREAD_ONCE_INIT;
 static pthread_t outbox_thread;
 static int outbox_running, outbox_kicked, outbox_stopping;
+static int outbox_to_fleet; /* the second stage runs: the history is in PostgreSQL */
 static int database_up = 1;
 static long long sent_total, failures_total;
 static char last_error[256];
@@ -109,6 +116,36 @@ int store_outbox_flush(void)
     return rc;
 }
 
+/* The first stage's writes into the SQLite file (store_pending.h's callbacks). */
+static int outbox_land(long long id, const char *status, double median_us, const char *record, char *err, size_t err_len,
+                       int *no_space)
+{
+    if (store_local_land_final(id, status, median_us, record) == 0) return 0;
+    *no_space = store_sqlite_failure(err, err_len);
+    return -1;
+}
+
+static int outbox_probe(char *err, size_t err_len, int *no_space)
+{
+    char now[40];
+
+    clock_text_now_iso(now, sizeof now);
+    if (store_local_state_set("write_probe", now) == 0) return 0;
+    *no_space = store_sqlite_failure(err, err_len);
+    return -1;
+}
+
+int store_outbox_land_pending(void) { return store_pending_retry(outbox_land, outbox_probe); }
+
+/* One pass of both stages. 0 when nothing is left to do, -1 when something waits. */
+static int outbox_pass(void)
+{
+    int rc = store_outbox_land_pending();
+
+    if (outbox_to_fleet && store_outbox_flush() != 0) rc = -1;
+    return rc;
+}
+
 static void *outbox_main(void *arg)
 {
     int pause_ms = 0;
@@ -130,7 +167,7 @@ static void *outbox_main(void *arg)
         if (outbox_stopping) break;
         outbox_kicked = 0;
         pthread_mutex_unlock(&state_mu);
-        rc = store_outbox_flush();
+        rc = outbox_pass();
         pthread_mutex_lock(&state_mu);
         if (rc == 0)
             pause_ms = 0;
@@ -143,12 +180,13 @@ static void *outbox_main(void *arg)
 
 static void state_cv_init(void) { clock_cond_init(&state_cv); }
 
-int store_outbox_start(void)
+int store_outbox_start(int to_fleet)
 {
     int rc;
 
     pthread_once(&state_cv_once, state_cv_init);
     pthread_mutex_lock(&state_mu);
+    outbox_to_fleet = to_fleet;
     outbox_stopping = 0;
     outbox_kicked = 1; /* what an earlier process left waits too */
     rc = pthread_create(&outbox_thread, NULL, outbox_main, NULL);
@@ -181,7 +219,8 @@ void store_outbox_stop(void)
     pthread_join(outbox_thread, NULL);
     outbox_running = 0;
     /* One last try; what still waits is sent by the next start on this data_dir. */
-    if (store_outbox_flush() != 0 && (left = store_local_outbox_depth()) > 0)
+    store_outbox_land_pending();
+    if (outbox_to_fleet && store_outbox_flush() != 0 && (left = store_local_outbox_depth()) > 0)
         log_warn("store: %lld write(s) wait in the outbox for the next start (%s)", left, last_error);
 }
 

@@ -1,19 +1,25 @@
-/* store_outbox.h — the thread that carries this machine's outbox (store_local.h) to the
- * fleet's PostgreSQL (store_pg.h), oldest first, in batches of one transaction each. A batch
- * that fails stays and is tried again with a growing pause (up to OUTBOX_RETRY_MAX_MS); one
- * that committed but whose removal here was lost is sent again and changes nothing (the
- * database keeps a run's write only when its counter is higher). */
+/* store_outbox.h — the thread that carries writes onward, in two stages: the records this
+ * machine's SQLite file refused (store_pending.h) into that file once it takes them, then,
+ * in a fleet, the file's outbox (store_local.h) to the fleet's PostgreSQL (store_pg.h),
+ * oldest first, in batches of one transaction each. What fails stays and is tried again with
+ * a growing pause (up to OUTBOX_RETRY_MAX_MS); a batch that committed but whose removal here
+ * was lost is sent again and changes nothing (the database keeps a run's write only when its
+ * counter is higher). */
 #ifndef STORE_OUTBOX_H
 #define STORE_OUTBOX_H
 
-/* Start the thread. 0, or -1. */
-int store_outbox_start(void);
+/* Start the thread; to_fleet: the second stage too. 0, or -1. */
+int store_outbox_start(int to_fleet);
 
-/* One last attempt to send what waits (bounded), then stop the thread. */
+/* One last attempt at what waits (bounded), then stop the thread. */
 void store_outbox_stop(void);
 
-/* Something was written: send it soon. */
+/* Something was written, or a write failed: carry it, or retry, soon. */
 void store_outbox_kick(void);
+
+/* The first stage now, in the caller's thread: land the records that wait in the SQLite
+ * file (or ask it whether it takes writes again). 0 when nothing waits and it does. */
+int store_outbox_land_pending(void);
 
 /* Send what waits now, in the caller's thread (after any send in progress). 0 when the
  * outbox is empty afterwards, -1 when the database was away. */

@@ -21,17 +21,38 @@ pthread_mutex_t store_sqlite_mu = PTHREAD_MUTEX_INITIALIZER;
 sqlite3 *store_sqlite_db;
 int store_sqlite_outbox_on;
 
-/* The text of the last failure, and the open file's path. Written under store_sqlite_mu. */
+/* The text of the last failure (with the call and line, for the log), its message alone (for
+ * /readyz) and whether it was a lack of space, and the open file's path. Written under
+ * store_sqlite_mu. */
 static char store_sqlite_error[512];
+static char store_sqlite_reason[256];
+static int store_sqlite_no_space;
 static char store_sqlite_file[1024];
 
 int store_sqlite_check(int rc, const char *call, const char *file, int line)
 {
+    int sys = store_sqlite_db ? sqlite3_system_errno(store_sqlite_db) : 0;
+
     if (rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE) return rc;
+    snprintf(store_sqlite_reason, sizeof store_sqlite_reason, "%s",
+             store_sqlite_db ? sqlite3_errmsg(store_sqlite_db) : sqlite3_errstr(rc));
     snprintf(store_sqlite_error, sizeof store_sqlite_error, "sqlite: %s failed at %s:%d: %s (%d)", call, file, line,
-             store_sqlite_db ? sqlite3_errmsg(store_sqlite_db) : sqlite3_errstr(rc), rc);
+             store_sqlite_reason, rc);
+    /* A full disk is SQLITE_FULL; a file-size limit (EFBIG) or a quota can come as an I/O error. */
+    store_sqlite_no_space = (rc & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || sys == EFBIG;
     log_error("%s", store_sqlite_error);
     return -1;
+}
+
+int store_sqlite_failure(char *reason, size_t len)
+{
+    int no_space;
+
+    pthread_mutex_lock(&store_sqlite_mu);
+    snprintf(reason, len, "cannot write %s: %s", store_sqlite_file, store_sqlite_reason[0] ? store_sqlite_reason : "unknown error");
+    no_space = store_sqlite_no_space;
+    pthread_mutex_unlock(&store_sqlite_mu);
+    return no_space;
 }
 
 const char *store_sqlite_last_error(void) { return store_sqlite_error; }

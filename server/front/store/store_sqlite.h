@@ -31,6 +31,11 @@ void store_sqlite_close(void);
 const char *store_sqlite_path(void);
 const char *store_sqlite_last_error(void);
 
+/* The last failure as "cannot write PATH: MESSAGE" into reason, for /readyz (takes
+ * store_sqlite_mu: call it after the failed sequence). Returns 1 when it was a lack of space
+ * (a full disk, a quota, a file-size limit), else 0. */
+int store_sqlite_failure(char *reason, size_t len);
+
 /* Bind a possibly-NULL string; reset a statement for its next user. */
 int store_sqlite_bind_text(sqlite3_stmt *st, int index, const char *text);
 void store_sqlite_reset(sqlite3_stmt *st);

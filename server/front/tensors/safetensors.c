@@ -1,5 +1,6 @@
 /* safetensors.c — the safetensors header (safetensors.h). */
 #include "server/front/tensors/safetensors.h"
+#include "common/json_text.h"
 #include "common/parse_error.h"
 
 #include <stdio.h>
@@ -43,6 +44,26 @@ static int st_utf8_check(const char *s, size_t len, char *why, size_t why_len)
     return 0;
 }
 
+/* Unicode's invisible format characters (general category Cf) and the line and paragraph
+ * separators. Bidi controls (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C) reorder
+ * how the text around them displays, so one name can show as another ("Trojan Source"); the
+ * zero-width ones (U+200B-U+200D, U+2060, U+FEFF) hide inside a name. */
+static int st_is_format_char(uint32_t cp)
+{
+    static const uint32_t ranges[][2] = {
+        {0x00AD, 0x00AD},   {0x0600, 0x0605},   {0x061C, 0x061C},   {0x06DD, 0x06DD},   {0x070F, 0x070F},
+        {0x0890, 0x0891},   {0x08E2, 0x08E2},   {0x180E, 0x180E},   {0x200B, 0x200F},   {0x2028, 0x202E},
+        {0x2060, 0x2064},   {0x2066, 0x206F},   {0xFEFF, 0xFEFF},   {0xFFF9, 0xFFFB},   {0x110BD, 0x110BD},
+        {0x110CD, 0x110CD}, {0x13430, 0x1343F}, {0x1BCA0, 0x1BCA3}, {0x1D173, 0x1D17A}, {0xE0001, 0xE0001},
+        {0xE0020, 0xE007F},
+    };
+    size_t i;
+
+    for (i = 0; i < sizeof ranges / sizeof ranges[0]; i++)
+        if (cp >= ranges[i][0] && cp <= ranges[i][1]) return 1;
+    return 0;
+}
+
 int st_name_check(const char *s, size_t len, char *why, size_t why_len)
 {
     const unsigned char *p = (const unsigned char *)s;
@@ -54,6 +75,11 @@ int st_name_check(const char *s, size_t len, char *why, size_t why_len)
             return parse_fail(why, why_len, "byte %zu (0x%02x) is not valid UTF-8", at + 1, p[at]);
         if (cp < 0x20 || (cp >= 0x7F && cp <= 0x9F))
             return parse_fail(why, why_len, "byte %zu is a control character (U+%04X)", at + 1, (unsigned)cp);
+        if (st_is_format_char(cp))
+            return parse_fail(why, why_len,
+                              "byte %zu is an invisible format character (U+%04X: bidi controls and zero-width "
+                              "characters make a name display as another)",
+                              at + 1, (unsigned)cp);
     }
     return 0;
 }
@@ -72,22 +98,6 @@ static const char *st_escaped(const char *s, char *out, size_t out_len)
     if (n + 5 > out_len && *p && n + 4 <= out_len) n += (size_t)snprintf(out + n, out_len - n, "...");
     out[n] = '\0';
     return out;
-}
-
-/* Does the JSON text (len bytes) escape a NUL (\u0000)? cJSON would decode it into a string
- * that ends there, silently cutting a name short. */
-static int st_has_escaped_nul(const char *s, size_t len)
-{
-    size_t i, slashes = 0;
-
-    for (i = 0; i < len; i++) {
-        if (s[i] != '\\') {
-            slashes = 0;
-            continue;
-        }
-        if (++slashes % 2 == 1 && len - i >= 6 && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)) return 1;
-    }
-    return 0;
 }
 
 int st_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t *header_len, char *err,
@@ -192,7 +202,9 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
              size_t err_len)
 {
     uint64_t header_len, data_size, at;
-    const char *end = NULL;
+    const char *json = (const char *)buf + 8;
+    size_t json_len;
+    json_text_error te;
     cJSON *root, *item;
     st_tensor *t = NULL, *sorted = NULL;
     int k = 0, total = 0, j;
@@ -201,17 +213,18 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
     *count = 0;
     if (st_header_length(buf, n, file_size, &header_len, err, err_len) != 0) return -1;
     if (n < header_len) return parse_fail(err, err_len, "safetensors: the header is truncated");
-    if (memchr(buf + 8, '\0', (size_t)(header_len - 8)))
-        return parse_fail(err, err_len, "safetensors: the header contains a NUL byte");
-    if (st_has_escaped_nul((const char *)buf + 8, (size_t)(header_len - 8)))
-        return parse_fail(err, err_len, "safetensors: the header escapes a NUL (\\u0000), which no name may hold");
-    root = cJSON_ParseWithLengthOpts((const char *)buf + 8, (size_t)(header_len - 8), &end, 0);
-    if (!root) return parse_fail(err, err_len, "safetensors: the header is not valid JSON");
-    for (; end && end < (const char *)buf + header_len; end++)
-        if (*end != ' ') {
-            cJSON_Delete(root);
-            return parse_fail(err, err_len, "safetensors: bytes other than spaces after the header's JSON");
-        }
+    /* The format pads the header with spaces; json_text_parse refuses NUL bytes, \u0000,
+     * repeated names and anything else after the JSON. */
+    json_len = (size_t)(header_len - 8);
+    while (json_len > 0 && json[json_len - 1] == ' ') json_len--;
+    root = json_text_parse(json, json_len, &te);
+    if (!root) {
+        if (te.fault == JSON_TEXT_ESCAPED_NUL)
+            return parse_fail(err, err_len, "safetensors: the header escapes a NUL (\\u0000), which no name may hold");
+        if (te.fault == JSON_TEXT_SYNTAX || te.fault == JSON_TEXT_NUL_BYTE)
+            return parse_fail(err, err_len, "safetensors: the header is not valid JSON (%s)", te.message);
+        return parse_fail(err, err_len, "safetensors: in the header, %s", te.message);
+    }
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
         return parse_fail(err, err_len, "safetensors: the header is not a JSON object");
@@ -228,7 +241,6 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
         return parse_fail(err, err_len, "safetensors: out of memory");
     }
     cJSON_ArrayForEach(item, root) {
-        const cJSON *other;
         char why[80], shown[80];
         if (!item->string) goto bad_json;
         /* Names are listed as JSON and read by people (st_name_check); metadata is never
@@ -239,12 +251,6 @@ int st_parse(const uint8_t *buf, size_t n, uint64_t file_size, st_tensor **out, 
                        st_escaped(item->string, shown, sizeof shown), why);
             goto fail;
         }
-        /* cJSON keeps repeated keys; the format forbids them. */
-        for (other = root->child; other != item; other = other->next)
-            if (strcmp(other->string, item->string) == 0) {
-                parse_fail(err, err_len, "safetensors: the name '%.60s' appears twice", item->string);
-                goto fail;
-            }
         if (strcmp(item->string, "__metadata__") == 0) {
             const cJSON *m;
             if (!cJSON_IsObject(item)) goto bad_meta;

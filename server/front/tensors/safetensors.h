@@ -35,10 +35,12 @@ typedef struct st_tensor {
 } st_tensor;
 
 /* Is s (len bytes) fit to be a tensor's name? It must be valid UTF-8 (no overlong forms,
- * surrogates or code points past U+10FFFF) without control characters (C0, DEL, C1): names
- * are listed as JSON, which must be UTF-8, and read by people, whose terminals act on control
- * characters. NUL counts as a control character. 0, or -1 with why ("byte 3 (0xff) is not
- * valid UTF-8"). Uploads' name= is checked with it too (tensor_upload_parse.c). */
+ * surrogates or code points past U+10FFFF) without control characters (C0, DEL, C1) or
+ * invisible format characters (bidi controls, zero-width ones, U+2028/U+2029): names are
+ * listed as JSON, which must be UTF-8, and read by people, whose terminals act on control
+ * characters and whose screens reorder text around bidi controls. NUL counts as a control
+ * character. 0, or -1 with why ("byte 3 (0xff) is not valid UTF-8"). Uploads' name= is
+ * checked with it too (tensor_upload_parse.c). */
 int st_name_check(const char *s, size_t len, char *why, size_t why_len);
 
 /* From the first n bytes: the total header length 8 + N. 0, or -1 with err. */

@@ -65,8 +65,8 @@ int tensor_upload_check_query(const cJSON *query, long long declared, api_error 
     if (name && strlen(name) >= TENSOR_NAME_MAX)
         return api_fail(e, 400, "bad_value", "name", "name is longer than %d bytes", TENSOR_NAME_MAX - 1);
     if (name && st_name_check(name, strlen(name), why, sizeof why) != 0)
-        return api_fail(e, 400, "bad_value", "name", "name is refused: %s (names must be UTF-8 without control characters)",
-                        why);
+        return api_fail(e, 400, "bad_value", "name",
+                        "name is refused: %s (names must be UTF-8 without control or invisible format characters)", why);
     if (format && strcmp(format, "raw") && strcmp(format, "npy") && strcmp(format, "safetensors"))
         return api_fail(e, 400, "bad_value", "format", "format must be raw, npy or safetensors, got '%.40s'", format);
     if (format && !strcmp(format, "safetensors") && (shape || dtype || name))

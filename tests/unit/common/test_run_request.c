@@ -110,7 +110,7 @@ static void test_values(void)
 
     snprintf(q, sizeof q,
              "backend=%s&batch=2&heads=3&seq=100&seq_kv=77&head_dim=32&dtype=fp32&causal=false&seed=42"
-             "&warmup=0&iters=7&cache=cold&graph=1&verify=true&profile=0&device=cuda:1&min_time_ms=0.5"
+             "&warmup=0&iters=7&cache=cold&graph=true&verify=true&profile=false&device=cuda:1&min_time_ms=0.5"
              "&max_time_ms=10&target_noise=0.01&min_iters=3&max_iters=9",
              gpu_backend);
     expect_ok(q, NULL, &r);
@@ -187,12 +187,12 @@ static void test_refusals(void)
     expect_fail(Q("causal=maybe"), NULL, 400, "bad_value", "causal");
     expect_fail(Q("causal=false&mask=causal"), NULL, 400, "conflict", "causal");
     expect_fail(Q("causal=true&mask=none"), NULL, 400, "conflict", "causal");
-    expect_fail(Q("scale=nan"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=nan"), NULL, 400, "bad_value", "scale"); /* no JSON number */
     expect_fail(Q("scale=1e308"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=-1e308"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=10000.001"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=-0"), NULL, 400, "out_of_range", "scale");
-    expect_fail(Q("scale=inf"), NULL, 400, "out_of_range", "scale");
+    expect_fail(Q("scale=inf"), NULL, 400, "bad_value", "scale");
     expect_fail(Q("scale=1e999"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=0"), NULL, 400, "out_of_range", "scale");
     expect_fail(Q("scale=0.1x"), NULL, 400, "bad_value", "scale");
@@ -211,6 +211,24 @@ static void test_refusals(void)
     expect_fail(Q("cache=warm"), NULL, 400, "bad_value", "cache");
     expect_fail(Q("graph=yes please"), NULL, 400, "bad_value", "graph");
     expect_fail(Q("device=cuda:0123456789abcdef"), NULL, 400, "bad_device", "device");
+    /* One spelling of a number, in the query as in a body: JSON's, and for an integer no
+     * '+', no leading zero, no -0; booleans are true or false. */
+    expect_fail(Q("batch=+1"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("batch=01"), NULL, 400, "bad_value", "batch");
+    expect_fail(Q("window=-0"), NULL, 400, "bad_value", "window");
+    expect_fail(Q("iters=00"), NULL, 400, "bad_value", "iters");
+    expect_fail(Q("seed=+12"), NULL, 400, "bad_value", "seed");
+    expect_fail(Q("seed=012"), NULL, 400, "bad_value", "seed");
+    expect_fail(Q("verify_cpu_max_macs=+5"), NULL, 400, "bad_value", "verify_cpu_max_macs");
+    expect_fail(Q("scale=+0.5"), NULL, 400, "bad_value", "scale");
+    expect_fail(Q("scale=.5"), NULL, 400, "bad_value", "scale");
+    expect_fail(Q("scale=5."), NULL, 400, "bad_value", "scale");
+    expect_fail(Q("scale=0x10"), NULL, 400, "bad_value", "scale");
+    expect_fail(Q("min_time_ms=01.5"), NULL, 400, "bad_value", "min_time_ms");
+    expect_fail(Q("verify=1"), NULL, 400, "bad_value", "verify");
+    expect_fail(Q("profile=0"), NULL, 400, "bad_value", "profile");
+    expect_fail(Q("causal=TRUE"), NULL, 400, "bad_value", "causal");
+    expect_fail(Q("heads=-3"), NULL, 400, "out_of_range", "heads"); /* spelled right, below 1 */
 #undef Q
 
     /* Body types. */
@@ -224,6 +242,14 @@ static void test_refusals(void)
     expect_fail(NULL, b, 400, "bad_value", "dtype");
     snprintf(b, sizeof b, "{\"backend\": \"%s\", \"verify\": 2}", gpu_backend);
     expect_fail(NULL, b, 400, "bad_value", "verify");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"verify\": 1}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "verify");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"verify\": \"1\"}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "verify");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"batch\": \"+1\"}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "batch");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"seed\": \"+12\"}", gpu_backend);
+    expect_fail(NULL, b, 400, "bad_value", "seed");
     snprintf(b, sizeof b, "{\"backend\": \"%s\", \"seed\": 18446744073709551615}", gpu_backend);
     expect_fail(NULL, b, 400, "out_of_range", "seed");
     snprintf(b, sizeof b, "{\"backend\": \"%s\", \"heads\": 2, \"heads\": 3}", gpu_backend);
@@ -357,8 +383,8 @@ static void test_body_text(void)
              " {\"backend\": \"%s\", \"batch\": 3, \"heads\": -0, \"seq\": 1000, \"scale\": 2.5e-1,"
              " \"min_time_ms\": 1e1, \"target_noise\": 5E-3, \"verify\": true, \"dtype\": null} \n",
              cpu_backend);
-    CHECK(parse_text(&r, NULL, b, &e) == -1 && !strcmp(e.field, "heads") && !strcmp(e.code, "out_of_range"),
-          "heads -0 is an integer, out of range: %s %s", e.code, e.field);
+    CHECK(parse_text(&r, NULL, b, &e) == -1 && !strcmp(e.field, "heads") && !strcmp(e.code, "bad_value"),
+          "heads -0 is no integer's spelling: %s %s", e.code, e.field);
     snprintf(b, sizeof b,
              "{\"backend\": \"%s\", \"batch\": 3, \"seq\": 1000, \"scale\": 2.5e-1, \"min_time_ms\": 1e1,"
              " \"target_noise\": 5E-3, \"verify\": true, \"dtype\": null}",
@@ -382,6 +408,31 @@ static void test_body_text(void)
     expect_text_fail(NULL, "{\"batch\": 1x}", "bad_json", "");
     CHECK(parse_text(&r, NULL, "{\"batch\": 1x}", &e) == -1 && strstr(e.message, "at byte 11 of 13"),
           "offset: %s", e.message);
+    /* What cJSON reads loosely (json_text_parse): numbers JSON does not write, control bytes,
+     * and junk after a NUL. */
+    expect_text_fail(NULL, "{\"batch\": 01}", "bad_value", "batch");
+    expect_text_fail(NULL, "{\"scale\": 1.}", "bad_value", "scale");
+    expect_text_fail(NULL, "{\"scale\": -01.5}", "bad_value", "scale");
+    expect_text_fail(NULL, "{\"batch\":\x01 1}", "bad_json", "");
+    expect_text_fail(NULL, "{\"device\": \"cpu\n\"}", "bad_json", "");
+    expect_text_fail(NULL, "{}\x01", "bad_json", "");
+
+    /* \u0000 in a name or a value: cJSON would cut the string there ("iters\u0000junk" read
+     * as iters). bad_value naming the member, as written. */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"iters\\u0000junk\": 3}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "iters\\u0000junk");
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"iters\": 1, \"warmup\": 0, \"device\": \"cpu\\u0000x\"}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "device");
+    CHECK(parse_text(&r, NULL, b, &e) == -1 && strstr(e.message, "\\u0000"), "says why: %s", e.message);
+    snprintf(b, sizeof b, "{\"backend\": \"%s\\u0000\"}", cpu_backend);
+    expect_text_fail(NULL, b, "bad_value", "backend");
+    expect_text_fail(NULL, "{\"backend\": [\"a\\u0000\"]}", "bad_value", "backend");
+    /* A backslash before u0000 is an escaped backslash, not an escape: an unknown name. */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"iters\\\\u0000\": 3}", cpu_backend);
+    expect_text_fail(NULL, b, "unknown_parameter", "iters\\u0000");
+    /* A key given twice, escaped the second time, is still the same parameter. */
+    snprintf(b, sizeof b, "{\"backend\": \"%s\", \"iters\": 3, \"it\\u0065rs\": 4}", cpu_backend);
+    expect_text_fail(NULL, b, "duplicate_parameter", "iters");
 
     /* unknown_parameter lists every name accepted, those posted back from a stored params
      * object included (and fault only with allow_faults). */
@@ -437,7 +488,7 @@ static void test_round_trip(void)
     snprintf(q, sizeof q,
              "backend=%s&batch=3&heads=5&seq_q=7&seq_kv=11&head_dim=13&dtype=fp16&mask=causal_bottom_right"
              "&scale=0.3&seed=18446744073709551615&warmup=1&iters=2&min_iters=4&max_iters=6&min_time_ms=0.25"
-             "&max_time_ms=1.75&target_noise=0.123456789&cache=cold&graph=true&verify=1&profile=false"
+             "&max_time_ms=1.75&target_noise=0.123456789&cache=cold&graph=true&verify=true&profile=false"
              "&device=cuda:3&fault=hang",
              gpu_backend);
     round_trip(q, NULL, 1);

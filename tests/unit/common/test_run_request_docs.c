@@ -155,7 +155,7 @@ static int default_agrees(const run_param *p, const cJSON *d)
 }
 
 /* Schema s of parameter p agrees with its row. in_query: a query parameter's schema (every
- * value a string there: booleans are the words true, false, 1, 0). */
+ * value a string there: booleans are the words true and false). */
 static void check_schema(const run_param *p, const cJSON *s, int in_query, const char *where)
 {
     const cJSON *t, *d = cJSON_GetObjectItemCaseSensitive(s, "default");
@@ -187,8 +187,8 @@ static void check_schema(const run_param *p, const cJSON *s, int in_query, const
     case RUN_PARAM_BOOL:
         if (in_query) {
             enum_words(s, words, sizeof words);
-            CHECK(branch(s, "string") == s && !strcmp(words, "true|false|1|0"), "%s %s: want the words true|false|1|0",
-                  where, p->name);
+            CHECK(branch(s, "string") == s && !strcmp(words, "true|false"), "%s %s: want the words true|false", where,
+                  p->name);
         } else {
             CHECK(branch(s, "boolean") == s, "%s %s: want a boolean", where, p->name);
         }

@@ -150,7 +150,7 @@ int main(int argc, char **argv)
     test_argv[test_argc++] = "--enable-fault-injection=true";
     test_argv[test_argc++] = "--log-level=warn";
     test_argv[test_argc++] = "--cpu-threads=1";
-    test_argv[test_argc++] = "--cpu-max-macs=100000";
+    test_argv[test_argc++] = "--cpu-max-macs=4000000000";
     test_argv[test_argc] = NULL;
     if (settings_load(&s, test_argc, test_argv, err, sizeof err) != 0) {
         fprintf(stderr, "settings: %s\n", err);
@@ -237,18 +237,32 @@ int main(int argc, char **argv)
         CHECK(store_count_runs() == before, "refusal stored nothing");
     }
 
-    /* Over cpu_max_macs (100000 here): 422 before it queues, nothing stored. */
+    /* Over cpu_max_macs (4*10^9 here, for the whole run): 422 before it queues, nothing
+     * stored, saying what would run. */
     {
         long long before = store_count_runs();
+        const char *message;
         small_request(&r, NULL);
-        r.problem.seq_q = r.problem.seq_kv = 128; /* 1*2*128*128*16 = 524288 MACs */
+        r.problem.seq_q = r.problem.seq_kv = 8192; /* 1*2*8192*8192*16 = 2147483648 MACs, 4 forwards */
         status = pool_run_sync(&r, &resp);
         CHECK(status == 422 && strcmp(error_code(resp), "too_costly") == 0, "too costly: %d %s", status,
               error_code(resp));
-        CHECK(strstr(str_of(cJSON_GetObjectItem(resp, "error"), "message"), "524288") &&
-                  strstr(str_of(cJSON_GetObjectItem(resp, "error"), "message"), "cpu_max_macs=100000"),
-              "the estimate and the setting in the message");
+        message = str_of(cJSON_GetObjectItem(resp, "error"), "message");
+        CHECK(strstr(message, "8589934592") && strstr(message, "4 forwards") && strstr(message, "2147483648 each") &&
+                  strstr(message, "cpu_max_macs=4000000000"),
+              "the estimate and the setting in the message: %s", message);
+        /* 4e9 / 4 forwards = 1e9 a forward: seq 5590 (1*2*5590^2*16 = 999987200) */
+        CHECK(strstr(message, "as asked, it fits with seq=5590") && !strstr(message, "iters="), "what would fit: %s", message);
         CHECK(cJSON_IsNull(error_field(resp)), "field null");
+        cJSON_Delete(resp);
+        /* A cheap forward, many times: the count is the whole run's. 131072 MACs * 100002. */
+        small_request(&r, NULL);
+        r.problem.seq_q = r.problem.seq_kv = 64;
+        r.iters = 100000;
+        status = pool_run_sync(&r, &resp);
+        message = str_of(cJSON_GetObjectItem(resp, "error"), "message");
+        CHECK(status == 422 && strstr(message, "100002 forwards") && strstr(message, "iters=30515"),
+              "100000 cheap iterations: %d %s", status, message); /* 4e9 / 131072 = 30517, less warmup and output */
         cJSON_Delete(resp);
         CHECK(store_count_runs() == before, "a refusal stores nothing");
     }

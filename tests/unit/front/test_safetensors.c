@@ -109,6 +109,27 @@ int main(void)
     CHECK(st_name_check("\xf4\x90\x80\x80", 4, err, sizeof err) != 0, "past U+10FFFF");
     CHECK(st_name_check("\xe2\x82", 2, err, sizeof err) != 0 && strstr(err, "byte 1 (0xe2)"), "cut: '%s'", err);
     CHECK(st_name_check("\xc2\xa0", 2, err, sizeof err) == 0, "U+00A0 is not C1");
+    /* Invisible format characters: bidi controls, zero-width ones, tags, separators. */
+    {
+        static const char *const format_chars[] = {
+            "\xe2\x80\xaa", "\xe2\x80\xae", "\xe2\x81\xa6", "\xe2\x81\xa9", "\xe2\x80\x8e", "\xe2\x80\x8f",
+            "\xd8\x9c",     "\xe2\x80\x8b", "\xe2\x80\x8d", "\xef\xbb\xbf", "\xc2\xad",     "\xf3\xa0\x81\x81",
+            "\xe2\x80\xa8", "\xe2\x80\xa9", "\xe2\x81\xa0"};
+        size_t i;
+        char name[16];
+        for (i = 0; i < sizeof format_chars / sizeof format_chars[0]; i++) {
+            snprintf(name, sizeof name, "a%sb", format_chars[i]);
+            CHECK(st_name_check(name, strlen(name), err, sizeof err) != 0 && strstr(err, "format character") &&
+                      strstr(err, "byte 2"),
+                  "format character %zu: '%s'", i, err);
+        }
+        CHECK(st_name_check("\xe2\x80\x90", 3, err, sizeof err) == 0, "U+2010 (a hyphen) is printable");
+        CHECK(st_name_check("\xd8\xa7\xd9\x84", 4, err, sizeof err) == 0, "Arabic letters are names");
+    }
+    BAD("{\"a\\u202eb\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "escaped bidi override");
+    CHECK(strstr(err, "U+202E") != NULL, "'%s'", err);
+    BAD("{\"p\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "a key twice in an entry");
+    BAD("{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", 4, "a number JSON does not write");
 
     /* Lengths. */
     {

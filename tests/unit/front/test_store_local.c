@@ -139,6 +139,7 @@ int main(void)
           "back to running");
     store_local_close();
     CHECK(store_local_open(dir, 1, err, sizeof err) == 0, "reopen: %s", err);
+    CHECK(store_local_mark_interrupted(NULL) == 0, "mark the interrupted runs");
     n = store_local_outbox_peek(e, 16);
     CHECK(n == 6 && e[5].kind == OUTBOX_RUN && !strcmp(e[5].status, "failed") && e[5].version == 5,
           "interrupted: failed, version 5, in the outbox (%d entries)", n);
