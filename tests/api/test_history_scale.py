@@ -105,7 +105,7 @@ def pg_load_command(conninfo):
            " DO $$ DECLARE x record; BEGIN FOR x IN SELECT indexname FROM load_indexes LOOP"
            "  EXECUTE 'DROP INDEX ' || quote_ident(x.indexname); END LOOP; END $$;"
            " INSERT INTO runs(id, uuid, seq, node, created, backend, device, status, version, median_us, record)"
-           " SELECT i, md5(i::text)::uuid, i, node, created, backend, device, status, 3, median, (" + record + ")::text"
+           " SELECT i, ('00000000-0000-4000-8000-' || lpad(i::text, 12, '0'))::uuid, i, node, created, backend, device, status, 3, median, (" + record + ")::text"
            " FROM (SELECT i, " + columns + " FROM generate_series(1, " + str(N) + ") i) g;"
            " DO $$ DECLARE x record; BEGIN FOR x IN SELECT indexdef FROM load_indexes LOOP"
            "  EXECUTE x.indexdef; END LOOP; END $$;"
