@@ -43,6 +43,12 @@ def test_run_and_get(client):
     assert client.get_run(rec["id"]) == rec
 
 
+def test_numpy_scalars_are_parameters(client):
+    """A sweep over np.arange hands the client numpy integers: they run like Python's."""
+    rec = client.run(**tiny(seed=np.int64(3), seq=np.int64(16), head_dim=np.int32(8), verify=np.bool_(True)))
+    assert rec["status"] == "done" and rec["params"]["seq_q"] == 16 and rec["params"]["verify"] is True
+
+
 def test_refusal_raises_with_server_fields(client):
     with pytest.raises(attnd.AttndError) as ei:
         client.run(**tiny(batch=0))
