@@ -43,6 +43,12 @@ def test_run_and_get(client):
     assert client.get_run(rec["id"]) == rec
 
 
+def test_numpy_scalars_are_parameters(client):
+    """A sweep over np.arange hands the client numpy integers: they run like Python's."""
+    rec = client.run(**tiny(seed=np.int64(3), seq=np.int64(16), head_dim=np.int32(8), verify=np.bool_(True)))
+    assert rec["status"] == "done" and rec["params"]["seq_q"] == 16 and rec["params"]["verify"] is True
+
+
 def test_refusal_raises_with_server_fields(client):
     with pytest.raises(attnd.AttndError) as ei:
         client.run(**tiny(batch=0))
@@ -191,16 +197,20 @@ def test_cli_bad_server_exit_1(capsys):
 
 
 def test_pip_install_and_console_script(server, tmp_path):
-    """pip install ./clients/python (a copy: the build writes egg-info beside the sources),
-    offline, into a venv that sees this Python's packages; then the attnd-cli entry point."""
+    """pip install of the client's folder (a copy, as it is in git), offline, into a venv that
+    sees this Python's packages; the folder is left as it was (no build/, no egg-info); then
+    the attnd-cli entry point."""
     src = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "clients", "python"), src,
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    before = sorted(str(p.relative_to(src)) for p in src.rglob("*") if "__pycache__" not in p.parts)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-build-isolation",
                           "--no-deps", str(src)], capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr[-3000:]
+    after = sorted(str(p.relative_to(src)) for p in src.rglob("*") if "__pycache__" not in p.parts)
+    assert after == before, "pip install wrote into the source folder: %s" % sorted(set(after) - set(before))
     r = subprocess.run([str(venv / "bin" / "attnd-cli"), "run", "--url", server.url, "--backend", "reference",
                         "--seq", "8", "--json"] + TINY_CLI, capture_output=True, text=True, timeout=120,
                        cwd=str(tmp_path))

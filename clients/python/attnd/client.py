@@ -108,6 +108,16 @@ def _to_npy(tensor):
     return buf.getvalue(), dtype
 
 
+def _plain(v):
+    """v with numpy scalars (np.int64(4096), np.bool_(True), …) as Python's, in lists too: what
+    a sweep over np.arange or a DataFrame hands the client; json cannot write them."""
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+        return v.item()
+    return v
+
+
 def _tid(tensor_id):
     """A tensor id ("t4", or a description dict) as a URL path segment."""
     if isinstance(tensor_id, dict):
@@ -220,6 +230,7 @@ class Client:
                 continue
             if k == "async_":
                 k = "async"
+            v = _plain(v)
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > JSON_SAFE_INT:
                 v = str(v)
             out[k] = v
