@@ -28,6 +28,12 @@
  * to 65504), and beyond ~1e4 softmax is a hard max anyway; far larger values turn inf in
  * fp32 and the output NaN. The default, 1/sqrt(head_dim), is at most 1. */
 #define RUN_MAX_SCALE 1e4
+/* Tags: labels a client gives a run to find it again (GET /v1/runs?tag=), at most
+ * RUN_MAX_TAGS of 1..RUN_TAG_MAX_LEN characters of RUN_TAG_CHARS each. */
+#define RUN_MAX_TAGS 8
+#define RUN_TAG_MAX_LEN 32
+#define RUN_TAG_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+#define RUN_TAGS_TEXT (RUN_MAX_TAGS * (RUN_TAG_MAX_LEN + 1)) /* the tags joined by commas, and a NUL */
 
 typedef struct run_request {
     char backend[32];       /* a name from the variants table */
@@ -54,6 +60,7 @@ typedef struct run_request {
     char q_tensor[32], k_tensor[32], v_tensor[32];
     int keep_output;        /* 1: keep the output as a resident tensor */
     char output_tensor[32]; /* its id, chosen by the front before the run ("" otherwise) */
+    char tags[RUN_TAGS_TEXT]; /* the run's tags joined by commas, in the client's order; "": none */
     unsigned given;         /* RUN_GIVEN_* bits: which of these parameters the client set itself */
 } run_request;
 
@@ -79,6 +86,7 @@ typedef enum run_param_type {
     RUN_PARAM_ENUM,   /* one word of `values`, into an int (or enum) field as its index */
     RUN_PARAM_STRING, /* text (one word of `values` when it has them), into a char array */
     RUN_PARAM_TENSOR, /* a resident tensor id, "t" and a decimal number, into a char array */
+    RUN_PARAM_TAGS,   /* short labels: "a,b" as text, or a JSON array of strings; joined into a char array */
 } run_param_type;
 
 #define RUN_PARAM_REQUIRED 1u       /* missing: 400 missing_parameter (its `set` says it) */
@@ -94,7 +102,8 @@ typedef struct run_value {
     long long i;   /* INT, BOOL (0 or 1), ENUM (the index of the word) */
     uint64_t u;    /* SEED */
     double d;      /* NUMBER */
-    const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied) */
+    const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied); TAGS: text below */
+    char text[RUN_TAGS_TEXT]; /* TAGS: the labels joined by commas */
 } run_value;
 
 typedef struct run_param run_param;
@@ -166,6 +175,9 @@ int run_request_from_json(run_request *r, const cJSON *json, api_error *e);
  * without sign or leading zeros, at most 4 digits); whether it exists is the pool's
  * business. */
 int run_request_device_valid(const char *d);
+
+/* 1 when the len bytes at tag are one valid tag (1..RUN_TAG_MAX_LEN of RUN_TAG_CHARS). */
+int run_request_tag_valid(const char *tag, size_t len);
 
 /* The run parameters a client gave itself that differ from its model's preset (names joined
  * by ", " into out; "" when none, or when r names no model or the preset is not loaded). */
