@@ -313,6 +313,22 @@ def test_csv_export_has_the_documented_columns(hist):
     assert [int(x["id"]) for x in rows] == want[:2] and "Attnd-Next-Before" in r.headers
 
 
+def test_accept_text_csv_asks_for_csv(hist):
+    """Accept: text/csv is format=csv (a spreadsheet's or curl's -H); format= wins over it, and
+    an Accept that puts JSON first gets JSON."""
+    api, _ = hist
+    import requests
+    url = api.url + "/v1/runs"
+    by_accept = requests.get(url, params={"limit": 1000}, headers={"Accept": "text/csv"}, timeout=30)
+    by_format = requests.get(url, params={"limit": 1000, "format": "csv"}, timeout=30)
+    assert by_accept.status_code == 200 and by_accept.headers["Content-Type"].startswith("text/csv")
+    assert by_accept.text == by_format.text
+    assert requests.get(url, params={"format": "json"}, headers={"Accept": "text/csv"},
+                        timeout=30).headers["Content-Type"].startswith("application/json")
+    assert requests.get(url, headers={"Accept": "application/json, text/csv"},
+                        timeout=30).headers["Content-Type"].startswith("application/json")
+
+
 def test_csv_of_nothing_is_its_header(hist):
     api, _ = hist
     r = api.get("/v1/runs", params={"format": "csv", "tag": "never-given"})

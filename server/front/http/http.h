@@ -109,6 +109,9 @@ void http_set_request_observer(http_request_observer observer);
 /* The query parameter key of req as a string; NULL when absent. */
 const char *http_query_param(const http_request *req, const char *key);
 
+/* The request header name of req (the first, case-insensitive name); NULL when absent. */
+const char *http_header(const http_request *req, const char *name);
+
 /* Has the client of req gone away (closed or reset its connection)? For handlers that wait
  * (a queued synchronous run): 1 gone, 0 still there. Never blocks, never reads request bytes. */
 int http_client_gone(const http_request *req);

@@ -57,6 +57,17 @@ static void history_send_groups(http_request *req, const history_request *h)
 }
 
 /* A page as CSV; the next cursor in a header (the body has no place for it). */
+/* Whether an Accept header asks for CSV before JSON (format= wins over it): text/csv named,
+ * and not after application/json. Quality values are not weighed. */
+static int history_accepts_csv(const char *accept)
+{
+    const char *csv = accept ? strcasestr(accept, "text/csv") : NULL, *json;
+
+    if (!csv) return 0;
+    json = strcasestr(accept, "application/json");
+    return !json || csv < json;
+}
+
 static void history_send_csv(http_request *req, const history_request *h, const char *rows, long long last,
                              int has_last)
 {
@@ -92,6 +103,7 @@ void route_list_runs(http_request *req)
         history_send_groups(req, &h);
         return;
     }
+    if (!http_query_param(req, "format") && history_accepts_csv(http_header(req, "Accept"))) h.format = HISTORY_CSV;
     rows = store_query_runs(&h.q, &first, &last);
     if (!rows) {
         routes_store_read_failed(req, "the run history");
