@@ -199,6 +199,67 @@ static int get_string(const cJSON *item, const char *name, const char **out, api
     return 0;
 }
 
+/* One tag: 1..RUN_TAG_MAX_LEN characters of RUN_TAG_CHARS. */
+int run_request_tag_valid(const char *tag, size_t len)
+{
+    size_t i;
+
+    if (len < 1 || len > RUN_TAG_MAX_LEN) return 0;
+    for (i = 0; i < len; i++)
+        if (!tag[i] || !strchr(RUN_TAG_CHARS, tag[i])) return 0;
+    return 1;
+}
+
+/* Append one tag of tags to out (joined by commas), refusing a bad one, a repeated one, and
+ * one past RUN_MAX_TAGS. */
+static int add_tag(const char *name, const char *tag, size_t len, char *out, int *count, api_error *e)
+{
+    size_t used = strlen(out);
+    const char *p;
+
+    if (!run_request_tag_valid(tag, len))
+        return api_fail(e, 400, "bad_value", name,
+                        "a tag is 1..%d characters of A-Z a-z 0-9 . _ : -, got '%.*s'", RUN_TAG_MAX_LEN,
+                        (int)(len > 40 ? 40 : len), tag);
+    if (++*count > RUN_MAX_TAGS)
+        return api_fail(e, 400, "out_of_range", name, "at most %d tags", RUN_MAX_TAGS);
+    for (p = out; *p; p += strcspn(p, ",") + (p[strcspn(p, ",")] == ',')) /* each tag so far */
+        if (strcspn(p, ",") == len && !memcmp(p, tag, len))
+            return api_fail(e, 400, "bad_value", name, "tag '%.*s' is given twice", (int)len, tag);
+    snprintf(out + used, RUN_TAGS_TEXT - used, "%s%.*s", used ? "," : "", (int)len, tag);
+    return 0;
+}
+
+/* Tags: "a,b" (a query value, or a string in a body; "" is none), or a JSON array of strings. */
+static int get_tags(const cJSON *item, const char *name, char *out, api_error *e)
+{
+    char shown[64];
+    const cJSON *t;
+    int count = 0;
+
+    out[0] = '\0';
+    if (cJSON_IsString(item)) {
+        const char *s = item->valuestring;
+        if (!s[0]) return 0;
+        for (;;) {
+            size_t len = strcspn(s, ",");
+            if (add_tag(name, s, len, out, &count, e) != 0) return -1;
+            if (!s[len]) return 0;
+            s += len + 1;
+        }
+    }
+    if (!cJSON_IsArray(item))
+        return api_fail(e, 400, "bad_value", name, "%s must be an array of strings or \"a,b\", got %s", name,
+                        value_text(item, shown, sizeof shown));
+    cJSON_ArrayForEach(t, item) {
+        if (!cJSON_IsString(t))
+            return api_fail(e, 400, "bad_value", name, "%s must be an array of strings, got an element %s", name,
+                            value_text(t, shown, sizeof shown));
+        if (add_tag(name, t->valuestring, strlen(t->valuestring), out, &count, e) != 0) return -1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- per-sequence lengths -- */
 
 #define LENGTHS_FORMS "a list of lengths (128,512,77, or a JSON array) or a distribution (uniform:MIN:MAX, or " \
@@ -457,6 +518,9 @@ const run_param run_request_params[] = {
     {.name = "output_tensor", .type = RUN_PARAM_TENSOR, AT(output_tensor),
      .flags = RUN_PARAM_SERVER_SET | RUN_PARAM_OMIT_UNSET,
      .meaning = "accepted so a stored `params` object can be posted back; the server chooses the kept output's id"},
+    {.name = "tags", .type = RUN_PARAM_TAGS, AT(tags), .flags = RUN_PARAM_OMIT_UNSET,
+     .meaning = "labels to find the run by ([History](#history): `GET /v1/runs?tag=`): `tags=a,b` in the query, "
+                "`\"tags\": [\"a\", \"b\"]` in a body; `params.tags` keeps them as an array"},
 };
 #define RUN_PARAM_COUNT (sizeof run_request_params / sizeof run_request_params[0])
 const size_t run_request_params_count = RUN_PARAM_COUNT;
@@ -538,6 +602,8 @@ static int read_value(const run_param *p, const cJSON *item, run_value *v, api_e
     case RUN_PARAM_LENGTHS: /* its set reads every form */
         v->json = item;
         return 0;
+    case RUN_PARAM_TAGS:
+        return get_tags(item, p->name, v->text, e);
     case RUN_PARAM_ENUM:
     case RUN_PARAM_STRING:
     case RUN_PARAM_TENSOR:
@@ -581,6 +647,9 @@ static void store_value(run_request *r, const run_param *p, const run_value *v)
     case RUN_PARAM_STRING:
     case RUN_PARAM_TENSOR:
         snprintf(field, p->size, "%s", v->s);
+        break;
+    case RUN_PARAM_TAGS:
+        snprintf(field, p->size, "%s", v->text);
         break;
     case RUN_PARAM_LENGTHS: /* always placed by its set */
         break;
@@ -1196,6 +1265,24 @@ static int put_integer(cJSON *o, const char *name, long long x, uint64_t u, int 
     return cJSON_AddStringToObject(o, name, text) ? 0 : -1;
 }
 
+/* Tags ("a,b") as the array "params" holds. 0, or -1 (out of memory). */
+static int put_tags(cJSON *o, const char *name, const char *joined)
+{
+    cJSON *a = cJSON_AddArrayToObject(o, name), *t;
+    const char *p = joined;
+
+    if (!a) return -1;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        char tag[RUN_TAG_MAX_LEN + 1];
+        snprintf(tag, sizeof tag, "%.*s", (int)len, p);
+        if (!(t = cJSON_CreateString(tag))) return -1;
+        cJSON_AddItemToArray(a, t);
+        p += len + (p[len] == ',');
+    }
+    return 0;
+}
+
 /* Write p's value of r into o. 0, or -1 (out of memory, or a field out of its words). */
 static int put_row(cJSON *o, const run_request *r, const run_param *p)
 {
@@ -1230,6 +1317,8 @@ static int put_row(cJSON *o, const run_request *r, const run_param *p)
         return cJSON_AddStringToObject(o, p->name, field) ? 0 : -1;
     case RUN_PARAM_LENGTHS: /* written by its put */
         return -1;
+    case RUN_PARAM_TAGS:
+        return (p->flags & RUN_PARAM_OMIT_UNSET) && !field[0] ? 0 : put_tags(o, p->name, field);
     }
     return -1;
 }
@@ -1288,6 +1377,8 @@ static const char *bounds_cell(const run_param *p, char *buf, size_t len)
     if (p->type == RUN_PARAM_SEED) snprintf(buf, len, "0 .. 2^64-1");
     if (p->type == RUN_PARAM_LENGTHS)
         snprintf(buf, len, "`batch` lengths of 0 .. 2^31-1 tokens, at most %d, below 2^31 in all", RUN_MAX_SEQS);
+    if (p->type == RUN_PARAM_TAGS)
+        snprintf(buf, len, "at most %d, each 1 .. %d of `A-Z a-z 0-9 . _ : -`", RUN_MAX_TAGS, RUN_TAG_MAX_LEN);
     if (p->type != RUN_PARAM_INT && p->type != RUN_PARAM_NUMBER) return buf;
     bound_text(p->min, lo, sizeof lo);
     bound_text(p->max, hi, sizeof hi);
@@ -1315,7 +1406,7 @@ static const char *default_cell(const run_param *p, char *buf, size_t len)
 static const char *const type_names[] = {
     [RUN_PARAM_INT] = "integer", [RUN_PARAM_SEED] = "integer", [RUN_PARAM_NUMBER] = "number",
     [RUN_PARAM_BOOL] = "boolean", [RUN_PARAM_ENUM] = "string",  [RUN_PARAM_STRING] = "string",
-    [RUN_PARAM_TENSOR] = "tensor id", [RUN_PARAM_LENGTHS] = "lengths",
+    [RUN_PARAM_TENSOR] = "tensor id", [RUN_PARAM_TAGS] = "strings",  [RUN_PARAM_LENGTHS] = "lengths",
 };
 
 void run_request_params_markdown(FILE *f)

@@ -47,6 +47,12 @@ typedef struct run_seqlens {
     int64_t min, max;          /* UNIFORM: drawn between them, both included */
     int32_t len[RUN_MAX_SEQS]; /* sequence b's length, b < batch; all of them the bound when not given */
 } run_seqlens;
+/* Tags: labels a client gives a run to find it again (GET /v1/runs?tag=), at most
+ * RUN_MAX_TAGS of 1..RUN_TAG_MAX_LEN characters of RUN_TAG_CHARS each. */
+#define RUN_MAX_TAGS 8
+#define RUN_TAG_MAX_LEN 32
+#define RUN_TAG_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-"
+#define RUN_TAGS_TEXT (RUN_MAX_TAGS * (RUN_TAG_MAX_LEN + 1)) /* the tags joined by commas, and a NUL */
 
 typedef struct run_request {
     char backend[32];       /* a name from the variants table */
@@ -76,6 +82,7 @@ typedef struct run_request {
     /* A ragged batch: the lengths of each side (problem.ragged says which were given; the
      * totals and bounds are in problem). Paging is problem.page_size and num_pages. */
     run_seqlens seqlens_q, seqlens_kv;
+    char tags[RUN_TAGS_TEXT]; /* the run's tags joined by commas, in the client's order; "": none */
     unsigned given;         /* RUN_GIVEN_* bits: which of these parameters the client set itself */
 } run_request;
 
@@ -102,6 +109,7 @@ typedef enum run_param_type {
     RUN_PARAM_STRING, /* text (one word of `values` when it has them), into a char array */
     RUN_PARAM_TENSOR, /* a resident tensor id, "t" and a decimal number, into a char array */
     RUN_PARAM_LENGTHS, /* per-sequence lengths: "128,512,77", "uniform:MIN:MAX", a JSON array or object; `set` reads it */
+    RUN_PARAM_TAGS,   /* short labels: "a,b" as text, or a JSON array of strings; joined into a char array */
 } run_param_type;
 
 #define RUN_PARAM_REQUIRED 1u       /* missing: 400 missing_parameter (its `set` says it) */
@@ -117,7 +125,8 @@ typedef struct run_value {
     long long i;   /* INT, BOOL (0 or 1), ENUM (the index of the word) */
     uint64_t u;    /* SEED */
     double d;      /* NUMBER */
-    const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied) */
+    const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied); TAGS: text below */
+    char text[RUN_TAGS_TEXT]; /* TAGS: the labels joined by commas */
     const cJSON *json; /* LENGTHS: the value as given (the caller's), for its `set` to read */
 } run_value;
 
@@ -190,6 +199,9 @@ int run_request_from_json(run_request *r, const cJSON *json, api_error *e);
  * without sign or leading zeros, at most 4 digits); whether it exists is the pool's
  * business. */
 int run_request_device_valid(const char *d);
+
+/* 1 when the len bytes at tag are one valid tag (1..RUN_TAG_MAX_LEN of RUN_TAG_CHARS). */
+int run_request_tag_valid(const char *tag, size_t len);
 
 /* The run parameters a client gave itself that differ from its model's preset (names joined
  * by ", " into out; "" when none, or when r names no model or the preset is not loaded). */
