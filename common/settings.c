@@ -567,9 +567,11 @@ void settings_print_help(FILE *out)
     size_t i;
 
     fprintf(out,
-            "usage: attnd [flags]\n"
+            "usage: attnd [flags]                        serve attention benchmarks over HTTP (docs/api.md)\n"
+            "       attnd batch PLAN.json [--out FILE] [flags]\n"
+            "                                            run a plan's runs here, no listener (attnd batch --help)\n"
+            "       attnd --version                      what built this binary\n"
             "\n"
-            "attnd serves attention benchmarks over HTTP (docs/api.md).\n"
             "Every setting is read, in increasing precedence, from its default, the JSON config\n"
             "file (key), the environment (ATTND_*) and the flag. Booleans: true/false/1/0/yes/no;\n"
             "a bare boolean flag means true.\n"

@@ -12,8 +12,8 @@
 #            their own, tests/pg/pg_server.py)
 #       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
 #            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
-#            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), setuptools and wheel
-#            (the client package is built offline)
+#            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), hatchling (the client
+#            package is built offline)
 #   sh scripts/install-deps.sh bench-http  build + wrk, for bench/http_load.sh
 set -e
 what=${1:-test}
@@ -42,7 +42,7 @@ test)
     need_pg_server
     for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
              schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
-             setuptools:setuptools wheel:wheel; do
+             hatchling:hatchling; do
         need_module "${m%%:*}" "${m#*:}"
     done
     ;;

@@ -228,9 +228,13 @@ function renderDetail(r) {
   if (!r) return;
   $("#detail").hidden = false;
   $("#d-id").textContent = `${r.id} · ${r.backend} · ${r.status}`;
-  $("#d-trace").href = `/v1/runs/${r.id}/trace`;
+  // A trace is stored with a profiled GPU run's kernel table (GET /v1/runs/ID/trace), else 404.
+  const hasTrace = r.status === "done" && !!(r.kernels && r.kernels.table);
+  $("#d-trace").hidden = !hasTrace;
+  $("#d-trace").href = hasTrace ? `/v1/runs/${r.id}/trace` : "#";
   $("#d-trace").download = `attnd-run-${r.id}-trace.json`;
-  const summary = { shape: shapeOf(r), device: deviceOf(r), timing: r.timing, error: r.error, perf: r.perf };
+  const summary = { shape: shapeOf(r), device: deviceOf(r), timing: r.timing, verify: r.verify ?? null,
+                    error: r.error, perf: r.perf };
   $("#d-summary").textContent = JSON.stringify(summary, null, 1);
   const table = (r.kernels && r.kernels.table) || [];
   const rows = table.map((k) => el("tr", {},

@@ -40,12 +40,18 @@ typedef struct run_row {
     unsigned long long n;
 } run_row;
 
+/* One histogram's label set (two labels; the second empty for one-label families). */
 typedef struct hist_row {
-    char backend[32], device[16];
+    char a[64], b[32];
     unsigned long long bucket[METRICS_NBUCKETS]; /* non-cumulative; summed when rendered */
     unsigned long long count;
     double sum;
 } hist_row;
+
+typedef struct hist_table {
+    hist_row rows[METRICS_ROWS];
+    int n;
+} hist_table;
 
 typedef struct tensor_row {
     char device[16];
@@ -57,13 +63,43 @@ static http_row metrics_http[METRICS_HTTP_ROWS];
 static int metrics_nhttp;
 static run_row metrics_runs[METRICS_ROWS];
 static int metrics_nruns;
-static hist_row metrics_hist[METRICS_ROWS];
-static int metrics_nhist;
+static hist_table metrics_run_seconds;   /* (backend, device): a done run's median forward */
+static hist_table metrics_http_seconds;  /* (method, route): a request's head in to its answer queued */
+static hist_table metrics_queue_seconds; /* (device, ""): a run's wait in its device's queue */
 static tensor_row metrics_tensors[METRICS_DEVICES];
 static int metrics_ntensors;
 static unsigned long long metrics_dropped;
 
-void metrics_http_request(const char *method, const char *route, int status)
+/* Count seconds into the row of (a, b) of table, made when new. Under metrics_mu. */
+static void hist_observe_locked(hist_table *table, const char *a, const char *b, double seconds)
+{
+    hist_row *h;
+    size_t k;
+    int i;
+
+    for (i = 0; i < table->n; i++)
+        if (!strcmp(table->rows[i].a, a) && !strcmp(table->rows[i].b, b)) break;
+    if (i == METRICS_ROWS) {
+        metrics_dropped++;
+        return;
+    }
+    h = &table->rows[i];
+    if (i == table->n) {
+        memset(h, 0, sizeof *h);
+        snprintf(h->a, sizeof h->a, "%s", a);
+        snprintf(h->b, sizeof h->b, "%s", b);
+        table->n++;
+    }
+    for (k = 0; k < METRICS_NBUCKETS; k++)
+        if (seconds <= metrics_buckets[k]) {
+            h->bucket[k]++;
+            break;
+        }
+    h->count++; /* above the last bucket: only in +Inf (count) */
+    h->sum += seconds;
+}
+
+void metrics_http_request(const char *method, const char *route, int status, double seconds)
 {
     int i;
 
@@ -83,6 +119,7 @@ void metrics_http_request(const char *method, const char *route, int status)
         metrics_http[i].n++;
     else
         metrics_dropped++;
+    if (seconds >= 0) hist_observe_locked(&metrics_http_seconds, method, route, seconds);
     pthread_mutex_unlock(&metrics_mu);
 }
 
@@ -96,7 +133,6 @@ void metrics_observe_run(const run_record *rec)
     const char *status = run_status_name(rec->status);
     double gpu_seconds = rec->status == RUN_DONE && rec->median_us >= 0 ? rec->median_us * 1e-6 : -1.0;
     int i;
-    size_t b;
 
     pthread_mutex_lock(&metrics_mu);
     for (i = 0; i < metrics_nruns; i++)
@@ -111,28 +147,8 @@ void metrics_observe_run(const run_record *rec)
     else
         metrics_dropped++;
 
-    if (gpu_seconds >= 0) {
-        for (i = 0; i < metrics_nhist; i++)
-            if (!strcmp(metrics_hist[i].backend, backend) && !strcmp(metrics_hist[i].device, device)) break;
-        if (i == metrics_nhist && i < METRICS_ROWS) {
-            memset(&metrics_hist[i], 0, sizeof metrics_hist[i]);
-            snprintf(metrics_hist[i].backend, sizeof metrics_hist[i].backend, "%s", backend);
-            snprintf(metrics_hist[i].device, sizeof metrics_hist[i].device, "%s", device);
-            metrics_nhist++;
-        }
-        if (i < METRICS_ROWS) {
-            hist_row *h = &metrics_hist[i];
-            for (b = 0; b < METRICS_NBUCKETS; b++)
-                if (gpu_seconds <= metrics_buckets[b]) {
-                    h->bucket[b]++;
-                    break;
-                }
-            h->count++; /* above the last bucket: only in +Inf (count) */
-            h->sum += gpu_seconds;
-        } else {
-            metrics_dropped++;
-        }
-    }
+    if (gpu_seconds >= 0) hist_observe_locked(&metrics_run_seconds, backend, device, gpu_seconds);
+    if (rec->queue_wait_s >= 0) hist_observe_locked(&metrics_queue_seconds, device, "", rec->queue_wait_s);
     pthread_mutex_unlock(&metrics_mu);
 }
 
@@ -247,31 +263,37 @@ static void render_devices(text_buf *t)
     }
 }
 
-/* The histogram rows of GPU devices (gpu 1) or of the cpu device (gpu 0) as family name.
- * Under metrics_mu. */
-static void render_histograms(text_buf *t, const char *name, const char *help, int gpu)
+/* The rows of table as histogram family name with labels la (and lb, when given), those whose
+ * row passes keep (NULL: all). Under metrics_mu. */
+static void render_histogram(text_buf *t, const hist_table *table, const char *name, const char *help,
+                             const char *la, const char *lb, int (*keep)(const hist_row *))
 {
-    char a[96], b[96];
+    char a[96], b[96], labels[256];
     int i;
     size_t k;
 
     header(t, name, "histogram", help);
-    for (i = 0; i < metrics_nhist; i++) {
-        const hist_row *h = &metrics_hist[i];
+    for (i = 0; i < table->n; i++) {
+        const hist_row *h = &table->rows[i];
         unsigned long long cum = 0;
-        if ((strcmp(h->device, "cpu") != 0) != gpu) continue;
-        esc(h->backend, a, sizeof a);
-        esc(h->device, b, sizeof b);
+        if (keep && !keep(h)) continue;
+        if (lb)
+            snprintf(labels, sizeof labels, "%s=\"%s\",%s=\"%s\"", la, esc(h->a, a, sizeof a), lb,
+                     esc(h->b, b, sizeof b));
+        else
+            snprintf(labels, sizeof labels, "%s=\"%s\"", la, esc(h->a, a, sizeof a));
         for (k = 0; k < METRICS_NBUCKETS; k++) {
             cum += h->bucket[k];
-            tb_printf(t, "%s_bucket{backend=\"%s\",device=\"%s\",le=\"%g\"} %llu\n", name, a, b, metrics_buckets[k],
-                      cum);
+            tb_printf(t, "%s_bucket{%s,le=\"%g\"} %llu\n", name, labels, metrics_buckets[k], cum);
         }
-        tb_printf(t, "%s_bucket{backend=\"%s\",device=\"%s\",le=\"+Inf\"} %llu\n", name, a, b, h->count);
-        tb_printf(t, "%s_sum{backend=\"%s\",device=\"%s\"} %.9g\n", name, a, b, h->sum);
-        tb_printf(t, "%s_count{backend=\"%s\",device=\"%s\"} %llu\n", name, a, b, h->count);
+        tb_printf(t, "%s_bucket{%s,le=\"+Inf\"} %llu\n", name, labels, h->count);
+        tb_printf(t, "%s_sum{%s} %.9g\n", name, labels, h->sum);
+        tb_printf(t, "%s_count{%s} %llu\n", name, labels, h->count);
     }
 }
+
+static int on_gpu(const hist_row *h) { return strcmp(h->b, "cpu") != 0; }
+static int on_cpu(const hist_row *h) { return strcmp(h->b, "cpu") == 0; }
 
 /* Where the history goes, how far behind the fleet database is, and whether this machine's
  * file takes writes (read outside metrics_mu: the outbox depth is a query of the local file). */
@@ -324,10 +346,15 @@ char *metrics_render(void)
 
     /* GPU time (CUDA events) and the cpu device's wall time are two families: one name for
      * both would let a dashboard add seconds of different clocks. */
-    render_histograms(&t, "attnd_run_gpu_seconds",
-                      "Median forward time of done runs on GPUs (timing.median_us, CUDA events), seconds.", 1);
-    render_histograms(&t, "attnd_run_cpu_seconds",
-                      "Median forward time of done runs on the cpu device (timing.median_us, wall clock), seconds.", 0);
+    render_histogram(&t, &metrics_run_seconds, "attnd_run_gpu_seconds",
+                     "Median forward time of done runs on GPUs (timing.median_us, CUDA events), seconds.", "backend",
+                     "device", on_gpu);
+    render_histogram(&t, &metrics_run_seconds, "attnd_run_cpu_seconds",
+                     "Median forward time of done runs on the cpu device (timing.median_us, wall clock), seconds.",
+                     "backend", "device", on_cpu);
+    render_histogram(&t, &metrics_queue_seconds, "attnd_queue_wait_seconds",
+                     "Seconds runs waited in their device's queue before their worker took them.", "device", NULL,
+                     NULL);
 
     header(&t, "attnd_build_info", "gauge", "The build serving: always 1, labelled with its version and commit.");
     tb_printf(&t, "attnd_build_info{version=\"%s\",commit=\"%s\"} 1\n", esc(build_info_version(), a, sizeof a),
@@ -344,6 +371,10 @@ char *metrics_render(void)
         tb_printf(&t, "attnd_http_requests_total{method=\"%s\",route=\"%s\",status=\"%d\"} %llu\n",
                   esc(metrics_http[i].method, a, sizeof a), esc(metrics_http[i].route, b, sizeof b),
                   metrics_http[i].status, metrics_http[i].n);
+
+    render_histogram(&t, &metrics_http_seconds, "attnd_http_request_duration_seconds",
+                     "Seconds from a request's head in to its answer queued, by method and route.", "method", "route",
+                     NULL);
 
     header(&t, "attnd_metrics_dropped_total", "counter", "Updates dropped because a metrics table was full.");
     tb_printf(&t, "attnd_metrics_dropped_total %llu\n", metrics_dropped);

@@ -13,11 +13,13 @@
 #include "server/front/records.h"
 
 /* One answered HTTP request, in the route table's labels (http_request_observer): method
- * ("GET", …, "other"), route ("/v1/runs/{id}", "unmatched"), status (0 when nothing was sent). */
-void metrics_http_request(const char *method, const char *route, int status);
+ * ("GET", …, "other"), route ("/v1/runs/{id}", "unmatched"), status (0 when nothing was sent),
+ * seconds from its head in to its answer queued (< 0: not known). */
+void metrics_http_request(const char *method, const char *route, int status, double seconds);
 
-/* A run reached its final state (done, failed, cancelled): counted by backend and status,
- * and a done run's median forward time (rec->median_us) goes into its device's histogram. */
+/* A run reached its final state (done, failed, cancelled): counted by backend and status; a
+ * done run's median forward time (rec->median_us) and any run's queue wait (rec->queue_wait_s)
+ * go into their device's histograms. */
 void metrics_observe_run(const run_record *rec);
 
 /* One device's gauges, as the pool knows them when /metrics is rendered. */

@@ -25,6 +25,7 @@ void run_record_init(run_record *rec, const run_request *r, cJSON *device)
     rec->request = *r;
     rec->device = device;
     rec->median_us = -1.0;
+    rec->queue_wait_s = -1.0;
 }
 
 void run_record_free(run_record *rec)

@@ -29,6 +29,7 @@ typedef struct run_record {
     char *error_code;       /* failed or cancelled: why (owned; NULL when none) */
     char *error_message;
     int client_gone;        /* its synchronous client left before the answer */
+    double queue_wait_s;    /* seconds in its device's queue before a worker took it; < 0 until then */
 } run_record;
 
 /* The wire name of a status ("queued", "done"). */

@@ -190,11 +190,13 @@ cJSON *measure_stats_timing_json(const timing_stats *s)
     json_add_number_or_null(o, "host_us", s->host_us);
     json_add_number_or_null(o, "total_ms", s->total_ms);
     clocks = cJSON_AddObjectToObject(o, "clocks");
-    if (clocks) {
-        json_add_number_or_null(clocks, "sm_min_mhz", s->sm_clock_min_mhz);
-        json_add_number_or_null(clocks, "sm_max_mhz", s->sm_clock_max_mhz);
-        json_add_number_or_null(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz);
-        cJSON_AddBoolToObject(clocks, "throttled", s->throttled != 0);
+    if (clocks) { /* 0 MHz is no reading (the cpu device, no NVML): null, never a clock of 0 */
+        int read = s->sm_clock_max_mhz > 0;
+        json_add_number_or_null(clocks, "sm_min_mhz", s->sm_clock_min_mhz > 0 ? s->sm_clock_min_mhz : NAN);
+        json_add_number_or_null(clocks, "sm_max_mhz", read ? s->sm_clock_max_mhz : NAN);
+        json_add_number_or_null(clocks, "sm_limit_mhz", s->sm_clock_limit_mhz > 0 ? s->sm_clock_limit_mhz : NAN);
+        if (read || s->have_clock_reasons) cJSON_AddBoolToObject(clocks, "throttled", s->throttled != 0);
+        else cJSON_AddNullToObject(clocks, "throttled");
         json_add_number_or_null(clocks, "power_min_w", s->power_min_w > 0 ? s->power_min_w : NAN);
         json_add_number_or_null(clocks, "power_max_w", s->power_max_w > 0 ? s->power_max_w : NAN);
         if (s->have_clock_reasons) cJSON_AddItemToObject(clocks, "event_reasons", clocks_reasons_json(s->clock_reasons));
@@ -235,6 +237,10 @@ cJSON *measure_stats_perf_json(const attn_problem *p, double median_us)
     json_add_number_or_null(o, "tflops", seconds > 0.0 ? flops / seconds / 1e12 : NAN);
     json_add_number_or_null(o, "bytes", bytes);
     json_add_number_or_null(o, "gbps", seconds > 0.0 ? bytes / seconds / 1e9 : NAN);
+    if (p->ragged || p->page_size > 0) { /* a serving batch: the real tokens flops and bytes count */
+        cJSON_AddNumberToObject(o, "tokens_q", (double)attn_tokens_q(p));
+        cJSON_AddNumberToObject(o, "tokens_kv", (double)attn_tokens_kv(p));
+    }
     return o;
 }
 

@@ -136,6 +136,22 @@ def test_sigterm_exits_zero_promptly(start_server):
     assert secs < 10.0
 
 
+def test_readme_cpu_example_runs_as_printed(server):
+    """The README's first example works on any machine: run as printed, it answers the shape
+    and the fingerprint the README shows (the inputs are seeded; only the time differs)."""
+    with open(REPO + "/README.md") as f:
+        readme = f.read()
+    m = re.search(r"^(curl -s -X POST 'localhost:8080/run\?backend=reference&device=cpu[^']*' \| jq .*)$\n```\n```json\n"
+                  r"(.*)$", readme, re.M)
+    assert m, "the README's cpu example is gone"
+    cmd = m.group(1).replace("localhost:8080", server.url.split("//", 1)[1])
+    p = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got, shown = json.loads(p.stdout), json.loads(m.group(2))
+    assert set(got) == set(shown) and got["median_us"] > 0, (got, shown)
+    assert (got["shape"], got["fingerprint"]) == (shown["shape"], shown["fingerprint"]), (got, shown)
+
+
 def test_readme_gpu_example_shows_the_error_without_a_gpu(server):
     # The README's curl | jq example, run as printed against this GPU-less server: the
     # answer is the 503 body, not a jq error.

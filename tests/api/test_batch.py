@@ -161,6 +161,9 @@ def test_bad_flags_exit_2(tmp_path):
     assert p.returncode == 2 and "usage: attnd batch PLAN.json" in p.stderr
     p = subprocess.run([attnd_bin(), "batch", "--help"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0 and "usage: attnd batch" in p.stdout
+    # the server's own help names batch too: a user reads `attnd --help` first
+    p = subprocess.run([attnd_bin(), "--help"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0 and "attnd batch PLAN.json" in p.stdout.split("\n\n")[0], p.stdout[:400]
 
 
 def test_cli_plan_runs_the_grid_the_sweep_flags_describe(tmp_path, capsys):

@@ -43,6 +43,12 @@ def test_run_and_get(client):
     assert client.get_run(rec["id"]) == rec
 
 
+def test_numpy_scalars_are_parameters(client):
+    """A sweep over np.arange hands the client numpy integers: they run like Python's."""
+    rec = client.run(**tiny(seed=np.int64(3), seq=np.int64(16), head_dim=np.int32(8), verify=np.bool_(True)))
+    assert rec["status"] == "done" and rec["params"]["seq_q"] == 16 and rec["params"]["verify"] is True
+
+
 def test_refusal_raises_with_server_fields(client):
     with pytest.raises(attnd.AttndError) as ei:
         client.run(**tiny(batch=0))
@@ -191,16 +197,20 @@ def test_cli_bad_server_exit_1(capsys):
 
 
 def test_pip_install_and_console_script(server, tmp_path):
-    """pip install ./clients/python (a copy: the build writes egg-info beside the sources),
-    offline, into a venv that sees this Python's packages; then the attnd-cli entry point."""
+    """pip install of the client's folder (a copy, as it is in git), offline, into a venv that
+    sees this Python's packages; the folder is left as it was (no build/, no egg-info); then
+    the attnd-cli entry point."""
     src = tmp_path / "src"
     shutil.copytree(os.path.join(REPO, "clients", "python"), src,
                     ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"))
+    before = sorted(str(p.relative_to(src)) for p in src.rglob("*") if "__pycache__" not in p.parts)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
     pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-build-isolation",
                           "--no-deps", str(src)], capture_output=True, text=True, timeout=300)
     assert pip.returncode == 0, pip.stderr[-3000:]
+    after = sorted(str(p.relative_to(src)) for p in src.rglob("*") if "__pycache__" not in p.parts)
+    assert after == before, "pip install wrote into the source folder: %s" % sorted(set(after) - set(before))
     r = subprocess.run([str(venv / "bin" / "attnd-cli"), "run", "--url", server.url, "--backend", "reference",
                         "--seq", "8", "--json"] + TINY_CLI, capture_output=True, text=True, timeout=120,
                        cwd=str(tmp_path))
@@ -327,3 +337,137 @@ def test_connection_is_retried_until_the_server_is_up(start_server):
         assert ei.value.code == "connection_error"
     finally:
         starter.join()
+
+
+# ---------------------------------------------------------------- attnd-cli runs: the history
+
+def _cli_env():
+    return dict(os.environ, PYTHONPATH=os.path.join(REPO, "clients", "python"))
+
+
+@pytest.fixture(scope="module")
+def history_server():
+    """A server of its own with six runs of two shapes, tags on some."""
+    from attnd_api_helpers import Api, AttndServer
+
+    srv = AttndServer(extra=["--cpu-threads", "2"]).start()
+    try:
+        api = Api(srv.url)
+        recs = [api.run_ok(**tiny(seq=8 if i % 2 else 16, seed=i, tags="odd" if i % 2 else "even")) for i in range(6)]
+        yield srv, recs
+        srv.stop_checked()
+    finally:
+        srv.cleanup()
+
+
+def _table_rows(text):
+    """The ids listed: the first column of the table (or the ids of JSON lines, as an older
+    attnd-cli printed them, so that the tests fail on what it printed, not on how)."""
+    lines = text.strip().splitlines()
+    if lines and lines[0].startswith("{"):
+        return [str(json.loads(line)["id"]) for line in lines]
+    assert lines and lines[0].startswith("id"), text
+    return [line.split()[0] for line in lines[1:]]
+
+
+def _follow_record(line, header):
+    """One line of runs --follow: a JSON record, or a table row read by the header's columns."""
+    if line.startswith("{"):
+        return json.loads(line)
+    names, cells = header.split(), line.split()
+    return {"id": int(cells[names.index("id")]), "status": cells[names.index("status")]}
+
+
+def test_cli_runs_limit_is_a_limit(history_server, capsys):
+    """--limit 3 printed 5 runs, --since … --limit 2 printed 12: it was the page size."""
+    srv, recs = history_server
+    assert cli.main(["runs", "--url", srv.url, "--limit", "3"]) == 0
+    assert _table_rows(capsys.readouterr().out) == [str(r["id"]) for r in recs[:3]]
+    assert cli.main(["runs", "--url", srv.url, "--since", "2000-01-01", "--limit", "2", "--json"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [r["id"] for r in recs[:2]]
+    assert cli.main(["runs", "--url", srv.url, "--order", "newest", "--limit", "2"]) == 0
+    assert _table_rows(capsys.readouterr().out) == [str(r["id"]) for r in recs[::-1][:2]]
+    assert cli.main(["runs", "--url", srv.url]) == 0
+    assert _table_rows(capsys.readouterr().out) == [str(r["id"]) for r in recs], "no --limit: all of them"
+    with pytest.raises(SystemExit) as ei:
+        cli.main(["runs", "--url", srv.url, "--limit", "0"])
+    assert ei.value.code == 2
+
+
+def test_cli_runs_filters_aggregate_and_csv(history_server, capsys):
+    srv, recs = history_server
+    assert cli.main(["runs", "--url", srv.url, "--seq", "8", "--tag", "odd", "--backend", "reference"]) == 0
+    out = capsys.readouterr().out
+    assert _table_rows(out) == [str(r["id"]) for r in recs if r["params"]["seq_q"] == 8]
+    assert "tags" in out.splitlines()[0] and "odd" in out
+    assert cli.main(["runs", "--url", srv.url, "--group-by", "seq_q", "--json"]) == 0
+    body = json.loads(capsys.readouterr().out)
+    assert [(g["seq_q"], g["count"]) for g in body["groups"]] == [(8, 3), (16, 3)]
+    assert cli.main(["runs", "--url", srv.url, "--group-by", "seq_q,dtype"]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].split() == ["seq_q", "dtype", "count", "median_us", "min_us", "max_us"] and len(lines) == 3
+    assert cli.main(["runs", "--url", srv.url, "--csv", "--limit", "4", "--head-dim", "8"]) == 0
+    out = capsys.readouterr().out
+    rows = out.splitlines()
+    assert rows[0].startswith("id,status,") and len(rows) == 5
+    assert [int(line.split(",")[0]) for line in rows[1:]] == [r["id"] for r in recs[:4]]
+    assert cli.main(["runs", "--url", srv.url, "--backend", "nope"]) == 1
+    assert "unknown_backend" in capsys.readouterr().err
+
+
+def test_cli_runs_quiet_on_a_closed_pipe(history_server):
+    """`attnd-cli runs | head` ended in a BrokenPipeError traceback."""
+    srv, recs = history_server
+    api = attnd.Client(srv.url, timeout=60)
+    for i in range(40):  # ~2.5 KB of JSON each: more than a pipe holds, so the writer meets the closed end
+        api.run(**tiny(seed=100 + i))
+    for argv in ([], ["--json"], ["--json", "--order", "newest"]):
+        p = subprocess.run(["bash", "-c", 'set -o pipefail; "$0" -m attnd runs --url "$1" "${@:2}" | head -1',
+                            sys.executable, srv.url] + argv, capture_output=True, text=True, timeout=120,
+                           env=_cli_env(), cwd=REPO)
+        assert p.returncode == 0 and p.stdout.count("\n") == 1, (argv, p.returncode, p.stdout[:200])
+        assert p.stderr == "", (argv, p.stderr[-2000:])
+
+
+def test_cli_runs_follow_updates_a_run_until_it_is_final(start_server):
+    """--follow printed a run as `running` once and never again."""
+    import queue
+    import threading
+
+    srv = start_server(extra=["--enable-fault-injection", "true", "--job-timeout-s", "3", "--cpu-threads", "1"])
+    c = attnd.Client(srv.url, timeout=60)
+    first = c.run(**tiny())
+    p = subprocess.Popen([sys.executable, "-m", "attnd", "runs", "--url", srv.url, "--follow"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_cli_env(), cwd=REPO)
+    lines = queue.Queue()
+    threading.Thread(target=lambda: [lines.put(line) for line in p.stdout], daemon=True).start()
+    header = []
+
+    def next_record(timeout=30):
+        try:
+            line = lines.get(timeout=timeout)
+            if line.startswith("id "):  # the table's header, once
+                header.append(line)
+                line = lines.get(timeout=timeout)
+            return _follow_record(line, header[0] if header else "")
+        except queue.Empty:
+            raise AssertionError("attnd-cli runs --follow printed nothing for %d s" % timeout)
+
+    try:
+        assert next_record()["id"] == first["id"]
+        hung = c.submit(**tiny(fault="hang"))["id"]  # the worker hangs: the job times out after 3 s, failed
+        later = c.submit(**tiny(seed=5))["id"]       # queued behind it, then done
+        states = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (states.get(hung, [""])[-1] == "failed"
+                                                   and states.get(later, [""])[-1] == "done"):
+            rec = next_record()
+            states.setdefault(rec["id"], []).append(rec["status"])
+        assert states[hung][-1] == "failed" and states[hung][0] in ("queued", "running"), states
+        assert states[later][-1] == "done" and len(states[later]) >= 2, states
+        for seen in states.values():
+            assert len(seen) == len(set(seen)), "a state printed twice: %s" % states
+    finally:
+        p.kill()
+        p.wait(timeout=10)

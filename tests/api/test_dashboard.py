@@ -191,10 +191,24 @@ def test_form_run_appears_in_table_and_chart(api, browser):
                            " return b ? b.getAttribute('data-backend') + ' ' + b.getAttribute('width') : ''; })()" % run_id,
                            "run %d in the timing chart" % run_id)
     assert bar.split()[0] == "reference" and float(bar.split()[1]) > 0, bar
-    # Its detail: clicking the row shows the trace link of that run.
-    href = browser.eval("(() => { document.querySelector('#runs tbody tr[data-id=\"%d\"]').click();"
-                        " return document.querySelector('#d-trace').getAttribute('href'); })()" % run_id)
-    assert href == "/v1/runs/%d/trace" % run_id
+    # Its detail: clicking the row shows the run, its verify, and no trace link (a cpu run
+    # has no trace: the link would lead to a 404).
+    shown = browser.eval("(() => { document.querySelector('#runs tbody tr[data-id=\"%d\"]').click();"
+                         " return [document.querySelector('#d-trace').hidden,"
+                         " JSON.parse(document.querySelector('#d-summary').textContent)]; })()" % run_id)
+    assert shown[0] is True and "verify" in shown[1], shown
+    assert api.get("/v1/runs/%d/trace" % run_id).status_code == 404
+
+
+def test_form_defaults_are_the_servers(api, browser):
+    """warmup and iters start empty: a run from the form is timed by the server's stopping
+    rule, as the API's would be, not by one forward."""
+    browser.navigate(api.url + "/")
+    browser.wait_for("document.readyState === 'complete'", "the page")
+    vals = browser.eval("['f-warmup', 'f-iters'].map((id) => document.getElementById(id).value).join(',')")
+    assert vals == ",", vals
+    body = browser.eval("JSON.stringify(formBody())")
+    assert "warmup" not in json.loads(body) and "iters" not in json.loads(body), body
 
 
 def test_form_offers_the_model_presets(api, browser):

@@ -229,14 +229,14 @@ def test_upload_within_max_upload_bytes_gets_100_continue(upload_server):
     assert status == 201, answer[:500]
 
 
-def chunked_upload(url, total, piece=64 << 10, end=True):
-    """Send a chunked upload of total bytes of zeros (and its last chunk when end); read the
-    answer. Returns (answer bytes, body bytes sent, seconds)."""
+def chunked_upload(url, total, piece=64 << 10, end=True, head=None):
+    """Send a chunked upload (or head, chunked) of total bytes of zeros (and its last chunk
+    when end); read the answer. Returns (answer bytes, body bytes sent, seconds)."""
     s = socket.create_connection(("127.0.0.1", port_of(url)), timeout=20)
     data, sent = b"\0" * piece, 0
     t0 = time.monotonic()
     try:
-        s.sendall(upload_head(b"Transfer-Encoding: chunked\r\nConnection: close", shape=16 << 20))
+        s.sendall(head or upload_head(b"Transfer-Encoding: chunked\r\nConnection: close", shape=16 << 20))
         while sent < total:
             s.sendall(b"%x\r\n" % len(data) + data + b"\r\n")
             sent += len(data)
@@ -276,14 +276,20 @@ def test_chunked_upload_past_max_upload_bytes_is_answered(upload_server):
           % (secs, mem.peak_memfd / 2 ** 20))
 
 
-def test_refused_body_is_thrown_away_up_to_a_bound(upload_server):
-    """What is thrown away is bounded: past 1 GiB of a refused body the connection is closed
-    without an answer, and the log says why."""
-    answer, sent, secs = chunked_upload(upload_server.url, (1 << 30) + (64 << 20), piece=1 << 20, end=False)
+@pytest.mark.parametrize("route", ["upload", "run"])
+def test_refused_body_is_thrown_away_up_to_a_bound(upload_server, route):
+    """What is thrown away is bounded: past 1 GiB of a refused body (a streamed upload past
+    max_upload_bytes, a held run body past max_body_bytes) the connection is closed without
+    an answer, the log says why, and the request is counted."""
+    head = None if route == "upload" else post(b"/v1/runs", [b"Transfer-Encoding: chunked", b"Connection: close"])
+    answer, sent, secs = chunked_upload(upload_server.url, (1 << 30) + (64 << 20), piece=1 << 20, end=False,
+                                        head=head)
     assert answer == b"" and sent < (1 << 30) + (64 << 20), (answer[:200], sent)
     log = [ln for ln in upload_server.stderr_text().splitlines() if "body cut off after" in ln]
     assert log and "413 body_too_large" in log[-1], log
     assert requests.get(upload_server.url + "/healthz", timeout=10).status_code == 200
+    metrics = requests.get(upload_server.url + "/metrics", timeout=10).text
+    assert 'status="413"' in metrics, metrics[-800:]
 
 
 CLIENTS = {

@@ -1,8 +1,12 @@
 """GET /metrics: Prometheus text format, parsed with prometheus_client's own parser; names
-follow its conventions (attnd_ prefix, _total counters, _seconds, _bytes)."""
+follow its conventions (attnd_ prefix, _total counters, _seconds, _bytes); every family is in
+docs/api.md's table and the table has no other."""
+import os
+import re
+
 import pytest
 
-from attnd_api_helpers import Api, tiny
+from attnd_api_helpers import REPO, Api, tiny
 
 parser = pytest.importorskip("prometheus_client.parser", reason="pip prometheus_client (scripts/install-deps.sh)")
 
@@ -40,7 +44,8 @@ def test_metrics_parse_and_count(fresh):
     expect = {"attnd_queue_depth": "gauge", "attnd_workers_up": "gauge", "attnd_worker_restarts": "counter",
               "attnd_gpu_memory_total_bytes": "gauge", "attnd_gpu_memory_used_bytes": "gauge",
               "attnd_runs": "counter", "attnd_run_gpu_seconds": "histogram", "attnd_run_cpu_seconds": "histogram",
-              "attnd_build_info": "gauge",
+              "attnd_build_info": "gauge", "attnd_queue_wait_seconds": "histogram",
+              "attnd_http_request_duration_seconds": "histogram",
               "attnd_resident_tensor_bytes": "gauge", "attnd_http_requests": "counter"}
     for name, kind in expect.items():
         assert name in fams and fams[name].type == kind, (name, fams.get(name))
@@ -73,3 +78,21 @@ def test_metrics_parse_and_count(fresh):
     # the build serving, as /v1/device and every record name it
     build = api.get("/v1/device").json()["build"]
     assert value(fams["attnd_build_info"], "attnd_build_info", version=build["version"], commit=build["commit"]) == 1
+    # how long runs waited and requests took: one observation each, in order
+    q = fams["attnd_queue_wait_seconds"]
+    assert value(q, "attnd_queue_wait_seconds_count", device="cpu") == 3
+    d = fams["attnd_http_request_duration_seconds"]
+    assert value(d, "attnd_http_request_duration_seconds_count", method="POST", route="/v1/runs") == 4
+    assert 0 < value(d, "attnd_http_request_duration_seconds_sum", method="POST", route="/v1/runs") < 60
+
+
+def test_every_family_is_in_the_docs_table(fresh):
+    """The docs' metrics table and GET /metrics name the same families."""
+    fresh.run_ok(**tiny(seed=1))
+    served = set(re.findall(r"^# TYPE (attnd_\w+) ", fresh.get("/metrics").text, re.M))
+    with open(os.path.join(REPO, "docs", "api.md"), encoding="utf-8") as f:
+        text = f.read()
+    table = text[text.index("## Metrics"):text.index("## Resident tensors")]
+    documented = set(re.findall(r"`(attnd_\w+)`", table))
+    assert served == documented, ("served, not in the table: %s" % sorted(served - documented),
+                                  "in the table, not served: %s" % sorted(documented - served))

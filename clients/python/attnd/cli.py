@@ -5,15 +5,20 @@
     attnd-cli sweep --plan plan.json                     (the same grid, from a plan file: docs/plan.md)
     attnd-cli plan --backends naive,math --seq 512,1024 [run flags] > plan.json
     attnd-cli run --backend cudnn --model llama-3.1-70b --seq 8192   (a model preset: attnd-cli models)
-    attnd-cli device | variants | models | get ID | wait ID | runs [--after N] [--follow]
+    attnd-cli device | variants | models | get ID | wait ID
+    attnd-cli runs [--order newest] [--limit N] [--backend flash --seq 4096 --tag exp1 …] [--json | --csv]
+    attnd-cli runs --follow [--limit N]                  (new runs, and each again until it is final)
+    attnd-cli runs --group-by backend,seq_q [filters]    (count, median of medians, min, max per group)
 
 --url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
-Exit status: 0 all went well; 1 a run failed or was refused; 2 bad usage.
+Exit status: 0 all went well (a reader that closed the pipe early, as `| head` does,
+included); 1 a run failed or was refused; 2 bad usage.
 """
 import argparse
 import csv
 import itertools
 import json
+import os
 import sys
 import time
 
@@ -25,10 +30,20 @@ INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim"
 FLOAT_PARAMS = ("min_time_ms", "max_time_ms", "target_noise", "scale")
 STR_PARAMS = ("device", "dtype", "mask", "cache", "model", "impl")
 BOOL_PARAMS = ("causal", "graph", "verify", "profile")
+LIST_PARAMS = ("tags",)
 
 TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v",
                  "window", "dtype", "mask",
-                 "status", "median_us", "rse", "tflops", "kernels", "error")
+                 "status", "median_us", "rse", "tflops", "kernels", "tags", "error")
+
+# The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
+RUNS_TEXT_FILTERS = ("backend", "status", "device", "node", "since", "tag", "dtype", "mask", "impl", "gpu", "commit")
+RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window")
+TERMINAL = ("done", "failed", "cancelled")
+# --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
+FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
+                 "head_dim": 8, "head_dim_v": 10, "window": 6, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
+                 "rse": 7, "tflops": 7, "kernels": 7, "tags": 8}
 
 
 def _bool(text):
@@ -78,6 +93,8 @@ def _add_run_params(p, lists):
         p.add_argument("--" + name, dest=name, default=None)
     for name in BOOL_PARAMS:
         p.add_argument("--" + name, dest=name, type=_bool, default=None, metavar="BOOL")
+    p.add_argument("--tags", dest="tags", type=_list(str), default=None, metavar="A,B",
+                   help="labels to find the runs by later (runs --tag A)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                    help="any other run parameter (repeatable)")
 
@@ -85,7 +102,7 @@ def _add_run_params(p, lists):
 def _run_params(args, axes=()):
     """The run parameters of the flags; axes: flags that are lists of a grid, not parameters."""
     params = {}
-    for name in INT_PARAMS + FLOAT_PARAMS + STR_PARAMS + BOOL_PARAMS:
+    for name in INT_PARAMS + FLOAT_PARAMS + STR_PARAMS + BOOL_PARAMS + LIST_PARAMS:
         if name in axes:
             continue
         v = getattr(args, name, None)
@@ -148,14 +165,36 @@ def build_parser():
     _add_common(p)
     p.add_argument("id", type=int)
     p.add_argument("--wait-timeout", type=float, default=None)
-    p = sub.add_parser("runs", help="list runs (GET /v1/runs?after=), or --follow them")
+    p = sub.add_parser("runs", help="list runs (GET /v1/runs) as a table, --json records or --csv; --group-by "
+                       "an aggregate; --follow new runs and each run until it is final")
     _add_common(p)
-    p.add_argument("--after", type=int, default=0)
-    p.add_argument("--limit", type=int, default=100)
-    p.add_argument("--follow", action="store_true")
-    for name in ("backend", "status", "device", "node", "since"):
-        p.add_argument("--" + name, default=None)
+    p.add_argument("--after", type=int, default=0, help="only runs after this cursor (next_after)")
+    p.add_argument("--before", type=int, default=None, help="only runs before this cursor (next_before)")
+    p.add_argument("--order", choices=("oldest", "newest"), default="oldest")
+    p.add_argument("--limit", type=_positive, default=None,
+                   help="at most this many runs (groups with --group-by); with --follow, the latest this many first")
+    p.add_argument("--follow", action="store_true",
+                   help="keep polling: print new runs, and a run again whenever its status changes, until it is final")
+    p.add_argument("--interval", type=float, default=1.0, help="seconds between polls of --follow (default 1)")
+    p.add_argument("--json", action="store_true", help="one JSON record per line instead of the table")
+    p.add_argument("--csv", action="store_true", help="the server's CSV (GET /v1/runs?format=csv)")
+    p.add_argument("--group-by", dest="group_by", default=None, metavar="FIELDS",
+                   help="per group of these fields (backend,seq_q,…): count, median of medians, min, max")
+    for name in RUNS_TEXT_FILTERS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
+    for name in RUNS_INT_FILTERS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
     return ap
+
+
+def _positive(text):
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError("expected a positive integer, got %r" % text)
+    return n
 
 
 def _client(args, retry_429=0):
@@ -194,6 +233,7 @@ def row_of(rec, params=None, error=None):
         "rse": timing.get("rse"),
         "tflops": perf.get("tflops"),
         "kernels": kernels.get("per_forward"),
+        "tags": " ".join(p["tags"]) if isinstance(p.get("tags"), list) and p["tags"] else None,
         "error": err,
     }
 
@@ -442,6 +482,131 @@ def cmd_run(args, out):
     return 0 if rec.get("status") == "done" else 1
 
 
+# ---- runs: the history (GET /v1/runs)
+
+def _runs_filters(args):
+    names = RUNS_TEXT_FILTERS + RUNS_INT_FILTERS
+    return {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+
+
+def _follow_line(row, columns):
+    cells = [_fmt(row.get(c)) for c in columns]
+    return "  ".join(x.ljust(FOLLOW_WIDTHS.get(c, 0)) if c != "error" else x for c, x in zip(columns, cells)).rstrip()
+
+
+def cmd_runs(args, out):
+    client = _client(args)
+    filters = _runs_filters(args)
+    if args.follow and (args.csv or args.group_by or args.order == "newest" or args.before is not None):
+        raise UsageError("--follow lists oldest first as runs come: not with --csv, --group-by, --order newest "
+                         "or --before")
+    if args.group_by:
+        body = client.aggregate(args.group_by, limit=args.limit, order=None, before=args.before,
+                                after=args.after or None, **filters)
+        if args.json:
+            out.write(json.dumps(body, indent=1) + "\n")
+        else:
+            cols = tuple(body.get("group_by") or ()) + ("count", "median_us", "min_us", "max_us")
+            out.write(format_table(body.get("groups") or [], cols) + "\n")
+            if body.get("more"):
+                out.write("(more groups: raise --limit)\n")
+        return 0
+    if args.csv:
+        return _runs_csv(client, args, filters, out)
+    if args.follow:
+        return _runs_follow(client, args, filters, out)
+    rows = client.iter_runs(after=args.after, before=args.before, order=args.order, max_runs=args.limit,
+                            limit=min(args.limit or 1000, 1000), **filters)
+    if args.json:
+        for rec in rows:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+    else:
+        out.write(format_table([row_of(rec) for rec in rows]) + "\n")
+    return 0
+
+
+def _runs_csv(client, args, filters, out):
+    """Pages of the server's CSV, its header line once, at most --limit rows."""
+    left, cursor, first = args.limit, (args.before if args.order == "newest" else args.after), True
+    while left is None or left > 0:
+        size = min(left or 1000, 1000)
+        if args.order == "newest":
+            text, nxt = client.runs_csv(limit=size, order="newest", before=cursor, after=args.after or None, **filters)
+        else:
+            text, nxt = client.runs_csv(after=cursor, limit=size, **filters)
+        lines = text.splitlines(True)
+        out.write("".join(lines if first else lines[1:]))
+        out.flush()
+        first = False
+        rows = len(lines) - 1
+        if left is not None:
+            left -= rows
+        if rows < size or nxt is None or nxt == cursor:
+            return 0
+        cursor = nxt
+    return 0
+
+
+def _runs_follow(client, args, filters, out):
+    """The runs so far (all after --after, or the latest --limit), then every new one as it
+    comes; a run printed before it was final is asked for again every poll and printed again
+    whenever its status changes, until it is done, failed or cancelled."""
+    if args.limit:  # the latest N, oldest of them first; next_after: where the newest of them is
+        page = client.runs(limit=min(args.limit, 1000), order="newest", after=args.after or None, **filters)
+        backlog, cursor = list(reversed(page.get("runs") or [])), page.get("next_after") or args.after
+    else:
+        backlog, cursor = [], args.after
+    columns = [c for c in TABLE_COLUMNS]
+    pending = {}  # id -> the status last printed, for runs not final yet
+
+    def show(rec):
+        if args.json:
+            out.write(json.dumps(rec) + "\n")
+        else:
+            out.write(_follow_line(row_of(rec), columns) + "\n")
+        out.flush()
+        if rec.get("status") in TERMINAL:
+            pending.pop(rec.get("id"), None)
+        else:
+            pending[rec.get("id")] = rec.get("status")
+
+    if not args.json:
+        out.write(_follow_line({c: c for c in columns}, columns) + "\n")
+        out.flush()
+    for rec in backlog:
+        show(rec)
+    while True:
+        page = client.runs(after=cursor, limit=1000, **filters)
+        for rec in page.get("runs") or []:
+            show(rec)
+        nxt = page.get("next_after")
+        if page.get("runs"):
+            cursor = nxt
+            continue  # more may wait: no sleep
+        for run_id, status in list(pending.items()):
+            rec = client.get_run(run_id)
+            if rec.get("status") != status:
+                show(rec)
+        time.sleep(args.interval)
+
+
+class UsageError(Exception):
+    """Flags that do not go together (exit 2)."""
+
+
+def _quiet_closed_pipe(out):
+    """The reader of stdout went away (`| head`): send what is left of the output nowhere,
+    so that neither the next write nor the interpreter's last flush raises."""
+    if out is sys.stdout:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+        except (OSError, ValueError):
+            pass
+
+
 def main(argv=None, out=None):
     out = out or sys.stdout
     args = build_parser().parse_args(argv)
@@ -471,10 +636,7 @@ def main(argv=None, out=None):
             out.write(json.dumps(rec, indent=1) + "\n")
             return 0 if rec.get("status") == "done" else 1
         elif args.cmd == "runs":
-            filters = {k: getattr(args, k) for k in ("backend", "status", "device", "node", "since")}
-            for rec in client.iter_runs(after=args.after, limit=args.limit, follow=args.follow, **filters):
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
+            return cmd_runs(args, out)
         return 0
     except AttndError as exc:
         sys.stderr.write("attnd-cli: %s\n" % exc)
@@ -482,6 +644,12 @@ def main(argv=None, out=None):
     except PlanError as exc:
         sys.stderr.write("attnd-cli: plan: %s\n" % exc)
         return 2
+    except UsageError as exc:
+        sys.stderr.write("attnd-cli: %s\n" % exc)
+        return 2
+    except BrokenPipeError:
+        _quiet_closed_pipe(out)
+        return 0
     except KeyboardInterrupt:
         return 130
 

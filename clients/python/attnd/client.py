@@ -108,6 +108,16 @@ def _to_npy(tensor):
     return buf.getvalue(), dtype
 
 
+def _plain(v):
+    """v with numpy scalars (np.int64(4096), np.bool_(True), …) as Python's, in lists too: what
+    a sweep over np.arange or a DataFrame hands the client; json cannot write them."""
+    if isinstance(v, (list, tuple)):
+        return [_plain(x) for x in v]
+    if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 0) == 0:
+        return v.item()
+    return v
+
+
 def _tid(tensor_id):
     """A tensor id ("t4", or a description dict) as a URL path segment."""
     if isinstance(tensor_id, dict):
@@ -220,6 +230,7 @@ class Client:
                 continue
             if k == "async_":
                 k = "async"
+            v = _plain(v)
             if isinstance(v, int) and not isinstance(v, bool) and abs(v) > JSON_SAFE_INT:
                 v = str(v)
             out[k] = v
@@ -288,24 +299,59 @@ class Client:
         return self._json("DELETE", "/v1/runs/%d" % int(run_id))
 
     def runs(self, after=None, limit=None, **filters):
-        """GET /v1/runs?after=&limit=&backend=&status=&device=&node=&since=: one page,
-        {"runs": [...], "next_after": id}."""
+        """GET /v1/runs: one page, {"runs": [...], "next_after": cursor} (order="oldest", the
+        default) or {"runs": [...], "next_before": cursor, "next_after": cursor} (order="newest").
+        filters: before, order, since, tag and the fields backend, status, device, node, batch,
+        heads, kv_heads, seq, seq_q, seq_kv, head_dim, head_dim_v, window, dtype, mask, impl,
+        gpu, commit (docs/api.md, History); None leaves one out."""
         params = self._params(dict(filters, after=after, limit=limit))
         return self._json("GET", "/v1/runs", params=params)
 
-    def iter_runs(self, after=0, limit=100, follow=False, poll=1.0, **filters):
-        """Every run after `after`, page by page through next_after; with follow, keep polling
-        for new ones forever (a generator: stop iterating to stop)."""
-        cursor = after
-        while True:
-            page = self.runs(after=cursor, limit=limit, **filters)
+    def runs_csv(self, after=None, limit=None, **filters):
+        """GET /v1/runs?format=csv: one page as (CSV text, next cursor or None)."""
+        params = self._params(dict(filters, after=after, limit=limit, format="csv"))
+        resp = self.request("GET", "/v1/runs", params=params)
+        nxt = resp.headers.get("Attnd-Next-Before" if filters.get("order") == "newest" else "Attnd-Next-After")
+        return resp.text, (int(nxt) if nxt is not None else None)
+
+    def aggregate(self, group_by, **filters):
+        """GET /v1/runs?group_by=…: per group of runs that have a median, their count and the
+        median, min and max of their medians: {"groups": [...], "group_by": [...], "more": bool}.
+        group_by: field names, a list or "a,b"."""
+        if not isinstance(group_by, str):
+            group_by = ",".join(group_by)
+        return self._json("GET", "/v1/runs", params=self._params(dict(filters, group_by=group_by)))
+
+    def iter_runs(self, after=0, limit=100, follow=False, poll=1.0, max_runs=None, order="oldest", before=None,
+                  **filters):
+        """Every run the filters select, page by page (limit: the page size): oldest first from
+        `after` through next_after, or newest first (order="newest") from `before` back through
+        next_before. max_runs: stop after that many. follow (oldest first only): keep polling
+        for new runs forever (a generator: stop iterating to stop)."""
+        if order == "newest" and follow:
+            raise ValueError("follow polls oldest first: order='newest' cannot follow")
+        seen = 0
+        cursor = before if order == "newest" else after
+        while max_runs is None or seen < max_runs:
+            size = limit if max_runs is None else max(1, min(limit, max_runs - seen))
+            if order == "newest":
+                page = self.runs(limit=size, before=cursor, order="newest", after=after or None, **filters)
+            else:
+                page = self.runs(after=cursor, limit=size, **filters)
             rows = page.get("runs") or []
             for row in rows:
                 yield row
-            nxt = page.get("next_after")
+                seen += 1
+                if max_runs is not None and seen >= max_runs:
+                    return
+            nxt = page.get("next_before" if order == "newest" else "next_after")
             if rows:
-                cursor = nxt if nxt is not None else max(int(r.get("id", cursor)) for r in rows)
+                if nxt is None:
+                    return
+                cursor = nxt
                 continue
+            if order == "newest":
+                return
             if nxt is not None and nxt != cursor:
                 cursor = nxt
                 continue

@@ -98,13 +98,13 @@ static http_request_observer http_observer; /* set before http_start, read by ev
 void http_set_request_observer(http_request_observer observer) { http_observer = observer; }
 
 /* Tell the observer that a request ended, in the table's labels. */
-static void http_report_request(const char *method, const char *route, int status)
+static void http_report_request(const char *method, const char *route, int status, const http_conn *c)
 {
     const char *method_label, *route_label;
 
     if (!http_observer) return;
     http_route_labels(http_table, method, route, &method_label, &route_label);
-    http_observer(method_label, route_label, status);
+    http_observer(method_label, route_label, status, clock_monotonic_s() - c->arrived_s);
 }
 
 /* What http_uri_seen hands the access handler as con_cls instead of an http_conn: a
@@ -183,7 +183,7 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
         else http_fail(&req, 500, "internal", "", "the query of %s %.200s was not read", method, url);
     }
     if (!req.answered) http_fail(&req, 500, "internal", "", "the handler of %s %.200s gave no answer", method, url);
-    http_report_request(method, req.route, req.status);
+    http_report_request(method, req.route, req.status, c);
     return req.queue_failed ? MHD_NO : MHD_YES;
 }
 
@@ -246,7 +246,7 @@ static enum MHD_Result http_access(void *cls, struct MHD_Connection *conn, const
         *upload_data_size = 0;
         http_guard_body_piece(conn, n);
         more = http_body_piece(method, url, c, upload_data, n);
-        if (c->cut.status) http_report_request(method, c->stream->pattern, c->cut.status);
+        if (c->cut.status) http_report_request(method, c->stream ? c->stream->pattern : NULL, c->cut.status, c);
         return more;
     }
 

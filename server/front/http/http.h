@@ -98,15 +98,19 @@ typedef struct http_route_table {
  * route), else one of the table's methods, else "other"; route the pattern of the route that
  * handled it, else "unmatched" (an unknown path, a wrong method, or refused before routing,
  * such as a 401); status the one answered (0 when nothing was sent; a streamed upload cut
- * off mid-body reports the status of its refusal). So junk shares a handful of label sets.
+ * off mid-body reports the status of its refusal); seconds from its head in to its answer
+ * queued (the body's arrival included). So junk shares a handful of label sets.
  * Called on the connection's thread, so it must be thread-safe and must not block. */
-typedef void (*http_request_observer)(const char *method, const char *route, int status);
+typedef void (*http_request_observer)(const char *method, const char *route, int status, double seconds);
 
 /* Set the observer (NULL: none). Set it before http_start: it is read without a lock. */
 void http_set_request_observer(http_request_observer observer);
 
 /* The query parameter key of req as a string; NULL when absent. */
 const char *http_query_param(const http_request *req, const char *key);
+
+/* The request header name of req (the first, case-insensitive name); NULL when absent. */
+const char *http_header(const http_request *req, const char *name);
 
 /* Has the client of req gone away (closed or reset its connection)? For handlers that wait
  * (a queued synchronous run): 1 gone, 0 still there. Never blocks, never reads request bytes. */

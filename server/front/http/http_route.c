@@ -77,6 +77,11 @@ const char *http_query_param(const http_request *req, const char *key)
     return cJSON_IsString(v) ? v->valuestring : NULL;
 }
 
+const char *http_header(const http_request *req, const char *name)
+{
+    return MHD_lookup_connection_value((struct MHD_Connection *)req->conn, MHD_HEADER_KIND, name);
+}
+
 /* Does path match pattern? A pattern "/a/{id}" matches "/a/X" for one non-empty segment X,
  * and "/a/{id}/b" matches "/a/X/b". X is copied into id_buf (id_len bytes; a longer X does
  * not match) so that *id is NUL-terminated. */

@@ -334,6 +334,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     proto_type type;
     double taken_s = clock_monotonic_s(), saved_s, answered_s, verified_s = 0.0;
 
+    j->rec.queue_wait_s = taken_s - j->queued_s;
     /* running: the device as it said hello this time, and the generation it runs on */
     pthread_mutex_lock(&queue_mu);
     device = w->device ? cJSON_Duplicate(w->device, 1) : NULL;

@@ -1,26 +1,20 @@
-/* history.c — run history (GET /v1/runs with its cursor and filters), cancelling a queued
- * run, and a profiled run's trace. */
+/* history.c — run history (GET /v1/runs: a page of records, as JSON or CSV, or an
+ * aggregate; history_query.c reads its parameters), cancelling a queued run, and a profiled
+ * run's trace. */
 #include "server/front/routes/history.h"
 #include "server/front/routes/routes.h"
 
-#include <ctype.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/log.h"
 #include "common/parse_int.h"
-#include "server/front/metrics.h"
 #include "server/front/pool/pool.h"
-#include "server/front/http/static_files.h"
+#include "server/front/routes/history_csv.h"
+#include "server/front/routes/history_query.h"
 #include "server/front/store/store.h"
-
-#define RUNS_DEFAULT_LIMIT 100
-#define RUNS_MAX_LIMIT 1000
-
-static const char *const run_statuses[] = {"queued", "running", "done", "failed", "cancelled"};
 
 /* A run id from the {id} segment: > 0, or -1 after answering 400. */
 static long long runs_id(http_request *req)
@@ -35,131 +29,111 @@ static long long runs_id(http_request *req)
     return id;
 }
 
-/* A query parameter as a string, NULL when absent. */
-static const char *qs(const http_request *req, const char *key)
+/* group_by: {"groups": [...], "group_by": [names], "more": bool}. */
+static void history_send_groups(http_request *req, const history_request *h)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->query, key);
-    return cJSON_IsString(v) ? v->valuestring : NULL;
+    int more = 0, i;
+    char *groups = store_group_runs(&h->q, &more), *out;
+    size_t n, len;
+
+    if (!groups) {
+        routes_store_read_failed(req, "the run history");
+        return;
+    }
+    n = strlen(groups) + 64 + (size_t)h->q.n_group_by * 24;
+    out = malloc(n);
+    if (!out) {
+        free(groups);
+        http_fail(req, 500, "internal", "", "out of memory");
+        return;
+    }
+    len = (size_t)snprintf(out, n, "{\"groups\":%s,\"group_by\":[", groups);
+    for (i = 0; i < h->q.n_group_by; i++)
+        len += (size_t)snprintf(out + len, n - len, "%s\"%s\"", i ? "," : "", store_fields[h->q.group_by[i]].name);
+    snprintf(out + len, n - len, "],\"more\":%s}", more ? "true" : "false");
+    free(groups);
+    http_send_json_text(req, 200, out, strlen(out));
+    free(out);
 }
 
-/* A non-negative integer parameter in [lo, hi]. 0 (with *out, or dflt when absent), or -1
- * after answering 400. */
-static int q_int(http_request *req, const char *key, long long lo, long long hi, long long dflt, long long *out)
+/* A page as CSV; the next cursor in a header (the body has no place for it). */
+/* Whether an Accept header asks for CSV before JSON (format= wins over it): text/csv named,
+ * and not after application/json. Quality values are not weighed. */
+static int history_accepts_csv(const char *accept)
 {
-    const char *t = qs(req, key);
-    long long v;
+    const char *csv = accept ? strcasestr(accept, "text/csv") : NULL, *json;
 
-    *out = dflt;
-    if (!t) return 0;
-    if (parse_int_in(t, lo, hi, &v) != 0) {
-        http_fail(req, 400, "bad_value", key, "%s must be an integer in %lld..%lld, got '%.40s'", key, lo, hi, t);
-        return -1;
-    }
-    *out = v;
-    return 0;
+    if (!csv) return 0;
+    json = strcasestr(accept, "application/json");
+    return !json || csv < json;
 }
 
-int routes_history_parse_since(const char *text, char *out, size_t len)
+static void history_send_csv(http_request *req, const history_request *h, const char *rows, long long last,
+                             int has_last)
 {
-    struct tm tm;
-    int y, mo, d, h = 0, mi = 0, sec = 0, ms = 0, n = 0, digits;
-    long offset = 0;
-    const char *p = text;
-    time_t t;
+    size_t len = 0;
+    char *csv = history_csv(rows, &len), cursor[24];
 
-    if (!text || sscanf(p, "%4d-%2d-%2d%n", &y, &mo, &d, &n) != 3 || n != 10) return -1;
-    p += n;
-    if (*p == 'T' || *p == 't' || *p == ' ') {
-        n = 0;
-        if (sscanf(p + 1, "%2d:%2d%n", &h, &mi, &n) != 2 || n != 5) return -1;
-        p += 1 + n;
-        if (*p == ':') {
-            n = 0;
-            if (sscanf(p + 1, "%2d%n", &sec, &n) != 1 || n != 2) return -1;
-            p += 1 + n;
-            if (*p == '.') {
-                p++;
-                for (digits = 0; isdigit((unsigned char)*p); p++, digits++)
-                    if (digits < 3) ms = ms * 10 + (*p - '0');
-                if (digits == 0) return -1;
-                for (; digits < 3; digits++) ms *= 10;
-            }
-        }
-        if (*p == 'Z' || *p == 'z') {
-            p++;
-        } else if (*p == '+' || *p == '-') {
-            int oh, om;
-            n = 0;
-            if (sscanf(p + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5 || oh > 23 || om > 59) return -1;
-            offset = (*p == '-' ? -1 : 1) * (oh * 3600L + om * 60L);
-            p += 1 + n;
-        }
+    if (!csv) {
+        http_fail(req, 500, "internal", "", "out of memory writing the CSV");
+        return;
     }
-    if (*p != '\0' || mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
-        return -1;
-    memset(&tm, 0, sizeof tm);
-    tm.tm_year = y - 1900;
-    tm.tm_mon = mo - 1;
-    tm.tm_mday = d;
-    tm.tm_hour = h;
-    tm.tm_min = mi;
-    tm.tm_sec = sec;
-    t = timegm(&tm) - offset;
-    if (!gmtime_r(&t, &tm)) return -1;
-    n = (int)strftime(out, len, "%Y-%m-%dT%H:%M:%S", &tm);
-    if (n <= 0 || (size_t)snprintf(out + n, len - (size_t)n, ".%03dZ", ms) >= len - (size_t)n) return -1;
-    return 0;
+    snprintf(cursor, sizeof cursor, "%lld", last);
+    if (has_last && http_add_header(req, h->q.newest_first ? "Attnd-Next-Before" : "Attnd-Next-After", cursor) != 0)
+        log_warn("cannot add the next cursor header");
+    http_send_bytes(req, 200, "text/csv; charset=utf-8", csv, len);
+    free(csv);
 }
 
 void route_list_runs(http_request *req)
 {
-    static const char *const known[] = {"after", "limit", "backend", "status", "device", "node", "since"};
-    const char *status = qs(req, "status"), *since_text = qs(req, "since");
-    char since[40] = "", *rows, *out;
-    long long after, limit, last;
-    const cJSON *item;
-    size_t i, n;
+    history_request h;
+    api_error e;
+    char *rows, *out;
+    long long first = 0, last = 0;
+    int has_last;
+    size_t n;
 
-    cJSON_ArrayForEach(item, req->query) {
-        for (i = 0; i < sizeof known / sizeof known[0]; i++)
-            if (!strcmp(item->string, known[i])) break;
-        if (i == sizeof known / sizeof known[0]) {
-            http_fail(req, 400, "unknown_parameter", item->string,
-                      "unknown parameter '%.60s'; GET /v1/runs takes after, limit, backend, status, device, node, since",
-                      item->string);
-            return;
-        }
+    switch (history_query_parse(req->query, &h, &e)) {
+    case 0: break;
+    case -2: routes_store_read_failed(req, "the run history"); return;
+    default: http_send_error(req, &e); return;
     }
-    if (q_int(req, "after", 0, (1LL << 62), 0, &after) != 0) return;
-    if (q_int(req, "limit", 1, RUNS_MAX_LIMIT, RUNS_DEFAULT_LIMIT, &limit) != 0) return;
-    if (status) {
-        for (i = 0; i < sizeof run_statuses / sizeof run_statuses[0]; i++)
-            if (!strcmp(status, run_statuses[i])) break;
-        if (i == sizeof run_statuses / sizeof run_statuses[0]) {
-            http_fail(req, 400, "bad_value", "status",
-                      "status must be queued, running, done, failed or cancelled, got '%.40s'", status);
-            return;
-        }
-    }
-    if (since_text && routes_history_parse_since(since_text, since, sizeof since) != 0) {
-        http_fail(req, 400, "bad_value", "since",
-                  "since must be an ISO-8601 time such as 2026-12-02T10:31:05Z, got '%.60s'", since_text);
+    if (h.q.n_group_by > 0) {
+        history_send_groups(req, &h);
         return;
     }
-    rows = store_query_runs(after, (int)limit, qs(req, "backend"), status, qs(req, "device"), qs(req, "node"), since,
-                            &last);
+    if (!http_query_param(req, "format") && history_accepts_csv(http_header(req, "Accept"))) h.format = HISTORY_CSV;
+    rows = store_query_runs(&h.q, &first, &last);
     if (!rows) {
         routes_store_read_failed(req, "the run history");
         return;
     }
-    n = strlen(rows) + 64;
+    /* Oldest first there is always a cursor to go on from (the given after when nothing
+     * came); newest first there is none when nothing came and no `before` was given. */
+    has_last = !h.q.newest_first || last > 0;
+    if (h.format == HISTORY_CSV) {
+        history_send_csv(req, &h, rows, last, has_last);
+        free(rows);
+        return;
+    }
+    n = strlen(rows) + 96;
     out = malloc(n);
     if (!out) {
         free(rows);
         http_fail(req, 500, "internal", "", "out of memory");
         return;
     }
-    snprintf(out, n, "{\"runs\":%s,\"next_after\":%lld}", rows, last);
+    if (!h.q.newest_first) {
+        snprintf(out, n, "{\"runs\":%s,\"next_after\":%lld}", rows, last);
+    } else {
+        /* Newest first also says where the newest run listed is: following next_after from
+         * there polls for the runs that come after the page. */
+        char before[24] = "null";
+        if (has_last) snprintf(before, sizeof before, "%lld", last);
+        snprintf(out, n, "{\"runs\":%s,\"next_before\":%s,\"next_after\":%lld}", rows, before,
+                 first > 0 ? first : h.q.after);
+    }
     free(rows);
     http_send_json_text(req, 200, out, strlen(out));
     free(out);

@@ -10,8 +10,4 @@
  * pool.h's pool_client_gone_fn, so POST /v1/runs can hand it to pool_run_watched. */
 int routes_history_client_gone(const void *req);
 
-/* Normalize an ISO-8601 time (YYYY-MM-DD[THH:MM[:SS[.fff]]][Z|±HH:MM], UTC when no zone)
- * to the stored form YYYY-MM-DDTHH:MM:SS.mmmZ. 0, or -1 when it is not one. */
-int routes_history_parse_since(const char *text, char *out, size_t len);
-
 #endif

@@ -32,7 +32,7 @@ void route_run(http_request *req);            /* POST /v1/runs, POST /run */
 void route_get_run(http_request *req);        /* GET /v1/runs/{id} */
 
 /* history.c */
-void route_list_runs(http_request *req);      /* GET /v1/runs?after=&limit=&backend=&status=&device=&node=&since= */
+void route_list_runs(http_request *req);      /* GET /v1/runs?after=&before=&order=&limit=&<filters>&group_by=&format= */
 void route_cancel_run(http_request *req);     /* DELETE /v1/runs/{id} */
 void route_run_trace(http_request *req);      /* GET /v1/runs/{id}/trace */
 /* A store read came back empty-handed: 503 store_unavailable (Retry-After) while the fleet's

@@ -266,17 +266,33 @@ int store_get_run_status(long long id, char *out, size_t len)
     return rc < 0 ? 0 : rc;
 }
 
-char *store_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
-                       const char *node, const char *since, long long *last)
+char *store_query_runs(const store_run_query *q, long long *first, long long *last)
 {
-    if (!store_fleet) return store_local_query_runs(after, limit, backend, status, device, node, since, last);
+    if (!store_fleet) return store_local_query_runs(q, first, last);
     store_outbox_flush(); /* this node's own writes first; when the database is away the read fails too */
-    return store_pg_query_runs(after, limit, backend, status, device, node, since, last);
+    return store_pg_query_runs(q, first, last);
+}
+
+char *store_group_runs(const store_run_query *q, int *more)
+{
+    if (!store_fleet) return store_local_group_runs(q, more);
+    store_outbox_flush();
+    return store_pg_group_runs(q, more);
+}
+
+int store_node_known(const char *node)
+{
+    if (!strcmp(node, node_name)) return 1; /* this node, before its first run or heartbeat */
+    return store_fleet ? store_pg_node_known(node) : store_local_node_known(node);
 }
 
 char *store_list_runs(long long after, int limit, const char *backend, const char *status)
 {
-    return store_query_runs(after, limit, backend, status, NULL, NULL, NULL, NULL);
+    store_run_query q = {.after = after, .limit = limit};
+
+    q.value[STORE_FIELD_BACKEND] = backend && *backend ? backend : NULL;
+    q.value[STORE_FIELD_STATUS] = status && *status ? status : NULL;
+    return store_query_runs(&q, NULL, NULL);
 }
 
 long long store_count_runs(void) { return store_local_count_runs(); }

@@ -16,6 +16,7 @@
 #include <stddef.h>
 
 #include "common/settings.h"
+#include "server/front/store/store_query.h" /* store_run_query */
 
 /* Open the store s names (data_dir, store, node). PostgreSQL: a data_dir that has never
  * met the database waits up to STORE_REGISTER_WAIT_S for it (its instance number); one that
@@ -56,17 +57,28 @@ char *store_get_run(long long id);
  * away), -1 on failure. */
 int store_get_run_status(long long id, char *out, size_t len);
 
-/* History for pollers (GET /v1/runs?after=P): records after position `after`, oldest first,
- * at most limit (1..1000), filtered by backend, status, device, node (NULL or "": any) and
- * created >= since (ISO-8601 UTC "YYYY-MM-DDTHH:MM:SS.mmmZ"). *last gets the position of the
- * last row returned, or after when none: the next cursor. With SQLite a position is the run
- * id; in a fleet it is the order in which runs first reached the database, which commits in
- * order, so following next_after sees every run of every node exactly once. Returns a JSON
- * array text, malloc'd; NULL on failure (store_available() says whether the database is away). */
-char *store_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
-                       const char *node, const char *since, long long *last);
+/* ---------------------------------------------------------------- history queries -- */
 
-/* store_query_runs with backend and status only (tests). */
+/* History (GET /v1/runs): the records q (store_query.h) selects, in position order (oldest
+ * or newest first), at most q->limit. *first and *last (when not NULL) get the positions of
+ * the first and the last row returned; when none, *first 0 and *last q->after (oldest first)
+ * or q->before (newest first): the next cursor. With SQLite a position is the run id; in a
+ * fleet it is the order in which runs first reached the database, which commits in order,
+ * so following next_after sees every run of every node exactly once. Returns a JSON array
+ * text, malloc'd; NULL on failure (store_available() says whether the database is away). */
+char *store_query_runs(const store_run_query *q, long long *first, long long *last);
+
+/* The aggregate of the runs q selects that have a median (finished and timed), grouped by
+ * q->group_by: a JSON array text [{"FIELD": value…, "count", "median_us" (the median of the
+ * runs' medians), "min_us", "max_us"}] in the order of the group values (nulls last), at most
+ * q->limit groups; *more = 1 when there were more. malloc'd; NULL on failure. */
+char *store_group_runs(const store_run_query *q, int *more);
+
+/* Whether node has written to this history (runs or a heartbeat), this node included: 1, 0,
+ * or -1 on failure. */
+int store_node_known(const char *node);
+
+/* History after position `after`, oldest first, filtered by backend and status only (tests). */
 char *store_list_runs(long long after, int limit, const char *backend, const char *status);
 
 /* The Chrome trace of a profiled run, kept apart from the record so the history stays

@@ -21,9 +21,10 @@
 #include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
+#include "server/front/store/store_query.h"
 #include "server/front/store/store_sqlite.h"
 
-static sqlite3_stmt *st_insert, *st_update, *st_delete, *st_get, *st_count, *st_list;
+static sqlite3_stmt *st_insert, *st_update, *st_delete, *st_get, *st_count;
 static sqlite3_stmt *st_fill_id, *st_trace_put, *st_trace_get; /* history, traces */
 static sqlite3_stmt *st_land;                                   /* a record that waited */
 
@@ -31,8 +32,8 @@ static sqlite3_stmt *st_land;                                   /* a record that
 
 static void store_finalize_all(void)
 {
-    sqlite3_stmt **all[] = {&st_insert, &st_update,  &st_delete,    &st_get,       &st_count,
-                            &st_list,   &st_fill_id, &st_trace_put, &st_trace_get, &st_land};
+    sqlite3_stmt **all[] = {&st_insert, &st_update,    &st_delete,    &st_get, &st_count,
+                            &st_fill_id, &st_trace_put, &st_trace_get, &st_land};
     size_t i;
 
     for (i = 0; i < sizeof all / sizeof all[0]; i++) {
@@ -95,13 +96,6 @@ int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len
         SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT record, status FROM runs WHERE id = ?1", -1, &st_get,
                                      NULL)) < 0 ||
         SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, "SELECT COUNT(*) FROM runs", -1, &st_count, NULL)) < 0 ||
-        SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
-                                     "SELECT record, id FROM runs WHERE id > ?1"
-                                     " AND (?2 IS NULL OR backend = ?2) AND (?3 IS NULL OR status = ?3)"
-                                     " AND (?5 IS NULL OR device = ?5) AND (?6 IS NULL OR created >= ?6)"
-                                     " AND (?7 IS NULL OR node = ?7)"
-                                     " ORDER BY id LIMIT ?4",
-                                     -1, &st_list, NULL)) < 0 ||
         /* The serializer writes "id" first: a record inserted before its id was known starts
          * {"id":0, and gets the number in the insert's transaction (store_local_insert_run). */
         SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
@@ -358,48 +352,50 @@ out:
     return n;
 }
 
-char *store_local_query_runs(long long after_id, int limit, const char *backend, const char *status, const char *device,
-                       const char *node, const char *since, long long *last_id)
+/* Prepare sql's text and bind its parameters (integers as integers: a text bound against an
+ * INTEGER column would compare by affinity, but the planner only matches the index on an
+ * integer). The statement, or NULL (logged). Under store_sqlite_mu. */
+static sqlite3_stmt *store_prepare_query(const store_sql *sql)
 {
-    char *out = NULL, sql[400];
-    size_t len = 0, cap = 0;
-    sqlite3_stmt *st = st_list, *own = NULL;
+    sqlite3_stmt *st = NULL;
+    int i;
+
+    if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, sql->text, -1, &st, NULL)) < 0) return NULL;
+    for (i = 0; i < sql->n; i++) {
+        int rc = sql->integer[i] ? SQL_CHECK(sqlite3_bind_int64(st, i + 1, strtoll(sql->value[i], NULL, 10)))
+                                 : store_sqlite_bind_text(st, i + 1, sql->value[i]);
+        if (rc < 0) {
+            SQL_CHECK(sqlite3_finalize(st));
+            return NULL;
+        }
+    }
+    return st;
+}
+
+char *store_local_query_runs(const store_run_query *q, long long *first, long long *last)
+{
+    char *out = NULL;
+    size_t len = 0, cap = 4096;
+    sqlite3_stmt *st = NULL;
+    store_sql sql;
     int step;
 
-    if (limit < 1) limit = 1;
-    if (limit > 1000) limit = 1000;
-    if (backend && !backend[0]) backend = NULL;
-    if (status && !status[0]) status = NULL;
-    if (device && !device[0]) device = NULL;
-    if (node && !node[0]) node = NULL;
-    if (since && !since[0]) since = NULL;
-    if (last_id) *last_id = after_id;
-
-    pthread_mutex_lock(&store_sqlite_mu);
-    if (!store_sqlite_db) goto out;
-    /* With backend, status, device or node, a statement naming only those lets SQLite walk
-     * the (column, id) index: the shared one's "?2 IS NULL OR …" forces a scan of every row
-     * after `after` when few match (40 ms on 100 000 runs, against < 1 ms). */
-    if (backend || status || device || node) {
-        snprintf(sql, sizeof sql, "SELECT record, id FROM runs WHERE id > ?1%s%s%s%s"
-                 " AND (?6 IS NULL OR created >= ?6) ORDER BY id LIMIT ?4",
-                 backend ? " AND backend = ?2" : "", status ? " AND status = ?3" : "", device ? " AND device = ?5" : "",
-                 node ? " AND node = ?7" : " AND ?7 IS NULL"); /* ?7 is bound either way */
-        if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db, sql, -1, &own, NULL)) < 0) goto out;
-        st = own;
+    if (first) *first = 0;
+    if (last) *last = q->newest_first ? q->before : q->after;
+    if (store_sql_list(q, STORE_SQL_SQLITE, &sql) != 0) {
+        log_error("store: the history query does not fit its statement");
+        return NULL;
     }
-    if (SQL_CHECK(sqlite3_bind_int64(st, 1, after_id)) < 0 || store_sqlite_bind_text(st, 2, backend) < 0 ||
-        store_sqlite_bind_text(st, 3, status) < 0 || SQL_CHECK(sqlite3_bind_int(st, 4, limit)) < 0 ||
-        store_sqlite_bind_text(st, 5, device) < 0 || store_sqlite_bind_text(st, 6, since) < 0 || store_sqlite_bind_text(st, 7, node) < 0)
-        goto reset;
-    cap = 4096;
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (!store_sqlite_db || !(st = store_prepare_query(&sql))) goto out;
     out = malloc(cap);
-    if (!out) goto reset;
+    if (!out) goto done;
     out[len++] = '[';
     while ((step = SQL_CHECK(sqlite3_step(st))) == SQLITE_ROW) {
         const unsigned char *text = sqlite3_column_text(st, 0);
         size_t n = text ? strlen((const char *)text) : 0;
-        if (last_id) *last_id = sqlite3_column_int64(st, 1);
+        if (last) *last = sqlite3_column_int64(st, 1);
+        if (first && !*first) *first = sqlite3_column_int64(st, 1);
         if (!n) continue;
         if (grow_array(&out, &cap, len + n + 3, 1, 4096) != 0) goto fail; /* separator, closing bracket, NUL */
         if (len > 1) out[len++] = ',';
@@ -409,18 +405,79 @@ char *store_local_query_runs(long long after_id, int limit, const char *backend,
     if (step != SQLITE_DONE) goto fail;
     out[len++] = ']';
     out[len] = '\0';
-    goto reset;
+    goto done;
 fail:
     free(out);
     out = NULL;
-reset:
-    if (own)
-        SQL_CHECK(sqlite3_finalize(own));
-    else
-        store_sqlite_reset(st_list);
+done:
+    SQL_CHECK(sqlite3_finalize(st));
 out:
     pthread_mutex_unlock(&store_sqlite_mu);
     return out;
+}
+
+/* Column c of st as JSON: an integer, a number, a string, or null. */
+static cJSON *store_column_json(sqlite3_stmt *st, int c)
+{
+    switch (sqlite3_column_type(st, c)) {
+    case SQLITE_INTEGER: return cJSON_CreateNumber((double)sqlite3_column_int64(st, c));
+    case SQLITE_FLOAT: return cJSON_CreateNumber(sqlite3_column_double(st, c));
+    case SQLITE_NULL: return cJSON_CreateNull();
+    default: return cJSON_CreateString((const char *)sqlite3_column_text(st, c));
+    }
+}
+
+char *store_local_group_runs(const store_run_query *q, int *more)
+{
+    static const char *const stats[] = {"count", "median_us", "min_us", "max_us"};
+    sqlite3_stmt *st = NULL;
+    cJSON *all = NULL;
+    char *text = NULL, *copy = NULL;
+    store_sql sql;
+    int step = -1, rows = 0, i;
+
+    *more = 0;
+    if (store_sql_groups(q, STORE_SQL_SQLITE, &sql) != 0) {
+        log_error("store: the history aggregate does not fit its statement");
+        return NULL;
+    }
+    pthread_mutex_lock(&store_sqlite_mu);
+    if (store_sqlite_db && (all = cJSON_CreateArray()) && (st = store_prepare_query(&sql))) {
+        while ((step = SQL_CHECK(sqlite3_step(st))) == SQLITE_ROW) {
+            cJSON *group;
+            if (++rows > q->limit) { /* the one row past the limit: there are more */
+                *more = 1;
+                continue;
+            }
+            group = cJSON_CreateObject();
+            cJSON_AddItemToArray(all, group);
+            for (i = 0; i < q->n_group_by; i++)
+                cJSON_AddItemToObject(group, store_fields[q->group_by[i]].name, store_column_json(st, i));
+            for (i = 0; i < 4; i++) cJSON_AddItemToObject(group, stats[i], store_column_json(st, q->n_group_by + i));
+        }
+    }
+    SQL_CHECK(sqlite3_finalize(st));
+    pthread_mutex_unlock(&store_sqlite_mu);
+    if (step == SQLITE_DONE) text = cJSON_PrintUnformatted(all);
+    cJSON_Delete(all);
+    if (text) copy = strdup(text);
+    cJSON_free(text);
+    return copy;
+}
+
+int store_local_node_known(const char *node)
+{
+    const char *texts[1] = {node};
+    sqlite3_stmt *st;
+    int rc;
+
+    pthread_mutex_lock(&store_sqlite_mu);
+    rc = store_sqlite_run_once(&st, "SELECT EXISTS (SELECT 1 FROM runs WHERE node = ?1)"
+                                    " OR EXISTS (SELECT 1 FROM nodes WHERE node = ?1)", texts, 1, NULL, 0);
+    rc = rc == SQLITE_ROW ? sqlite3_column_int(st, 0) != 0 : -1;
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&store_sqlite_mu);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ traces -- */

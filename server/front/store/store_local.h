@@ -3,9 +3,10 @@
  * small state (the fleet instance it is), its heartbeat, and, when the fleet's history
  * lives in PostgreSQL, the outbox of writes that still have to reach it.
  *
- * Table runs(id, created, backend, device, status, record, uuid, node, version): `record`
- * is the whole run object as answered, the other columns copies of its fields for filtering
- * and paging; `version` counts the row's writes (1 for the insert), which makes a replayed
+ * Table runs(id, created, backend, device, status, record, uuid, node, version, median_us,
+ * and the columns of store_fields that SQLite computes from the record): `record` is the
+ * whole run object as answered, the other columns copies of its fields for filtering and
+ * paging; `version` counts the row's writes (1 for the insert), which makes a replayed
  * write to PostgreSQL recognisable. A record inserted as {"id":0,… gets its id filled in.
  * ids only grow, so `after=ID` paging sees each run once. Thread-safe.
  *
@@ -18,6 +19,8 @@
 #define STORE_LOCAL_H
 
 #include <stddef.h>
+
+#include "server/front/store/store_query.h"
 
 /* Open or create (migrating an older file). 0, or -1 with err filled. */
 int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len);
@@ -53,12 +56,11 @@ char *store_local_get_run(long long id);
 /* The status of run id into out: 1 found, 0 none, -1 on failure. */
 int store_local_get_run_status(long long id, char *out, size_t len);
 
-/* The records of runs with id > after_id, oldest first, at most limit (1..1000), filtered by
- * backend, status, device and node when given (NULL or "": any) and created >= since. *last_id
- * (when not NULL) gets the last row's id, or after_id when none. A JSON array text,
- * malloc'd; NULL on failure. */
-char *store_local_query_runs(long long after_id, int limit, const char *backend, const char *status, const char *device,
-                       const char *node, const char *since, long long *last_id);
+/* History queries (store.h's store_query_runs, store_group_runs, store_node_known) over
+ * this machine's runs; a position is the run id. */
+char *store_local_query_runs(const store_run_query *q, long long *first, long long *last);
+char *store_local_group_runs(const store_run_query *q, int *more);
+int store_local_node_known(const char *node);
 
 /* A profiled run's Chrome trace. put: 0, or -1. get: malloc'd, NULL if none. */
 int store_local_put_trace(long long run_id, const char *json);

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "server/front/store/store_pg_schema.h"
+#include "server/front/store/store_query.h"
 
 #include <pthread.h>
 #include <stdarg.h>
@@ -423,64 +424,35 @@ long long store_pg_count_runs(void)
     return n;
 }
 
-/* The runs query names only the filters given (bit 0 backend, 1 status, 2 device, 3 node),
- * so the planner can walk the (column, seq) index instead of every row after `after` that
- * a "$k IS NULL OR column = $k" would force. It is planned on each call with the values
- * (an unnamed statement): a cached generic plan estimates "backend = $4" by the average
- * value and scans the seq index instead, 41 ms against 0.8 ms on 200 000 runs where one in
- * a thousand matched. */
-static const char *const pg_query_columns[] = {"backend", "status", "device", "node"};
-#define PG_QUERY_FILTERS 4
-
-/* The text of the runs query with the filters of mask. */
-static void pg_query_sql(unsigned mask, char *sql, size_t size)
+/* Run a history statement (store_query.c). Planned on each call with its values (an
+ * unnamed statement): a cached generic plan estimates "backend = $4" by the average value
+ * and scans the seq index instead, 41 ms against 0.8 ms on 200 000 runs where one in a
+ * thousand matched. The result, or NULL with the failure recorded. Under pg_mu. */
+static PGresult *pg_query(const store_sql *sql, const char *what)
 {
-    size_t len;
-    int i, param = 4;
+    PGresult *res = PQexecParams(pg_conn, sql->text, sql->n, NULL, sql->value, NULL, NULL, 0);
 
-    /* $1 after, $2 limit, $3 since, then one parameter per filter given. */
-    len = (size_t)snprintf(sql, size,
-                           "SELECT record, seq FROM runs WHERE seq > $1::bigint"
-                           " AND ($3::text IS NULL OR created >= $3::text)");
-    for (i = 0; i < PG_QUERY_FILTERS; i++)
-        if (mask & (1u << i))
-            len += (size_t)snprintf(sql + len, size - len, " AND %s = $%d::text", pg_query_columns[i], param++);
-    snprintf(sql + len, size - len, " ORDER BY seq LIMIT $2::integer");
+    if (res && PQresultStatus(res) == PGRES_TUPLES_OK) return res;
+    pg_fail_result(what, res);
+    PQclear(res);
+    return NULL;
 }
 
-char *store_pg_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
-                          const char *node, const char *since, long long *last)
+char *store_pg_query_runs(const store_run_query *q, long long *first, long long *last)
 {
-    const char *filters[PG_QUERY_FILTERS] = {backend, status, device, node};
-    char after_text[24], limit_text[16], sql[400];
-    const char *values[3 + PG_QUERY_FILTERS];
     char *out = NULL;
     size_t len = 0, total = 2;
-    unsigned mask = 0;
     PGresult *res = NULL;
-    int i, n = 3, rows;
+    store_sql sql;
+    int i, rows;
 
-    if (limit < 1) limit = 1;
-    if (limit > 1000) limit = 1000;
-    if (last) *last = after;
-    snprintf(after_text, sizeof after_text, "%lld", after);
-    snprintf(limit_text, sizeof limit_text, "%d", limit);
-    values[0] = after_text;
-    values[1] = limit_text;
-    values[2] = since && *since ? since : NULL;
-    for (i = 0; i < PG_QUERY_FILTERS; i++)
-        if (filters[i] && *filters[i]) {
-            mask |= 1u << i;
-            values[n++] = filters[i];
-        }
-    pg_query_sql(mask, sql, sizeof sql);
-
-    if (pg_enter() < 0) goto out;
-    res = PQexecParams(pg_conn, sql, n, NULL, values, NULL, NULL, 0);
-    if (!res || PQresultStatus(res) != PGRES_TUPLES_OK) {
-        pg_fail_result("runs query", res);
-        goto out;
+    if (first) *first = 0;
+    if (last) *last = q->newest_first ? q->before : q->after;
+    if (store_sql_list(q, STORE_SQL_POSTGRESQL, &sql) != 0) {
+        pg_fail("runs query: it does not fit its statement");
+        return NULL;
     }
+    if (pg_enter() < 0 || !(res = pg_query(&sql, "runs query"))) goto out;
     rows = PQntuples(res);
     for (i = 0; i < rows; i++) total += (size_t)PQgetlength(res, i, 0) + 1;
     out = malloc(total + 1);
@@ -495,6 +467,7 @@ char *store_pg_query_runs(long long after, int limit, const char *backend, const
         memcpy(out + len, PQgetvalue(res, i, 0), n_text);
         len += n_text;
         if (last) *last = atoll(PQgetvalue(res, i, 1));
+        if (first && i == 0) *first = atoll(PQgetvalue(res, i, 1));
     }
     out[len++] = ']';
     out[len] = '\0';
@@ -502,6 +475,65 @@ out:
     PQclear(res);
     pg_leave();
     return out;
+}
+
+/* Cell (r, c) as JSON: null, a number (integer group columns and the statistics) or text. */
+static cJSON *pg_json_cell(PGresult *res, int r, int c, int number)
+{
+    if (PQgetisnull(res, r, c)) return cJSON_CreateNull();
+    return number ? cJSON_CreateNumber(atof(PQgetvalue(res, r, c))) : cJSON_CreateString(PQgetvalue(res, r, c));
+}
+
+char *store_pg_group_runs(const store_run_query *q, int *more)
+{
+    static const char *const stats[] = {"count", "median_us", "min_us", "max_us"};
+    cJSON *all = NULL;
+    PGresult *res = NULL;
+    char *out = NULL;
+    store_sql sql;
+    int r, i, rows;
+
+    *more = 0;
+    if (store_sql_groups(q, STORE_SQL_POSTGRESQL, &sql) != 0) {
+        pg_fail("runs aggregate: it does not fit its statement");
+        return NULL;
+    }
+    if (pg_enter() < 0 || !(res = pg_query(&sql, "runs aggregate"))) goto out;
+    rows = PQntuples(res);
+    if (rows > q->limit) {
+        *more = 1;
+        rows = q->limit;
+    }
+    all = cJSON_CreateArray();
+    for (r = 0; all && r < rows; r++) {
+        cJSON *group = cJSON_CreateObject();
+        cJSON_AddItemToArray(all, group);
+        for (i = 0; i < q->n_group_by; i++)
+            cJSON_AddItemToObject(group, store_fields[q->group_by[i]].name,
+                                  pg_json_cell(res, r, i, store_fields[q->group_by[i]].integer));
+        for (i = 0; i < 4; i++) cJSON_AddItemToObject(group, stats[i], pg_json_cell(res, r, q->n_group_by + i, 1));
+    }
+    out = all ? cJSON_PrintUnformatted(all) : NULL;
+    if (!out) pg_fail("runs aggregate: out of memory");
+out:
+    cJSON_Delete(all);
+    PQclear(res);
+    pg_leave();
+    return out;
+}
+
+int store_pg_node_known(const char *node)
+{
+    const char *values[] = {node};
+    PGresult *res;
+    int rc = -1;
+
+    if (pg_enter() == 0 && (res = pg_exec(PG_NODE_KNOWN, 1, values))) {
+        rc = PQntuples(res) == 1 && !strcmp(PQgetvalue(res, 0, 0), "t");
+        PQclear(res);
+    }
+    pg_leave();
+    return rc;
 }
 
 /* --------------------------------------------------------------------------- nodes -- */

@@ -6,13 +6,16 @@
  * statements included), so a database outage costs failed calls, never a restart. Failures
  * return the documented value and leave a one-line reason in store_pg_last_error().
  *
- * The tables (server/front/store/store_pg_schema.c): instances, runs (with `seq`, the fleet position),
+ * The tables (server/front/store/store_pg_schema.c): instances, runs (with `seq`, the fleet position,
+ * and the columns of store_fields that a trigger fills from the record), run_tags,
  * fleet_position, traces, nodes, attnd_schema.
  */
 #ifndef STORE_PG_H
 #define STORE_PG_H
 
 #include <stddef.h>
+
+#include "server/front/store/store_query.h"
 
 /* Connect, migrate and prepare. conninfo: a postgresql:// URI, libpq key=value words, or the
  * bare word "postgresql" (or "postgres": everything from the PG* environment variables).
@@ -64,14 +67,12 @@ int store_pg_get_run(long long id, char **record);
 int store_pg_get_run_status(long long id, char **status);
 int store_pg_get_trace(long long run_id, char **json);
 
-/* Records with fleet position > after, oldest position first, at most limit (clamped to
- * 1..1000), only those with the given backend, status, device and node (NULL or "": any) and
- * created >= since (ISO-8601 text; NULL or "": any). A JSON array text "[{…},…]", malloc'd
- * (caller frees); NULL on error. *last (when not NULL) gets the last row's position, or after
- * when none: the next cursor. Positions are assigned in commit order, so a poller never
- * misses a run by moving past it. */
-char *store_pg_query_runs(long long after, int limit, const char *backend, const char *status, const char *device,
-                          const char *node, const char *since, long long *last);
+/* History queries over the fleet (store.h's store_query_runs, store_group_runs,
+ * store_node_known): a position is the fleet position (runs.seq), assigned in commit order,
+ * so a poller following next_after never misses a run by moving past it. NULL / -1 on error. */
+char *store_pg_query_runs(const store_run_query *q, long long *first, long long *last);
+char *store_pg_group_runs(const store_run_query *q, int *more);
+int store_pg_node_known(const char *node);
 
 /* Number of runs in the fleet history; -1 on error. */
 long long store_pg_count_runs(void);

@@ -46,6 +46,71 @@ static const char *const store_pg_migrations[] = {
     " devices text,"
     " started text,"
     " last_heartbeat timestamptz NOT NULL);",
+    /* 2: what GET /v1/runs filters and groups by (store.h's store_fields), as columns that a
+     * trigger fills from the record on every write, so no write names them and none disagrees
+     * with the record; each with a (column, seq) index. The record is parsed once per write
+     * (generated columns would parse it once per column). Tags, several per run, are rows of
+     * run_tags (tag, seq), kept by triggers from the tags column. The UPDATE fills the columns
+     * of the rows already there. */
+    "ALTER TABLE runs ADD COLUMN batch bigint, ADD COLUMN heads bigint, ADD COLUMN kv_heads bigint,"
+    " ADD COLUMN seq_q bigint, ADD COLUMN seq_kv bigint, ADD COLUMN head_dim bigint, ADD COLUMN head_dim_v bigint,"
+    " ADD COLUMN window_size bigint, ADD COLUMN dtype text, ADD COLUMN mask text, ADD COLUMN impl text,"
+    " ADD COLUMN device_name text, ADD COLUMN build_commit text, ADD COLUMN tags text[];"
+    "CREATE FUNCTION attnd_json_integer(v jsonb) RETURNS bigint LANGUAGE sql IMMUTABLE AS"
+    " $$ SELECT CASE WHEN jsonb_typeof(v) = 'number' THEN (v #>> '{}')::numeric::bigint END $$;"
+    "CREATE FUNCTION attnd_run_columns() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " DECLARE r jsonb := NEW.record::jsonb; p jsonb := r -> 'params';"
+    " BEGIN"
+    "  NEW.batch := attnd_json_integer(p -> 'batch');"
+    "  NEW.heads := attnd_json_integer(p -> 'heads');"
+    "  NEW.kv_heads := coalesce(attnd_json_integer(p -> 'kv_heads'), NEW.heads);"
+    "  NEW.seq_q := attnd_json_integer(p -> 'seq_q');"
+    "  NEW.seq_kv := attnd_json_integer(p -> 'seq_kv');"
+    "  NEW.head_dim := attnd_json_integer(p -> 'head_dim');"
+    "  NEW.head_dim_v := coalesce(attnd_json_integer(p -> 'head_dim_v'), NEW.head_dim);"
+    "  NEW.window_size := attnd_json_integer(p -> 'window');"
+    "  NEW.dtype := p ->> 'dtype';"
+    "  NEW.mask := p ->> 'mask';"
+    "  NEW.impl := coalesce(r ->> 'impl_used', p ->> 'impl');"
+    "  NEW.device_name := r -> 'device' ->> 'name';"
+    "  NEW.build_commit := r -> 'build' ->> 'commit';"
+    "  NEW.tags := CASE WHEN jsonb_typeof(p -> 'tags') = 'array'"
+    "   THEN ARRAY(SELECT jsonb_array_elements_text(p -> 'tags')) END;"
+    "  RETURN NEW;"
+    " END $$;"
+    "CREATE TRIGGER runs_columns BEFORE INSERT OR UPDATE OF record ON runs"
+    " FOR EACH ROW EXECUTE FUNCTION attnd_run_columns();"
+    "CREATE TABLE run_tags (tag text NOT NULL, seq bigint NOT NULL, PRIMARY KEY (tag, seq));"
+    "CREATE FUNCTION attnd_run_tags() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " BEGIN"
+    "  IF TG_OP <> 'INSERT' AND OLD.tags IS NOT NULL THEN"
+    "   DELETE FROM run_tags WHERE seq = OLD.seq AND tag = ANY (OLD.tags);"
+    "  END IF;"
+    "  IF TG_OP <> 'DELETE' AND NEW.tags IS NOT NULL THEN"
+    "   INSERT INTO run_tags(tag, seq) SELECT DISTINCT t, NEW.seq FROM unnest(NEW.tags) t ON CONFLICT DO NOTHING;"
+    "  END IF;"
+    "  RETURN NULL;"
+    " END $$;"
+    "CREATE TRIGGER runs_tags_insert AFTER INSERT ON runs FOR EACH ROW WHEN (NEW.tags IS NOT NULL)"
+    " EXECUTE FUNCTION attnd_run_tags();"
+    "CREATE TRIGGER runs_tags_update AFTER UPDATE ON runs FOR EACH ROW WHEN (OLD.tags IS DISTINCT FROM NEW.tags)"
+    " EXECUTE FUNCTION attnd_run_tags();"
+    "CREATE TRIGGER runs_tags_delete AFTER DELETE ON runs FOR EACH ROW WHEN (OLD.tags IS NOT NULL)"
+    " EXECUTE FUNCTION attnd_run_tags();"
+    "UPDATE runs SET record = record;"
+    "CREATE INDEX runs_batch_seq ON runs(batch, seq);"
+    "CREATE INDEX runs_heads_seq ON runs(heads, seq);"
+    "CREATE INDEX runs_kv_heads_seq ON runs(kv_heads, seq);"
+    "CREATE INDEX runs_seq_q_seq ON runs(seq_q, seq);"
+    "CREATE INDEX runs_seq_kv_seq ON runs(seq_kv, seq);"
+    "CREATE INDEX runs_head_dim_seq ON runs(head_dim, seq);"
+    "CREATE INDEX runs_head_dim_v_seq ON runs(head_dim_v, seq);"
+    "CREATE INDEX runs_window_size_seq ON runs(window_size, seq);"
+    "CREATE INDEX runs_dtype_seq ON runs(dtype, seq);"
+    "CREATE INDEX runs_mask_seq ON runs(mask, seq);"
+    "CREATE INDEX runs_impl_seq ON runs(impl, seq);"
+    "CREATE INDEX runs_device_name_seq ON runs(device_name, seq);"
+    "CREATE INDEX runs_build_commit_seq ON runs(build_commit, seq);",
 };
 
 #define STORE_PG_SCHEMA_LATEST ((int)(sizeof store_pg_migrations / sizeof store_pg_migrations[0]))
@@ -165,6 +230,8 @@ static const struct {
                   " to_char(last_heartbeat AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
                   " extract(epoch FROM now() - last_heartbeat)"
                   " FROM nodes ORDER BY node, instance"},
+    [PG_NODE_KNOWN] = {"attnd_node_known",
+                       "SELECT EXISTS (SELECT 1 FROM runs WHERE node = $1) OR EXISTS (SELECT 1 FROM nodes WHERE node = $1)"},
 };
 
 const char *store_pg_statement_name(store_pg_statement s)

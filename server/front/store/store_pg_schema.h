@@ -28,6 +28,7 @@ typedef enum store_pg_statement {
     PG_INSTANCE_NODE, /* $1 instance */
     PG_HEARTBEAT,     /* $1 instance $2 node $3 version $4 devices $5 started */
     PG_NODES,         /* no parameters */
+    PG_NODE_KNOWN,    /* $1 node: whether it wrote runs or a heartbeat */
     PG_STATEMENT_COUNT
 } store_pg_statement;
 

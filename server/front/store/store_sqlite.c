@@ -98,6 +98,61 @@ static const char *const store_schema_v3 =
     "UPDATE runs SET median_us = json_extract(record, '$.timing.median_us') WHERE status = 'done';"
     "PRAGMA user_version = 3;";
 
+/* Version 4: what GET /v1/runs filters and groups by, as columns the database computes from
+ * the record (virtual generated columns: computed when read or indexed, stored only in their
+ * indexes), so no write names them and none disagrees with the record; each with a
+ * (column, id) index. Tags, several per run, are rows of run_tags kept by triggers. Rows
+ * already there are indexed by the CREATE INDEX statements themselves. store.h's
+ * store_fields names these columns. */
+static const char *const store_schema_v4 =
+    "ALTER TABLE runs ADD COLUMN batch INTEGER GENERATED ALWAYS AS (json_extract(record, '$.params.batch')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN heads INTEGER GENERATED ALWAYS AS (json_extract(record, '$.params.heads')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN kv_heads INTEGER GENERATED ALWAYS AS"
+    " (coalesce(json_extract(record, '$.params.kv_heads'), json_extract(record, '$.params.heads'))) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN seq_q INTEGER GENERATED ALWAYS AS (json_extract(record, '$.params.seq_q')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN seq_kv INTEGER GENERATED ALWAYS AS (json_extract(record, '$.params.seq_kv')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN head_dim INTEGER GENERATED ALWAYS AS"
+    " (json_extract(record, '$.params.head_dim')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN head_dim_v INTEGER GENERATED ALWAYS AS"
+    " (coalesce(json_extract(record, '$.params.head_dim_v'), json_extract(record, '$.params.head_dim'))) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN window_size INTEGER GENERATED ALWAYS AS"
+    " (json_extract(record, '$.params.window')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN dtype TEXT GENERATED ALWAYS AS (json_extract(record, '$.params.dtype')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN mask TEXT GENERATED ALWAYS AS (json_extract(record, '$.params.mask')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN impl TEXT GENERATED ALWAYS AS"
+    " (coalesce(json_extract(record, '$.impl_used'), json_extract(record, '$.params.impl'))) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN device_name TEXT GENERATED ALWAYS AS (json_extract(record, '$.device.name')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN build_commit TEXT GENERATED ALWAYS AS"
+    " (json_extract(record, '$.build.commit')) VIRTUAL;"
+    "CREATE INDEX runs_batch_id ON runs(batch, id);"
+    "CREATE INDEX runs_heads_id ON runs(heads, id);"
+    "CREATE INDEX runs_kv_heads_id ON runs(kv_heads, id);"
+    "CREATE INDEX runs_seq_q_id ON runs(seq_q, id);"
+    "CREATE INDEX runs_seq_kv_id ON runs(seq_kv, id);"
+    "CREATE INDEX runs_head_dim_id ON runs(head_dim, id);"
+    "CREATE INDEX runs_head_dim_v_id ON runs(head_dim_v, id);"
+    "CREATE INDEX runs_window_size_id ON runs(window_size, id);"
+    "CREATE INDEX runs_dtype_id ON runs(dtype, id);"
+    "CREATE INDEX runs_mask_id ON runs(mask, id);"
+    "CREATE INDEX runs_impl_id ON runs(impl, id);"
+    "CREATE INDEX runs_device_name_id ON runs(device_name, id);"
+    "CREATE INDEX runs_build_commit_id ON runs(build_commit, id);"
+    "CREATE TABLE run_tags (tag TEXT NOT NULL, run_id INTEGER NOT NULL, PRIMARY KEY (tag, run_id)) WITHOUT ROWID;"
+    "CREATE TRIGGER runs_tags_insert AFTER INSERT ON runs WHEN json_type(new.record, '$.params.tags') = 'array' BEGIN"
+    " INSERT OR IGNORE INTO run_tags(tag, run_id) SELECT value, new.id FROM json_each(new.record, '$.params.tags');"
+    " END;"
+    "CREATE TRIGGER runs_tags_update AFTER UPDATE OF record ON runs"
+    " WHEN json_extract(old.record, '$.params.tags') IS NOT json_extract(new.record, '$.params.tags') BEGIN"
+    " DELETE FROM run_tags WHERE run_id = old.id;"
+    " INSERT OR IGNORE INTO run_tags(tag, run_id) SELECT value, new.id FROM json_each(new.record, '$.params.tags')"
+    "  WHERE json_type(new.record, '$.params.tags') = 'array';"
+    " END;"
+    "CREATE TRIGGER runs_tags_delete AFTER DELETE ON runs WHEN json_type(old.record, '$.params.tags') = 'array' BEGIN"
+    " DELETE FROM run_tags WHERE run_id = old.id"
+    "  AND tag IN (SELECT value FROM json_each(old.record, '$.params.tags'));"
+    " END;"
+    "PRAGMA user_version = 4;";
+
 /* One migration step, in a transaction. 0, or -1. */
 static int store_migrate_step(const char *sql, int version)
 {
@@ -123,6 +178,7 @@ static int store_migrate(void)
     if (version < 0) return -1;
     if (version < 2 && store_migrate_step(store_schema_v2, 2) != 0) return -1;
     if (version < 3 && store_migrate_step(store_schema_v3, 3) != 0) return -1;
+    if (version < 4 && store_migrate_step(store_schema_v4, 4) != 0) return -1;
     return 0;
 }
 

@@ -103,10 +103,19 @@ int main(void)
     store_local_outbox_entries_free(e, n > 0 ? n : 0);
 
     /* Node filter of the local history. */
-    rec = store_local_query_runs(0, 100, NULL, NULL, NULL, "gpu-7", NULL, NULL);
+    {
+        store_run_query q = {.limit = 100};
+        q.value[STORE_FIELD_NODE] = "gpu-7";
+        rec = store_local_query_runs(&q, NULL, NULL);
+    }
     CHECK(rec && strstr(rec, "12884901889") && !strstr(rec, "\"id\":1,"), "node=gpu-7: %s", rec ? rec : "(null)");
     free(rec);
-    rec = store_local_query_runs(0, 100, NULL, "done", NULL, "other", NULL, NULL);
+    {
+        store_run_query q = {.limit = 100};
+        q.value[STORE_FIELD_STATUS] = "done";
+        q.value[STORE_FIELD_NODE] = "other";
+        rec = store_local_query_runs(&q, NULL, NULL);
+    }
     CHECK(rec && !strcmp(rec, "[]"), "node=other: %s", rec ? rec : "(null)");
     free(rec);
 

@@ -92,7 +92,14 @@ static void ids_of(const char *json, char *out, size_t len)
 static void query_ids(char *out, size_t len, long long after, int limit, const char *backend, const char *status,
                       const char *device, const char *node, const char *since, long long *last)
 {
-    char *json = store_pg_query_runs(after, limit, backend, status, device, node, since, last);
+    store_run_query q = {.after = after, .limit = limit, .since = since && *since ? since : NULL};
+    char *json;
+
+    q.value[STORE_FIELD_BACKEND] = backend && *backend ? backend : NULL;
+    q.value[STORE_FIELD_STATUS] = status && *status ? status : NULL;
+    q.value[STORE_FIELD_DEVICE] = device && *device ? device : NULL;
+    q.value[STORE_FIELD_NODE] = node && *node ? node : NULL;
+    json = store_pg_query_runs(&q, NULL, last);
     ids_of(json, out, len);
     free(json);
 }
@@ -138,10 +145,10 @@ int main(void)
     /* ---- open, migrations once */
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open: %s", err);
     CHECK(store_pg_connected() == 1, "connected");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 1, "schema version 1");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "schema version 2");
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open again: %s", err);
     CHECK(side_number("SELECT count(*) FROM attnd_schema") == 1, "one schema row");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 1, "schema version unchanged");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "schema version unchanged");
     CHECK(side_number("SELECT n FROM fleet_position") == 0, "positions start at 0");
 
     /* ---- instances */
@@ -303,7 +310,7 @@ int main(void)
     store_pg_count_runs(); /* finds the connection gone */
     CHECK(store_pg_count_runs() == 104, "reconnected: %s", store_pg_last_error());
     CHECK(store_pg_connected() == 1, "connected again");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 1, "still version 1");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "still version 2");
 
     /* ---- the PG* environment alone: the bare word */
     {

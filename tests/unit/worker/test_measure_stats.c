@@ -124,6 +124,14 @@ static void test_json(void)
               cJSON_GetObjectItem(c, "sm_limit_mhz") && cJSON_IsFalse(cJSON_GetObjectItem(c, "throttled")),
           "clocks object");
     cJSON_Delete(j);
+    /* No clock readings (the cpu device): null, not 0 MHz and not "not throttled". */
+    s.sm_clock_min_mhz = s.sm_clock_max_mhz = s.sm_clock_limit_mhz = 0;
+    j = measure_stats_timing_json(&s);
+    c = cJSON_GetObjectItem(j, "clocks");
+    CHECK(c && cJSON_IsNull(cJSON_GetObjectItem(c, "sm_min_mhz")) && cJSON_IsNull(cJSON_GetObjectItem(c, "sm_max_mhz")) &&
+              cJSON_IsNull(cJSON_GetObjectItem(c, "sm_limit_mhz")) && cJSON_IsNull(cJSON_GetObjectItem(c, "throttled")),
+          "no clock readings are null");
+    cJSON_Delete(j);
 
     /* The study shape: 4·8·16·1024·1024·64 / 2 (causal) = 2^34 FLOPs. */
     memset(&p, 0, sizeof p);
