@@ -168,8 +168,8 @@ $(BUILD)/tests/gpu/fused_check.o: NVFLAGS += -DFUSED_CHECK_CUDNN -Xcompiler -Wno
 # headers there (scripts/fetch-flashinfer.py) and compiles attnd's wrapper files against
 # them, each once per head dim. For the architectures of GENCODE that FlashInfer's two
 # prefill paths target: sm_90a (its FA3-style Hopper path) and sm_80 (FA2, whose cubin runs
-# on every 8.x GPU); FLASHINFER_GENCODE overrides. Slow: about 40 minutes of one core for
-# sm_90a alone.
+# on every 8.x GPU); FLASHINFER_GENCODE overrides. About 3 CPU-minutes per architecture
+# (measured: sm_90a 2m54s, sm_80 1m27s of nvcc; 2.7 and 3.2 MB modules).
 FLASHINFER_VERSION ?= 0.7.4
 FLASHINFER_DIR      = $(BUILD)/flashinfer
 FLASHINFER_LIB      = $(BUILD)/lib/libattnd_flashinfer.so

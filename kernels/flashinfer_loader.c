@@ -1,11 +1,12 @@
 /* flashinfer_loader.c — dlopen libattnd_flashinfer.so once, resolve the functions of
  * flashinfer_api, keep the reason when that fails (flashinfer_loader.h).
  *
- * Why run-time loading: FlashInfer is header-only C++ that takes the better part of an hour
- * to compile for one architecture, and its headers come from a 100 MB wheel fetched from
- * PyPI. Built apart into a module (make flashinfer) and loaded here, it costs nothing to a
- * build or a test that does not want it, and only the `flashinfer` variant goes unavailable
- * when it is absent, with the reason in /v1/variants. The same design as cudnn_loader.c.
+ * Why run-time loading: FlashInfer is header-only C++ (CUTLASS templates) whose headers come
+ * from a 100 MB wheel fetched from PyPI, and whose kernels take minutes of nvcc per
+ * architecture. Built apart into a module (make flashinfer) and loaded here, it costs nothing
+ * to a build or a test that does not want it, and only the `flashinfer` variant goes
+ * unavailable when it is absent, with the reason in /v1/variants. The same design as
+ * cudnn_loader.c.
  *
  * The module is opened RTLD_LOCAL (its symbols, and the CUDA runtime it links statically,
  * stay out of the worker's namespace; it exports only attnd_fi_*) and never closed: the CUDA

@@ -134,13 +134,14 @@ static void test_variant_without_module(void)
     const variant *v = variant_find("flashinfer");
     attn_problem p = attn_mha(2, 8, 1, 512, 128, ATTN_BF16, ATTN_MASK_NONE, 0.088);
     exec_context ctx;
-    attn_tensors t = {NULL, NULL, NULL, NULL};
+    attn_tensors t;
     char why[1024] = "";
 
     CHECK(v && v->info == &variant_info_flashinfer && v->library_ready && v->library_info && v->prepare &&
               v->library_check && v->engine_desc,
           "the flashinfer row has its hooks");
     if (!v) return;
+    memset(&t, 0, sizeof t);
     CHECK(v->library_ready(why, sizeof why) == -1 && strstr(why, "make flashinfer"), "not ready: %s", why);
     CHECK(v->library_check(&p, why, sizeof why) == -1 && strstr(why, "make flashinfer"), "check: %s", why);
     CHECK(v->workspace_bytes(&p) == 0 && v->engine_desc(&p) == NULL, "no workspace, no engine");
