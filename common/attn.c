@@ -1,10 +1,12 @@
 /* attn.c — names, parsers and the work measures of an attention problem (attn.h).
  *
  * Work measures are closed forms, never loops over rows: seq_q may be 2^31, and /v1/runs
- * validation calls these for every request.
+ * validation calls these for every request. A ragged batch sums them over its sequences (at
+ * most RUN_MAX_SEQS).
  */
 #include "common/attn.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *const attn_dtype_names[ATTN_DTYPE_COUNT] = {"bf16", "fp16", "fp32"};
@@ -67,12 +69,12 @@ static int64_t attn_sum_clamped(int64_t a0, int64_t n, int64_t s)
     return sum;
 }
 
-/* Visible pairs of one head. Row i sees the keys [lo_i, hi_i) clamped to [0, Skv)
- * (attn_visible_range), both ends of the form i + constant, so the sum is
+/* Visible pairs of one head of one sequence. Row i sees the keys [lo_i, hi_i) clamped to
+ * [0, Skv) (attn_visible_range_seq), both ends of the form i + constant, so the sum is
  * Σ clamp(hi_i, 0, Skv) - Σ clamp(lo_i, 0, Skv), each in closed form. */
-double attn_visible_pairs(const attn_problem *p)
+double attn_visible_pairs_seq(const attn_problem *p, int64_t sq, int64_t skv)
 {
-    int64_t sq = p->seq_q, skv = p->seq_kv, pos0, hi;
+    int64_t pos0, hi;
 
     if (sq <= 0 || skv <= 0) return 0.0;
     pos0 = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0; /* row 0's position */
@@ -81,21 +83,58 @@ double attn_visible_pairs(const attn_problem *p)
     return (double)hi;
 }
 
+double attn_visible_pairs(const attn_problem *p) { return attn_visible_pairs_seq(p, p->seq_q, p->seq_kv); }
+
+/* The pairs FLOPs count for one head of one sequence: every pair without a mask or window,
+ * exactly half of Sq·Skv for causal square attention (FlashAttention's convention, not the
+ * (S+1)/2S the diagonal adds, so our TFLOP/s compare with theirs), else the visible ones. */
+static double attn_counted_pairs(const attn_problem *p, int64_t sq, int64_t skv)
+{
+    if (p->window_keys <= 0 && p->mask == ATTN_MASK_NONE) return (double)sq * (double)skv;
+    if (p->window_keys <= 0 && sq == skv) return 0.5 * (double)sq * (double)skv;
+    return attn_visible_pairs_seq(p, sq, skv);
+}
+
 double attn_flops(const attn_problem *p)
 {
-    double per_pair = 2.0 * (double)p->batch * (double)p->heads * (double)(p->head_dim + attn_dv(p));
+    double per_pair = 2.0 * (double)p->batch * (double)p->heads * (double)(p->head_dim + attn_dv(p)), pairs = 0.0;
+    int64_t b;
 
-    if (p->window_keys <= 0 && p->mask == ATTN_MASK_NONE) return per_pair * (double)p->seq_q * (double)p->seq_kv;
-    /* FlashAttention's convention for square causal attention: exactly half the full
-     * count (not the (S+1)/2S the diagonal adds), so our TFLOP/s compare with theirs. */
-    if (p->window_keys <= 0 && p->seq_q == p->seq_kv)
-        return 0.5 * per_pair * (double)p->seq_q * (double)p->seq_kv;
-    return per_pair * attn_visible_pairs(p);
+    if (!p->ragged) { /* attn_counted_pairs, multiplied in this order since FLOPs were first reported */
+        if (p->window_keys <= 0 && p->mask == ATTN_MASK_NONE) return per_pair * (double)p->seq_q * (double)p->seq_kv;
+        if (p->window_keys <= 0 && p->seq_q == p->seq_kv) return 0.5 * per_pair * (double)p->seq_q * (double)p->seq_kv;
+        return per_pair * attn_visible_pairs(p);
+    }
+    if (!p->seqs) return NAN; /* the lengths are not known here */
+    for (b = 0; b < p->batch; b++) pairs += attn_counted_pairs(p, attn_seqlen_q(p, b), attn_seqlen_kv(p, b));
+    return 2.0 * (double)p->heads * (double)(p->head_dim + attn_dv(p)) * pairs;
+}
+
+/* Block table entries a forward reads: the pages every sequence's keys fill. */
+static double attn_pages_used(const attn_problem *p)
+{
+    double pages = 0.0;
+    int64_t b;
+
+    if (!p->ragged) return (double)p->batch * (double)((p->seq_kv + p->page_size - 1) / p->page_size);
+    for (b = 0; b < p->batch; b++) pages += (double)((attn_seqlen_kv(p, b) + p->page_size - 1) / p->page_size);
+    return pages;
 }
 
 double attn_min_bytes(const attn_problem *p)
 {
-    double elems = (double)attn_q_elems(p) + (double)attn_k_elems(p) + (double)attn_v_elems(p) +
-                   (double)attn_out_elems(p);
-    return elems * (double)attn_dtype_bytes(p->dtype);
+    double elems, bytes, index = 0.0;
+
+    if (!p->ragged && p->page_size <= 0) {
+        elems = (double)attn_q_elems(p) + (double)attn_k_elems(p) + (double)attn_v_elems(p) + (double)attn_out_elems(p);
+        return elems * (double)attn_dtype_bytes(p->dtype);
+    }
+    if (p->ragged && !p->seqs) return NAN;
+    /* Real tokens only: a paged cache's unused pages and slots are never read. */
+    elems = (double)attn_tokens_q(p) * (double)p->heads * (double)(p->head_dim + attn_dv(p)) +
+            (double)attn_tokens_kv(p) * (double)attn_kv_heads(p) * (double)(p->head_dim + attn_dv(p));
+    bytes = elems * (double)attn_dtype_bytes(p->dtype);
+    if (p->ragged) index += 2.0 * (double)(p->batch + 1); /* cu_seqlens_q and _kv */
+    if (p->page_size > 0) index += attn_pages_used(p);
+    return bytes + index * (double)sizeof(int32_t);
 }

@@ -11,6 +11,15 @@
  * Sq > Skv. A row's position is i (top-left, and `none`) or i+Skv-Sq (bottom-right); a
  * sliding window of W keys hides every key more than W-1 before it (FlashAttention's
  * window_size=(W-1, 0) with a causal mask; HF's sliding_window=W; cuDNN's left bound W).
+ *
+ * A serving batch (docs/serving.md) changes where tokens are, not what is computed. Ragged
+ * (lengths per sequence, `ragged`): q [total_q, H, D], k [total_kv, Hkv, D], v [total_kv, Hkv,
+ * Dv], out [total_q, H, Dv], token-major and packed, sequence b's tokens at rows
+ * cu_seqlens[b] .. cu_seqlens[b+1]-1 (FlashAttention's varlen layout, cuDNN's THD with ragged
+ * offsets). Paged (`page_size`): k [num_pages, page_size, Hkv, D] and v likewise with Dv,
+ * key j of sequence b in slot j % page_size of page block_table[b][j / page_size] (vLLM's and
+ * FlashInfer's NHD cache); q and out stay as they are without paging. The masks and the
+ * window apply per sequence, with that sequence's Sq and Skv.
  */
 #ifndef ATTN_H
 #define ATTN_H
@@ -38,6 +47,22 @@ typedef enum attn_mask {
     ATTN_MASK_COUNT
 } attn_mask;
 
+/* Which lengths vary per sequence (attn_problem.ragged); the other side's are all seq_q or seq_kv. */
+#define ATTN_RAGGED_Q 1u  /* `seqlens_q` */
+#define ATTN_RAGGED_KV 2u /* `seqlens_kv` */
+
+/* The host arrays of a ragged or paged problem, as FlashAttention's varlen and paged-KV API
+ * (cu_seqlens_q/k, page_table), cuDNN's ragged offsets and page tables and FlashInfer's
+ * paged_kv_t take them. Owned by whoever built them (kernels/seq_layout.c); a GPU variant
+ * gets device copies in attn_tensors. */
+typedef struct attn_seqs {
+    /* Ragged: [batch + 1] each, both sides (a side of equal lengths steps by its bound);
+     * sequence b's queries are rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1. Else NULL. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv;
+    const int32_t *block_table;   /* paged: [batch, pages_per_seq] page ids; the entries past a sequence's pages are 0 */
+    int64_t pages_per_seq;        /* paged: ⌈seq_kv / page_size⌉, the block table's width */
+} attn_seqs;
+
 /* What is computed, never where: out = softmax(scale · q·kᵀ + mask) · v. kv_heads, head_dim_v
  * and window_keys are today's models: zero in each is the dense multi-head problem. */
 typedef struct attn_problem {
@@ -49,6 +74,13 @@ typedef struct attn_problem {
     int64_t head_dim_v;  /* head dim of v and out; 0: head_dim */
     int64_t window_keys; /* a query sees at most this many keys, ending at its position; 0: no window */
     int impl;            /* the variant's kernel family (`impl`): 1 + its index in variant_info.impls, or ATTN_IMPL_DEFAULT */
+    /* A serving batch: zero in each is the dense problem. seq_q and seq_kv bound every
+     * sequence (FlashAttention's max_seqlen_q/k). */
+    unsigned ragged;          /* ATTN_RAGGED_* bits: the lengths given per sequence; nonzero: the packed layout */
+    int64_t total_q, total_kv; /* ragged: tokens of all sequences (Σ lengths), below 2^31 */
+    int64_t page_size;        /* K/V in pages of this many tokens; 0: contiguous */
+    int64_t num_pages;        /* paged: pages the cache holds, at least the sequences need */
+    const attn_seqs *seqs;    /* ragged or paged: the per-sequence arrays (host); NULL until built */
 } attn_problem;
 
 #define ATTN_IMPL_DEFAULT 0 /* attn_problem.impl of a zeroed problem: the variant's default family */
@@ -58,6 +90,9 @@ typedef struct attn_problem {
 typedef struct attn_tensors {
     const void *q, *k, *v;
     void *out;
+    /* A ragged or paged problem's attn_seqs arrays where the variant reads them (device
+     * copies on a GPU); NULL otherwise. */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv, *block_table;
 } attn_tensors;
 
 /* Bytes of one element. */
@@ -76,17 +111,24 @@ ATTN_HD int64_t attn_visible_keys(attn_mask mask, int64_t seq_q, int64_t seq_kv,
     return n;
 }
 
-/* The keys [*lo, *hi) query row `row` of p may attend to, the window included; *lo == *hi
- * for a fully masked row. */
-ATTN_HD void attn_visible_range(const attn_problem *p, int64_t row, int64_t *lo, int64_t *hi)
+/* The keys [*lo, *hi) query row `row` of a sequence of sq queries and skv keys may attend to
+ * under p's mask and window; *lo == *hi for a fully masked row. */
+ATTN_HD void attn_visible_range_seq(const attn_problem *p, int64_t sq, int64_t skv, int64_t row, int64_t *lo,
+                                    int64_t *hi)
 {
-    int64_t pos = row + (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? p->seq_kv - p->seq_q : 0);
-    int64_t h = attn_visible_keys(p->mask, p->seq_q, p->seq_kv, row);
+    int64_t pos = row + (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0);
+    int64_t h = attn_visible_keys(p->mask, sq, skv, row);
     int64_t l = p->window_keys > 0 ? pos - p->window_keys + 1 : 0;
     if (l < 0) l = 0;
     if (l > h) l = h;
     *lo = l;
     *hi = h;
+}
+
+/* The same for a sequence of the problem's own lengths, seq_q and seq_kv. */
+ATTN_HD void attn_visible_range(const attn_problem *p, int64_t row, int64_t *lo, int64_t *hi)
+{
+    attn_visible_range_seq(p, p->seq_q, p->seq_kv, row, lo, hi);
 }
 
 /* The dense multi-head problem: no grouped K/V heads, value head dim or window of its own. */
@@ -106,16 +148,58 @@ ATTN_HD int64_t attn_dv(const attn_problem *p) { return p->head_dim_v > 0 ? p->h
 /* The K/V head that query head h (0..heads-1) reads. */
 ATTN_HD int64_t attn_kv_head_of(const attn_problem *p, int64_t h) { return h / (p->heads / attn_kv_heads(p)); }
 
-ATTN_HD int64_t attn_q_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * p->head_dim; }
-ATTN_HD int64_t attn_k_elems(const attn_problem *p) { return p->batch * attn_kv_heads(p) * p->seq_kv * p->head_dim; }
-ATTN_HD int64_t attn_v_elems(const attn_problem *p) { return p->batch * attn_kv_heads(p) * p->seq_kv * attn_dv(p); }
-ATTN_HD int64_t attn_out_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * attn_dv(p); }
+/* Query and key tokens of the whole batch: the real ones, Σ of the lengths, when ragged. */
+ATTN_HD int64_t attn_tokens_q(const attn_problem *p) { return p->ragged ? p->total_q : p->batch * p->seq_q; }
+ATTN_HD int64_t attn_tokens_kv(const attn_problem *p) { return p->ragged ? p->total_kv : p->batch * p->seq_kv; }
+/* Tokens the K/V tensors hold: the whole cache when paged, unused pages included. */
+ATTN_HD int64_t attn_kv_slots(const attn_problem *p)
+{
+    return p->page_size > 0 ? p->num_pages * p->page_size : attn_tokens_kv(p);
+}
+
+/* Elements of each tensor as stored (the layouts above). */
+ATTN_HD int64_t attn_q_elems(const attn_problem *p) { return attn_tokens_q(p) * p->heads * p->head_dim; }
+ATTN_HD int64_t attn_k_elems(const attn_problem *p) { return attn_kv_slots(p) * attn_kv_heads(p) * p->head_dim; }
+ATTN_HD int64_t attn_v_elems(const attn_problem *p) { return attn_kv_slots(p) * attn_kv_heads(p) * attn_dv(p); }
+ATTN_HD int64_t attn_out_elems(const attn_problem *p) { return attn_tokens_q(p) * p->heads * attn_dv(p); }
+/* The score matrix of every head, padded to seq_q × seq_kv in a ragged batch (what a padded
+ * route such as PyTorch's materialises). */
 ATTN_HD int64_t attn_scores_elems(const attn_problem *p) { return p->batch * p->heads * p->seq_q * p->seq_kv; }
 /* Whether p is the dense multi-head problem of equal head dims without a window, the only
  * one some variants run. */
 ATTN_HD int attn_is_dense_mha(const attn_problem *p)
 {
-    return attn_kv_heads(p) == p->heads && attn_dv(p) == p->head_dim && p->window_keys <= 0;
+    return attn_kv_heads(p) == p->heads && attn_dv(p) == p->head_dim && p->window_keys <= 0 && !p->ragged &&
+           p->page_size <= 0;
+}
+
+/* Sequence b's query and key lengths (a ragged problem needs p->seqs). */
+ATTN_HD int64_t attn_seqlen_q(const attn_problem *p, int64_t b)
+{
+    return p->ragged ? (int64_t)p->seqs->cu_seqlens_q[b + 1] - p->seqs->cu_seqlens_q[b] : p->seq_q;
+}
+ATTN_HD int64_t attn_seqlen_kv(const attn_problem *p, int64_t b)
+{
+    return p->ragged ? (int64_t)p->seqs->cu_seqlens_kv[b + 1] - p->seqs->cu_seqlens_kv[b] : p->seq_kv;
+}
+
+/* Where rows live, in elements from the tensor's start: query row i of sequence b, head h, in
+ * q (dim = head_dim) or out (dim = head_dim_v); key j of sequence b, K/V head g, in k (dim =
+ * head_dim) or v (dim = head_dim_v), through the block table when paged. */
+ATTN_HD int64_t attn_q_row(const attn_problem *p, int64_t b, int64_t h, int64_t i, int64_t dim)
+{
+    if (p->ragged) return (((int64_t)p->seqs->cu_seqlens_q[b] + i) * p->heads + h) * dim;
+    return ((b * p->heads + h) * p->seq_q + i) * dim;
+}
+ATTN_HD int64_t attn_kv_row(const attn_problem *p, int64_t b, int64_t g, int64_t j, int64_t dim)
+{
+    const int64_t hkv = attn_kv_heads(p);
+    if (p->page_size > 0) {
+        int64_t page = p->seqs->block_table[b * p->seqs->pages_per_seq + j / p->page_size];
+        return ((page * p->page_size + j % p->page_size) * hkv + g) * dim;
+    }
+    if (p->ragged) return (((int64_t)p->seqs->cu_seqlens_kv[b] + j) * hkv + g) * dim;
+    return ((b * hkv + g) * p->seq_kv + j) * dim;
 }
 
 /* Names as the API spells them ("bf16", "fp16", "fp32"; "none", "causal",
@@ -125,16 +209,23 @@ int attn_dtype_parse(const char *name, attn_dtype *out);
 const char *attn_mask_name(attn_mask m);
 int attn_mask_parse(const char *name, attn_mask *out);
 
-/* FLOPs of one forward: 2·B·H·(D+Dv) per visible (query, key) pair; without a window,
- * causal square attention counts exactly half of Sq·Skv (the FlashAttention convention). */
+/* FLOPs of one forward: 2·H·(D+Dv) per visible (query, key) pair of every sequence; without
+ * a window, causal square attention counts exactly half of Sq·Skv (the FlashAttention
+ * convention), sequence by sequence in a ragged batch. Real tokens only: a ragged problem
+ * counts its lengths, not its bounds (it needs p->seqs; without them NAN). */
 double attn_flops(const attn_problem *p);
 
-/* The fewest bytes one forward must move: q, k, v read once, out written once. */
+/* The fewest bytes one forward must move: q, k, v of the real tokens read once, out written
+ * once, and the index arrays a ragged or paged layout reads (cu_seqlens, the block table's
+ * entries in use); never a cache's unused pages. Ragged: needs p->seqs (else NAN). */
 double attn_min_bytes(const attn_problem *p);
 
-/* Visible (query, key) pairs of one head, the window included: the exact work of a masked
- * forward. */
+/* Visible (query, key) pairs of one head of one sequence of p's lengths (seq_q, seq_kv), the
+ * window included: the exact work of a masked forward. */
 double attn_visible_pairs(const attn_problem *p);
+
+/* The same for a sequence of sq queries and skv keys under p's mask and window. */
+double attn_visible_pairs_seq(const attn_problem *p, int64_t sq, int64_t skv);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,7 @@
 
 #include "common/json_text.h"
 #include "common/parse_int.h"
+#include "common/seeded.h"
 #include "common/variant_info.h"
 
 #define SEED_EXACT_MAX 9007199254740992.0 /* 2^53: a JSON number above it has lost digits */
@@ -259,6 +260,133 @@ static int get_tags(const cJSON *item, const char *name, char *out, api_error *e
     return 0;
 }
 
+/* ---------------------------------------------------------------- per-sequence lengths -- */
+
+#define LENGTHS_FORMS "a list of lengths (128,512,77, or a JSON array) or a distribution (uniform:MIN:MAX, or " \
+                      "{\"dist\":\"uniform\",\"min\":MIN,\"max\":MAX})"
+
+/* One length, from a JSON number or text, as get_ll reads integers; `which` says where it is
+ * in the value ("[2]", ".min"). Refusals name the parameter as their field. */
+static int get_length(const cJSON *item, const char *name, const char *which, long long *out, api_error *e)
+{
+    char where[64];
+
+    snprintf(where, sizeof where, "%s%s", name, which);
+    if (get_ll(item, where, 0, RUN_MAX_TOKENS, out, e) != 0) {
+        snprintf(e->field, sizeof e->field, "%s", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* A length spelled in text: the query's "128" out of "128,512,77". */
+static int get_length_text(const char *text, size_t n, const char *name, const char *which, long long *out,
+                           api_error *e)
+{
+    char piece[32];
+    cJSON item;
+
+    memset(&item, 0, sizeof item);
+    item.type = cJSON_String;
+    snprintf(piece, sizeof piece, "%.*s", (int)(n < sizeof piece - 1 ? n : sizeof piece - 1), text);
+    if (n >= sizeof piece) piece[sizeof piece - 2] = 'x'; /* too long for any length: refused as spelled */
+    item.valuestring = piece;
+    return get_length(&item, name, which, out, e);
+}
+
+static int lengths_add(run_seqlens *sl, const char *name, long long x, api_error *e)
+{
+    if (sl->count >= RUN_MAX_SEQS)
+        return api_fail(e, 400, "out_of_range", name, "%s lists more than %d lengths (a ragged batch has at most %d "
+                        "sequences)", name, RUN_MAX_SEQS, RUN_MAX_SEQS);
+    sl->len[sl->count++] = (int32_t)x;
+    return 0;
+}
+
+static int lengths_uniform(run_seqlens *sl, const char *name, long long lo, long long hi, api_error *e)
+{
+    if (lo > hi)
+        return api_fail(e, 400, "out_of_range", name, "%s: uniform min %lld is above max %lld", name, lo, hi);
+    sl->kind = RUN_SEQLENS_UNIFORM, sl->min = lo, sl->max = hi;
+    return 0;
+}
+
+/* The text form: "128,512,77" or "uniform:MIN:MAX". */
+static int lengths_from_text(run_seqlens *sl, const char *name, const char *s, api_error *e)
+{
+    const char *colon = strchr(s, ':');
+    char which[24];
+    long long x, lo, hi;
+
+    if (colon) {
+        const char *second = strchr(colon + 1, ':');
+        if ((size_t)(colon - s) != strlen("uniform") || strncmp(s, "uniform", (size_t)(colon - s)) != 0)
+            return api_fail(e, 400, "bad_value", name, "%s: unknown distribution '%.*s' (uniform:MIN:MAX); %s takes "
+                            LENGTHS_FORMS, name, (int)((colon - s) > 20 ? 20 : colon - s), s, name);
+        if (!second || strchr(second + 1, ':'))
+            return api_fail(e, 400, "bad_value", name, "%s must be uniform:MIN:MAX, got '%.40s'", name, s);
+        if (get_length_text(colon + 1, (size_t)(second - colon - 1), name, ".min", &lo, e) != 0 ||
+            get_length_text(second + 1, strlen(second + 1), name, ".max", &hi, e) != 0)
+            return -1;
+        return lengths_uniform(sl, name, lo, hi, e);
+    }
+    if (!s[0]) return api_fail(e, 400, "bad_value", name, "%s is empty; it takes " LENGTHS_FORMS, name);
+    sl->kind = RUN_SEQLENS_LIST;
+    for (;;) {
+        size_t n = strcspn(s, ",");
+        snprintf(which, sizeof which, "[%d]", sl->count);
+        if (get_length_text(s, n, name, which, &x, e) != 0 || lengths_add(sl, name, x, e) != 0) return -1;
+        if (!s[n]) return 0;
+        s += n + 1;
+    }
+}
+
+/* The JSON forms: an array of integers, or {"dist":"uniform","min":MIN,"max":MAX}. */
+static int lengths_from_json(run_seqlens *sl, const char *name, const cJSON *item, api_error *e)
+{
+    char which[24], shown[64];
+    const cJSON *x, *dist = NULL, *lo = NULL, *hi = NULL;
+    long long v, a, b;
+
+    if (cJSON_IsArray(item)) {
+        sl->kind = RUN_SEQLENS_LIST;
+        cJSON_ArrayForEach(x, item) {
+            snprintf(which, sizeof which, "[%d]", sl->count);
+            if (!cJSON_IsNumber(x))
+                return api_fail(e, 400, "bad_value", name, "%s%s must be an integer, got %s", name, which,
+                                value_text(x, shown, sizeof shown));
+            if (get_length(x, name, which, &v, e) != 0 || lengths_add(sl, name, v, e) != 0) return -1;
+        }
+        if (sl->count == 0) return api_fail(e, 400, "bad_value", name, "%s is an empty list", name);
+        return 0;
+    }
+    cJSON_ArrayForEach(x, item) {
+        const char *key = x->string ? x->string : "";
+        if (!strcmp(key, "dist")) dist = x;
+        else if (!strcmp(key, "min")) lo = x;
+        else if (!strcmp(key, "max")) hi = x;
+        else
+            return api_fail(e, 400, "bad_value", name, "%s has no member '%.40s' (a distribution has dist, min, max)",
+                            name, key);
+    }
+    if (!cJSON_IsString(dist) || strcmp(dist->valuestring, "uniform") != 0)
+        return api_fail(e, 400, "bad_value", name, "%s.dist must be \"uniform\", got %s", name,
+                        dist ? value_text(dist, shown, sizeof shown) : "nothing");
+    if (!lo || !hi) return api_fail(e, 400, "bad_value", name, "%s: a uniform distribution needs min and max", name);
+    if (get_length(lo, name, ".min", &a, e) != 0 || get_length(hi, name, ".max", &b, e) != 0) return -1;
+    return lengths_uniform(sl, name, a, b, e);
+}
+
+/* The lengths of each sequence of a distribution, drawn from the run's seed (docs/inputs.md):
+ * length b = min + draw_b mod (max - min + 1), draw_b the b-th of the side's own stream. */
+static void lengths_draw(run_seqlens *sl, uint64_t seed, int stream, int64_t batch)
+{
+    uint64_t key = seeded_stream_key(seed, stream), span = (uint64_t)(sl->max - sl->min) + 1;
+    int64_t b;
+
+    for (b = 0; b < batch; b++) sl->len[b] = (int32_t)(sl->min + (int64_t)(seeded_draw(key, (uint64_t)b) % span));
+}
+
 /* ---------------------------------------------------------------- the table ------------ */
 
 static int set_backend(run_request *r, const run_param *p, const run_value *v, api_error *e);
@@ -272,6 +400,8 @@ static int set_scale(run_request *r, const run_param *p, const run_value *v, api
 static int set_impl(run_request *r, const run_param *p, const run_value *v, api_error *e);
 static int set_window(run_request *r, const run_param *p, const run_value *v, api_error *e);
 static int put_window(cJSON *params, const run_request *r, const run_param *p);
+static int set_seqlens(run_request *r, const run_param *p, const run_value *v, api_error *e);
+static int put_seqlens(cJSON *params, const run_request *r, const run_param *p);
 
 #define AT(f) .offset = offsetof(run_request, f), .size = sizeof(((run_request *)0)->f)
 
@@ -319,6 +449,22 @@ const run_param run_request_params[] = {
      .def_doc = "none", .units = "keys", .given = RUN_GIVEN_WINDOW,
      .meaning = "sliding window: keys more than `window` positions before a query's position are masked too "
                 "(FlashAttention's `window_size=(window, 0)`; [Windows](#grouped-kv-heads-value-head-dims-sliding-windows))"},
+    {.name = "page_size", .type = RUN_PARAM_INT, AT(problem.page_size), .min = 0, .max = RUN_MAX_PAGE_SIZE,
+     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "0: contiguous", .units = "tokens",
+     .meaning = "a paged K/V cache: k and v as `[num_pages, page_size, kv_heads, head_dim]` and a block table per "
+                "sequence (vLLM's and FlashInfer's layout; [Paged K/V caches](#paged-kv-caches))"},
+    {.name = "num_pages", .type = RUN_PARAM_INT, AT(problem.num_pages), .min = 1, .max = RUN_MAX_TOKENS,
+     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "the pages needed and a quarter more",
+     .meaning = "pages the paged cache holds, at least the sequences fill (Σ ⌈Skv_b / page_size⌉); only with "
+                "`page_size`"},
+    {.name = "seqlens_q", .type = RUN_PARAM_LENGTHS, AT(seqlens_q), .flags = RUN_PARAM_OMIT_UNSET,
+     .set = set_seqlens, .put = put_seqlens, .def_doc = "every sequence `seq_q`",
+     .meaning = "query length of each sequence: `128,512,77` (a JSON array in a body) or `uniform:MIN:MAX` "
+                "(`{\"dist\":\"uniform\",\"min\":MIN,\"max\":MAX}`), drawn from `seed`; a ragged batch "
+                "([Ragged batches](#ragged-batches))"},
+    {.name = "seqlens_kv", .type = RUN_PARAM_LENGTHS, AT(seqlens_kv), .flags = RUN_PARAM_OMIT_UNSET,
+     .set = set_seqlens, .put = put_seqlens, .def_doc = "every sequence `seq_kv`",
+     .meaning = "key and value length of each sequence, likewise"},
     {.name = "scale", .type = RUN_PARAM_NUMBER, AT(problem.scale), .min = -RUN_MAX_SCALE, .max = RUN_MAX_SCALE,
      .flags = RUN_PARAM_NONZERO, .set = set_scale, .given = RUN_GIVEN_SCALE, .def_doc = "1/sqrt(`head_dim`)",
      .meaning = "multiplies the scores; beyond 10^4 they overflow fp16, then fp32, and the output is NaN"},
@@ -453,6 +599,9 @@ static int read_value(const run_param *p, const cJSON *item, run_value *v, api_e
         if (get_bool(item, p->name, &b, e) != 0) return -1;
         v->i = b;
         return 0;
+    case RUN_PARAM_LENGTHS: /* its set reads every form */
+        v->json = item;
+        return 0;
     case RUN_PARAM_TAGS:
         return get_tags(item, p->name, v->text, e);
     case RUN_PARAM_ENUM:
@@ -501,6 +650,8 @@ static void store_value(run_request *r, const run_param *p, const run_value *v)
         break;
     case RUN_PARAM_TAGS:
         snprintf(field, p->size, "%s", v->text);
+        break;
+    case RUN_PARAM_LENGTHS: /* always placed by its set */
         break;
     }
 }
@@ -628,6 +779,41 @@ static int put_window(cJSON *params, const run_request *r, const run_param *p)
     return cJSON_AddNumberToObject(params, p->name, (double)(r->problem.window_keys - 1)) ? 0 : -1;
 }
 
+/* seqlens_q and seqlens_kv: the row's field is a run_seqlens. The lengths are checked against
+ * batch and the bounds, and drawn, once every row is read (resolve_serving). */
+static int set_seqlens(run_request *r, const run_param *p, const run_value *v, api_error *e)
+{
+    run_seqlens *sl = (run_seqlens *)((char *)r + p->offset);
+    char shown[64];
+
+    sl->kind = RUN_SEQLENS_NONE, sl->count = 0;
+    if (cJSON_IsString(v->json)) return lengths_from_text(sl, p->name, v->json->valuestring, e);
+    if (cJSON_IsArray(v->json) || cJSON_IsObject(v->json)) return lengths_from_json(sl, p->name, v->json, e);
+    return api_fail(e, 400, "bad_value", p->name, "%s must be %s, got %s", p->name, LENGTHS_FORMS,
+                    value_text(v->json, shown, sizeof shown));
+}
+
+/* As given: a list as a JSON array, a distribution as its object. */
+static int put_seqlens(cJSON *params, const run_request *r, const run_param *p)
+{
+    const run_seqlens *sl = (const run_seqlens *)((const char *)r + p->offset);
+    cJSON *o;
+    int i, ok = 1;
+
+    if (sl->kind == RUN_SEQLENS_LIST) {
+        if (!(o = cJSON_AddArrayToObject(params, p->name))) return -1;
+        for (i = 0; ok && i < sl->count; i++) ok = cJSON_AddItemToArray(o, cJSON_CreateNumber(sl->len[i]));
+        return ok ? 0 : -1;
+    }
+    if (sl->kind == RUN_SEQLENS_UNIFORM) {
+        if (!(o = cJSON_AddObjectToObject(params, p->name))) return -1;
+        ok = cJSON_AddStringToObject(o, "dist", "uniform") && cJSON_AddNumberToObject(o, "min", (double)sl->min) &&
+             cJSON_AddNumberToObject(o, "max", (double)sl->max);
+        return ok ? 0 : -1;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- names ----------------- */
 
 static const run_param *param_row(const char *name)
@@ -702,30 +888,64 @@ static const cJSON *param(const cJSON *query, const cJSON *body, const char *nam
 
 /* ---------------------------------------------------------------- across parameters ----- */
 
-/* Every tensor, the scores included, at most RUN_MAX_ELEMS elements. */
+/* Σ over a ragged batch's sequences of Sq_b·Skv_b: its score matrices' size (per head). */
+static int64_t ragged_pairs(const run_request *r)
+{
+    int64_t b, sum = 0;
+    for (b = 0; b < r->problem.batch; b++) sum += (int64_t)r->seqlens_q.len[b] * r->seqlens_kv.len[b];
+    return sum;
+}
+
+/* Every tensor, the scores included, at most RUN_MAX_ELEMS elements: a ragged batch's of its
+ * real tokens, a paged cache all its pages. */
 static int check_size(const run_request *r, api_error *e)
 {
     const attn_problem *p = &r->problem;
     const int64_t d = p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p);
+    const int ragged = p->ragged != 0;
+    /* below 2^31 · 2^31 even for 4096 sequences: Σ Sq_b·Skv_b ≤ total_q · seq_kv */
+    const int64_t pairs = ragged ? ragged_pairs(r) : 0;
     const struct {
         const char *what, *field;
         int64_t a, b, c, d;
-    } t[3] = {
-        {"q and out (batch*heads*seq_q*head_dim)", "seq_q", p->batch, p->heads, p->seq_q, d},
-        {"k and v (batch*heads*seq_kv*head_dim)", "seq_kv", p->batch, p->heads, p->seq_kv, d},
-        {"the scores (batch*heads*seq_q*seq_kv)", "seq_kv", p->batch, p->heads, p->seq_q, p->seq_kv},
+        int applies;
+    } t[4] = {
+        {"q and out (batch*heads*seq_q*head_dim)", "seq_q", p->batch, p->heads, p->seq_q, d, !ragged},
+        {"k and v (batch*heads*seq_kv*head_dim)", "seq_kv", p->batch, p->heads, p->seq_kv, d, !ragged},
+        {"the scores (batch*heads*seq_q*seq_kv)", "seq_kv", p->batch, p->heads, p->seq_q, p->seq_kv, !ragged},
+        {"the paged cache (num_pages*page_size*heads*head_dim)", "num_pages", p->num_pages, p->page_size, p->heads, d,
+         p->page_size > 0},
+    };
+    const struct {
+        const char *what, *field;
+        int64_t a, b, c;
+    } u[3] = {
+        {"q and out (tokens*heads*head_dim)", "seqlens_q", p->total_q, p->heads, d},
+        {"k and v (tokens*heads*head_dim)", "seqlens_kv", p->total_kv, p->heads, d},
+        {"the scores (sum of seq_q*seq_kv over the sequences, *heads)", "seqlens_kv", pairs, p->heads, 1},
     };
     int i;
 
-    for (i = 0; i < 3; i++) {
+    for (i = 0; i < 4; i++) {
         int64_t x;
+        if (!t[i].applies) continue;
         if (__builtin_mul_overflow(t[i].a, t[i].b, &x) || __builtin_mul_overflow(x, t[i].c, &x) ||
             __builtin_mul_overflow(x, t[i].d, &x) || x > RUN_MAX_ELEMS)
             return api_fail(e, 400, "out_of_range", t[i].field,
                             "%s would have more than %lld elements (batch %lld, heads %lld, seq_q %lld, seq_kv %lld, "
-                            "head_dim %lld)",
+                            "head_dim %lld%s)",
                             t[i].what, (long long)RUN_MAX_ELEMS, (long long)p->batch, (long long)p->heads,
-                            (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim);
+                            (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim,
+                            i == 3 ? ", a paged cache" : "");
+    }
+    for (i = 0; ragged && i < 3; i++) {
+        int64_t x;
+        if (__builtin_mul_overflow(u[i].a, u[i].b, &x) || __builtin_mul_overflow(x, u[i].c, &x) || x > RUN_MAX_ELEMS)
+            return api_fail(e, 400, "out_of_range", u[i].field,
+                            "%s would have more than %lld elements (a ragged batch of %lld query and %lld key tokens, "
+                            "heads %lld, head_dim %lld)",
+                            u[i].what, (long long)RUN_MAX_ELEMS, (long long)p->total_q, (long long)p->total_kv,
+                            (long long)p->heads, (long long)d);
     }
     return 0;
 }
@@ -778,6 +998,103 @@ static int check_heads(const run_request *r, api_error *e)
     if (p->kv_heads > 0 && p->heads % p->kv_heads != 0)
         return api_fail(e, 400, "bad_value", "kv_heads", "kv_heads %lld does not divide heads %lld", (long long)p->kv_heads,
                         (long long)p->heads);
+    return 0;
+}
+
+/* One side of a ragged batch once batch is known: a list agrees with batch (and gives it, when
+ * the client did not), a distribution is drawn; a side not given is all `bound`. */
+static int seqlens_count(run_request *r, run_seqlens *sl, const char *name, api_error *e)
+{
+    attn_problem *p = &r->problem;
+
+    if (sl->kind != RUN_SEQLENS_LIST) return 0;
+    if (!(r->given & RUN_GIVEN_BATCH)) {
+        p->batch = sl->count; /* the list says how many sequences */
+        r->given |= RUN_GIVEN_BATCH;
+    } else if (p->batch != sl->count) {
+        return api_fail(e, 400, "conflict", name, "%s lists %d lengths but batch is %lld (one length per sequence)",
+                        name, sl->count, (long long)p->batch);
+    }
+    return 0;
+}
+
+/* The bound of one side (seq_q or seq_kv): the longest sequence unless the client gave it,
+ * then at least that; and the side's total, below 2^31. */
+static int seqlens_bound(run_request *r, run_seqlens *sl, const char *name, const char *bound_name,
+                         unsigned given_bit, int64_t *bound, int64_t *total, api_error *e)
+{
+    const attn_problem *p = &r->problem;
+    int64_t b, longest = 0, at = 0, sum = 0;
+
+    if (sl->kind == RUN_SEQLENS_NONE) { /* every sequence the bound */
+        for (b = 0; b < p->batch; b++) sl->len[b] = (int32_t)(*bound < RUN_MAX_TOKENS ? *bound : RUN_MAX_TOKENS);
+        if (*bound > RUN_MAX_TOKENS || *bound * p->batch > RUN_MAX_TOKENS)
+            return api_fail(e, 400, "out_of_range", bound_name, "a ragged batch holds at most %lld tokens a side: batch "
+                            "%lld x %s %lld is more", RUN_MAX_TOKENS, (long long)p->batch, bound_name, (long long)*bound);
+        *total = *bound * p->batch;
+        return 0;
+    }
+    for (b = 0; b < p->batch; b++) {
+        sum += sl->len[b];
+        if (sl->len[b] > longest) longest = sl->len[b], at = b;
+    }
+    if (sum > RUN_MAX_TOKENS)
+        return api_fail(e, 400, "out_of_range", name, "%s adds up to %lld tokens, more than %lld (cu_seqlens are int32)",
+                        name, (long long)sum, RUN_MAX_TOKENS);
+    if (!(r->given & given_bit))
+        *bound = longest > 0 ? longest : 1;
+    else if (*bound < longest)
+        return api_fail(e, 400, "out_of_range", name, "%s: sequence %lld has %lld tokens, more than %s %lld (leave "
+                        "%s out to take the longest)", name, (long long)at, (long long)longest, bound_name,
+                        (long long)*bound, bound_name);
+    *total = sum;
+    return 0;
+}
+
+/* A ragged batch (seqlens_q, seqlens_kv) and a paged cache (page_size, num_pages), checked
+ * against batch and the bounds, once every row is read: lengths drawn, seq_q and seq_kv made
+ * the longest (or checked), the totals, the pages. */
+static int resolve_serving(run_request *r, api_error *e)
+{
+    attn_problem *p = &r->problem;
+    int64_t needed = 0, pages_per_seq, b;
+
+    if (r->seqlens_q.kind || r->seqlens_kv.kind) {
+        if (seqlens_count(r, &r->seqlens_q, "seqlens_q", e) != 0 || seqlens_count(r, &r->seqlens_kv, "seqlens_kv", e))
+            return -1;
+        if (p->batch > RUN_MAX_SEQS)
+            return api_fail(e, 400, "out_of_range", "batch", "a ragged batch has at most %d sequences, got batch %lld",
+                            RUN_MAX_SEQS, (long long)p->batch);
+        if (r->seqlens_q.kind == RUN_SEQLENS_UNIFORM) lengths_draw(&r->seqlens_q, r->seed, SEEDED_STREAM_SEQLENS_Q, p->batch);
+        if (r->seqlens_kv.kind == RUN_SEQLENS_UNIFORM)
+            lengths_draw(&r->seqlens_kv, r->seed, SEEDED_STREAM_SEQLENS_KV, p->batch);
+        if (seqlens_bound(r, &r->seqlens_q, "seqlens_q", "seq_q", RUN_GIVEN_SEQ_Q, &p->seq_q, &p->total_q, e) != 0 ||
+            seqlens_bound(r, &r->seqlens_kv, "seqlens_kv", "seq_kv", RUN_GIVEN_SEQ_KV, &p->seq_kv, &p->total_kv, e) != 0)
+            return -1;
+        p->ragged = (r->seqlens_q.kind ? ATTN_RAGGED_Q : 0u) | (r->seqlens_kv.kind ? ATTN_RAGGED_KV : 0u);
+    }
+    if (p->page_size <= 0) {
+        if (p->num_pages > 0)
+            return api_fail(e, 400, "conflict", "num_pages", "num_pages needs page_size: a cache of pages");
+        return 0;
+    }
+    pages_per_seq = (p->seq_kv + p->page_size - 1) / p->page_size;
+    if (pages_per_seq > RUN_MAX_TOKENS / p->batch)
+        return api_fail(e, 400, "out_of_range", "page_size", "the block table (batch %lld x %lld pages of %lld tokens "
+                        "for seq_kv %lld) would have more than %lld entries", (long long)p->batch,
+                        (long long)pages_per_seq, (long long)p->page_size, (long long)p->seq_kv, RUN_MAX_TOKENS);
+    if (p->ragged)
+        for (b = 0; b < p->batch; b++) needed += (r->seqlens_kv.len[b] + p->page_size - 1) / p->page_size;
+    else
+        needed = p->batch * pages_per_seq;
+    if (p->num_pages <= 0) { /* a quarter more than needed: pages the run never reads, as a serving cache has */
+        p->num_pages = needed + (needed + 3) / 4;
+        if (p->num_pages > RUN_MAX_TOKENS) p->num_pages = RUN_MAX_TOKENS;
+        if (p->num_pages < 1) p->num_pages = 1;
+    } else if (p->num_pages < needed) {
+        return api_fail(e, 400, "out_of_range", "num_pages", "num_pages %lld is fewer than the %lld pages of %lld tokens "
+                        "the sequences fill", (long long)p->num_pages, (long long)needed, (long long)p->page_size);
+    }
     return 0;
 }
 
@@ -851,7 +1168,8 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     for (i = 1; i < RUN_PARAM_COUNT; i++)
         if (parse_row(r, &run_request_params[i], param(query, body, run_request_params[i].name), e) != 0) return -1;
     if (expand_model && apply_model(r, e) != 0) return -1;
-    if (check_heads(r, e) != 0 || check_size(r, e) != 0 || check_iters(r, e) != 0 || check_times(r, e) != 0)
+    if (check_heads(r, e) != 0 || resolve_serving(r, e) != 0 || check_size(r, e) != 0 || check_iters(r, e) != 0 ||
+        check_times(r, e) != 0)
         return -1;
     resolve_scale(r);
     return 0;
@@ -862,8 +1180,10 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
 static const char *field_of_message(const char *why)
 {
     /* the longer names first: "head_dim_v" holds "head_dim", "kv_heads" holds "heads" */
-    static const char *const names[] = {"head_dim_v", "kv_heads", "window", "head_dim", "dtype", "mask", "causal",
-                                        "seq_q", "seq_kv", "seq", "batch", "heads", "scale"};
+    static const char *const names[] = {"seqlens_kv", "seqlens_q", "page_size", "num_pages", "head_dim_v",
+                                        "kv_heads",   "window",    "head_dim",  "dtype",     "mask",
+                                        "causal",     "seq_q",     "seq_kv",    "seq",       "batch",
+                                        "heads",      "scale"};
     size_t i;
     for (i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strstr(why, names[i])) return !strcmp(names[i], "causal") ? "mask" : names[i];
@@ -1012,6 +1332,8 @@ static int put_row(cJSON *o, const run_request *r, const run_param *p)
     case RUN_PARAM_TENSOR:
         if ((p->flags & RUN_PARAM_OMIT_UNSET) && !field[0]) return 0;
         return cJSON_AddStringToObject(o, p->name, field) ? 0 : -1;
+    case RUN_PARAM_LENGTHS: /* written by its put */
+        return -1;
     case RUN_PARAM_TAGS:
         return (p->flags & RUN_PARAM_OMIT_UNSET) && !field[0] ? 0 : put_tags(o, p->name, field);
     }
@@ -1070,6 +1392,8 @@ static const char *bounds_cell(const run_param *p, char *buf, size_t len)
     buf[0] = '\0';
     if (p->values) return words_text(p->values, 1, buf, len);
     if (p->type == RUN_PARAM_SEED) snprintf(buf, len, "0 .. 2^64-1");
+    if (p->type == RUN_PARAM_LENGTHS)
+        snprintf(buf, len, "`batch` lengths of 0 .. 2^31-1 tokens, at most %d, below 2^31 in all", RUN_MAX_SEQS);
     if (p->type == RUN_PARAM_TAGS)
         snprintf(buf, len, "at most %d, each 1 .. %d of `A-Z a-z 0-9 . _ : -`", RUN_MAX_TAGS, RUN_TAG_MAX_LEN);
     if (p->type != RUN_PARAM_INT && p->type != RUN_PARAM_NUMBER) return buf;
@@ -1099,7 +1423,7 @@ static const char *default_cell(const run_param *p, char *buf, size_t len)
 static const char *const type_names[] = {
     [RUN_PARAM_INT] = "integer", [RUN_PARAM_SEED] = "integer", [RUN_PARAM_NUMBER] = "number",
     [RUN_PARAM_BOOL] = "boolean", [RUN_PARAM_ENUM] = "string",  [RUN_PARAM_STRING] = "string",
-    [RUN_PARAM_TENSOR] = "tensor id", [RUN_PARAM_TAGS] = "strings",
+    [RUN_PARAM_TENSOR] = "tensor id", [RUN_PARAM_TAGS] = "strings",  [RUN_PARAM_LENGTHS] = "lengths",
 };
 
 void run_request_params_markdown(FILE *f)
@@ -1121,6 +1445,13 @@ long long run_request_macs(const run_request *r)
 {
     const attn_problem *p = &r->problem;
     int64_t x;
+
+    if (p->ragged) { /* its real lengths: Σ Sq_b·Skv_b, checked below 2^40 / heads by check_size */
+        if (__builtin_mul_overflow(ragged_pairs(r), p->heads, &x) ||
+            __builtin_mul_overflow(x, p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p), &x))
+            return LLONG_MAX;
+        return (long long)x;
+    }
 
     /* Saturates: a request that passed validation stays far below, but say so rather than wrap. */
     if (__builtin_mul_overflow(p->batch, p->heads, &x) || __builtin_mul_overflow(x, p->seq_q, &x) ||

@@ -28,6 +28,25 @@
  * to 65504), and beyond ~1e4 softmax is a hard max anyway; far larger values turn inf in
  * fp32 and the output NaN. The default, 1/sqrt(head_dim), is at most 1. */
 #define RUN_MAX_SCALE 1e4
+/* A serving batch (docs/api.md#ragged-batches, #paged-kv-caches): at most RUN_MAX_SEQS
+ * sequences with lengths of their own, each and all together at most RUN_MAX_TOKENS tokens
+ * (cu_seqlens and page ids are int32, as FlashAttention, cuDNN and FlashInfer hold them);
+ * pages of at most RUN_MAX_PAGE_SIZE tokens, a block table of at most RUN_MAX_TOKENS entries. */
+#define RUN_MAX_SEQS 4096
+#define RUN_MAX_TOKENS 2147483647LL /* 2^31 - 1 */
+#define RUN_MAX_PAGE_SIZE (1LL << 20)
+
+/* Per-sequence lengths (`seqlens_q`, `seqlens_kv`) as the client gave them: a list, or a
+ * distribution the run's seed draws from (docs/inputs.md). Once parsed, `len` holds the
+ * batch's lengths either way, so nothing downstream asks which. */
+typedef enum run_seqlens_kind { RUN_SEQLENS_NONE = 0, RUN_SEQLENS_LIST, RUN_SEQLENS_UNIFORM } run_seqlens_kind;
+
+typedef struct run_seqlens {
+    run_seqlens_kind kind;
+    int count;                 /* LIST: the lengths given (batch must agree) */
+    int64_t min, max;          /* UNIFORM: drawn between them, both included */
+    int32_t len[RUN_MAX_SEQS]; /* sequence b's length, b < batch; all of them the bound when not given */
+} run_seqlens;
 /* Tags: labels a client gives a run to find it again (GET /v1/runs?tag=), at most
  * RUN_MAX_TAGS of 1..RUN_TAG_MAX_LEN characters of RUN_TAG_CHARS each. */
 #define RUN_MAX_TAGS 8
@@ -60,6 +79,9 @@ typedef struct run_request {
     char q_tensor[32], k_tensor[32], v_tensor[32];
     int keep_output;        /* 1: keep the output as a resident tensor */
     char output_tensor[32]; /* its id, chosen by the front before the run ("" otherwise) */
+    /* A ragged batch: the lengths of each side (problem.ragged says which were given; the
+     * totals and bounds are in problem). Paging is problem.page_size and num_pages. */
+    run_seqlens seqlens_q, seqlens_kv;
     char tags[RUN_TAGS_TEXT]; /* the run's tags joined by commas, in the client's order; "": none */
     unsigned given;         /* RUN_GIVEN_* bits: which of these parameters the client set itself */
     /* The study a run belongs to (docs/api.md, Studies): set by the front, never by a
@@ -91,6 +113,7 @@ typedef enum run_param_type {
     RUN_PARAM_ENUM,   /* one word of `values`, into an int (or enum) field as its index */
     RUN_PARAM_STRING, /* text (one word of `values` when it has them), into a char array */
     RUN_PARAM_TENSOR, /* a resident tensor id, "t" and a decimal number, into a char array */
+    RUN_PARAM_LENGTHS, /* per-sequence lengths: "128,512,77", "uniform:MIN:MAX", a JSON array or object; `set` reads it */
     RUN_PARAM_TAGS,   /* short labels: "a,b" as text, or a JSON array of strings; joined into a char array */
 } run_param_type;
 
@@ -109,6 +132,7 @@ typedef struct run_value {
     double d;      /* NUMBER */
     const char *s; /* ENUM, STRING, TENSOR: the text (the caller's, not copied); TAGS: text below */
     char text[RUN_TAGS_TEXT]; /* TAGS: the labels joined by commas */
+    const cJSON *json; /* LENGTHS: the value as given (the caller's), for its `set` to read */
 } run_value;
 
 typedef struct run_param run_param;
@@ -193,7 +217,8 @@ int run_request_tag_valid(const char *tag, size_t len);
  * by ", " into out; "" when none, or when r names no model or the preset is not loaded). */
 void run_request_model_overrides(const run_request *r, char *out, size_t len);
 
-/* Multiply–accumulates of the reference's larger product: B·H·Sq·Skv·max(D, Dv). */
+/* Multiply–accumulates of the reference's larger product: B·H·Sq·Skv·max(D, Dv), or in a
+ * ragged batch H·max(D, Dv)·Σ Sq_b·Skv_b over its real lengths. */
 long long run_request_macs(const run_request *r);
 
 /* The most forwards a run of r makes on the cpu device (server/worker/cpu_job.c): warmup,

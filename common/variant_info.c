@@ -195,7 +195,7 @@ const variant_info variant_info_reference = {
     .on_cpu = 1,
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
-    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW | VARIANT_PAGED | VARIANT_RAGGED,
     .workspace_bound = reference_bound,
 };
 
@@ -398,6 +398,17 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
     }
     if (p->window_keys > 0 && !(v->features & VARIANT_WINDOW)) {
         snprintf(why, why_len, "backend %s does not run a sliding window yet", v->name);
+        return -1;
+    }
+    /* The serving layouts: docs/serving.md says how each variant will run them. */
+    if (p->ragged && !(v->features & VARIANT_RAGGED)) {
+        snprintf(why, why_len, "backend %s does not run ragged batches yet (%s: lengths per sequence); the reference "
+                 "on the cpu device does", v->name, (p->ragged & ATTN_RAGGED_KV) ? "seqlens_kv" : "seqlens_q");
+        return -1;
+    }
+    if (p->page_size > 0 && !(v->features & VARIANT_PAGED)) {
+        snprintf(why, why_len, "backend %s does not run a paged K/V cache yet (page_size %lld); the reference on the "
+                 "cpu device does", v->name, (long long)p->page_size);
         return -1;
     }
     if (variant_info_check_arch(v, cc, why, why_len) != 0) return -1;

@@ -20,6 +20,8 @@ extern "C" {
 #define VARIANT_GQA (1u << 0)        /* kv_heads < heads */
 #define VARIANT_HEAD_DIM_V (1u << 1) /* head_dim_v != head_dim */
 #define VARIANT_WINDOW (1u << 2)     /* a sliding window */
+#define VARIANT_PAGED (1u << 3)      /* a paged K/V cache (page_size) */
+#define VARIANT_RAGGED (1u << 4)     /* a ragged batch (seqlens_q, seqlens_kv) */
 
 /* Kernel limits the checks below state (the kernels are built to them). */
 #define EFFICIENT_MAX_HEAD_DIM 256
@@ -42,7 +44,7 @@ typedef struct variant_info {
     int min_cc;           /* lowest compute capability (major·10 + minor); 0: any */
     int max_head_dim;     /* 0: any */
     int head_dim_multiple;/* head_dim must be a multiple of this (1: any) */
-    unsigned features;    /* VARIANT_GQA, _HEAD_DIM_V, _WINDOW bits: the others are refused */
+    unsigned features;    /* VARIANT_GQA, _HEAD_DIM_V, _WINDOW, _PAGED, _RAGGED bits: the others are refused */
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */
     int (*check)(const attn_problem *p, char *why, size_t why_len);

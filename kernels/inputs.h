@@ -21,26 +21,20 @@
 #include <stdint.h>
 
 #include "common/attn.h"
+#include "common/seeded.h"
 
 #define INPUTS_TENSOR_Q 0
 #define INPUTS_TENSOR_K 1
 #define INPUTS_TENSOR_V 2
 
-ATTN_HD uint64_t inputs_mix64(uint64_t z)
-{
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
+/* The hash and the stream keys are common/seeded.h's (the tensors are its streams 0..2). */
+ATTN_HD uint64_t inputs_mix64(uint64_t z) { return seeded_mix64(z); }
 
-ATTN_HD uint64_t inputs_tensor_key(uint64_t seed, int tensor)
-{
-    return inputs_mix64(seed ^ ((uint64_t)(tensor + 1) * 0xD1B54A32D192ED03ull));
-}
+ATTN_HD uint64_t inputs_tensor_key(uint64_t seed, int tensor) { return seeded_stream_key(seed, tensor); }
 
 ATTN_HD float inputs_value(uint64_t key, uint64_t index)
 {
-    uint64_t h = inputs_mix64(key + (index + 1) * 0x9E3779B97F4A7C15ull);
+    uint64_t h = seeded_draw(key, index);
     int32_t s = (int32_t)(h & 0xffff) + (int32_t)((h >> 16) & 0xffff) + (int32_t)((h >> 32) & 0xffff) +
                 (int32_t)(h >> 48) - 131070;
     return (float)s * 0x1.bb67aep-16f;
@@ -59,6 +53,14 @@ int inputs_generate_gpu(struct exec_context *ctx, void *d_buf, attn_dtype dtype,
 
 /* The same on the host, into buf (n elements of dtype). */
 void inputs_generate_cpu(void *buf, attn_dtype dtype, int64_t n, uint64_t seed, int tensor);
+
+/* The inputs of problem p as a run stores them (docs/inputs.md#serving-batches), on the host.
+ * q, and k and v unless paged, are the first attn_*_elems(p) elements of their streams, as
+ * for a dense problem (a ragged batch packs them: that is its layout). A paged k or v holds
+ * in each token's slot the element its contiguous twin has there, and in every other slot the
+ * element of the filler stream (SEEDED_STREAM_K_FILL, _V_FILL) at that slot's index. Any of
+ * q, k, v may be NULL (not made). A paged problem needs p->seqs. */
+void inputs_generate_problem_cpu(const attn_problem *p, uint64_t seed, void *q, void *k, void *v);
 
 #ifdef __cplusplus
 }

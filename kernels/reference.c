@@ -3,10 +3,15 @@
  *
  * Per (b, h) head, the k and v heads it reads (its K/V head under grouped-query attention)
  * are converted to double once; then for each query row: scores = scale · q·kᵀ over the
- * visible keys (attn_visible_range: the mask and the sliding window leave a range of keys),
+ * visible keys (attn_visible_range_seq: the mask and the sliding window leave a range of keys),
  * p = exp(s − max s), out = Σ p·v / Σ p. A fully masked row (no visible key) is zeros,
  * SDPA's safe softmax. Nothing here is approximate: every product and sum
  * is a double, so against bf16/fp16/fp32 outputs its own error is negligible.
+ *
+ * Ragged batches and paged caches: rows are found where the layout puts them (attn_q_row,
+ * attn_kv_row: cu_seqlens, the block table), each sequence with its own lengths. The
+ * arithmetic does not depend on where a row was read from, so a paged cache gives the bits
+ * its contiguous twin gives.
  *
  * Parallel with pthreads over items of up to REF_ROWS query rows of one head, handed out
  * by an atomic counter: causal rows differ in cost, and a few heads with long sequences
@@ -37,7 +42,8 @@ typedef struct ref_job {
     const void *q, *k, *v;
     double *out;
     int64_t items_per_head, items;
-    atomic_llong next; /* the next unclaimed item */
+    int64_t *item_first; /* ragged: [batch + 1], sequence b's first item (its H heads' row chunks); else NULL */
+    atomic_llong next;   /* the next unclaimed item */
 } ref_job;
 
 /* One thread's scratch: the converted k and v of one head, one q row, the scores. */
@@ -64,6 +70,14 @@ static void ref_convert(double *dst, const void *src, attn_dtype t, int64_t firs
 {
     int64_t i;
     for (i = 0; i < n; i++) dst[i] = (double)dtype_load_f32(src, t, first + i);
+}
+
+/* Keys 0..n-1 of sequence b, K/V head g, from k (or v: dim Dv) wherever the layout keeps them. */
+static void ref_convert_keys(double *dst, const attn_problem *p, const void *src, int64_t b, int64_t g, int64_t n,
+                             int64_t dim)
+{
+    int64_t j;
+    for (j = 0; j < n; j++) ref_convert(dst + j * dim, src, p->dtype, attn_kv_row(p, b, g, j, dim), dim);
 }
 
 /* s_j = scale · q·k_j for keys j < n. Four keys at a time: four independent accumulator
@@ -109,28 +123,28 @@ static void ref_weighted_sum(const double *restrict p, const double *restrict v,
     }
 }
 
-/* Rows [r0, r1) of head `head` (b·H + h). */
-static void ref_rows(const ref_job *job, ref_scratch *w, int64_t head, int64_t r0, int64_t r1)
+/* Rows [r0, r1) of head h of sequence b. */
+static void ref_rows(const ref_job *job, ref_scratch *w, int64_t b, int64_t h, int64_t r0, int64_t r1)
 {
     const attn_problem *p = job->p;
-    int64_t sq = p->seq_q, skv = p->seq_kv, d = p->head_dim, dv = attn_dv(p), i, j, c;
-    int64_t kv_head = (head / p->heads) * attn_kv_heads(p) + attn_kv_head_of(p, head % p->heads);
+    int64_t sq = attn_seqlen_q(p, b), skv = attn_seqlen_kv(p, b), d = p->head_dim, dv = attn_dv(p), i, j, c;
+    int64_t g = attn_kv_head_of(p, h), kv_head = b * attn_kv_heads(p) + g;
 
     if (w->kv_head != kv_head) {
-        ref_convert(w->k, job->k, p->dtype, kv_head * skv * d, skv * d);
-        ref_convert(w->v, job->v, p->dtype, kv_head * skv * dv, skv * dv);
+        ref_convert_keys(w->k, p, job->k, b, g, skv, d);
+        ref_convert_keys(w->v, p, job->v, b, g, skv, dv);
         w->kv_head = kv_head;
     }
     for (i = r0; i < r1; i++) {
         int64_t lo, hi, nvis;
-        double *o = job->out + (head * sq + i) * dv;
+        double *o = job->out + attn_q_row(p, b, h, i, dv);
         double mx = -INFINITY, sum = 0.0;
 
-        attn_visible_range(p, i, &lo, &hi);
+        attn_visible_range_seq(p, sq, skv, i, &lo, &hi);
         nvis = hi - lo;
         memset(o, 0, (size_t)dv * sizeof(double));
         if (nvis == 0) continue; /* fully masked: zeros */
-        ref_convert(w->q, job->q, p->dtype, (head * sq + i) * d, d);
+        ref_convert(w->q, job->q, p->dtype, attn_q_row(p, b, h, i, d), d);
         ref_scores(w->q, w->k + lo * d, d, nvis, p->scale, w->s);
         for (j = 0; j < nvis; j++)
             if (w->s[j] > mx) mx = w->s[j];
@@ -143,16 +157,39 @@ static void ref_rows(const ref_job *job, ref_scratch *w, int64_t head, int64_t r
     }
 }
 
+/* Item `item` as (sequence, head, first row): items go head by head, REF_ROWS rows each. */
+static void ref_item(const ref_job *job, int64_t item, int64_t *b, int64_t *h, int64_t *r0)
+{
+    const attn_problem *p = job->p;
+    int64_t per_head = job->items_per_head, lo = 0, hi = p->batch;
+
+    if (job->item_first) { /* ragged: the sequence whose items hold it, by bisection */
+        while (hi - lo > 1) {
+            int64_t mid = (lo + hi) / 2;
+            if (job->item_first[mid] <= item) lo = mid;
+            else hi = mid;
+        }
+        *b = lo;
+        item -= job->item_first[lo];
+        per_head = (attn_seqlen_q(p, lo) + REF_ROWS - 1) / REF_ROWS;
+        *h = item / per_head;
+    } else {
+        *b = item / per_head / p->heads;
+        *h = item / per_head % p->heads;
+    }
+    *r0 = (item % per_head) * REF_ROWS;
+}
+
 static void ref_work(ref_job *job, ref_scratch *w)
 {
     for (;;) {
         int64_t item = (int64_t)atomic_fetch_add(&job->next, 1);
-        int64_t head, r0, r1;
+        int64_t b, h, r0, r1, sq;
         if (item >= job->items) return;
-        head = item / job->items_per_head;
-        r0 = (item % job->items_per_head) * REF_ROWS;
-        r1 = r0 + REF_ROWS < job->p->seq_q ? r0 + REF_ROWS : job->p->seq_q;
-        ref_rows(job, w, head, r0, r1);
+        ref_item(job, item, &b, &h, &r0);
+        sq = attn_seqlen_q(job->p, b);
+        r1 = r0 + REF_ROWS < sq ? r0 + REF_ROWS : sq;
+        ref_rows(job, w, b, h, r0, r1);
     }
 }
 
@@ -182,16 +219,27 @@ int reference_attention_f64(const attn_problem *p, const void *q, const void *k,
         memset(out, 0, (size_t)attn_out_elems(p) * sizeof(double));
         return 0;
     }
-    job.p = p, job.q = q, job.k = k, job.v = v, job.out = out;
+    job.p = p, job.q = q, job.k = k, job.v = v, job.out = out, job.item_first = NULL;
     job.items_per_head = (p->seq_q + REF_ROWS - 1) / REF_ROWS;
     job.items = heads * job.items_per_head;
+    if (p->ragged) { /* each sequence its own rows: count its items */
+        int64_t b;
+        if (!(job.item_first = malloc((size_t)(p->batch + 1) * sizeof *job.item_first))) return -1;
+        job.item_first[0] = 0;
+        for (b = 0; b < p->batch; b++)
+            job.item_first[b + 1] = job.item_first[b] + p->heads * ((attn_seqlen_q(p, b) + REF_ROWS - 1) / REF_ROWS);
+        job.items = job.item_first[p->batch];
+    }
     atomic_init(&job.next, 0);
 
     if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (threads <= 0) threads = 1;
     if ((int64_t)threads > job.items) threads = (int)job.items;
 
-    if (ref_scratch_alloc(&mine, p) != 0) return -1;
+    if (ref_scratch_alloc(&mine, p) != 0) {
+        free(job.item_first);
+        return -1;
+    }
     if (threads > 1) tids = malloc((size_t)(threads - 1) * sizeof *tids);
     for (i = 0; tids && i < threads - 1; i++) {
         if (pthread_create(&tids[i], NULL, ref_thread, &job) != 0) break; /* fewer helpers */
@@ -201,6 +249,7 @@ int reference_attention_f64(const attn_problem *p, const void *q, const void *k,
     for (i = 0; i < started; i++) pthread_join(tids[i], NULL);
     free(tids);
     ref_scratch_free(&mine);
+    free(job.item_first);
     return 0;
 }
 

@@ -18,6 +18,7 @@
 
 #include "kernels/decomposed.h"
 #include "kernels/inputs.h"
+#include "kernels/seq_layout.h"
 #include "kernels/variants.h"
 #include "server/worker/measure.h"
 #include "server/worker/output_stats.h"
@@ -75,6 +76,14 @@ static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
     return (double)(n > 0 ? n : 1) * per;
 }
 
+/* Host bytes of q, k, v and out as stored (a paged cache whole) and the layout's arrays. */
+static double cpu_tensor_bytes(const attn_problem *p)
+{
+    double elems = (double)attn_q_elems(p) + (double)attn_k_elems(p) + (double)attn_v_elems(p) +
+                   (double)attn_out_elems(p);
+    return elems * (double)attn_dtype_bytes(p->dtype) + seq_layout_bytes(p);
+}
+
 static int cpu_check_fits(double need, api_error *e)
 {
     double avail = host_memory_available_bytes();
@@ -103,12 +112,24 @@ static int cpu_forward(exec_context *ctx, void *arg)
     return j->v->forward(ctx, j->p, &j->t, j->workspace);
 }
 
-/* q, k, v from the seed, into fresh host buffers; an input in `resident` (a resident
- * tensor; NULL: none is) gets no buffer (NULL). Returns 0, or -1 with e (413). */
-static int cpu_make_inputs_except(const run_request *r, const void *const resident[3], void **q, void **k, void **v,
-                                  api_error *e)
+/* The problem of r with its serving layout's arrays (cu_seqlens, block table) in *lay and
+ * p->seqs pointing at them: what the variant, the reference and the work measures read. 0, or
+ * -1 with e (413). Free with seq_layout_free. */
+static int cpu_problem(const run_request *r, attn_problem *p, seq_layout *lay, api_error *e)
 {
-    const attn_problem *p = &r->problem;
+    *p = r->problem;
+    if (seq_layout_build(lay, p, r->seqlens_q.len, r->seqlens_kv.len, r->seed) != 0)
+        return api_fail(e, 413, "too_large_for_device", "", "host allocation of the block table and cu_seqlens "
+                        "(%.3g GB) failed", seq_layout_bytes(p) / 1e9);
+    return 0;
+}
+
+/* q, k, v of p (cpu_problem's) from the seed, into fresh host buffers, in p's layout; an
+ * input in `resident` (a resident tensor; NULL: none is) gets no buffer (NULL). Returns 0,
+ * or -1 with e (413). */
+static int cpu_make_inputs_except(const run_request *r, const attn_problem *p, const void *const resident[3], void **q,
+                                  void **k, void **v, api_error *e)
+{
     size_t esz = attn_dtype_bytes(p->dtype);
     size_t qb = (size_t)attn_q_elems(p) * esz, kb = (size_t)attn_k_elems(p) * esz, vb = (size_t)attn_v_elems(p) * esz;
 
@@ -116,9 +137,7 @@ static int cpu_make_inputs_except(const run_request *r, const void *const reside
     if (!(resident && resident[0]) && !(*q = cpu_alloc(qb))) goto oom;
     if (!(resident && resident[1]) && !(*k = cpu_alloc(kb))) goto oom;
     if (!(resident && resident[2]) && !(*v = cpu_alloc(vb))) goto oom;
-    if (*q) inputs_generate_cpu(*q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q);
-    if (*k) inputs_generate_cpu(*k, p->dtype, attn_k_elems(p), r->seed, INPUTS_TENSOR_K);
-    if (*v) inputs_generate_cpu(*v, p->dtype, attn_v_elems(p), r->seed, INPUTS_TENSOR_V);
+    inputs_generate_problem_cpu(p, r->seed, *q, *k, *v);
     return 0;
 oom:
     free(*q), free(*k), free(*v);
@@ -129,13 +148,15 @@ oom:
 
 cJSON *cpu_worker_run(const run_request *r, int threads, phases *ph, api_error *e)
 {
-    const attn_problem *p = &r->problem;
+    attn_problem problem = r->problem; /* cpu_problem adds the layout's arrays */
+    const attn_problem *p = &problem;
     const variant *v = variant_find(r->backend);
     exec_context ctx;
     cpu_job job;
     timing_stats ts;
     output_summary os;
     verify_result vr;
+    seq_layout lay;
     void *q = NULL, *k = NULL, *vv = NULL, *out = NULL, *ws = NULL;
     const void *resident[3] = {NULL, NULL, NULL};
     size_t esz = attn_dtype_bytes(p->dtype), out_bytes = (size_t)attn_out_elems(p) * esz, ws_bytes;
@@ -151,14 +172,18 @@ cJSON *cpu_worker_run(const run_request *r, int threads, phases *ph, api_error *
     }
     if (run_request_check(r, 0, e) != 0) return NULL; /* the same check as the front's */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
-    if (cpu_check_fits(attn_min_bytes(p) + (double)ws_bytes + cpu_reference_scratch_bytes(p, threads), e) != 0)
+    if (cpu_check_fits(cpu_tensor_bytes(p) + (double)ws_bytes + cpu_reference_scratch_bytes(p, threads), e) != 0)
         return NULL;
 
     if (worker_tensors_inputs(r, &resident[0], &resident[1], &resident[2], e) != 0) return NULL;
 
     phases_mark(ph, "checks");
     reference_set_threads(threads);
-    if (cpu_make_inputs_except(r, resident, &q, &k, &vv, e) != 0) return NULL;
+    if (cpu_problem(r, &problem, &lay, e) != 0) return NULL;
+    if (cpu_make_inputs_except(r, p, resident, &q, &k, &vv, e) != 0) {
+        seq_layout_free(&lay);
+        return NULL;
+    }
     out = cpu_alloc(out_bytes);
     ws = cpu_alloc(ws_bytes);
     if (!out || !ws) {
@@ -230,6 +255,7 @@ cJSON *cpu_worker_run(const run_request *r, int threads, phases *ph, api_error *
 
 done:
     free(q), free(k), free(vv), free(out), free(ws);
+    seq_layout_free(&lay);
     phases_mark(ph, "free");
     if (res) cJSON_AddItemToObject(res, "worker_ms", phases_json(ph));
     return res;
@@ -237,7 +263,9 @@ done:
 
 cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads, api_error *e)
 {
-    const attn_problem *p = &r->problem;
+    attn_problem problem = r->problem; /* cpu_problem adds the layout's arrays */
+    const attn_problem *p = &problem;
+    seq_layout lay;
     int64_t n = attn_out_elems(p);
     size_t expect = (size_t)n * attn_dtype_bytes(p->dtype);
     void *q = NULL, *k = NULL, *v = NULL, *map = MAP_FAILED;
@@ -256,18 +284,20 @@ cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads
         api_fail(e, 400, "bad_output_size", "", "the output file holds fewer than the %zu bytes announced", bytes);
         return NULL;
     }
-    if (cpu_check_fits(attn_min_bytes(p) - (double)expect + 8.0 * (double)n + cpu_reference_scratch_bytes(p, threads),
+    if (cpu_check_fits(cpu_tensor_bytes(p) - (double)expect + 8.0 * (double)n + cpu_reference_scratch_bytes(p, threads),
                        e) != 0)
         return NULL;
+    if (cpu_problem(r, &problem, &lay, e) != 0) return NULL;
 
     if (bytes > 0) {
         map = mmap(NULL, bytes, PROT_READ, MAP_PRIVATE, fd, 0);
         if (map == MAP_FAILED) {
             api_fail(e, 500, "internal", "", "mmap of the output (%zu bytes) failed", bytes);
+            seq_layout_free(&lay);
             return NULL;
         }
     }
-    if (cpu_make_inputs_except(r, NULL, &q, &k, &v, e) != 0) goto done;
+    if (cpu_make_inputs_except(r, p, NULL, &q, &k, &v, e) != 0) goto done;
     ref = cpu_alloc((size_t)n * sizeof(double));
     if (!ref || reference_attention_f64(p, q, k, v, ref, threads) != 0) {
         api_fail(e, 413, "too_large_for_device", "", "host memory for the fp64 reference ran out");
@@ -280,5 +310,6 @@ cJSON *cpu_worker_verify(const run_request *r, int fd, size_t bytes, int threads
 done:
     if (map != MAP_FAILED) munmap(map, bytes);
     free(q), free(k), free(v), free(ref);
+    seq_layout_free(&lay);
     return res;
 }

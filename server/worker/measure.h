@@ -85,7 +85,8 @@ cJSON *measure_stats_timing_json(const timing_stats *s);
 cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double price_per_hour, const char *currency);
 
 /* The "perf" object: flops (attn_flops), tflops at the median, bytes (attn_min_bytes),
- * gbps at the median. */
+ * gbps at the median; for a ragged or paged problem also tokens_q and tokens_kv, the real
+ * tokens those count (p->seqs needed when ragged). */
 cJSON *measure_stats_perf_json(const attn_problem *p, double median_us);
 
 /* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes.

@@ -237,6 +237,10 @@ cJSON *measure_stats_perf_json(const attn_problem *p, double median_us)
     json_add_number_or_null(o, "tflops", seconds > 0.0 ? flops / seconds / 1e12 : NAN);
     json_add_number_or_null(o, "bytes", bytes);
     json_add_number_or_null(o, "gbps", seconds > 0.0 ? bytes / seconds / 1e9 : NAN);
+    if (p->ragged || p->page_size > 0) { /* a serving batch: the real tokens flops and bytes count */
+        cJSON_AddNumberToObject(o, "tokens_q", (double)attn_tokens_q(p));
+        cJSON_AddNumberToObject(o, "tokens_kv", (double)attn_tokens_kv(p));
+    }
     return o;
 }
 

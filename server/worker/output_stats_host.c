@@ -91,7 +91,11 @@ cJSON *output_to_json(const output_summary *s, const attn_problem *p)
     char hex[17];
     if (!o) return NULL;
     shape = cJSON_AddArrayToObject(o, "shape");
-    if (shape) {
+    if (shape && p->ragged) { /* packed, token-major: [total_q, H, Dv] */
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->total_q));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->heads));
+        cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)attn_dv(p)));
+    } else if (shape) {
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->batch));
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->heads));
         cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)p->seq_q));

@@ -155,3 +155,89 @@ def test_compare():
     assert res["pass"] and res["max_abs_err"] < 1e-3
     out[0, 0, 3, 1] = np.float16(np.nan)
     assert not gen.compare(out, ref, "fp16")["pass"]
+
+
+# ---------------------------------------------------------------- serving batches
+# The same golden values as tests/unit/common/test_run_request.c (drawn lengths) and
+# tests/unit/kernels/test_inputs.c (page order, block table, a paged cache's bytes).
+
+def test_golden_seqlens_draws():
+    assert gen.draw_seqlens(0, "q", 6, 1, 8).tolist() == [1, 7, 6, 2, 7, 2]
+    assert gen.draw_seqlens(0, "kv", 6, 100, 199).tolist() == [121, 148, 124, 170, 111, 179]
+    assert gen.seqlens(0, "kv", "uniform:100:199", 6).tolist() == [121, 148, 124, 170, 111, 179]
+    assert gen.seqlens(0, "q", "3,0,1").tolist() == [3, 0, 1]
+
+
+def test_golden_page_order_and_paged_cache():
+    assert gen.page_order(0, 12).tolist() == [0, 7, 6, 11, 4, 8, 5, 3, 9, 1, 2, 10]
+    lay = gen.serving_layout(5, seq_q=2, seqlens_kv=[5, 0, 17], page_size=4)
+    assert lay["batch"] == 3 and lay["seq_kv"] == 17 and lay["num_pages"] == 9  # 7 needed, a quarter more
+    assert lay["block_table"].ravel().tolist() == [4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 5, 6, 3, 2, 0]
+    assert lay["cu_seqlens_kv"].tolist() == [0, 5, 5, 22] and lay["cu_seqlens_q"].tolist() == [0, 2, 4, 6]
+    q, k, v = gen.serving_inputs(5, lay, 2, 4, "bf16", kv_heads=1, head_dim_v=3)
+    assert (q.shape, k.shape, v.shape) == ((6, 2, 4), (9, 4, 1, 4), (9, 4, 1, 3))
+    assert gen.fingerprint_hex(q) == "716b0699d4c23b1c"
+    assert gen.fingerprint_hex(k) == "bb2825a8f6cbd178"
+    assert gen.fingerprint_hex(v) == "b99c7c3cc01966a1"
+
+
+def test_num_pages_default():
+    assert [gen.num_pages_default(n) for n in (0, 1, 4, 5, 7, 100)] == [1, 2, 5, 7, 9, 125]
+
+
+def _loop_serving(q, k, v, lay, heads, hkv, mask, window, scale):
+    """Each sequence's rows by the definitions, one key at a time (the layouts of docs/api.md)."""
+    dv = v.shape[-1]
+    ps = lay.get("page_size", 0)
+    out = np.zeros((int(lay["cu_seqlens_q"][-1]), heads, dv) if lay["ragged"] else (lay["batch"], heads, lay["seq_q"], dv))
+    kf = k.reshape(-1, hkv, k.shape[-1]) if ps else k
+    vf = v.reshape(-1, hkv, dv) if ps else v
+    for b in range(lay["batch"]):
+        sq, skv = int(lay["seqlens_q"][b]), int(lay["seqlens_kv"][b])
+        for h in range(heads):
+            g = h // (heads // hkv)
+            for i in range(sq):
+                qi = q[lay["cu_seqlens_q"][b] + i, h] if lay["ragged"] else q[b, h, i]
+                pos = i + (skv - sq if mask == "causal_bottom_right" else 0)
+                keys = [j for j in range(skv) if (mask == "none" or j <= pos) and (window is None or j >= pos - window)]
+                rows = []
+                for j in keys:
+                    if ps:
+                        slot = lay["block_table"][b][j // ps] * ps + j % ps
+                        rows.append((kf[slot, g], vf[slot, g]))
+                    elif lay["ragged"]:
+                        rows.append((k[lay["cu_seqlens_kv"][b] + j, g], v[lay["cu_seqlens_kv"][b] + j, g]))
+                    else:
+                        rows.append((k[b, g, j], v[b, g, j]))
+                if not rows:
+                    continue
+                s = np.array([scale * float(np.dot(qi, kj)) for kj, _ in rows])
+                p = np.exp(s - s.max())
+                o = sum(pj * vj for pj, (_, vj) in zip(p, rows)) / p.sum()
+                if lay["ragged"]:
+                    out[lay["cu_seqlens_q"][b] + i, h] = o
+                else:
+                    out[b, h, i] = o
+    return out
+
+
+@pytest.mark.parametrize("kw", [
+    dict(seqlens_q=[3, 0, 1, 4], seqlens_kv=[6, 0, 9, 1], page_size=4),
+    dict(seqlens_q=[3, 0, 1, 4], seqlens_kv=[6, 0, 9, 1]),
+    dict(seq_q=2, seqlens_kv="uniform:0:9", batch=3, page_size=1),
+    dict(seqlens_q="2,5", seq_kv=7),
+    dict(batch=2, seq_q=3, seq_kv=10, page_size=3),
+])
+@pytest.mark.parametrize("mask,window", [("causal", None), ("causal_bottom_right", 2), ("none", None)])
+def test_serving_reference(kw, mask, window):
+    lay = gen.serving_layout(6, **kw)
+    q, k, v = gen.serving_inputs(6, lay, 4, 3, "fp32", kv_heads=2, head_dim_v=2)
+    qf, kf, vf = (t.astype(np.float64) for t in (q, k, v))
+    got = gen.serving_reference(q, k, v, lay, 4, mask=mask, window=window, kv_heads=2)
+    want = _loop_serving(qf, kf, vf, lay, 4, 2, mask, window, 1 / math.sqrt(3))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+    if lay.get("page_size"):  # the paged cache holds the contiguous twin's values
+        twin = gen.serving_layout(6, **dict(kw, page_size=0))
+        q2, k2, v2 = gen.serving_inputs(6, twin, 4, 3, "fp32", kv_heads=2, head_dim_v=2)
+        assert np.array_equal(q, q2)
+        np.testing.assert_array_equal(gen.serving_reference(q2, k2, v2, twin, 4, mask=mask, window=window, kv_heads=2), got)

@@ -1,38 +1,57 @@
 """attnd_ref — recompute what attnd computes, in numpy: the seeded inputs bit for bit, the
-output fingerprint, and the fp64 reference that `verify` compares against."""
+output fingerprint, and the fp64 reference that `verify` compares against; for serving
+batches (ragged lengths, paged caches) the lengths, block tables and inputs too."""
 
 from .gen import (
     TOLERANCES,
     bf16_bits_to_f32,
     compare,
+    draw_seqlens,
     fingerprint,
     fingerprint_hex,
     generate,
     inputs,
     mix64,
+    num_pages_default,
+    num_pages_needed,
+    page_order,
     reference_attention,
     round_bf16_bits,
     round_fp16_bits,
+    seqlens,
+    serving_inputs,
+    serving_layout,
+    serving_reference,
     tensor_key,
     to_float64,
     values_f32,
     visible_keys,
+    visible_range,
 )
 
 __all__ = [
     "TOLERANCES",
     "bf16_bits_to_f32",
     "compare",
+    "draw_seqlens",
     "fingerprint",
     "fingerprint_hex",
     "generate",
     "inputs",
     "mix64",
+    "num_pages_default",
+    "num_pages_needed",
+    "page_order",
     "reference_attention",
     "round_bf16_bits",
     "round_fp16_bits",
+    "seqlens",
+    "serving_inputs",
+    "serving_layout",
+    "serving_reference",
     "tensor_key",
     "to_float64",
     "values_f32",
     "visible_keys",
+    "visible_range",
 ]

@@ -192,3 +192,197 @@ def compare(out, ref, dtype):
         "nan": bad,
         "pass": bad == 0 and max_abs <= tol_abs and rel <= tol_rel,
     }
+
+
+# ---------------------------------------------------------------- serving batches
+# Ragged batches and paged K/V caches (docs/inputs.md#serving-batches, docs/api.md#ragged-batches):
+# the lengths a distribution draws, the page order, the block table, the inputs as a run stores
+# them, and the fp64 reference over them. kernels/seq_layout.c, kernels/inputs_cpu.c and
+# common/run_request.c are the C these follow.
+
+_STREAM_K_FILL, _STREAM_V_FILL, _STREAM_PAGES, _STREAM_SEQLENS_Q, _STREAM_SEQLENS_KV = 3, 4, 5, 6, 7
+MAX_TOKENS = (1 << 31) - 1
+
+
+def _draws(seed, stream, n):
+    """Draws 0 .. n-1 of a stream (common/seeded.h): mix64(key + (i + 1) · golden), uint64."""
+    key = np.uint64(tensor_key(seed, stream))
+    return mix64(key + np.arange(1, n + 1, dtype=np.uint64) * np.uint64(_GOLDEN))
+
+
+def draw_seqlens(seed, side, batch, lo, hi):
+    """The lengths a `uniform:lo:hi` distribution of seqlens_q (side "q") or seqlens_kv ("kv")
+    draws for `batch` sequences: lo + draw_b mod (hi − lo + 1)."""
+    stream = _STREAM_SEQLENS_Q if side == "q" else _STREAM_SEQLENS_KV
+    span = np.uint64(hi - lo + 1)
+    return (np.int64(lo) + (_draws(seed, stream, batch) % span).astype(np.int64)).astype(np.int64)
+
+
+def seqlens(seed, side, spec, batch=None):
+    """Lengths of one side as a run resolves its parameter: a list (or a "128,512,77" string)
+    as given, or a distribution ({"dist": "uniform", "min", "max"} or "uniform:MIN:MAX")
+    drawn from seed for `batch` sequences."""
+    if isinstance(spec, str):
+        if spec.startswith("uniform:"):
+            _, lo, hi = spec.split(":")
+            spec = {"dist": "uniform", "min": int(lo), "max": int(hi)}
+        else:
+            spec = [int(x) for x in spec.split(",")]
+    if isinstance(spec, dict):
+        if spec.get("dist") != "uniform":
+            raise ValueError(f"unknown distribution {spec!r}")
+        return draw_seqlens(seed, side, batch, int(spec["min"]), int(spec["max"]))
+    return np.asarray(spec, dtype=np.int64)
+
+
+def num_pages_needed(seqlens_kv, page_size):
+    """Pages the sequences fill: Σ ⌈Skv_b / page_size⌉."""
+    return int(np.sum((np.asarray(seqlens_kv, dtype=np.int64) + page_size - 1) // page_size))
+
+
+def num_pages_default(needed):
+    """The cache a run gets unless num_pages is given: the pages needed and a quarter more (≥ 1)."""
+    return max(1, min(MAX_TOKENS, needed + (needed + 3) // 4))
+
+
+def page_order(seed, num_pages):
+    """The pages 0 .. num_pages-1 sorted by their draw of the page stream, ties by page id."""
+    d = _draws(seed, _STREAM_PAGES, num_pages)
+    return np.lexsort((np.arange(num_pages), d)).astype(np.int32)
+
+
+def serving_layout(seed, batch=None, seq_q=None, seq_kv=None, seqlens_q=None, seqlens_kv=None, page_size=0,
+                   num_pages=None):
+    """The layout a run with these parameters has, resolved as attnd resolves them: batch from a
+    list, the bounds seq_q/seq_kv the longest sequence unless given, num_pages the default.
+    Returns a dict: batch, seq_q, seq_kv, ragged (bool), seqlens_q, seqlens_kv (arrays of
+    batch), cu_seqlens_q, cu_seqlens_kv (int32, batch + 1), and when paged page_size,
+    num_pages, block_table (int32 [batch, ⌈seq_kv / page_size⌉])."""
+    ragged = seqlens_q is not None or seqlens_kv is not None
+    for spec in (seqlens_q, seqlens_kv):
+        if batch is None and spec is not None and not isinstance(spec, dict) and not str(spec).startswith("uniform:"):
+            batch = len(seqlens(seed, "q", spec))
+    lay = {"batch": batch, "ragged": ragged}
+    for side, spec, bound in (("q", seqlens_q, seq_q), ("kv", seqlens_kv, seq_kv)):
+        if spec is None:
+            if bound is None:
+                raise ValueError(f"seq_{side} is needed for a side without lengths")
+            lens = np.full(batch, bound, dtype=np.int64)
+        else:
+            lens = seqlens(seed, side, spec, batch)
+            longest = int(lens.max()) if len(lens) else 0
+            bound = max(longest, 1) if bound is None else bound
+        lay["seq_" + side] = bound
+        lay["seqlens_" + side] = lens
+        lay["cu_seqlens_" + side] = np.concatenate([[0], np.cumsum(lens)]).astype(np.int32)
+    if page_size:
+        width = -(-lay["seq_kv"] // page_size)
+        pages = (lay["seqlens_kv"] + page_size - 1) // page_size
+        needed = int(pages.sum())
+        n = num_pages_default(needed) if num_pages is None else num_pages
+        order = page_order(seed, n)
+        table = np.zeros((batch, width), dtype=np.int32)
+        first = np.concatenate([[0], np.cumsum(pages)])
+        for b in range(batch):
+            table[b, : pages[b]] = order[first[b] : first[b + 1]]
+        lay.update(page_size=page_size, num_pages=n, block_table=table)
+    return lay
+
+
+def _kv_rows(lay, b, hkv):
+    """Sequence b's K/V rows: (its keys, Hkv) indices into the tensor's [slots, Hkv] rows."""
+    skv = int(lay["seqlens_kv"][b])
+    j = np.arange(skv)
+    if lay.get("page_size"):
+        ps = lay["page_size"]
+        slot = lay["block_table"][b][j // ps].astype(np.int64) * ps + j % ps
+    elif lay["ragged"]:
+        slot = lay["cu_seqlens_kv"][b] + j
+    else:
+        return None  # dense [B, Hkv, Skv, D]: indexed directly
+    return slot
+
+
+def serving_inputs(seed, lay, heads, head_dim, dtype, kv_heads=None, head_dim_v=None):
+    """q, k, v of a run as it stores them: q [total_q, H, D] when ragged, else [B, H, Sq, D];
+    k [num_pages, page_size, Hkv, D] when paged, [total_kv, Hkv, D] when ragged, else
+    [B, Hkv, Skv, D]; v likewise with Dv. A paged cache holds each token's element of its
+    contiguous twin and the filler streams' elements everywhere else."""
+    hkv = kv_heads or heads
+    dv = head_dim_v or head_dim
+    b, sq, skv = lay["batch"], lay["seq_q"], lay["seq_kv"]
+    if lay["ragged"]:
+        tq, tkv = int(lay["cu_seqlens_q"][-1]), int(lay["cu_seqlens_kv"][-1])
+        q = generate(seed, "q", tq * heads * head_dim, dtype).reshape(tq, heads, head_dim)
+        flat = [(generate(seed, t, tkv * hkv * d, dtype).reshape(tkv, hkv, d)) for t, d in (("k", head_dim), ("v", dv))]
+    else:
+        q = generate(seed, "q", b * heads * sq * head_dim, dtype).reshape(b, heads, sq, head_dim)
+        flat = [(generate(seed, t, b * hkv * skv * d, dtype).reshape(b, hkv, skv, d)) for t, d in (("k", head_dim), ("v", dv))]
+    if not lay.get("page_size"):
+        return q, flat[0], flat[1]
+    out = []
+    n, ps = lay["num_pages"], lay["page_size"]
+    for t, d, contiguous in ((_STREAM_K_FILL, head_dim, flat[0]), (_STREAM_V_FILL, dv, flat[1])):
+        cache = generate(seed, t, n * ps * hkv * d, dtype).reshape(n * ps, hkv, d)
+        for bi in range(b):
+            slot = _kv_rows(lay, bi, hkv)
+            if lay["ragged"]:
+                c0 = int(lay["cu_seqlens_kv"][bi])
+                cache[slot] = contiguous[c0 : c0 + len(slot)]
+            else:
+                cache[slot] = np.swapaxes(contiguous[bi][:, : len(slot)], 0, 1)
+        out.append(cache.reshape(n, ps, hkv, d))
+    return q, out[0], out[1]
+
+
+def visible_range(mask, window, sq, skv):
+    """Keys [lo_i, hi_i) each query row of a sequence sees: attn_visible_range_seq (common/attn.h);
+    window is the run parameter (keys more than `window` before the row's position are hidden)."""
+    rows = np.arange(sq, dtype=np.int64)
+    hi = visible_keys(mask, sq, skv)
+    pos = rows + (skv - sq if mask == "causal_bottom_right" else 0)
+    lo = np.zeros(sq, dtype=np.int64) if window is None else pos - window
+    lo = np.minimum(np.maximum(lo, 0), hi)
+    return lo, hi
+
+
+def serving_reference(q, k, v, lay, heads, mask="causal", scale=None, window=None, kv_heads=None, dtype=None):
+    """The fp64 reference of a run over inputs laid out as serving_inputs makes them, written
+    in the output's layout: [total_q, H, Dv] when ragged, else [B, H, Sq, Dv]. Each sequence
+    with its own lengths, its mask and window; fully masked rows zeros."""
+    hkv = kv_heads or heads
+    group = heads // hkv
+    q, k, v = to_float64(q, dtype), to_float64(k, dtype), to_float64(v, dtype)
+    d, dv = q.shape[-1], v.shape[-1]
+    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    if lay.get("page_size"):
+        k, v = k.reshape(-1, hkv, d), v.reshape(-1, hkv, dv)
+    tq = int(lay["cu_seqlens_q"][-1]) if lay["ragged"] else None
+    out = np.zeros((tq, heads, dv) if lay["ragged"] else (lay["batch"], heads, lay["seq_q"], dv))
+    for b in range(lay["batch"]):
+        sq, skv = int(lay["seqlens_q"][b]), int(lay["seqlens_kv"][b])
+        if lay["ragged"]:
+            c0 = int(lay["cu_seqlens_q"][b])
+            qb = np.swapaxes(q[c0 : c0 + sq], 0, 1)  # [H, sq, D]
+        else:
+            qb = q[b]
+        slot = _kv_rows(lay, b, hkv)
+        if slot is not None:
+            kb, vb = np.swapaxes(k[slot], 0, 1), np.swapaxes(v[slot], 0, 1)  # [Hkv, skv, D]
+        else:
+            kb, vb = k[b], v[b]
+        kb, vb = np.repeat(kb, group, axis=0), np.repeat(vb, group, axis=0)  # repeat_interleave
+        lo, hi = visible_range(mask, window, sq, skv)
+        cols = np.arange(skv)[None, :]
+        allowed = (cols >= lo[:, None]) & (cols < hi[:, None])
+        s = np.where(allowed, scale * (qb @ np.swapaxes(kb, -1, -2)), -np.inf)
+        mx = np.max(s, axis=-1, keepdims=True) if skv else np.zeros(s.shape[:-1] + (1,))
+        mx = np.where(np.isfinite(mx), mx, 0.0)
+        p = np.where(allowed, np.exp(s - mx), 0.0)
+        tot = np.sum(p, axis=-1, keepdims=True)
+        ob = np.where(tot > 0, (p @ vb) / np.where(tot > 0, tot, 1.0), 0.0)  # [H, sq, Dv]
+        if lay["ragged"]:
+            out[c0 : c0 + sq] = np.swapaxes(ob, 0, 1)
+        else:
+            out[b] = ob
+    return out

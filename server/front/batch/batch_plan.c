@@ -307,5 +307,9 @@ void batch_plan_label(const run_request *r, char *out, size_t len)
     else
         n += snprintf(out + n, len - (size_t)n, " seq_q=%" PRId64 " seq_kv=%" PRId64, p->seq_q, p->seq_kv);
     if ((size_t)n >= len) return;
-    snprintf(out + n, len - (size_t)n, " head_dim=%" PRId64 " dtype=%s", p->head_dim, attn_dtype_name(p->dtype));
+    n += snprintf(out + n, len - (size_t)n, " head_dim=%" PRId64 " dtype=%s", p->head_dim, attn_dtype_name(p->dtype));
+    if ((size_t)n < len && p->ragged) /* the sequences' own lengths: seq_q and seq_kv above are their bounds */
+        n += snprintf(out + n, len - (size_t)n, " ragged tokens=%" PRId64 "/%" PRId64, p->total_q, p->total_kv);
+    if ((size_t)n < len && p->page_size > 0)
+        snprintf(out + n, len - (size_t)n, " page_size=%" PRId64, p->page_size);
 }

@@ -105,8 +105,8 @@ static cJSON *impls_json(const variant_info *v)
 static cJSON *variant_json(const variant_info *v)
 {
     /* The VARIANT_* feature bits of common/variant_info.h, in bit order, as the run parameters
-     * that ask for them. */
-    static const char *const feature_names[] = {"kv_heads", "head_dim_v", "window"};
+     * that ask for them ("seqlens": seqlens_q and seqlens_kv). */
+    static const char *const feature_names[] = {"kv_heads", "head_dim_v", "window", "page_size", "seqlens"};
     cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *features, *hd, *report = variant_report(v), *lib, *impls;
     char why[1024], cc[16];
     int ok = o != NULL, available, t;

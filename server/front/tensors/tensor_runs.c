@@ -40,6 +40,11 @@ int tensors_apply_run(run_request *r, api_error *e)
     for (i = 0; i < 3; i++) {
         have[i] = ids[i][0] != '\0';
         if (!have[i]) continue;
+        /* Uploaded block tables and lengths are not there yet: a serving layout is generated. */
+        if (p->ragged || p->page_size > 0)
+            return api_fail(e, 422, "unsupported", names[i], "%s (tensor %s): resident inputs run the dense layout only; "
+                            "a %s is generated from seed", names[i], ids[i],
+                            p->ragged ? "ragged batch (seqlens_q, seqlens_kv)" : "paged cache (page_size)");
         if (tensor_table_lookup(ids[i], names[i], &t[i], e) != 0) return -1;
         if (t[i].ndim != 4) {
             tensors_shape_text(&t[i], a, sizeof a);
@@ -230,8 +235,13 @@ void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJ
         snprintf(t.device, sizeof t.device, "%s", r->device);
         t.generation = generation; /* the worker that ran it holds it */
         t.dtype = p->dtype;
-        t.ndim = 4;
-        t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = p->head_dim;
+        if (p->ragged) { /* packed, token-major: [total_q, heads, head_dim_v] */
+            t.ndim = 3;
+            t.shape[0] = p->total_q, t.shape[1] = p->heads, t.shape[2] = attn_dv(p);
+        } else {
+            t.ndim = 4;
+            t.shape[0] = p->batch, t.shape[1] = p->heads, t.shape[2] = p->seq_q, t.shape[3] = attn_dv(p);
+        }
         t.bytes = (uint64_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
         snprintf(t.fingerprint, sizeof t.fingerprint, "%s", cJSON_IsString(fp) ? fp->valuestring : "");
         clock_text_now_iso(t.created, sizeof t.created);

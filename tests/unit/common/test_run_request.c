@@ -14,6 +14,11 @@
 #include "common/run_request.h"
 #include "tests/unit/check.h"
 
+/* The lengths seed 0 draws for 6 sequences from uniform:1:8 (seqlens_q) and uniform:100:199
+ * (seqlens_kv); docs/inputs.md and tests/api/test_numpy_generator.py have them too. */
+#define SEQLENS_GOLD_Q 1, 7, 6, 2, 7, 2
+#define SEQLENS_GOLD_KV 121, 148, 124, 170, 111, 179
+
 static const char *gpu_backend, *cpu_backend;
 
 /* A query string "a=1&b=2" (no escaping) as the object of strings http.c makes of one. */
@@ -585,6 +590,174 @@ static void test_impl(void)
           "the message names the backends that have implementations: %s", e.message);
 }
 
+/* Ragged batches and paged caches: every form of seqlens_q / seqlens_kv, what they resolve
+ * (batch, the bounds, the totals, the drawn lengths), page_size and num_pages, the refusals
+ * naming their field, params as given and posted back, and the GPU variants' 422. */
+static void test_serving(void)
+{
+    char q[512], body[512];
+    run_request r;
+    cJSON *j, *item;
+    size_t i;
+    int b;
+
+    /* A list gives batch; the bounds are the longest; totals; the packed layout's sizes. */
+    snprintf(q, sizeof q, "backend=%s&heads=2&head_dim=4&seqlens_q=3,0,1&seqlens_kv=5,0,17", cpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.problem.batch == 3 && r.problem.seq_q == 3 && r.problem.seq_kv == 17, "batch %lld seq_q %lld seq_kv %lld",
+          (long long)r.problem.batch, (long long)r.problem.seq_q, (long long)r.problem.seq_kv);
+    CHECK(r.problem.ragged == (ATTN_RAGGED_Q | ATTN_RAGGED_KV) && r.problem.total_q == 4 && r.problem.total_kv == 22,
+          "ragged %u totals %lld %lld", r.problem.ragged, (long long)r.problem.total_q, (long long)r.problem.total_kv);
+    CHECK(attn_q_elems(&r.problem) == 4 * 2 * 4 && attn_k_elems(&r.problem) == 22 * 2 * 4, "packed sizes");
+    CHECK(run_request_macs(&r) == (3LL * 5 + 0 + 17) * 2 * 4, "macs %lld: real lengths", run_request_macs(&r));
+    round_trip(q, NULL, 0);
+    j = run_request_to_json(&r);
+    item = cJSON_GetObjectItemCaseSensitive(j, "seqlens_kv");
+    CHECK(cJSON_IsArray(item) && cJSON_GetArraySize(item) == 3 && cJSON_GetArrayItem(item, 2)->valueint == 17,
+          "params.seqlens_kv as given");
+    CHECK(!cJSON_GetObjectItemCaseSensitive(j, "page_size") && !cJSON_GetObjectItemCaseSensitive(j, "num_pages"),
+          "no paging keys unpaged");
+    cJSON_Delete(j);
+
+    /* The same from a body: an array, and the query's text in a string. */
+    snprintf(body, sizeof body, "{\"backend\":\"%s\",\"seqlens_q\":[3,0,1],\"seqlens_kv\":\"5,0,17\",\"seq_kv\":20}",
+             cpu_backend);
+    expect_ok(NULL, body, &r);
+    CHECK(r.problem.batch == 3 && r.problem.seq_kv == 20 && r.problem.total_kv == 22, "body lists, seq_kv a bound");
+
+    /* One side only: the other is every sequence its bound, packed all the same. */
+    snprintf(q, sizeof q, "backend=%s&seq_q=1&seqlens_kv=128,7&page_size=16", cpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.problem.ragged == ATTN_RAGGED_KV && r.problem.total_q == 2 && r.problem.seq_kv == 128 &&
+              r.seqlens_q.len[0] == 1 && r.seqlens_q.len[1] == 1,
+          "decode: total_q %lld", (long long)r.problem.total_q);
+    CHECK(r.problem.page_size == 16 && r.problem.num_pages == 9 + 3, "num_pages %lld: 9 needed and a quarter more",
+          (long long)r.problem.num_pages);
+    CHECK(attn_k_elems(&r.problem) == 12LL * 16 * 16 * 64, "the cache whole: %lld", (long long)attn_k_elems(&r.problem));
+    round_trip(q, NULL, 0);
+
+    /* A distribution: drawn from seed, the same every time, different for another seed;
+     * params keep the distribution. */
+    snprintf(q, sizeof q, "backend=%s&batch=64&seqlens_kv=uniform:0:40&seed=7", cpu_backend);
+    expect_ok(q, NULL, &r);
+    {
+        int lo = 99, hi = -1, same = 1;
+        run_request r2;
+        for (b = 0; b < 64; b++) lo = r.seqlens_kv.len[b] < lo ? r.seqlens_kv.len[b] : lo,
+                                hi = r.seqlens_kv.len[b] > hi ? r.seqlens_kv.len[b] : hi;
+        CHECK(lo >= 0 && hi <= 40 && hi > lo + 20, "uniform 0..40 drew %d..%d", lo, hi);
+        CHECK(r.problem.seq_kv == (hi > 0 ? hi : 1), "seq_kv the longest drawn");
+        expect_ok(q, NULL, &r2);
+        CHECK(!memcmp(r.seqlens_kv.len, r2.seqlens_kv.len, 64 * sizeof(int32_t)), "drawn alike");
+        snprintf(q, sizeof q, "backend=%s&batch=64&seqlens_kv=uniform:0:40&seed=8", cpu_backend);
+        expect_ok(q, NULL, &r2);
+        for (b = 0; b < 64; b++) same &= r.seqlens_kv.len[b] == r2.seqlens_kv.len[b];
+        CHECK(!same, "another seed, other lengths");
+    }
+    j = run_request_to_json(&r);
+    item = cJSON_GetObjectItemCaseSensitive(j, "seqlens_kv");
+    CHECK(cJSON_IsObject(item) && !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(item, "dist")), "uniform") &&
+              cJSON_GetObjectItem(item, "max")->valueint == 40,
+          "params.seqlens_kv the distribution");
+    cJSON_Delete(j);
+    snprintf(q, sizeof q, "backend=%s&batch=64&seqlens_kv=uniform:0:40&seed=7", cpu_backend);
+    round_trip(q, NULL, 0);
+    /* Golden draws of seed 0 (docs/inputs.md, tests/api/test_numpy_generator.py). */
+    snprintf(q, sizeof q, "backend=%s&batch=6&seqlens_q=uniform:1:8&seqlens_kv=uniform:100:199", cpu_backend);
+    expect_ok(q, NULL, &r);
+    {
+        static const int32_t want_q[6] = {SEQLENS_GOLD_Q}, want_kv[6] = {SEQLENS_GOLD_KV};
+        for (b = 0; b < 6; b++)
+            CHECK(r.seqlens_q.len[b] == want_q[b] && r.seqlens_kv.len[b] == want_kv[b], "draw %d: %d %d", b,
+                  r.seqlens_q.len[b], r.seqlens_kv.len[b]);
+    }
+    snprintf(body, sizeof body, "{\"backend\":\"%s\",\"batch\":6,\"seqlens_q\":{\"dist\":\"uniform\",\"min\":1,"
+             "\"max\":8},\"seqlens_kv\":{\"max\":199,\"min\":\"100\",\"dist\":\"uniform\"}}", cpu_backend);
+    {
+        run_request r2;
+        expect_ok(NULL, body, &r2);
+        CHECK(!memcmp(r.seqlens_q.len, r2.seqlens_q.len, 6 * sizeof(int32_t)) &&
+                  !memcmp(r.seqlens_kv.len, r2.seqlens_kv.len, 6 * sizeof(int32_t)),
+              "the object form draws what the text form draws");
+    }
+
+    /* Paged without ragged: num_pages given, Skv not a multiple of the page. */
+    snprintf(q, sizeof q, "backend=%s&batch=3&seq_kv=33&page_size=16&num_pages=9", cpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.problem.num_pages == 9 && !r.problem.ragged, "num_pages as given");
+    CHECK(attn_q_elems(&r.problem) == 3LL * 16 * 1024 * 64, "q stays dense");
+    round_trip(q, NULL, 0);
+
+    /* Refusals, each naming its field. */
+    static const struct {
+        const char *query, *body, *code, *field;
+    } bad[] = {
+        {"seqlens_kv=1,,2", NULL, "bad_value", "seqlens_kv"},
+        {"seqlens_kv=", NULL, "bad_value", "seqlens_kv"},
+        {"seqlens_kv=1,-2", NULL, "out_of_range", "seqlens_kv"},
+        {"seqlens_kv=1,2.0", NULL, "bad_value", "seqlens_kv"},
+        {"seqlens_kv=1,02", NULL, "bad_value", "seqlens_kv"},
+        {"seqlens_kv=1,2147483648", NULL, "out_of_range", "seqlens_kv"},
+        {"seqlens_q=normal:1:2", NULL, "bad_value", "seqlens_q"},
+        {"seqlens_q=uniform:1", NULL, "bad_value", "seqlens_q"},
+        {"seqlens_q=uniform:1:2:3", NULL, "bad_value", "seqlens_q"},
+        {"seqlens_q=uniform:9:2", NULL, "out_of_range", "seqlens_q"},
+        {"seqlens_q=uniform:x:2", NULL, "bad_value", "seqlens_q"},
+        {"batch=2&seqlens_kv=1,2,3", NULL, "conflict", "seqlens_kv"},
+        {"seqlens_q=1,2&seqlens_kv=1,2,3", NULL, "conflict", "seqlens_kv"},
+        {"batch=4097&seqlens_kv=uniform:1:2", NULL, "out_of_range", "batch"},
+        {"seq_kv=10&seqlens_kv=5,11", NULL, "out_of_range", "seqlens_kv"},
+        {"seqlens_kv=2147483647,2147483647", NULL, "out_of_range", "seqlens_kv"},
+        {"batch=4096&seq_q=1048576&seqlens_kv=1", NULL, "conflict", "seqlens_kv"},
+        {"batch=4096&seq_q=1048576&seqlens_kv=uniform:1:1", NULL, "out_of_range", "seq_q"},
+        {"num_pages=4", NULL, "conflict", "num_pages"},
+        {"batch=2&seq_kv=33&page_size=16&num_pages=5", NULL, "out_of_range", "num_pages"},
+        {"page_size=1048577", NULL, "out_of_range", "page_size"},
+        {"batch=65536&seq_kv=65536&heads=1&head_dim=1&page_size=1", NULL, "out_of_range", "page_size"},
+        {NULL, "\"seqlens_kv\":[1,\"2\"]", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":[]", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":[1.5]", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":5", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":true", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":{\"dist\":\"normal\",\"min\":1,\"max\":2}", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":{\"dist\":\"uniform\",\"min\":1}", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":{\"dist\":\"uniform\",\"min\":1,\"max\":2,\"seed\":3}", "bad_value", "seqlens_kv"},
+        {NULL, "\"seqlens_kv\":{\"dist\":\"uniform\",\"min\":-1,\"max\":2}", "out_of_range", "seqlens_kv"},
+    };
+    for (i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        if (bad[i].query) {
+            snprintf(q, sizeof q, "backend=%s&%s", cpu_backend, bad[i].query);
+            expect_fail(q, NULL, 400, bad[i].code, bad[i].field);
+        } else {
+            snprintf(body, sizeof body, "{\"backend\":\"%s\",%s}", cpu_backend, bad[i].body);
+            expect_fail(NULL, body, 400, bad[i].code, bad[i].field);
+        }
+    }
+    /* 4097 lengths in a list: too many sequences, said before batch is compared. */
+    {
+        static char big[4097 * 2 + 64];
+        size_t n = (size_t)snprintf(big, sizeof big, "{\"backend\":\"%s\",\"seqlens_kv\":[", cpu_backend);
+        for (i = 0; i < 4097; i++) n += (size_t)snprintf(big + n, sizeof big - n, "%s1", i ? "," : "");
+        snprintf(big + n, sizeof big - n, "]}");
+        expect_fail(NULL, big, 400, "out_of_range", "seqlens_kv");
+    }
+
+    /* Every GPU variant refuses both, naming the parameter; the reference runs them. */
+    for (i = 0; i < variant_infos_count; i++) {
+        const variant_info *v = variant_infos[i];
+        const int runs = (v->features & VARIANT_PAGED) && (v->features & VARIANT_RAGGED);
+        CHECK(runs == v->on_cpu, "%s: paged and ragged only on the cpu reference", v->name);
+        snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64", v->name);
+        if (runs) expect_ok(q, NULL, &r);
+        else expect_fail(q, NULL, 422, "unsupported", "seqlens_kv");
+        snprintf(q, sizeof q, "backend=%s&seqlens_q=3,4&dtype=bf16&head_dim=64", v->name);
+        if (!runs) expect_fail(q, NULL, 422, "unsupported", "seqlens_q");
+        snprintf(q, sizeof q, "backend=%s&page_size=16&dtype=bf16&head_dim=64", v->name);
+        if (runs) expect_ok(q, NULL, &r);
+        else expect_fail(q, NULL, 422, "unsupported", "page_size");
+    }
+}
+
 int main(void)
 {
     size_t i;
@@ -604,5 +777,6 @@ int main(void)
     test_body_text();
     test_params_post_back();
     test_impl();
+    test_serving();
     return CHECK_DONE();
 }

@@ -193,6 +193,15 @@ static void check_schema(const run_param *p, const cJSON *s, int in_query, const
             CHECK(branch(s, "boolean") == s, "%s %s: want a boolean", where, p->name);
         }
         break;
+    case RUN_PARAM_LENGTHS: /* text in the query; in a body that, an array or a distribution object */
+        t = branch(s, "array");
+        if (in_query)
+            CHECK(branch(s, "string") == s, "%s %s: want a string", where, p->name);
+        else
+            CHECK(t && branch(s, "object") && branch(s, "string") && number_of(t, "maxItems", -1) == RUN_MAX_SEQS,
+                  "%s %s: want an array of at most %d lengths, a distribution object or a string", where, p->name,
+                  RUN_MAX_SEQS);
+        break;
     case RUN_PARAM_TAGS: /* "a,b" in the query; in a body that or an array of strings */
         t = branch(s, "array");
         if (in_query)

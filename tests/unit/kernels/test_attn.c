@@ -195,6 +195,62 @@ static void test_impls(void)
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "fp32 runs the bucket kernel");
 }
 
+/* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
+ * tokens, with the dense problem's rule per sequence; a batch of equal lengths counts what
+ * the dense problem counts; a paged cache's unused pages are never counted. */
+static void test_serving_work(void)
+{
+    static const int32_t cu_q[5] = {0, 3, 3, 4, 11}, cu_kv[5] = {0, 5, 5, 22, 29}; /* lengths 3,0,1,7 and 5,0,17,7 */
+    static const int32_t table[4 * 5] = {0};
+    attn_seqs seqs = {cu_q, cu_kv, NULL, 0};
+    attn_problem p = attn_mha(4, 6, 7, 17, 8, ATTN_BF16, ATTN_MASK_CAUSAL, 0.3);
+    const int64_t sq[4] = {3, 0, 1, 7}, skv[4] = {5, 0, 17, 7};
+    double pairs = 0, want_bytes;
+    int64_t b;
+
+    p.head_dim_v = 4, p.kv_heads = 2, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 11, p.total_kv = 29;
+    CHECK(isnan(attn_flops(&p)) && isnan(attn_min_bytes(&p)), "ragged without its lengths: NAN, never the bounds");
+    p.seqs = &seqs;
+    for (int m = 0; m < ATTN_MASK_COUNT; m++) {
+        p.mask = (attn_mask)m;
+        pairs = 0;
+        for (b = 0; b < 4; b++) /* the square causal sequence (7, 7) counts half, FlashAttention's way */
+            pairs += m != ATTN_MASK_NONE && sq[b] == skv[b] ? 0.5 * sq[b] * skv[b] : brute_pairs(p.mask, sq[b], skv[b]);
+        CHECK(attn_flops(&p) == 2.0 * 6 * (8 + 4) * pairs, "%s: ragged flops %g, want %g", attn_mask_name(p.mask),
+              attn_flops(&p), 2.0 * 6 * (8 + 4) * pairs);
+        CHECK(attn_seqlen_q(&p, 3) == 7 && attn_seqlen_kv(&p, 2) == 17 && attn_seqlen_kv(&p, 1) == 0, "lengths");
+    }
+    want_bytes = (11.0 * 6 * (8 + 4) + 29.0 * 2 * (8 + 4)) * 2 + 2.0 * 5 * 4;
+    CHECK(attn_min_bytes(&p) == want_bytes, "ragged bytes %g, want %g (q, out, k, v of real tokens, cu_seqlens)",
+          attn_min_bytes(&p), want_bytes);
+    CHECK(attn_q_elems(&p) == 11 * 6 * 8 && attn_out_elems(&p) == 11 * 6 * 4 && attn_k_elems(&p) == 29 * 2 * 8 &&
+              attn_v_elems(&p) == 29 * 2 * 4,
+          "packed sizes");
+
+    /* Paged: the cache's elements are all its pages; the bytes only the pages in use. */
+    seqs.block_table = table, seqs.pages_per_seq = 5;
+    p.page_size = 4, p.num_pages = 40;
+    CHECK(attn_k_elems(&p) == 40 * 4 * 2 * 8 && attn_v_elems(&p) == 40 * 4 * 2 * 4, "the cache whole");
+    CHECK(attn_min_bytes(&p) == want_bytes + (2 + 0 + 5 + 2) * 4.0, "paged bytes %g: + the block table entries read",
+          attn_min_bytes(&p));
+
+    /* Equal lengths: ragged counts what dense counts; dense paged moves what dense moves but the table. */
+    {
+        static const int32_t cq[4] = {0, 9, 18, 27}, ckv[4] = {0, 9, 18, 27};
+        attn_seqs eq = {cq, ckv, NULL, 0};
+        attn_problem d = attn_mha(3, 4, 9, 9, 16, ATTN_FP16, ATTN_MASK_CAUSAL, 0.25), r = d;
+        r.ragged = ATTN_RAGGED_KV, r.total_q = r.total_kv = 27, r.seqs = &eq;
+        CHECK(attn_flops(&r) == attn_flops(&d), "equal lengths: flops %g vs dense %g", attn_flops(&r), attn_flops(&d));
+        CHECK(attn_min_bytes(&r) == attn_min_bytes(&d) + 2.0 * 4 * 4, "equal lengths: bytes + cu_seqlens");
+        r = d;
+        r.page_size = 4, r.num_pages = 100;
+        CHECK(attn_flops(&r) == attn_flops(&d) && attn_min_bytes(&r) == attn_min_bytes(&d) + 3.0 * 3 * 4,
+              "dense paged: flops equal, bytes + 3 x 3 table entries");
+        CHECK(attn_q_elems(&r) == attn_q_elems(&d) && attn_k_elems(&r) == 100 * 4 * 4 * 16, "dense paged sizes");
+        CHECK(!attn_is_dense_mha(&r), "paged is not the dense problem");
+    }
+}
+
 int main(void)
 {
     test_names();
@@ -202,5 +258,6 @@ int main(void)
     test_variants();
     test_workspace_bounds();
     test_impls();
+    test_serving_work();
     return CHECK_DONE();
 }

@@ -12,6 +12,7 @@
 #include "kernels/dtype_convert.h"
 #include "kernels/fingerprint.h"
 #include "kernels/inputs.h"
+#include "kernels/seq_layout.h"
 #include "tests/unit/check.h"
 
 /* First 8 elements of q, k, v for seed 0. */
@@ -30,6 +31,12 @@ static const uint32_t gold_fp32[3][8] = {
     {0x3eef026d, 0xba802bf8, 0xbf2c4735, 0x3fa077ea, 0x3f3ada0c, 0x3fc7993b, 0x3f4459d8, 0x3fd5f8f9},
     {0xbddfa6ac, 0x3ecf8576, 0xbfc82210, 0x3fc575e7, 0xbf3088ab, 0x3f422377, 0x3fa88275, 0xbf02d134},
 };
+/* The serving batch of test_serving_golden: its block table and its tensors' fingerprints. */
+#define SERVING_GOLD_TABLE 4, 8, 0, 0, 0, 0, 0, 0, 0, 0, 5, 6, 3, 2, 0
+#define SERVING_GOLD_Q 0x716b0699d4c23b1cull
+#define SERVING_GOLD_K 0xbb2825a8f6cbd178ull
+#define SERVING_GOLD_V 0xb99c7c3cc01966a1ull
+
 static const uint64_t gold_key[3] = {0x8209b480faed1b10ull, 0x6c23aacca1387409ull, 0x608ef4ca05464192ull};
 
 static void test_golden(void)
@@ -169,11 +176,51 @@ static void test_statistics(void)
     for (t = 0; t < 3; t++) free(x[t]);
 }
 
+/* A serving batch's seeded parts (docs/inputs.md#serving-batches): the page order, the block
+ * table, and a paged cache's bytes (filler and scattered tokens), against golden values that
+ * tests/api/test_numpy_generator.py holds the numpy port to. The problem: seed 5, bf16, batch
+ * 3, heads 2, kv_heads 1, head_dim 4, head_dim_v 3, seq_q 2, seqlens_kv 5,0,17, page_size 4
+ * (7 pages needed, 9 in the cache). */
+static void test_serving_golden(void)
+{
+    static const int32_t want_order[12] = {0, 7, 6, 11, 4, 8, 5, 3, 9, 1, 2, 10};
+    static const int32_t want_table[3 * 5] = {SERVING_GOLD_TABLE};
+    int32_t order[12], len_q[3] = {2, 2, 2}, len_kv[3] = {5, 0, 17};
+    attn_problem p = attn_mha(3, 2, 2, 17, 4, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.5);
+    seq_layout lay;
+    uint16_t *q, *k, *v;
+    int i;
+
+    CHECK(seq_layout_page_order(0, 12, order) == 0, "page order");
+    for (i = 0; i < 12; i++) CHECK(order[i] == want_order[i], "page order of seed 0: [%d] = %d", i, order[i]);
+
+    p.kv_heads = 1, p.head_dim_v = 3, p.ragged = ATTN_RAGGED_KV, p.total_q = 6, p.total_kv = 22;
+    p.page_size = 4, p.num_pages = 9;
+    CHECK(seq_layout_build(&lay, &p, len_q, len_kv, 5) == 0 && p.seqs == &lay.seqs, "layout");
+    CHECK(lay.seqs.pages_per_seq == 5, "block table width %lld", (long long)lay.seqs.pages_per_seq);
+    CHECK(lay.cu_seqlens_q[3] == 6 && lay.cu_seqlens_kv[1] == 5 && lay.cu_seqlens_kv[2] == 5 && lay.cu_seqlens_kv[3] == 22,
+          "cu_seqlens");
+    for (i = 0; i < 15; i++) CHECK(lay.block_table[i] == want_table[i], "block table [%d] = %d", i, lay.block_table[i]);
+    q = malloc((size_t)attn_q_elems(&p) * 2), k = malloc((size_t)attn_k_elems(&p) * 2);
+    v = malloc((size_t)attn_v_elems(&p) * 2);
+    CHECK(attn_q_elems(&p) == 6 * 2 * 4 && attn_k_elems(&p) == 9 * 4 * 1 * 4 && attn_v_elems(&p) == 9 * 4 * 3, "sizes");
+    inputs_generate_problem_cpu(&p, 5, q, k, v);
+    CHECK(fingerprint_bytes(q, (size_t)attn_q_elems(&p) * 2) == SERVING_GOLD_Q, "q: %016llx",
+          (unsigned long long)fingerprint_bytes(q, (size_t)attn_q_elems(&p) * 2));
+    CHECK(fingerprint_bytes(k, (size_t)attn_k_elems(&p) * 2) == SERVING_GOLD_K, "paged k: %016llx",
+          (unsigned long long)fingerprint_bytes(k, (size_t)attn_k_elems(&p) * 2));
+    CHECK(fingerprint_bytes(v, (size_t)attn_v_elems(&p) * 2) == SERVING_GOLD_V, "paged v: %016llx",
+          (unsigned long long)fingerprint_bytes(v, (size_t)attn_v_elems(&p) * 2));
+    free(q), free(k), free(v);
+    seq_layout_free(&lay);
+}
+
 int main(void)
 {
     test_golden();
     test_fingerprint();
     test_fingerprint_parallel();
     test_statistics();
+    test_serving_golden();
     return CHECK_DONE();
 }

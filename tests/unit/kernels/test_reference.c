@@ -3,7 +3,11 @@
  * then p·v, all in double. Small random shapes over every mask, with and without grouped K/V
  * heads, a sliding window and a value head dim of its own; Sq ≠ Skv both ways; D = 1; S = 1;
  * fully masked rows; more rows than one work item; any thread count gives the same bits; the
- * work measures (attn_visible_pairs) against a count; and the `reference` variant's rounding. */
+ * work measures (attn_visible_pairs) against a count; and the `reference` variant's rounding.
+ * Serving batches: ragged (empty and one-token sequences among them) and paged (page_size 1,
+ * 16 and odd ones, Skv not a multiple of the page), each sequence checked against the direct
+ * implementation on its own rows, found by index arithmetic written out here; a paged cache
+ * gives the very bits of its contiguous twin. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -12,6 +16,7 @@
 #include "kernels/decomposed.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/inputs.h"
+#include "kernels/seq_layout.h"
 #include "tests/unit/check.h"
 
 /* Is key j hidden from query row i? The definitions, written out: the causal masks as SDPA
@@ -223,10 +228,182 @@ static void test_variant_forward(void)
     reference_set_threads(0);
 }
 
+/* ---- serving batches */
+
+typedef struct serving_case {
+    attn_problem p;
+    seq_layout lay;
+    int32_t len_q[8], len_kv[8];
+    void *q, *k, *v;
+    double *ref;
+} serving_case;
+
+/* p's inputs in its layout and the reference's output; p describes everything but the arrays. */
+static void serving_make(serving_case *c, uint64_t seed)
+{
+    size_t esz = attn_dtype_bytes(c->p.dtype);
+    CHECK(seq_layout_build(&c->lay, &c->p, c->len_q, c->len_kv, seed) == 0, "layout");
+    c->q = malloc((size_t)attn_q_elems(&c->p) * esz + 1);
+    c->k = malloc((size_t)attn_k_elems(&c->p) * esz + 1);
+    c->v = malloc((size_t)attn_v_elems(&c->p) * esz + 1);
+    c->ref = malloc((size_t)attn_out_elems(&c->p) * sizeof(double) + 1);
+    inputs_generate_problem_cpu(&c->p, seed, c->q, c->k, c->v);
+}
+
+static void serving_free(serving_case *c)
+{
+    free(c->q), free(c->k), free(c->v), free(c->ref);
+    seq_layout_free(&c->lay);
+}
+
+/* Element `at` of src (p's dtype) into the double array. */
+static double load(const attn_problem *p, const void *src, int64_t at) { return (double)dtype_load_f32(src, p->dtype, at); }
+
+/* Sequence b of c as a dense problem of its own, its tensors copied out of c's layout by the
+ * layout's definitions (attn.h, seq_layout.h) written out; run naive_attention on it and
+ * compare with c's reference rows of that sequence. The worst relative difference. */
+static double serving_check_sequence(const serving_case *c, int64_t b)
+{
+    const attn_problem *p = &c->p;
+    const int64_t H = p->heads, Hkv = attn_kv_heads(p), D = p->head_dim, Dv = attn_dv(p);
+    const int64_t sq = p->ragged ? c->lay.cu_seqlens_q[b + 1] - c->lay.cu_seqlens_q[b] : p->seq_q;
+    const int64_t skv = p->ragged ? c->lay.cu_seqlens_kv[b + 1] - c->lay.cu_seqlens_kv[b] : p->seq_kv;
+    attn_problem one = *p;
+    double *q, *k, *v, *want, worst = 0.0;
+    int64_t h, i, j, d;
+
+    one.batch = 1, one.seq_q = sq, one.seq_kv = skv, one.dtype = ATTN_FP32; /* copied as float: exact */
+    one.ragged = 0, one.page_size = 0, one.num_pages = 0, one.seqs = NULL;
+    if (sq == 0) return 0.0;
+    q = calloc((size_t)(H * sq * D) + 1, sizeof *q), k = calloc((size_t)(Hkv * skv * D) + 1, sizeof *k);
+    v = calloc((size_t)(Hkv * skv * Dv) + 1, sizeof *v), want = calloc((size_t)(H * sq * Dv) + 1, sizeof *want);
+    for (h = 0; h < H; h++)
+        for (i = 0; i < sq; i++)
+            for (d = 0; d < D; d++)
+                q[(h * sq + i) * D + d] = load(p, c->q, p->ragged ? ((c->lay.cu_seqlens_q[b] + i) * H + h) * D + d
+                                                                  : ((b * H + h) * sq + i) * D + d);
+    for (h = 0; h < Hkv; h++)
+        for (j = 0; j < skv; j++) {
+            int64_t slot; /* the token's row of the stored K/V, [.., Hkv, dim] */
+            if (p->page_size > 0)
+                slot = (int64_t)c->lay.block_table[b * c->lay.seqs.pages_per_seq + j / p->page_size] * p->page_size +
+                       j % p->page_size;
+            else
+                slot = c->lay.cu_seqlens_kv ? c->lay.cu_seqlens_kv[b] + j : -1;
+            for (d = 0; d < D; d++)
+                k[(h * skv + j) * D + d] = load(p, c->k, slot >= 0 ? (slot * Hkv + h) * D + d : ((b * Hkv + h) * skv + j) * D + d);
+            for (d = 0; d < Dv; d++)
+                v[(h * skv + j) * Dv + d] = load(p, c->v, slot >= 0 ? (slot * Hkv + h) * Dv + d : ((b * Hkv + h) * skv + j) * Dv + d);
+        }
+    {
+        float *qf = malloc((size_t)(H * sq * D) * 4 + 4), *kf = malloc((size_t)(Hkv * skv * D) * 4 + 4);
+        float *vf = malloc((size_t)(Hkv * skv * Dv) * 4 + 4);
+        for (i = 0; i < H * sq * D; i++) qf[i] = (float)q[i];
+        for (i = 0; i < Hkv * skv * D; i++) kf[i] = (float)k[i];
+        for (i = 0; i < Hkv * skv * Dv; i++) vf[i] = (float)v[i];
+        naive_attention(&one, qf, kf, vf, want);
+        free(qf), free(kf), free(vf);
+    }
+    for (h = 0; h < H; h++)
+        for (i = 0; i < sq; i++)
+            for (d = 0; d < Dv; d++) {
+                double got = c->ref[p->ragged ? ((c->lay.cu_seqlens_q[b] + i) * H + h) * Dv + d : ((b * H + h) * sq + i) * Dv + d];
+                double w = want[(h * sq + i) * Dv + d], r = got == w ? 0.0 : fabs(got - w) / (fabs(w) + 1e-300);
+                if (!(r <= worst)) worst = isnan(got) ? INFINITY : r;
+            }
+    free(q), free(k), free(v), free(want);
+    return worst;
+}
+
+static void test_serving(void)
+{
+    uint64_t rng = 1234;
+    static const int64_t pages[] = {0, 1, 16, 3, 5, 7};
+    for (int it = 0; it < 90; it++) {
+        serving_case c, flat;
+        static const int64_t heads[][2] = {{1, 1}, {2, 2}, {4, 2}, {4, 1}, {6, 3}};
+        int64_t b, longest_q = 0, longest_kv = 0;
+        rng = inputs_mix64(rng + 7);
+        memset(&c, 0, sizeof c);
+        c.p.batch = 1 + (int64_t)(rng % 5);
+        c.p.heads = heads[(rng >> 4) % 5][0];
+        c.p.kv_heads = heads[(rng >> 4) % 5][1];
+        c.p.head_dim = 1 + (int64_t)((rng >> 8) % 12);
+        c.p.head_dim_v = it % 3 == 1 ? 1 + (int64_t)((rng >> 12) % 9) : 0;
+        c.p.dtype = (attn_dtype)((rng >> 16) % 3);
+        c.p.mask = (attn_mask)((rng >> 18) % 3);
+        c.p.scale = 1.0 / sqrt((double)c.p.head_dim);
+        c.p.window_keys = it % 4 == 3 ? 1 + (int64_t)((rng >> 20) % 6) : 0;
+        c.p.ragged = (unsigned)(it % 4); /* 0: dense and paged, then each side, then both */
+        for (b = 0; b < c.p.batch; b++) { /* 0, 1, and longer; an empty sequence now and then */
+            uint64_t x = inputs_mix64(rng + (uint64_t)b);
+            c.len_q[b] = (int32_t)(x % 4 == 0 ? x % 2 : x % 23);
+            c.len_kv[b] = (int32_t)((x >> 8) % 5 == 0 ? (x >> 12) % 2 : (x >> 12) % 41);
+            longest_q = c.len_q[b] > longest_q ? c.len_q[b] : longest_q;
+            longest_kv = c.len_kv[b] > longest_kv ? c.len_kv[b] : longest_kv;
+        }
+        c.p.seq_q = (c.p.ragged & ATTN_RAGGED_Q) ? (longest_q > 0 ? longest_q : 1) : 1 + (int64_t)((rng >> 24) % 9);
+        c.p.seq_kv = (c.p.ragged & ATTN_RAGGED_KV) ? (longest_kv > 0 ? longest_kv : 1) : 1 + (int64_t)((rng >> 28) % 37);
+        c.p.total_q = c.p.total_kv = 0;
+        for (b = 0; b < c.p.batch; b++) {
+            c.p.total_q += (c.p.ragged & ATTN_RAGGED_Q) ? c.len_q[b] : c.p.seq_q;
+            c.p.total_kv += (c.p.ragged & ATTN_RAGGED_KV) ? c.len_kv[b] : c.p.seq_kv;
+        }
+        if (!c.p.ragged) c.p.total_q = c.p.total_kv = 0;
+        flat = c; /* the contiguous twin, before paging */
+        c.p.page_size = pages[(it / 4) % 6];
+        if (c.p.page_size == 0) c.p.page_size = 2;
+        {
+            int64_t need = 0;
+            for (b = 0; b < c.p.batch; b++)
+                need += ((c.p.ragged & ATTN_RAGGED_KV ? c.len_kv[b] : c.p.seq_kv) + c.p.page_size - 1) / c.p.page_size;
+            c.p.num_pages = need + 1 + (int64_t)((rng >> 40) % 5); /* unused pages among the used ones */
+        }
+        serving_make(&c, rng);
+        serving_make(&flat, rng);
+        CHECK(reference_attention_f64(&c.p, c.q, c.k, c.v, c.ref, 1 + it % 3) == 0, "paged runs");
+        CHECK(reference_attention_f64(&flat.p, flat.q, flat.k, flat.v, flat.ref, 2) == 0, "contiguous runs");
+        for (b = 0; b < c.p.batch; b++) {
+            double e = serving_check_sequence(&c, b), ef = serving_check_sequence(&flat, b);
+            CHECK(e < 1e-12 && ef < 1e-12, "case %d sequence %lld (ragged %u, page_size %lld, H%lld Hkv%lld D%lld Dv%lld "
+                  "%s %s window %lld): rel diff %g paged, %g contiguous", it, (long long)b, c.p.ragged,
+                  (long long)c.p.page_size, (long long)c.p.heads, (long long)attn_kv_heads(&c.p), (long long)c.p.head_dim,
+                  (long long)attn_dv(&c.p), attn_dtype_name(c.p.dtype), attn_mask_name(c.p.mask),
+                  (long long)c.p.window_keys, e, ef);
+        }
+        CHECK(attn_out_elems(&c.p) == attn_out_elems(&flat.p) &&
+                  !memcmp(c.ref, flat.ref, (size_t)attn_out_elems(&c.p) * sizeof(double)),
+              "case %d: the paged cache gives its contiguous twin's bits", it);
+        { /* the cache holds the twin's K and V: gathered back, they are its bytes */
+            size_t esz = attn_dtype_bytes(c.p.dtype), kb = (size_t)attn_k_elems(&flat.p) * esz;
+            size_t vb = (size_t)attn_v_elems(&flat.p) * esz;
+            void *k = calloc(kb + 1, 1), *v = calloc(vb + 1, 1);
+            seq_layout_from_pages(&c.p, c.k, k, c.p.head_dim, esz);
+            seq_layout_from_pages(&c.p, c.v, v, attn_dv(&c.p), esz);
+            CHECK(!memcmp(k, flat.k, kb) && !memcmp(v, flat.v, vb), "case %d: pages gathered are the twin's K, V", it);
+            memset(k, 0, kb);
+            seq_layout_to_pages(&c.p, flat.k, c.k, c.p.head_dim, esz); /* and scattered back: unchanged */
+            seq_layout_from_pages(&c.p, c.k, k, c.p.head_dim, esz);
+            CHECK(!memcmp(k, flat.k, kb), "case %d: to_pages then from_pages", it);
+            free(k), free(v);
+        }
+        { /* any thread count: the same bits */
+            double *other = malloc((size_t)attn_out_elems(&c.p) * sizeof(double) + 1);
+            CHECK(reference_attention_f64(&c.p, c.q, c.k, c.v, other, 4) == 0 &&
+                      !memcmp(other, c.ref, (size_t)attn_out_elems(&c.p) * sizeof(double)),
+                  "case %d: 4 threads, same bits", it);
+            free(other);
+        }
+        serving_free(&c);
+        serving_free(&flat);
+    }
+}
+
 int main(void)
 {
     test_random_shapes();
     test_edges();
     test_variant_forward();
+    test_serving();
     return CHECK_DONE();
 }
