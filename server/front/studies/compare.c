@@ -341,23 +341,35 @@ static void warn_clocks(cJSON *warnings, const cJSON *a, const cJSON *b)
                       : "the highest SM clocks while timing differ by more than 2%");
 }
 
-/* Warn of every run of g whose noise target was missed. */
+/* Whether a run's stopping rule missed its noise target: it stopped on a limit (max_iters,
+ * max_time) with rse above target_noise. A run of fixed iters had no target. */
+static int compare_noise_missed(const cJSON *record)
+{
+    const cJSON *t = member(record, "timing");
+    double rse = number_or(t, "rse", -1), target = number_or(member(record, "params"), "target_noise", -1);
+
+    return rse >= 0 && target > 0 && rse > target && strcmp(string_or(t, "stop_reason", "iters"), "iters") != 0;
+}
+
+/* One warning naming the runs of g that missed their noise target, when any did. */
 static void warn_noise(cJSON *warnings, const char *side, const compare_group *g)
 {
-    int i;
+    cJSON *ids = cJSON_CreateArray();
+    char message[200];
+    int i, n = 0;
 
-    for (i = 0; i < g->n; i++) {
-        const cJSON *t = member(g->records[i], "timing");
-        double rse = number_or(t, "rse", -1), target = number_or(member(g->records[i], "params"), "target_noise", -1);
-        if (rse >= 0 && target > 0 && rse > target) {
-            char message[200];
-            cJSON *id = cJSON_CreateNumber(number_or(g->records[i], "id", 0));
-            snprintf(message, sizeof message, "%s: run %.0f stopped (%s) with rse %.3g above its target_noise %.3g", side,
-                     number_or(g->records[i], "id", 0), string_or(t, "stop_reason", "?"), rse, target);
-            warn(warnings, "noise", !strcmp(side, "base") ? id : NULL, !strcmp(side, "run") ? id : NULL, message);
-            cJSON_Delete(id);
+    for (i = 0; i < g->n; i++)
+        if (compare_noise_missed(g->records[i])) {
+            cJSON_AddItemToArray(ids, cJSON_CreateNumber(number_or(g->records[i], "id", 0)));
+            n++;
         }
+    if (n) {
+        snprintf(message, sizeof message,
+                 "%s: %d of %d runs stopped on a limit (max_iters, max_time) with timing.rse above their target_noise",
+                 side, n, g->n);
+        warn(warnings, "noise", !strcmp(side, "base") ? ids : NULL, !strcmp(side, "run") ? ids : NULL, message);
     }
+    cJSON_Delete(ids);
 }
 
 /* What differs between the first records of the two sides, and the runs that missed their

@@ -39,6 +39,7 @@ typedef struct study_run {
     run_status status;      /* RUN_QUEUED until it ends */
     int ended;
     double median_us, p10_us, p90_us, host_us, rse, target_noise;
+    int stopped_on_limit;   /* the stopping rule ended on max_iters or max_time, not on its noise target */
     long long iters;
     int kernels, memops;    /* per forward; < 0: no kernel table (cpu, profile=false) */
     cJSON *top_kernels;     /* [{name, calls, gpu_us, share}] up to STUDY_TOP_KERNELS, or NULL (owned) */
@@ -84,6 +85,12 @@ const char *study_status_name(study_status s);
  * malloc'd: study_free). 0, or -1 with e (400; nothing kept). allow_faults: as for runs. */
 int study_parse(study *s, const cJSON *query, const cJSON *body, int allow_faults, api_error *e);
 
+/* Fill s from variants parsed elsewhere (a plan's, server/front/batch/): the n names
+ * ("backend" or "backend:impl") and their runs, the rounds, the baseline's index; the runs
+ * laid out in their interleaved order. 0, or -1 with e (s->runs malloc'd: study_free). */
+int study_init(study *s, const char *const *names, const run_request *requests, int n, int rounds, int baseline,
+               api_error *e);
+
 /* Free what s owns (not s). */
 void study_free(study *s);
 
@@ -103,7 +110,8 @@ char *study_table_text(const study *s);
 
 /* What study_execute tells its caller as the study goes (each may be NULL). */
 typedef struct study_hooks {
-    void (*run_ended)(const study *s, int k, const cJSON *record, void *arg); /* record NULL: refused */
+    /* record NULL: refused. It may ask the study to stop: s->cancel_requested under study_lock. */
+    void (*run_ended)(study *s, int k, const cJSON *record, void *arg);
     void (*changed)(const study *s, void *arg);                             /* a state worth storing */
     void *arg;
 } study_hooks;

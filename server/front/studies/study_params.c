@@ -201,6 +201,24 @@ out:
     return rc;
 }
 
+int study_init(study *s, const char *const *names, const run_request *requests, int n, int rounds, int baseline,
+               api_error *e)
+{
+    int i;
+
+    memset(s, 0, sizeof *s);
+    if (n < 1 || n > STUDY_MAX_VARIANTS || rounds < 1 || rounds > STUDY_MAX_ROUNDS || baseline < 0 || baseline >= n)
+        return api_fail(e, 400, "out_of_range", "variants", "a study has 1 to %d variants and 1 to %d rounds",
+                        STUDY_MAX_VARIANTS, STUDY_MAX_ROUNDS);
+    for (i = 0; i < n; i++) {
+        if (study_add_variant(s, names[i], strlen(names[i]), e) != 0) return -1;
+        s->requests[i] = requests[i];
+    }
+    s->rounds = rounds;
+    s->baseline = baseline;
+    return study_lay_out_runs(s, e);
+}
+
 void study_free(study *s)
 {
     int k;

@@ -95,6 +95,9 @@ void study_take_record(study *s, int k, const cJSON *record, const char *code, c
     run->host_us = number_or(timing, "host_us", -1);
     run->rse = number_or(timing, "rse", -1);
     run->iters = (long long)number_or(timing, "iters", 0);
+    run->stopped_on_limit = cJSON_IsString(member(timing, "stop_reason")) &&
+                            strcmp(member(timing, "stop_reason")->valuestring, "iters") &&
+                            strcmp(member(timing, "stop_reason")->valuestring, "rse");
     params = member(record, "params");
     run->target_noise = number_or(params, "target_noise", -1);
     kernels = member(record, "kernels");
@@ -307,7 +310,8 @@ static cJSON *study_row(const study *s, int v)
         if (run->ended && run->status == RUN_FAILED && !failed) failed = run;
         if (run->status != RUN_DONE || !(run->median_us > 0)) continue;
         medians[n++] = run->median_us;
-        if (run->rse >= 0 && run->target_noise > 0 && run->rse > run->target_noise) noise_missed++;
+        if (run->stopped_on_limit && run->rse >= 0 && run->target_noise > 0 && run->rse > run->target_noise)
+            noise_missed++;
     }
     cJSON_AddNumberToObject(row, "rounds_done", n);
     stats_sort(medians, n);
@@ -467,7 +471,9 @@ char *study_table_text(const study *s)
         char a[24], b[24], c[24], d[24], e[24], f[24], g[24], h[24], spread[56], vs[96], verdict[48];
         snprintf(spread, sizeof spread, "%s-%s", cell(a, sizeof a, number_or(row, "p10_us", -1)),
                  cell(b, sizeof b, number_or(row, "p90_us", -1)));
-        if (cJSON_IsObject(ratio))
+        if (cJSON_IsObject(ratio) && !cJSON_IsNumber(member(ratio, "low")) && number_or(ratio, "ratio", -1) == 1)
+            snprintf(vs, sizeof vs, "1 (baseline)");
+        else if (cJSON_IsObject(ratio))
             snprintf(vs, sizeof vs, "%s [%s-%s]%s", cell(c, sizeof c, number_or(ratio, "ratio", -1)),
                      cell(d, sizeof d, number_or(ratio, "low", -1)), cell(e, sizeof e, number_or(ratio, "high", -1)),
                      cJSON_IsTrue(member(ratio, "significant")) ? " *" : "");
