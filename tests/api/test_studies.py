@@ -369,3 +369,68 @@ def test_compare_names_what_differs_between_the_runs(start_server):
     assert found["commit"]["run"] == "ffffffffffff" and found["gpu"]["run"] == "NVIDIA H100"
     assert found["driver"]["base"] == "560.35.03" and found["library"]["run"] == "9.8.0"
     assert body["rows"][0]["verdict"] in ("no significant difference", "slower", "faster")  # compared anyway
+
+
+# ---------------------------------------------------------------------- CLI and client --
+
+TINY_FLAGS = ["--batch", "1", "--heads", "2", "--head-dim", "8", "--warmup", "0", "--iters", "10"]
+
+
+def test_cli_study_prints_the_table(api, capsys):
+    import io
+    import json
+
+    out = io.StringIO()
+    assert cli.main(["study", "--url", api.url, "--variants", "reference", "--seq", "16", "--rounds", "2",
+                     "--tags", "cli29"] + TINY_FLAGS, out=out) == 0
+    head, columns, row = out.getvalue().splitlines()
+    assert head.startswith("study ") and ": done, 2 rounds, baseline reference, 2/2 runs done" in head, head
+    assert columns.split() == ["variant", "status", "median_us", "p10_p90_us", "vs_baseline", "host_us", "tflops",
+                               "verify"], columns
+    assert row.startswith("reference") and "1 (baseline)" in row and " pass " in row, row
+    sid = int(head.split()[1].rstrip(":"))
+    out = io.StringIO()
+    assert cli.main(["study", "--url", api.url, "--id", str(sid), "--json"], out=out) == 0
+    assert json.loads(out.getvalue())["tags"] == ["cli29"]
+    # the six of the study on a machine without a GPU: refused, exit 1, the reason on stderr
+    assert cli.main(["study", "--url", api.url, "--seq", "16"] + TINY_FLAGS, out=io.StringIO()) == 1
+    assert "no_device" in capsys.readouterr().err
+
+
+def test_sweeps_end_with_a_summary_over_their_repeats(api, capsys):
+    import io
+
+    out = io.StringIO()
+    assert cli.main(["sweep", "--url", api.url, "--backends", "reference", "--seq", "8,16", "--repeat", "3",
+                     "--no-progress"] + TINY_FLAGS, out=out) == 0
+    err = capsys.readouterr().err
+    summary = err[err.index("summary, one line per point"):].splitlines()
+    assert summary[1].split() == ["point", "done", "median_us", "min_us", "max_us"], summary
+    assert len(summary) == 4 and all(" 3/3 " in line for line in summary[2:]), summary
+    assert summary[2].startswith("reference batch=1 heads=2 seq=8 head_dim=8"), summary
+    # a sweep of studies: one study per point, each printed
+    out = io.StringIO()
+    assert cli.main(["sweep", "--url", api.url, "--backends", "reference", "--seq", "8,16", "--study", "--rounds", "2",
+                     "--no-progress"] + TINY_FLAGS, out=out) == 0
+    heads = [line for line in out.getvalue().splitlines() if line.startswith("study ")]
+    assert len(heads) == 2 and all(": done, 2 rounds" in h for h in heads), out.getvalue()
+
+
+def test_client_study_and_compare_take_numpy_numbers(api):
+    np = pytest.importorskip("numpy")
+    from attnd import Client
+
+    client = Client(api.url)
+    rec = client.study(variants=["reference"], batch=np.int64(1), heads=np.int32(2), seq=np.int64(16),
+                       head_dim=8, warmup=0, iters=np.int64(10), rounds=np.int64(2), timeout=STUDY_WAIT_S)
+    assert rec["status"] == "done" and rec["rounds"] == 2
+    accepted = client.study(wait=False, variants="reference", batch=1, heads=2, seq=16, head_dim=8, warmup=0,
+                            iters=5, rounds=1)
+    assert accepted["location"] == "/v1/studies/%d" % accepted["id"]
+    assert client.wait_study(accepted["id"], timeout=STUDY_WAIT_S)["status"] == "done"
+    runs = rec["table"][0]["runs"]
+    body = client.compare(np.int64(runs[0]), [runs[1]], noise_floor=CPU_NOISE_FLOOR)
+    assert body["rows"][0]["base"]["runs"] == [runs[0]] and body["rows"][0]["run"]["runs"] == [runs[1]]
+    body = client.compare("study:%d" % rec["id"], "study:%d" % accepted["id"])
+    assert body["rows"][0]["variant"] == "reference"
+    assert client.studies(limit=1)["studies"][0]["id"] == accepted["id"]
