@@ -272,3 +272,13 @@ def test_bad_new_plans_are_refused_alike(tmp_path, plan, names):
     with pytest.raises(cli.PlanError) as exc:
         cli.plan_grid(plan)
     assert names in str(exc.value), str(exc.value)
+
+
+def test_a_study_whose_variant_the_device_refuses_is_one_refusal_line(tmp_path):
+    plan = {"backends": ["reference", "flash"], "seq": [8, 16], "study": True, "params": dict(TINY_PARAMS, head_dim=64)}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 1, p.stderr
+    lines = lines_of(p.stdout)
+    assert [(line["status"], line["params"]["backend"], line["error"]["code"]) for line in lines] == [
+        ("refused", "flash", "no_device")] * 2, p.stdout
+    assert "[2/2]" in p.stderr and "(study refused)" in p.stderr, p.stderr

@@ -339,7 +339,7 @@ static void batch_run_study(batch_state *st, int pass, int point)
 {
     const batch_plan *plan = st->plan;
     const char *names[STUDY_MAX_VARIANTS];
-    run_request requests[STUDY_MAX_VARIANTS];
+    run_request *requests = calloc(STUDY_MAX_VARIANTS, sizeof *requests); /* large: not on the stack */
     study_hooks hooks = {batch_study_run_ended, NULL, st};
     study *s = calloc(1, sizeof *s);
     cJSON *json, *line;
@@ -347,6 +347,13 @@ static void batch_run_study(batch_state *st, int pass, int point)
     api_error e;
     int b;
 
+    if (!requests || !s) {
+        log_error("out of memory for a study of the plan");
+        st->failures++;
+        free(requests);
+        free(s);
+        return;
+    }
     for (b = 0; b < plan->backends; b++) {
         const run_request *r = &plan->runs[(size_t)pass * plan->backends * plan->points + (size_t)b * plan->points + point];
         const variant_info *v = variant_info_find(r->backend);
@@ -367,17 +374,20 @@ static void batch_run_study(batch_state *st, int pass, int point)
         st->total -= plan->study_rounds * plan->backends - 1; /* one line instead of the study's runs */
         batch_account(st, &requests[b], BATCH_RUN_REFUSED, line, " (study refused)");
         cJSON_Delete(line);
+        free(requests);
         free(s);
         return;
     }
-    if (!s || study_init(s, names, requests, plan->backends, plan->study_rounds, plan->study_baseline, &e) != 0 ||
+    if (study_init(s, names, requests, plan->backends, plan->study_rounds, plan->study_baseline, &e) != 0 ||
         study_store_new(s) != 0) {
-        log_error("a study of the plan could not be %s", s ? "stored" : "made");
+        log_error("a study of the plan could not be stored");
         st->failures++;
-        if (s) study_free(s);
+        study_free(s);
+        free(requests);
         free(s);
         return;
     }
+    free(requests);
     s->memory_budget_bytes = st->s->memory_budget_bytes;
     study_execute(s, &hooks);
     json = study_to_json(s);
