@@ -38,9 +38,10 @@ ALLOWED = {
 # The front's rooms, each with the rooms it may reach (include or call) besides its own and
 # common/. "main", "records", "metrics" and "install_path" are the files at the front's root.
 ROOMS = {
-    "main": {"routes", "batch", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
-    "routes": {"tensors", "pool", "metrics", "records", "store", "http", "install_path"},
-    "batch": {"pool", "metrics", "records", "store", "install_path"},
+    "main": {"routes", "batch", "studies", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "routes": {"studies", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "batch": {"studies", "pool", "metrics", "records", "store", "install_path"},
+    "studies": {"tensors", "pool", "metrics", "records", "store"},
     "tensors": {"pool", "metrics", "records", "store"},
     "pool": {"metrics", "records", "store"},
     "metrics": {"records", "store"},

@@ -563,14 +563,14 @@ int store_local_tensor_forget(long long id)
 
 int store_local_set_id_base(long long base)
 {
-    static const char *const tables[] = {"runs", "tensor_ids"};
+    static const char *const tables[] = {"runs", "tensor_ids", "studies"};
     sqlite3_stmt *st;
     int rc = 0;
     size_t i;
 
     /* AUTOINCREMENT takes max(sqlite_sequence.seq, largest id) + 1: raising seq is enough. */
     pthread_mutex_lock(&store_sqlite_mu);
-    for (i = 0; i < 2 && rc == 0; i++) {
+    for (i = 0; i < sizeof tables / sizeof tables[0] && rc == 0; i++) {
         const char *name[1] = {tables[i]};
         long long both[1] = {base};
         if (store_sqlite_run_once(&st, "UPDATE sqlite_sequence SET seq = ?2 WHERE name = ?1 AND seq < ?2", name, 1, both, 1) !=
