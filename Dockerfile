@@ -19,19 +19,24 @@
 FROM nvidia/cuda:13.0.2-cudnn-devel-ubuntu24.04 AS build
 RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-      make gcc g++ libmicrohttpd-dev libcjson-dev libsqlite3-dev libpq-dev \
+      make gcc g++ libmicrohttpd-dev libcjson-dev libsqlite3-dev libpq-dev python3 python3-pip \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Makefile ./
 COPY common/ common/
 COPY server/ server/
 COPY kernels/ kernels/
+COPY scripts/fetch-flashinfer.py scripts/
 # The front (no CUDA) and the fat worker: sm_80 sm_86 sm_89 sm_90a (Hopper, with the wgmma kernel) and compute_90 PTX (the Makefile's default GENCODE).
 # The context has no .git: the commit comes as a build argument (attnd --version, "build").
 ARG ATTND_COMMIT=unknown
 RUN make -j"$(nproc)" BUILD=/out ATTND_COMMIT="$ATTND_COMMIT" /out/attnd /out/attnd-worker \
  && mkdir -p /out/lib \
  && cp -L /usr/local/cuda/lib64/libcupti.so.13 /out/lib/
+# The flashinfer variant's module, /out/lib/libattnd_flashinfer.so (kernels/flashinfer/README.md):
+# `make flashinfer` fetches FlashInfer's wheel from PyPI (pip download) and compiles its
+# headers for sm_90a and sm_80, the architectures FlashInfer's prefill paths target.
+RUN make -j"$(nproc)" BUILD=/out flashinfer
 
 FROM nvidia/cuda:13.0.2-cudnn-runtime-ubuntu24.04
 # Runtime libraries of the Makefile's LDLIBS (libcupti is copied from the build stage: the

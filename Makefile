@@ -2,7 +2,10 @@
 #
 #   make            build/attnd (the front) and build/attnd-worker (fat: sm_80 sm_86 sm_89 sm_90a
 #                   + compute_90 PTX)
-#   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build, serve
+#   make run        install what a fresh Debian/Ubuntu machine lacks (when root), build (FlashInfer's
+#                   module too, unless FLASHINFER=0), serve
+#   make flashinfer $(BUILD)/lib/libattnd_flashinfer.so, the `flashinfer` variant: FlashInfer's
+#                   wheel fetched with pip, its headers compiled (slow; optional, make test skips it)
 #   make test       unit tests + API tests on the cpu device (one architecture: fast to build)
 #   make test-gpu   tests/gpu on a machine with a GPU (needs build/attnd)
 #   make build/fused_check   the fused-kernel harness (tests/gpu/fused_check.sh runs it)
@@ -158,6 +161,81 @@ $(BUILD)/fused_check: $(BUILD)/tests/gpu/fused_check.o $(LIB_WORKER) $(LIB_COMMO
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
 $(BUILD)/tests/gpu/fused_check.o: NVFLAGS += -DFUSED_CHECK_CUDNN -Xcompiler -Wno-missing-field-initializers
 
+# FlashInfer, the `flashinfer` variant (kernels/flashinfer/README.md): the worker dlopens
+# $(BUILD)/lib/libattnd_flashinfer.so when it is there, and lists the variant unavailable
+# with the reason when it is not; nothing else needs it. `make flashinfer` downloads the
+# pinned flashinfer-python wheel into $(BUILD)/flashinfer (pip download, once), unpacks its
+# headers there (scripts/fetch-flashinfer.py) and compiles attnd's wrapper files against
+# them, each once per head dim. For the architectures of GENCODE that FlashInfer's two
+# prefill paths target: sm_90a (its FA3-style Hopper path) and sm_80 (FA2, whose cubin runs
+# on every 8.x GPU); FLASHINFER_GENCODE overrides. About 3 CPU-minutes per architecture
+# (measured: sm_90a 2m54s, sm_80 1m27s of nvcc; 2.7 and 3.2 MB modules).
+FLASHINFER_VERSION ?= 0.7.4
+FLASHINFER_DIR      = $(BUILD)/flashinfer
+FLASHINFER_LIB      = $(BUILD)/lib/libattnd_flashinfer.so
+FLASHINFER_GENCODE ?= $(if $(findstring sm_90a,$(GENCODE)),-gencode arch=compute_90a$(comma)code=sm_90a) \
+                      $(if $(filter sm_8%,$(BUILD_ARCHS)),-gencode arch=compute_80$(comma)code=sm_80)
+FI_ARCHS     = $(strip $(patsubst code=%,%,$(filter code=%,$(subst $(comma), ,$(FLASHINFER_GENCODE)))))
+FI_HAVE_SM90 = $(if $(filter sm_90a,$(FI_ARCHS)),1,0)
+FI_HAVE_SM80 = $(if $(filter sm_80,$(FI_ARCHS)),1,0)
+FI_WHEEL     = $(FLASHINFER_DIR)/wheel/flashinfer/data
+FI_VERSION   = $(FLASHINFER_DIR)/version
+# As FlashInfer's JIT compiles these templates (flashinfer/jit/core.py, cpp_ext.py): C++17,
+# -O3, its dtype switches, the CCCL it ships ahead of the toolkit's, CUTLASS as system headers.
+FI_NVFLAGS   = -std=c++17 --expt-relaxed-constexpr -O3 -DNDEBUG -Xcompiler -fPIC,-fvisibility=hidden \
+               -static-global-template-stub=false -Xfatbin=-compress-all -diag-suppress 20012 \
+               -DFLASHINFER_ENABLE_F16 -DFLASHINFER_ENABLE_BF16 -DCUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED \
+               -I. -I$(FI_WHEEL)/cccl/cub -I$(FI_WHEEL)/cccl/libcudacxx/include -I$(FI_WHEEL)/cccl/thrust \
+               -isystem $(FI_WHEEL)/include -isystem $(FI_WHEEL)/cutlass/include \
+               -isystem $(FI_WHEEL)/cutlass/tools/util/include -MMD -MP
+# The module keeps the CUDA runtime it links to itself (static, its symbols hidden).
+LDLIBS_FLASHINFER = -lcudart_static -ldl -lrt -lpthread
+FI_HEAD_DIMS  = 64 128 256
+FI_OBJ        = $(FLASHINFER_DIR)/obj
+FI_OBJS       = $(FI_OBJ)/flashinfer_module.o $(patsubst %,$(FI_OBJ)/decode_d%.o,$(FI_HEAD_DIMS)) \
+                $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/prefill_sm90_d%.o,$(FI_HEAD_DIMS))) \
+                $(if $(filter 1,$(FI_HAVE_SM80)),$(patsubst %,$(FI_OBJ)/prefill_sm80_d%.o,$(FI_HEAD_DIMS)))
+FI_FLAGS_KEY  = $(FLASHINFER_VERSION) | $(NVCC) $(FI_NVFLAGS) | $(FLASHINFER_GENCODE)
+
+.PHONY: flashinfer
+flashinfer: $(FLASHINFER_LIB)
+
+$(FI_VERSION): scripts/fetch-flashinfer.py
+	$(Q)$(PYTHON) scripts/fetch-flashinfer.py $(FLASHINFER_VERSION) $(FLASHINFER_DIR)
+
+$(FLASHINFER_DIR)/.flags: FORCE
+	@mkdir -p $(FLASHINFER_DIR)
+	@echo '$(FI_FLAGS_KEY)' | cmp -s - $@ || echo '$(FI_FLAGS_KEY)' > $@
+
+# Static pattern rules (only these objects): a plain %.o pattern whose source exists for any
+# stem would let make's built-in `%: %.o` try to "remake" the included .d files through it.
+FI_DEPS = $(FI_VERSION) $(FLASHINFER_DIR)/.flags
+$(FI_OBJ)/flashinfer_module.o: kernels/flashinfer/flashinfer_module.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (FlashInfer $(FI_ARCHS))"
+	$(Q)test -n "$(FI_ARCHS)" || { echo "flashinfer: FLASHINFER_GENCODE has neither sm_90a nor sm_80" >&2; exit 1; }
+	$(Q)$(NVCC) $(FI_NVFLAGS) $(FLASHINFER_GENCODE) -DATTND_FI_ARCHS='"$(FI_ARCHS)"' \
+	    -DATTND_FI_HAVE_SM90=$(FI_HAVE_SM90) -DATTND_FI_HAVE_SM80=$(FI_HAVE_SM80) \
+	    -DATTND_FI_VERSION="\"$$(cut -d' ' -f1 $(FI_VERSION))\"" -DATTND_FI_COMMIT="\"$$(cut -d' ' -f2 $(FI_VERSION))\"" \
+	    -c $< -o $@
+$(patsubst %,$(FI_OBJ)/decode_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/decode_d%.o: kernels/flashinfer/flashinfer_decode.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (head_dim $*)"
+	$(Q)$(NVCC) $(FI_NVFLAGS) $(FLASHINFER_GENCODE) -DATTND_FI_HEAD_DIM=$* -c $< -o $@
+$(patsubst %,$(FI_OBJ)/prefill_sm90_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/prefill_sm90_d%.o: kernels/flashinfer/flashinfer_prefill_sm90.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (head_dim $*)"
+	$(Q)$(NVCC) $(FI_NVFLAGS) -gencode arch=compute_90a,code=sm_90a -DATTND_FI_HEAD_DIM=$* -c $< -o $@
+$(patsubst %,$(FI_OBJ)/prefill_sm80_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/prefill_sm80_d%.o: kernels/flashinfer/flashinfer_prefill_sm80.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (head_dim $*)"
+	$(Q)$(NVCC) $(FI_NVFLAGS) -gencode arch=compute_80,code=sm_80 -DATTND_FI_HEAD_DIM=$* -c $< -o $@
+
+$(FLASHINFER_LIB): $(FI_OBJS)
+	@mkdir -p $(dir $@)
+	@echo "  LINK  $@"
+	$(Q)$(NVCC) -shared $(FLASHINFER_GENCODE) -o $@ $^ -Xlinker --exclude-libs,ALL $(LDLIBS_FLASHINFER)
+
 # Install the system packages a fresh Debian/Ubuntu machine lacks (only when root).
 deps:
 	$(Q)sh scripts/install-deps.sh test
@@ -172,8 +250,13 @@ test-layout: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)$(PYTHON) -m pytest -q tests/layout
 	$(Q)$(PYTHON) tests/layout/check_layout.py --build $(BUILD)
 
+# FlashInfer's module is built too (FLASHINFER=0: not); when that fails (no network for pip,
+# say) attnd still serves, and the variant says why it is unavailable.
+FLASHINFER ?= 1
 run: deps-build
 	$(Q)$(MAKE) --no-print-directory all
+	$(Q)$(if $(filter 1,$(FLASHINFER)),$(MAKE) --no-print-directory flashinfer || \
+	    echo "make run: libattnd_flashinfer.so not built (above); the flashinfer variant stays unavailable" >&2)
 	$(BUILD)/attnd --config config/attnd.json
 
 # Tests compile one architecture into build/test: everything they run is on the cpu device.
@@ -199,11 +282,11 @@ test-unit: $(UNIT_BINS) $(BUILD)/attnd-worker
 test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker
 
-# The history, async, persistence and fault tests again, each server keeping its history in
-# PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE); needs ATTND_TEST_PG (make test sets it).
+# The history, studies, async, persistence and fault tests again, each server keeping its history
+# in PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE); needs ATTND_TEST_PG (make test sets it).
 PG_API_TESTS = tests/api/test_history.py tests/api/test_history_query.py tests/api/test_async.py \
                tests/api/test_persistence.py tests/api/test_faults.py tests/api/test_batch.py \
-               tests/api/test_store_full.py
+               tests/api/test_store_full.py tests/api/test_studies.py
 test-api-pg: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) ATTND_TEST_STORE=postgresql $(PYTHON) -m pytest -q -m "not sqlite_only" \
 	    $(PG_API_TESTS)

@@ -1249,6 +1249,23 @@ int run_request_parse_body(run_request *r, const cJSON *query, const char *body,
     return rc;
 }
 
+cJSON *run_request_body_json(const char *body, size_t body_len, api_error *e)
+{
+    json_text_error te;
+    cJSON *json = json_text_parse(body, body_len, &te);
+
+    if (!json) {
+        refuse_body(&te, body_len, e);
+        return NULL;
+    }
+    if (!cJSON_IsObject(json)) {
+        cJSON_Delete(json);
+        api_fail(e, 400, "bad_json", "", "the body must be a JSON object of parameters");
+        return NULL;
+    }
+    return json;
+}
+
 /* ---------------------------------------------------------------- the JSON codec -------- */
 
 /* An integer as "params" holds it: a number below 10^15, else a decimal string. */

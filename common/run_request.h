@@ -84,6 +84,11 @@ typedef struct run_request {
     run_seqlens seqlens_q, seqlens_kv;
     char tags[RUN_TAGS_TEXT]; /* the run's tags joined by commas, in the client's order; "": none */
     unsigned given;         /* RUN_GIVEN_* bits: which of these parameters the client set itself */
+    /* The study a run belongs to (docs/api.md, Studies): set by the front, never by a
+     * parameter, and not in "params" (the record says it as "study"). 0: none. */
+    long long study_id;
+    int study_round;        /* 1-based */
+    char study_variant[48]; /* "flash" or "flash:tma", as the study names it */
 } run_request;
 
 #define RUN_GIVEN_BATCH 1u
@@ -189,6 +194,11 @@ int run_request_check(const run_request *r, int cc, api_error *e);
  * parameter written 1e3 or 8.0 is refused 400 bad_value, as in the query. */
 int run_request_parse_body(run_request *r, const cJSON *query, const char *body, size_t body_len, int allow_faults,
                            api_error *e);
+
+/* A request body as run_request_parse_body reads it, for requests that take run parameters
+ * beside their own (a study): one JSON object (caller deletes), or NULL with e filled, 400
+ * bad_json / bad_value / duplicate_parameter as run_request_parse_body answers. */
+cJSON *run_request_body_json(const char *body, size_t body_len, api_error *e);
 
 /* The "params" object of a result; run_request_from_json reads it back (worker side).
  * from_json returns 0, or -1 with e filled (400). */

@@ -118,6 +118,9 @@ static const setting_def setting_table[] = {
     {"cudnn_library", SETTING_STRING, FIELD(cudnn_library), "", 0, 0, "path",
      "cuDNN for the cudnn variant: a libcudnn.so.9 or a directory holding it, whose sub-libraries "
      "are loaded from the same directory; empty: the dynamic loader's search for libcudnn.so.9", NULL},
+    {"flashinfer_library", SETTING_STRING, FIELD(flashinfer_library), "", 0, 0, "path",
+     "attnd's FlashInfer module for the flashinfer variant (make flashinfer builds it); empty: "
+     "lib/libattnd_flashinfer.so beside attnd-worker", NULL},
     {"price_per_hour", SETTING_STRING, FIELD(price_per_hour), "", 0, 0, "amount",
      "what this machine costs an hour, e.g. 2.49 or \"2.49 USD\": GPU runs then report "
      "energy.cost_per_million_forwards; empty: not reported", check_price},

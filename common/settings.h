@@ -35,6 +35,7 @@ typedef struct settings {
     char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
     char models_file[512];        /* model presets (model=NAME); "": config/models.json beside the binary or cwd */
     char cudnn_library[512];      /* libcudnn.so.9 or its directory; "": the loader's search */
+    char flashinfer_library[512]; /* libattnd_flashinfer.so; "": lib/ beside the worker */
     char price_per_hour[32];      /* what the box costs an hour, "2.49" or "2.49 USD"; "": unknown */
     int cupti;                    /* GPU workers load CUPTI (kernel table, trace); 0: never */
     int nvtx_to_cupti;            /* NVTX ranges reach CUPTI, so traces show them */

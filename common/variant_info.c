@@ -142,6 +142,43 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
     return 0;
 }
 
+/* attnd's FlashInfer module: the head dims its files are compiled for, FlashInfer's 32-bit
+ * head strides (seq·head_dim), and its causal mask, which is bottom-right aligned: a row sees
+ * keys up to its position plus seq_kv - seq_q. causal_bottom_right is that mask; top-left
+ * causal is that mask over the first seq_q keys (kernels/flashinfer_attn.c). Either needs
+ * seq_q <= seq_kv: FlashInfer's prefill refuses kv_len < qo_len under kCausal. */
+int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
+{
+    const int64_t d = p->head_dim, hkv = attn_kv_heads(p);
+    if (d != 64 && d != 128 && d != 256) {
+        snprintf(why, why_len, "flashinfer (attnd's FlashInfer module) is built for head_dim 64, 128 and 256, not %lld",
+                 (long long)d);
+        return -1;
+    }
+    if (p->kv_heads < 0 || p->heads % hkv != 0) {
+        snprintf(why, why_len, "flashinfer needs kv_heads dividing heads; got kv_heads %lld, heads %lld",
+                 (long long)p->kv_heads, (long long)p->heads);
+        return -1;
+    }
+    if (attn_dv(p) != d) {
+        snprintf(why, why_len, "flashinfer runs head_dim_v equal to head_dim only; got %lld and %lld",
+                 (long long)attn_dv(p), (long long)d);
+        return -1;
+    }
+    if (p->mask != ATTN_MASK_NONE && p->seq_q > p->seq_kv) {
+        snprintf(why, why_len, "flashinfer runs %s only with seq_q <= seq_kv (got %lld > %lld): FlashInfer's causal "
+                 "mask is bottom-right aligned and needs kv_len >= qo_len", attn_mask_name(p->mask),
+                 (long long)p->seq_q, (long long)p->seq_kv);
+        return -1;
+    }
+    if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || p->seq_q * d > UINT32_MAX || p->seq_kv * d > UINT32_MAX) {
+        snprintf(why, why_len, "flashinfer needs seq_q*head_dim and seq_kv*head_dim below 2^32 (FlashInfer's head "
+                 "strides are 32-bit)");
+        return -1;
+    }
+    return 0;
+}
+
 /* ---- workspace bounds: the formulas of the kernels' layouts, each buffer 256-byte aligned */
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
@@ -187,6 +224,25 @@ static size_t math_bound(const attn_problem *p)
 static size_t cudnn_bound(const attn_problem *p)
 {
     return align256((size_t)(p->batch * p->heads * p->seq_q) * sizeof(float)) + ((size_t)16 << 20);
+}
+
+/* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
+ * for a decode (seq_q 1, a group size FlashInfer's decode kernel takes), DecodePlan's buffers
+ * at their largest (each sequence split into at most ⌈pages/8⌉ chunks of 16-key pages, a
+ * partial output of head_dim + 1 floats per head and chunk) and the page table. Looser than
+ * the module's own attnd_fi_decode_layout_of, which the worker allocates. */
+static size_t flashinfer_bound(const attn_problem *p)
+{
+    const int64_t g = p->heads / attn_kv_heads(p);
+    const size_t staged = align256((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
+    size_t pages, chunks, decode;
+
+    if (p->seq_q != 1 || !(g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) return staged;
+    pages = (size_t)(p->seq_kv + 15) / 16;
+    chunks = (size_t)p->batch * ((pages + 7) / 8);
+    decode = (size_t)p->heads * chunks * ((size_t)p->head_dim + 1) * 4 + 16 * chunks + 4 * (size_t)p->batch * (pages + 2) +
+             8192;
+    return decode > staged ? decode : staged;
 }
 
 const variant_info variant_info_reference = {
@@ -298,9 +354,25 @@ const variant_info variant_info_cudnn = {
     .library = "cuDNN",
 };
 
+const variant_info variant_info_flashinfer = {
+    .name = "flashinfer",
+    .summary = "FlashInfer, the attention library of vLLM and SGLang, built from its wheel's headers into a "
+               "module loaded at run time: decode (seq_q 1) through its plan and batch decode over a paged "
+               "view of the cache, prefill through its single-request kernels (the FA3 template on Hopper, "
+               "FA2 elsewhere)",
+    .dtypes = HALF_DTYPES,
+    .min_cc = 80,
+    .max_head_dim = 256,
+    .head_dim_multiple = 64,
+    .features = VARIANT_GQA,
+    .check = variant_check_flashinfer,
+    .workspace_bound = flashinfer_bound,
+    .library = "FlashInfer",
+};
+
 const variant_info *const variant_infos[] = {
     &variant_info_reference, &variant_info_naive, &variant_info_naive_inplace, &variant_info_math,
-    &variant_info_efficient, &variant_info_flash, &variant_info_cudnn,
+    &variant_info_efficient, &variant_info_flash, &variant_info_cudnn, &variant_info_flashinfer,
 };
 const size_t variant_infos_count = sizeof variant_infos / sizeof variant_infos[0];
 

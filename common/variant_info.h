@@ -66,6 +66,7 @@ extern const size_t variant_infos_count;
 
 extern const variant_info variant_info_reference, variant_info_naive, variant_info_naive_inplace,
     variant_info_math, variant_info_efficient, variant_info_flash, variant_info_cudnn;
+extern const variant_info variant_info_flashinfer;
 
 /* NULL when no variant has that name. */
 const variant_info *variant_info_find(const char *name);
@@ -93,6 +94,9 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
 int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);
 int variant_check_flash(const attn_problem *p, char *why, size_t why_len);
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len);
+/* What attnd's FlashInfer module (kernels/flashinfer/) is built for and how attnd's masks map
+ * onto FlashInfer's; the module answers for the device (kernels/flashinfer_attn.h). */
+int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len);
 
 #ifdef __cplusplus
 }

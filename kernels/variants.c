@@ -7,6 +7,8 @@
 #include "kernels/cudnn_loader.h"
 #include "kernels/cudnn_sdpa.h"
 #include "kernels/decomposed.h"
+#include "kernels/flashinfer_attn.h"
+#include "kernels/flashinfer_loader.h"
 #include "kernels/fused.h"
 
 /* The `cudnn` row's library_ready: loaded, and nothing loaded from another cuDNN since
@@ -23,6 +25,17 @@ static void cudnn_library_info(variant_library *out)
     snprintf(out->requested, sizeof out->requested, "%s", cudnn_library_requested());
     cudnn_version_string(out->version, sizeof out->version);
     snprintf(out->path, sizeof out->path, "%s", cudnn_library_path());
+}
+
+/* The `flashinfer` row's library: attnd's FlashInfer module (flashinfer_loader.h). */
+static int flashinfer_ready(char *why, size_t why_len) { return flashinfer_load(why, why_len); }
+
+static void flashinfer_library_info(variant_library *out)
+{
+    out->name = "FlashInfer";
+    snprintf(out->requested, sizeof out->requested, "%s", flashinfer_library_requested());
+    snprintf(out->version, sizeof out->version, "%s", flashinfer_version());
+    snprintf(out->path, sizeof out->path, "%s", flashinfer_library_path());
 }
 
 static int efficient_impl_runnable(int impl, int cc) { return impl != EFFICIENT_IMPL_DEFAULT && cc >= 80; } /* both */
@@ -57,6 +70,16 @@ const variant variants[] = {
         .engine_desc = cudnn_sdpa_engine_desc,
         .library_ready = cudnn_ready,
         .library_info = cudnn_library_info,
+    },
+    {
+        .info = &variant_info_flashinfer,
+        .workspace_bytes = flashinfer_workspace_bytes,
+        .forward = flashinfer_forward,
+        .prepare = flashinfer_prepare,
+        .library_check = flashinfer_library_check,
+        .engine_desc = flashinfer_engine_desc,
+        .library_ready = flashinfer_ready,
+        .library_info = flashinfer_library_info,
     },
 };
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu-build.sh — build here (no GPU needed) everything a lent-GPU call runs, so the call
 # spends its minutes running, not compiling: $GPU_BUILD/attnd and attnd-worker for sm_90a with
-# their libraries beside them ($GPU_BUILD/lib) and the fused-kernel harness
-# $GPU_BUILD/fused_check. GPU_BUILD defaults to build/test; another folder lets `make test` run
+# their libraries beside them ($GPU_BUILD/lib, FlashInfer's module libattnd_flashinfer.so among
+# them: make flashinfer, slow the first time; GPU_FLASHINFER=0 skips it and tests/gpu then skips
+# the flashinfer variant) and the fused-kernel harness $GPU_BUILD/fused_check. GPU_BUILD defaults to build/test; another folder lets `make test` run
 # here meanwhile. Then, with the device tool: carry ["$GPU_BUILD"] (or its four entries) and run
 # GPU_BUILD=… scripts/gpu-session.sh (everything) or scripts/gpu-quick.sh (a subset of tests/gpu).
 #
@@ -14,4 +15,7 @@ GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
 B=${GPU_BUILD:-build/test}
 make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker" "$B/fused_check"
 sh scripts/bundle-libs.sh "$B"
+if [ "${GPU_FLASHINFER:-1}" = 1 ]; then
+    nice make BUILD="$B" GENCODE="$GENCODE" flashinfer
+fi
 echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check"

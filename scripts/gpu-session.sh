@@ -6,7 +6,9 @@
 #   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
 #   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
-#   PHASES       which of: ab throughput fused sanitize unit tests bench (default all but bench)
+#   PHASES       which of: ab throughput fused sanitize unit tests targets bench (default: all but targets
+#                and bench)
+#   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
@@ -18,7 +20,8 @@
 # --quick, every flash/efficient configuration against its reference; sanitize — fused_check
 # --quick --small over every flash impl under compute-sanitizer's memcheck, racecheck and
 # synccheck; unit — the GPU cases of
-# the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); bench —
+# the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); targets —
+# flash and cudnn one at a time in isolated windows on TARGET_SHAPES; bench —
 # bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
 cd "$(dirname "$0")/.."
@@ -85,6 +88,17 @@ if has tests; then
     SKIP_BENCH=1 TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-300} bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
     note "tests/gpu" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -n 1)"
     grep -E '^(FAILED|ERROR)' "$OUT/gpu-tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done
+fi
+
+if has targets; then
+    : > "$OUT/targets.log"
+    for shape in ${TARGET_SHAPES:-2,64,8192,128,causal,8 4,32,4096,128,none,8 1,32,16384,128,causal,8,4095 \
+                   1,32,16384,128,causal,8 8,16,1024,64,causal,4}; do
+        timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
+            --variants "flash,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
+            --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
+        grep -E '^flash:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "target $shape" "$line"; done
+    done
 fi
 
 if has bench; then

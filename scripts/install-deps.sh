@@ -3,7 +3,8 @@
 # is already there. Installing needs root; without it the missing names are printed.
 #
 #   sh scripts/install-deps.sh build       build and serve: libmicrohttpd, cJSON, SQLite and libpq
-#                                          (the PostgreSQL fleet store) headers
+#                                          (the PostgreSQL fleet store) headers; python3 and pip
+#                                          (make flashinfer fetches FlashInfer's wheel with pip download)
 #   sh scripts/install-deps.sh test        build + what make test uses (the default):
 #       apt: clang (libFuzzer targets of tests/fuzz), chromium (the dashboard test drives it
 #            headless), openssl (self-signed certificates for the TLS tests), jq (the README's
@@ -30,6 +31,8 @@ need_header /usr/include/microhttpd.h libmicrohttpd-dev
 need_header /usr/include/cjson/cJSON.h libcjson-dev
 need_header /usr/include/sqlite3.h libsqlite3-dev
 need_header /usr/include/postgresql/libpq-fe.h libpq-dev
+need_command python3 python3
+$py -m pip --version >/dev/null 2>&1 || apt_missing="$apt_missing python3-pip"
 case "$what" in
 test)
     need_command clang clang

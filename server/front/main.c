@@ -30,6 +30,7 @@
 #include "common/settings.h"
 #include "server/front/store/store.h"
 #include "server/front/routes/routes.h"
+#include "server/front/studies/study.h"
 #include "server/front/tensors/tensor_table.h"
 #include "server/front/tensors/tensors.h"
 
@@ -100,9 +101,16 @@ static int main_front(int argc, char **argv)
         store_close();
         return 1;
     }
+    if (studies_start() != 0) {
+        node_heartbeat_stop();
+        pool_stop();
+        store_close();
+        return 1;
+    }
     http_set_request_observer(metrics_http_request); /* every answered request is counted */
     if (http_start(&s, &routes_table, err, sizeof err) != 0) {
         log_error("http: %s", err);
+        studies_stop();
         node_heartbeat_stop();
         pool_stop();
         store_close();
@@ -123,6 +131,7 @@ static int main_front(int argc, char **argv)
      * hears 503 at once and the drain below never waits for runs that have not started. The
      * running jobs go on: their clients get their answers. A second signal cuts it short. */
     http_quiesce();
+    studies_quiesce(); /* the queued studies end; the running one stops after its run in progress */
     pool_quiesce();
     if (http_in_flight() > 0) {
         struct timespec tick = {0, 100 * 1000 * 1000};
@@ -143,6 +152,7 @@ static int main_front(int argc, char **argv)
         log_info("stopping on %s", sig ? strsignal(sig) : "error");
     }
     http_stop();
+    studies_stop(); /* its run in progress has ended or ends within job_timeout_s */
     node_heartbeat_stop();
     pool_stop();
     store_close();

@@ -69,6 +69,8 @@ static hist_table metrics_queue_seconds; /* (device, ""): a run's wait in its de
 static tensor_row metrics_tensors[METRICS_DEVICES];
 static int metrics_ntensors;
 static unsigned long long metrics_dropped;
+static unsigned long long metrics_studies[3]; /* done, failed, cancelled */
+static int metrics_studies_waiting, metrics_studies_running;
 
 /* Count seconds into the row of (a, b) of table, made when new. Under metrics_mu. */
 static void hist_observe_locked(hist_table *table, const char *a, const char *b, double seconds)
@@ -149,6 +151,26 @@ void metrics_observe_run(const run_record *rec)
 
     if (gpu_seconds >= 0) hist_observe_locked(&metrics_run_seconds, backend, device, gpu_seconds);
     if (rec->queue_wait_s >= 0) hist_observe_locked(&metrics_queue_seconds, device, "", rec->queue_wait_s);
+    pthread_mutex_unlock(&metrics_mu);
+}
+
+static const char *const metrics_study_statuses[3] = {"done", "failed", "cancelled"};
+
+void metrics_observe_study(const char *status)
+{
+    int i;
+
+    pthread_mutex_lock(&metrics_mu);
+    for (i = 0; i < 3; i++)
+        if (!strcmp(status, metrics_study_statuses[i])) metrics_studies[i]++;
+    pthread_mutex_unlock(&metrics_mu);
+}
+
+void metrics_set_studies(int waiting, int running)
+{
+    pthread_mutex_lock(&metrics_mu);
+    metrics_studies_waiting = waiting;
+    metrics_studies_running = running;
     pthread_mutex_unlock(&metrics_mu);
 }
 
@@ -355,6 +377,13 @@ char *metrics_render(void)
     render_histogram(&t, &metrics_queue_seconds, "attnd_queue_wait_seconds",
                      "Seconds runs waited in their device's queue before their worker took them.", "device", NULL,
                      NULL);
+
+    header(&t, "attnd_studies_total", "counter", "Studies that reached a final state, by status.");
+    for (i = 0; i < 3; i++)
+        tb_printf(&t, "attnd_studies_total{status=\"%s\"} %llu\n", metrics_study_statuses[i], metrics_studies[i]);
+    header(&t, "attnd_studies", "gauge", "Studies waiting for their turn (state=\"queued\") and running.");
+    tb_printf(&t, "attnd_studies{state=\"queued\"} %d\n", metrics_studies_waiting);
+    tb_printf(&t, "attnd_studies{state=\"running\"} %d\n", metrics_studies_running);
 
     header(&t, "attnd_build_info", "gauge", "The build serving: always 1, labelled with its version and commit.");
     tb_printf(&t, "attnd_build_info{version=\"%s\",commit=\"%s\"} 1\n", esc(build_info_version(), a, sizeof a),

@@ -22,6 +22,12 @@ void metrics_http_request(const char *method, const char *route, int status, dou
  * go into their device's histograms. */
 void metrics_observe_run(const run_record *rec);
 
+/* A study reached its final state (done, failed, cancelled): counted by status. */
+void metrics_observe_study(const char *status);
+
+/* Studies waiting for their turn and running (0 or 1) now. */
+void metrics_set_studies(int waiting, int running);
+
 /* One device's gauges, as the pool knows them when /metrics is rendered. */
 typedef struct metrics_device {
     char id[16];                /* "cpu", "cuda:N" */

@@ -122,6 +122,12 @@ cJSON *run_record_to_json(const run_record *rec)
         cJSON *model = record_model_json(&rec->request);
         if (model) cJSON_AddItemToObject(o, "model", model);
     }
+    if (rec->request.study_id > 0) { /* a study's run: which study, variant and round */
+        cJSON *study = cJSON_AddObjectToObject(o, "study");
+        cJSON_AddNumberToObject(study, "id", (double)rec->request.study_id);
+        cJSON_AddStringToObject(study, "variant", rec->request.study_variant);
+        cJSON_AddNumberToObject(study, "round", rec->request.study_round);
+    }
     cJSON_AddItemToObject(o, "device", rec->device ? cJSON_Duplicate(rec->device, 1) : cJSON_CreateNull());
     cJSON_ArrayForEach(item, rec->result) {
         if (item->string && item->string[0]) record_set(o, item->string, cJSON_Duplicate(item, 1));

@@ -54,7 +54,8 @@ void run_record_set_error(run_record *rec, const char *code, const char *message
 void run_record_finish(run_record *rec, run_status status);
 
 /* The record as the API answers it (caller deletes); NULL when out of memory. Fields in this
- * order: id, status, created, finished, node, backend, build, params, device, the result's members,
+ * order: id, status, created, finished, node, backend, build, params, model and study (when
+ * set), device, the result's members,
  * error, and client_gone (only in a final record whose client left). */
 cJSON *run_record_to_json(const run_record *rec);
 

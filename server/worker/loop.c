@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "kernels/cudnn_loader.h"
+#include "kernels/flashinfer_loader.h"
 #include "common/api_error.h"
 #include "server/worker/cpu_job.h"
 #include "server/worker/gpu_job.h"
@@ -220,9 +221,12 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
     cJSON *hello;
 
     log_init(device, s->log_level);
-    /* Before anything can load cuDNN: the hello reports the library this setting opens. */
+    /* Before anything can load cuDNN or the FlashInfer module: the hello reports the libraries
+     * these settings open. */
     if (cudnn_set_library(s->cudnn_library) != 0)
         log_warn("cudnn_library '%s' not applied: cuDNN was already loaded", s->cudnn_library);
+    if (flashinfer_set_library(s->flashinfer_library) != 0)
+        log_warn("flashinfer_library '%s' not applied: the module was already loaded", s->flashinfer_library);
     /* Die with the front. If it died before prctl took effect we were reparented, and its
      * end of the socket is closed (the front may itself be pid 1 in a container, so
      * getppid() == 1 alone proves nothing). */

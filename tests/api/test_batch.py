@@ -212,3 +212,73 @@ def test_sigterm_stops_after_the_current_run_with_143(tmp_path):
     assert 2 <= len(recs) < 200
     assert all(r["status"] == "done" for r in recs)
     assert "stopped by" in stderr
+
+
+def test_the_new_axes_run_the_grid_the_cli_expands(tmp_path):
+    """model, kv_heads, (seq_q, seq_kv) pairs, mask, window, cache and graph as axes: attnd batch
+    runs exactly the runs, in exactly the order, of attnd-cli's expansion (the same plan)."""
+    plan = {"backends": ["reference"], "model": ["llama-3.1-8b"], "kv_heads": [4, 8], "seq_q_kv": [[4, 8], [8, 8]],
+            "mask": ["none", "causal_bottom_right"], "window": [2], "cache": ["hot"], "graph": [False],
+            "params": {"batch": 1, "head_dim": 16, "warmup": 0, "iters": 1}, "repeat": 2}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 0, p.stderr
+    ran = [r["params"] for r in lines_of(p.stdout)]
+    want = cli.plan_grid(plan)
+    assert len(ran) == len(want) == 2 * 2 * 2 * 2
+    for got, w in zip(ran, want):
+        assert {k: got[k] for k in w} == w, (got, w)
+        assert got["heads"] == 32  # the model's, under its kv_heads axis
+    # the summary: one line per point, its two repeats
+    summary = p.stderr[p.stderr.index("attnd batch: summary"):].splitlines()[2:]
+    assert len(summary) == 8 and all(" 2/2 " in line for line in summary), summary
+    assert any("kv_heads=4 mask=none window=2" in line for line in summary), summary
+
+
+def test_a_plan_of_studies_runs_them_interleaved_and_writes_each_study(tmp_path, start_server):
+    plan = {"backends": ["reference"], "seq": [8, 16], "study": {"rounds": 2}, "params": dict(TINY_PARAMS)}
+    data = tmp_path / "data"
+    p = run_batch(write_plan(tmp_path, plan), data)
+    assert p.returncode == 0, p.stderr
+    lines = lines_of(p.stdout)
+    runs = [line for line in lines if "study" not in line or "params" in line]
+    studies = [line["study"] for line in lines if "params" not in line]
+    assert len(runs) == 4 and len(studies) == 2, p.stdout
+    assert [r["params"]["seq_q"] for r in runs] == [w["seq"] for w in cli.plan_grid(plan)] == [8, 8, 16, 16]
+    for study, seq in zip(studies, (8, 16)):
+        assert study["status"] == "done" and study["params"]["seq_q"] == seq and study["rounds"] == 2
+        assert study["table"][0]["rounds_done"] == 2 and study["table"][0]["verify"]["pass"] is True
+        assert [r["study"]["id"] for r in runs if r["params"]["seq_q"] == seq] == [study["id"]] * 2
+    assert p.stderr.count("study %d (done, 2 rounds)" % studies[0]["id"]) == 1, p.stderr
+    # stored where a server reads them
+    srv = start_server(extra=["--cpu-threads", "1"], data_dir=str(data))
+    listed = Api(srv.url).get("/v1/studies").json()["studies"]
+    assert [s["id"] for s in listed] == [studies[1]["id"], studies[0]["id"]]
+
+
+@pytest.mark.parametrize("plan,names", [
+    ({"backends": ["reference"], "seq": [8], "seq_q_kv": [[8, 8]]}, '"seq" and "seq_q_kv"'),
+    ({"backends": ["reference"], "seq_q_kv": [[8]]}, '"seq_q_kv"'),
+    ({"backends": ["reference"], "seq_q_kv": [[8, 8]], "params": {"seq_kv": 4}}, "params.seq_kv"),
+    ({"backends": ["reference"], "graph": ["false"]}, '"graph"'),
+    ({"backends": ["flash:tma"], "impl": ["w4"]}, "impl is an axis"),
+    ({"backends": ["reference"], "study": {"rounds": 0}}, "study.rounds"),
+    ({"backends": ["reference"], "study": {"baseline": "naive"}}, "study.baseline"),
+    ({"backends": ["reference"], "study": {"round": 2}}, "study.round"),
+    ({"backends": ["reference", "reference"], "study": True}, "named twice"),
+])
+def test_bad_new_plans_are_refused_alike(tmp_path, plan, names):
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 2 and names in p.stderr, (p.returncode, p.stderr)
+    with pytest.raises(cli.PlanError) as exc:
+        cli.plan_grid(plan)
+    assert names in str(exc.value), str(exc.value)
+
+
+def test_a_study_whose_variant_the_device_refuses_is_one_refusal_line(tmp_path):
+    plan = {"backends": ["reference", "flash"], "seq": [8, 16], "study": True, "params": dict(TINY_PARAMS, head_dim=64)}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 1, p.stderr
+    lines = lines_of(p.stdout)
+    assert [(line["status"], line["params"]["backend"], line["error"]["code"]) for line in lines] == [
+        ("refused", "flash", "no_device")] * 2, p.stdout
+    assert "[2/2]" in p.stderr and "(study refused)" in p.stderr, p.stderr

@@ -61,7 +61,7 @@ def test_served_document_is_the_file(api):
 
 SAFE_GETS = {"/healthz", "/readyz", "/v1/device", "/v1/variants", "/v1/runs", "/v1/runs/{id}",
              "/v1/runs/{id}/trace", "/metrics", "/openapi.json", "/v1/tensors", "/v1/tensors/{id}",
-             "/v1/tensors/{id}/data"}
+             "/v1/tensors/{id}/data", "/v1/studies", "/v1/studies/{id}", "/v1/compare"}
 # POST /v1/runs is fuzzed in positive mode with every size given in the body: a missing size
 # would take the study's default shape, far too big for the cpu reference in CI.
 TINY = {"backend": {"type": "string", "enum": ["reference"]}, "device": {"type": "string", "enum": ["cpu"]},

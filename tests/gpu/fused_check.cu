@@ -13,7 +13,8 @@
  * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
  * shape only; bf16), --window-ms N (each timing the mean over an N ms window of back-to-back
- * forwards: sustained load at the power limit, not a burst).
+ * forwards: sustained load at the power limit, not a burst); --shape takes ,Hkv[,W] after the mask for
+ * grouped K/V heads and a window of W keys (B,H,S,D,causal,Hkv,W).
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
@@ -529,11 +530,12 @@ static void verify(device_problem &dp, int row_step)
 }
 
 static int time_repeats = 1; /* --repeats N: each variant timed N times (median of 20 each) */
-/* --shape B,H,S,D,causal|none: time this shape only (default: the seven of docs/fused.md) */
+/* --shape B,H,S,D,causal|none[,Hkv[,W]]: time this shape only (default: the seven of
+ * docs/fused.md), with Hkv K/V heads and a window of W keys when given */
 static struct {
-    long long B, H, S, D;
+    long long B, H, S, D, Hkv, W;
     attn_mask mask;
-} one_shape = {0, 0, 0, 0, ATTN_MASK_NONE};
+} one_shape = {0, 0, 0, 0, 0, -1, ATTN_MASK_NONE};
 /* --window-ms N: each timing is a sustained window instead (below). */
 static int window_ms = 0;
 /* n forwards between one event pair: their milliseconds (< 0: a forward failed). */
@@ -583,13 +585,19 @@ static double time_once(const fused_variant &v, const attn_problem *p, attn_tens
 /* The repeats go round the variants, in reverse order every other round (A B, B A, A B, ...):
  * a variant timed right after another inherits its heat and its clock, so timing each
  * variant's repeats back to back, always in the same order, favoured whichever came first. */
-static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m)
+/* window: keys before a query that stay visible; < 0: none. kv_heads 0: heads. */
+static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, int64_t kv_heads = 0,
+                       int64_t window = -1)
 {
     device_problem dp;
-    problem_setup(dp, B, H, S, S, D, ATTN_BF16, m);
+    problem_setup(dp, B, H, S, S, D, ATTN_BF16, m, kv_heads, window >= 0 ? window + 1 : 0);
     verify(dp, 97);
     const attn_problem *p = &dp.p;
-    const double flops = 4.0 * B * H * (double)S * S * D * (m == ATTN_MASK_NONE ? 1.0 : 0.5);
+    const double flops = attn_flops(p); /* the visible pairs: windows and masks counted */
+    char heads[48], mask[48];
+    snprintf(heads, sizeof heads, kv_heads > 0 && kv_heads != H ? "%lld/%lld" : "%lld", (long long)H,
+             (long long)kv_heads);
+    snprintf(mask, sizeof mask, window >= 0 ? "%s w%lld" : "%s", attn_mask_name(m), (long long)window);
     cudaEvent_t e0, e1;
     CHECK_CUDA(cudaEventCreate(&e0));
     CHECK_CUDA(cudaEventCreate(&e1));
@@ -615,9 +623,8 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m)
         std::vector<double> &r = reps[i];
         std::sort(r.begin(), r.end());
         const double us = r[r.size() / 2];
-        printf("| %lld | %lld | %lld | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f |\n", (long long)B, (long long)H,
-               (long long)S, (long long)D, attn_mask_name(m), timed[i]->name, us, r.front(), r.back(),
-               flops / (us * 1e-6) / 1e12);
+        printf("| %lld | %s | %lld | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f |\n", (long long)B, heads, (long long)S,
+               (long long)D, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12);
     }
     CHECK_CUDA(cudaEventDestroy(e0));
     CHECK_CUDA(cudaEventDestroy(e1));
@@ -638,10 +645,15 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
             char mask[16] = "";
             const char *arg = argv[++i];
-            if (sscanf(arg, "%lld,%lld,%lld,%lld,%15s", &one_shape.B, &one_shape.H, &one_shape.S, &one_shape.D, mask) != 5 ||
+            int used = 0;
+            if (sscanf(arg, "%lld,%lld,%lld,%lld,%15[a-z]%n", &one_shape.B, &one_shape.H, &one_shape.S, &one_shape.D,
+                       mask, &used) != 5 ||
                 one_shape.B < 1 || one_shape.H < 1 || one_shape.S < 1 || one_shape.D < 1 ||
-                (strcmp(mask, "causal") != 0 && strcmp(mask, "none") != 0)) {
-                fprintf(stderr, "--shape %s: want B,H,S,D,causal|none\n", arg);
+                (strcmp(mask, "causal") != 0 && strcmp(mask, "none") != 0) ||
+                (arg[used] == ',' && sscanf(arg + used + 1, "%lld,%lld", &one_shape.Hkv, &one_shape.W) < 1) ||
+                (arg[used] != ',' && arg[used] != '\0') || one_shape.Hkv < 0 ||
+                (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0)) {
+                fprintf(stderr, "--shape %s: want B,H,S,D,causal|none[,Hkv[,W]] (Hkv dividing H)\n", arg);
                 return 2;
             }
             one_shape.mask = strcmp(mask, "causal") == 0 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
@@ -770,7 +782,7 @@ int main(int argc, char **argv)
                    time_repeats);
         printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
         if (one_shape.B > 0) {
-            time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask);
+            time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask, one_shape.Hkv, one_shape.W);
         } else {
             time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
             time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);

@@ -33,7 +33,7 @@ def features_of(params):
 
 
 @pytest.mark.parametrize("name,shape", CASES, ids=[c[0] for c in CASES])
-@pytest.mark.parametrize("backend", ["naive", "naive_inplace", "math", "efficient", "flash", "cudnn"])
+@pytest.mark.parametrize("backend", ["naive", "naive_inplace", "math", "efficient", "flash", "cudnn", "flashinfer"])
 def test_matches_the_reference_or_is_refused_by_name(gapi, variants, backend, name, shape):
     v = variants.get(backend)
     if v is None or not v["available"]:

@@ -12,7 +12,11 @@
 - no CUDA header reaches an object of the front (the .d files of common/ and server/front/
   objects), `ldd attnd` lists no CUDA library, and attnd-worker does link cuBLAS and CUPTI;
 - every room of the front says what it owns (README.md), and no folder holds more than
-  MAX_FOLDER_SOURCES sources.
+  MAX_FOLDER_SOURCES sources;
+- a run-time module (RUNTIME_MODULES: a folder built apart into a shared library the worker
+  dlopens) has a README.md, its files include only their own folder (the library they wrap
+  comes in with <>), the rest of the tree includes only the module's interface headers, and
+  the worker defines none of the module's functions (it loads them, never links them).
 
 Exit 0 when every rule holds, else 1 with every breach listed.
 """
@@ -34,9 +38,10 @@ ALLOWED = {
 # The front's rooms, each with the rooms it may reach (include or call) besides its own and
 # common/. "main", "records", "metrics" and "install_path" are the files at the front's root.
 ROOMS = {
-    "main": {"routes", "batch", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
-    "routes": {"tensors", "pool", "metrics", "records", "store", "http", "install_path"},
-    "batch": {"pool", "metrics", "records", "store", "install_path"},
+    "main": {"routes", "batch", "studies", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "routes": {"studies", "tensors", "pool", "metrics", "records", "store", "http", "install_path"},
+    "batch": {"studies", "pool", "metrics", "records", "store", "install_path"},
+    "studies": {"tensors", "pool", "metrics", "records", "store"},
     "tensors": {"pool", "metrics", "records", "store"},
     "pool": {"metrics", "records", "store"},
     "metrics": {"records", "store"},
@@ -46,6 +51,12 @@ ROOMS = {
     "install_path": set(),
 }
 MAX_FOLDER_SOURCES = 16  # about 15: past it a folder wants rooms
+# Run-time modules: folder → (the headers the rest of the tree may include, the prefix of the
+# functions the module exports). kernels/flashinfer/ is libattnd_flashinfer.so (make flashinfer).
+RUNTIME_MODULES = {
+    "kernels/flashinfer": ({"kernels/flashinfer/flashinfer_abi.h", "kernels/flashinfer/flashinfer_layout.h"},
+                           "attnd_fi_"),
+}
 SOURCE = re.compile(r"\.(c|h|cu|cuh)$")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 CUDA_FILE = re.compile(r"(/cuda[^/]*/|cudnn|cublas|cupti|nvml|cuda_runtime|nvToolsExt|/targets/x86_64-linux/)")
@@ -86,6 +97,25 @@ def includes(path):
         return INCLUDE.findall(f.read())
 
 
+def module_of_path(path):
+    """The run-time module folder a path lies in, else None."""
+    for folder in RUNTIME_MODULES:
+        if path.startswith(folder + "/"):
+            return folder
+    return None
+
+
+def check_module_reach(src, dst, problems):
+    """An include between a run-time module and the rest of the tree: the module keeps to
+    itself, and the tree sees only its interface."""
+    a, b = module_of_path(src), module_of_path(dst)
+    if a and b != a:
+        problems.append(f"{src}: includes {dst}, but the run-time module {a}/ includes only its own folder")
+    elif b and a != b and dst not in RUNTIME_MODULES[b][0]:
+        problems.append(f"{src}: includes {dst}, which is inside the run-time module {b}/; "
+                        f"only {sorted(RUNTIME_MODULES[b][0])} are its interface")
+
+
 def check_reach(src, dst, how, problems):
     """One include or call from src to dst against the folders' and the rooms' rules."""
     top, target = folder_of(src), folder_of(dst)
@@ -111,6 +141,7 @@ def check_includes(files, graph, problems):
                 problems.append(f"{f}: includes {inc}, which does not exist")
             else:
                 check_reach(f, inc, "includes", problems)
+                check_module_reach(f, inc, problems)
 
 
 def cycles(graph):
@@ -269,6 +300,13 @@ def check_binaries(build, problems):
     for sym in ("cudaGetDeviceCount", "cublasCreate_v2", "cuptiActivityEnable", "dlopen"):
         if re.search(r"\b" + sym + r"\b", nm):
             problems.append(f"the front imports {sym}")
+    defined = subprocess.run(["nm", "--defined-only", worker], capture_output=True, text=True).stdout
+    for folder, (_, prefix) in sorted(RUNTIME_MODULES.items()):
+        linked = sorted({line.split()[-1] for line in defined.splitlines()
+                         if line.split() and line.split()[-1].startswith(prefix)})
+        if linked:
+            problems.append(f"{worker} defines {', '.join(linked[:3])}: the run-time module {folder}/ is linked into "
+                            "the worker; it must only be dlopened")
     wout = subprocess.run(["ldd", worker], capture_output=True, text=True).stdout
     if "libcublas" not in wout or "libcupti" not in wout:
         problems.append(f"ldd {worker}: expected cuBLAS and CUPTI in the worker, got:\n{wout}")
@@ -282,6 +320,9 @@ def check_folders(files, problems):
     for folder, n in sorted(per_folder.items()):
         if n > MAX_FOLDER_SOURCES:
             problems.append(f"{folder}/: {n} sources (at most {MAX_FOLDER_SOURCES}: split it into rooms)")
+    for folder in sorted(RUNTIME_MODULES):
+        if not os.path.exists(os.path.join(ROOT, folder, "README.md")):
+            problems.append(f"{folder}/ has no README.md saying what the module is and how it is built")
     front = os.path.join(ROOT, "server/front")
     for name in sorted(os.listdir(front)):
         if os.path.isdir(os.path.join(front, name)):

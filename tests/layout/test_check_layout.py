@@ -43,3 +43,14 @@ def test_module_loops_through_a_third_module():
     problems = []
     check_layout.check_include_loops(files, graph, problems)
     assert problems == ["modules include each other: x/a, x/b, x/c"]
+
+
+def test_a_run_time_module_keeps_to_itself_and_shows_only_its_interface():
+    problems = []
+    check_layout.check_module_reach("kernels/flashinfer_loader.h", "kernels/flashinfer/flashinfer_abi.h", problems)
+    check_layout.check_module_reach("kernels/flashinfer/flashinfer_module.cu", "kernels/flashinfer/flashinfer_module.h",
+                                    problems)
+    assert problems == []
+    check_layout.check_module_reach("kernels/variants.c", "kernels/flashinfer/flashinfer_module.h", problems)
+    check_layout.check_module_reach("kernels/flashinfer/flashinfer_decode.cu", "kernels/exec_context.h", problems)
+    assert len(problems) == 2 and "only its own folder" in problems[1], problems

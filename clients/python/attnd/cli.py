@@ -10,6 +10,8 @@
     attnd-cli runs [--order newest] [--limit N] [--backend flash --seq 4096 --tag exp1 …] [--json | --csv]
     attnd-cli runs --follow [--limit N]                  (new runs, and each again until it is final)
     attnd-cli runs --group-by backend,seq_q [filters]    (count, median of medians, min, max per group)
+    attnd-cli study --variants flash:tma,cudnn --seq 8192 --head-dim 128 [--rounds 3] [--json]
+    attnd-cli compare 17 18 | 17,18,19 20,21,22 | study:3 study:4   (ratio, interval, verdict, warnings)
 
 --url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
 Tables show `verify` (pass, FAIL) when runs verified, and `noise` (missed:STOP_REASON) on a run
@@ -86,18 +88,19 @@ def _add_common(p):
 
 
 def _add_run_params(p, lists):
+    """The run parameters as flags; lists: the grid's axes (PLAN_AXES) are _add_grid's."""
+    skip = PLAN_AXES if lists else ()
     for name in INT_PARAMS:
-        if lists and name in ("batch", "heads", "seq", "head_dim"):
-            continue
-        p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+        if name not in skip:
+            p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
     for name in FLOAT_PARAMS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=float, default=None)
     for name in STR_PARAMS:
-        if lists and name == "dtype":
-            continue
-        p.add_argument("--" + name, dest=name, default=None)
+        if name not in skip:
+            p.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
     for name in BOOL_PARAMS:
-        p.add_argument("--" + name, dest=name, type=_bool, default=None, metavar="BOOL")
+        if name not in skip:
+            p.add_argument("--" + name, dest=name, type=_bool, default=None, metavar="BOOL")
     p.add_argument("--tags", dest="tags", type=_list(str), default=None, metavar="A,B",
                    help="labels to find the runs by later (runs --tag A)")
     p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
@@ -121,15 +124,37 @@ def _run_params(args, axes=()):
     return params
 
 
+def _pair(text):
+    q, sep, kv = text.partition(":")
+    if not sep:
+        raise ValueError("a (seq_q, seq_kv) pair is written SEQ_Q:SEQ_KV, got %r" % text)
+    return [int(q), int(kv)]
+
+
 def _add_grid(p, required):
-    """The grid flags of sweep and plan: the axes, repeat and the fixed run parameters."""
-    p.add_argument("--backends", type=_list(str), required=required, help="comma-separated, e.g. naive,math")
-    p.add_argument("--seq", type=_list(int), default=None, help="comma-separated sequence lengths")
-    p.add_argument("--heads", type=_list(int), default=None)
+    """The grid flags of sweep and plan: the axes (comma-separated lists), repeat, a study,
+    and the fixed run parameters."""
+    p.add_argument("--backends", type=_list(str), required=required,
+                   help="comma-separated, e.g. naive,math; backend:impl names an implementation (flash:tma)")
+    p.add_argument("--model", type=_list(str), default=None, help="model presets (attnd-cli models)")
     p.add_argument("--batch", type=_list(int), default=None)
+    p.add_argument("--heads", type=_list(int), default=None)
+    p.add_argument("--kv-heads", dest="kv_heads", type=_list(int), default=None)
+    p.add_argument("--seq", type=_list(int), default=None, help="comma-separated sequence lengths")
+    p.add_argument("--seq-q-kv", dest="seq_q_kv", type=_list(_pair), default=None, metavar="Q:KV,…",
+                   help="(seq_q, seq_kv) pairs, e.g. 1:4096,4096:4096 (not with --seq)")
     p.add_argument("--head-dim", dest="head_dim", type=_list(int), default=None)
     p.add_argument("--dtype", type=_list(str), default=None)
+    p.add_argument("--mask", type=_list(str), default=None, help="none, causal, causal_bottom_right")
+    p.add_argument("--window", type=_list(int), default=None)
+    p.add_argument("--impl", type=_list(str), default=None, help="implementations of the backends (flash: tma,wgmma,…)")
+    p.add_argument("--cache", type=_list(str), default=None, help="hot, cold")
+    p.add_argument("--graph", type=_list(_bool), default=None, metavar="BOOL,…")
     p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over")
+    p.add_argument("--study", action="store_true", default=None,
+                   help="each point of the grid is a study of the backends, interleaved over --rounds")
+    p.add_argument("--rounds", type=int, default=None, help="a study's rounds (default 3)")
+    p.add_argument("--baseline", default=None, help="a study's baseline backend (default the first)")
     _add_run_params(p, lists=True)
 
 
@@ -154,6 +179,28 @@ def build_parser():
     p.add_argument("--json", default=None, metavar="FILE", help="write every record (or error) as JSON")
     p.add_argument("--retries", type=int, default=5, help="retries of a 429 queue_full (default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+    p = sub.add_parser("study", help="a study (POST /v1/studies): variants on one problem, interleaved over rounds; "
+                       "prints its table (or --id ID: an existing study's)")
+    _add_common(p)
+    p.add_argument("--variants", type=_list(str), default=None,
+                   help="backends or backend:impl, comma-separated (default the six of the profiling study)")
+    p.add_argument("--rounds", type=int, default=None, help="how many times each variant runs (default 3)")
+    p.add_argument("--baseline", default=None, help="the variant the ratios are to (default the first)")
+    p.add_argument("--id", type=int, default=None, help="print study ID instead of making one")
+    _add_run_params(p, lists=False)
+    p.add_argument("--json", action="store_true", help="print the whole study record as JSON")
+    p.add_argument("--no-wait", action="store_true", help="print the 202 answer (or the study as it is) at once")
+    p.add_argument("--wait-timeout", type=float, default=None, help="seconds to wait for the study (default: forever)")
+
+    p = sub.add_parser("compare", help="GET /v1/compare: is RUN faster or slower than BASE, by how much, beyond noise?")
+    _add_common(p)
+    p.add_argument("base", help="a run id, run ids (17,18,19), study:ID or study:ID:VARIANT")
+    p.add_argument("run", help="the same forms as BASE")
+    p.add_argument("--confidence", type=float, default=None, help="of the interval (default 0.95)")
+    p.add_argument("--noise-floor", dest="noise_floor", type=float, default=None,
+                   help="the run-to-run noise of a single run, relative (default 0.01)")
+    p.add_argument("--json", action="store_true", help="print the server's answer as JSON")
 
     p = sub.add_parser("plan", help="print the plan file (docs/plan.md) the sweep flags describe, for attnd batch")
     _add_grid(p, required=True)
@@ -323,14 +370,58 @@ class Progress:
 
 # ---- plans (docs/plan.md): the sweep grid as a file; attnd batch reads the same format
 
-PLAN_AXES = ("batch", "heads", "seq", "head_dim", "dtype")  # expansion order, after backends
-PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "description")
+# The axes in expansion order, after backends (server/front/batch/batch_plan.c's order), and
+# what each holds; seq_q_kv holds [seq_q, seq_kv] pairs.
+PLAN_AXIS_KINDS = (("model", "strings"), ("batch", "integers"), ("heads", "integers"), ("kv_heads", "integers"),
+                   ("seq", "integers"), ("seq_q_kv", "pairs"), ("head_dim", "integers"), ("dtype", "strings"),
+                   ("mask", "strings"), ("window", "integers"), ("impl", "strings"), ("cache", "strings"),
+                   ("graph", "booleans"))
+PLAN_AXES = tuple(name for name, _ in PLAN_AXIS_KINDS)
+PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "study", "description")
 PLAN_REFUSED_PARAMS = ("q", "k", "v", "keep_output", "async")  # a server's session, not a plan's
 PLAN_MAX_REPEAT = 1000
+STUDY_MAX_VARIANTS, STUDY_MAX_ROUNDS, STUDY_DEFAULT_ROUNDS, STUDY_MAX_RUNS = 16, 100, 3, 1000
+_KIND_TEXT = {"integers": "integers", "strings": "non-empty strings", "booleans": "booleans",
+              "pairs": "[seq_q, seq_kv] pairs of integers"}
+
+
+def _is_int(v):
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _axis_value_ok(v, kind):
+    if kind == "integers":
+        return _is_int(v)
+    if kind == "strings":
+        return isinstance(v, str) and bool(v)
+    if kind == "booleans":
+        return isinstance(v, bool)
+    return isinstance(v, list) and len(v) == 2 and all(_is_int(x) for x in v)
+
+
+def _axis_sets(plan, name):
+    """Whether run parameter name is set by an axis of the plan: its own, or seq_q_kv's."""
+    return name in PLAN_AXES and name in plan or ("seq_q_kv" in plan and name in ("seq", "seq_q", "seq_kv"))
 
 
 class PlanError(ValueError):
     """A plan that attnd batch would refuse (exit 2); the message names the key."""
+
+
+def _check_study(plan):
+    study = plan.get("study")
+    if study is None or isinstance(study, bool):
+        return
+    if not isinstance(study, dict):
+        raise PlanError('"study" is true, false or {"rounds": N, "baseline": "BACKEND"}')
+    for key in study:
+        if key not in ("rounds", "baseline"):
+            raise PlanError("study.%s: a study takes rounds and baseline" % key)
+    rounds = study.get("rounds", STUDY_DEFAULT_ROUNDS)
+    if not _is_int(rounds) or not 1 <= rounds <= STUDY_MAX_ROUNDS:
+        raise PlanError("study.rounds must be an integer from 1 to %d" % STUDY_MAX_ROUNDS)
+    if "baseline" in study and study["baseline"] not in plan["backends"]:
+        raise PlanError("study.baseline must be one of the plan's backends")
 
 
 def check_plan(plan):
@@ -343,15 +434,19 @@ def check_plan(plan):
             raise PlanError('unknown key "%s"; a plan has %s' % (key, ", ".join(PLAN_KEYS)))
     if "backends" not in plan:
         raise PlanError('"backends" is missing (a non-empty array of backend names)')
-    for key in ("backends",) + PLAN_AXES:
+    for key, kind in (("backends", "strings"),) + PLAN_AXIS_KINDS:
         if key not in plan:
             continue
-        values, want_str = plan[key], key in ("backends", "dtype")
-        ok = isinstance(values, list) and values and all(
-            (isinstance(v, str) and v) if want_str else (isinstance(v, int) and not isinstance(v, bool))
-            for v in values)
-        if not ok:
-            raise PlanError('"%s" must be a non-empty array of %s' % (key, "strings" if want_str else "integers"))
+        values = plan[key]
+        if not (isinstance(values, list) and values and all(_axis_value_ok(v, kind) for v in values)):
+            raise PlanError('"%s" must be a non-empty array of %s' % (key, _KIND_TEXT[kind]))
+    if "seq" in plan and "seq_q_kv" in plan:
+        raise PlanError('"seq" and "seq_q_kv" are both axes of the lengths; give one')
+    if "impl" in plan:
+        for b in plan["backends"]:
+            if ":" in b:
+                raise PlanError("backend %s names its impl, and impl is an axis; give it in one place" % b)
+    _check_study(plan)
     if "description" in plan and not isinstance(plan["description"], str):
         raise PlanError('"description" must be a string')
     repeat = plan.get("repeat", 1)
@@ -363,25 +458,94 @@ def check_plan(plan):
     for key in params:
         if key == "backend":
             raise PlanError('params.backend: backends are an axis; list them in "backends"')
-        if key in PLAN_AXES and key in plan:
+        if _axis_sets(plan, key):
             raise PlanError("params.%s: %s is also an axis of the plan; give it in one place" % (key, key))
         if key in PLAN_REFUSED_PARAMS:
             raise PlanError("params.%s: not in a plan (resident tensors, keep_output and async belong to a "
                             "server's session)" % key)
+    if _study_of(plan):
+        backends = plan["backends"]
+        if len(backends) > STUDY_MAX_VARIANTS:
+            raise PlanError("a study has at most %d variants (backends)" % STUDY_MAX_VARIANTS)
+        for i, b in enumerate(backends):
+            if b in backends[:i]:
+                raise PlanError("backend %s is named twice (a study's variants are distinct)" % b)
+        rounds, _ = _study_of(plan)
+        if rounds * len(backends) > STUDY_MAX_RUNS:
+            raise PlanError("%d backends x %d rounds is more than a study's %d runs"
+                            % (len(backends), rounds, STUDY_MAX_RUNS))
+
+
+def _study_of(plan):
+    """(rounds, baseline) of a plan that holds a study, else None."""
+    study = plan.get("study")
+    if study is None or study is False:
+        return None
+    study = study if isinstance(study, dict) else {}
+    return study.get("rounds", STUDY_DEFAULT_ROUNDS), study.get("baseline", plan["backends"][0])
+
+
+def _backend_params(name):
+    """A plan's backend as run parameters: "flash:tma" is backend flash, impl tma."""
+    backend, sep, impl = name.partition(":")
+    return {"backend": backend, "impl": impl} if sep else {"backend": backend}
+
+
+def _points(plan):
+    """The grid's points without the backends, in expansion order: dicts of run parameters."""
+    axes = [(name, plan[name]) for name in PLAN_AXES if name in plan]
+    points = []
+    for combo in itertools.product(*[values for _, values in axes]):
+        point = {}
+        for (name, _), value in zip(axes, combo):
+            if name == "seq_q_kv":
+                point["seq_q"], point["seq_kv"] = value
+            else:
+                point[name] = value
+        points.append(point)
+    return points
+
+
+def _run_of(plan, backend, point):
+    p = dict(plan.get("params", {}))
+    if _study_of(plan) and "verify" not in p:
+        p["verify"] = True  # a study verifies unless told not to, as POST /v1/studies does
+    p.update(_backend_params(backend))
+    p.update(point)
+    return p
 
 
 def plan_grid(plan):
     """The run parameter dicts of a plan, in the order attnd batch runs them: the whole grid
-    `repeat` times over; in it backends outermost, then batch, heads, seq, head_dim, dtype."""
+    `repeat` times over; in it backends outermost, then the axes in PLAN_AXES' order. A plan
+    with a study: in each pass, point after point, each point's backends interleaved over
+    the study's rounds (in order, reversed, in order, …)."""
     check_plan(plan)
-    axes = [("backend", plan["backends"])] + [(name, plan[name]) for name in PLAN_AXES if name in plan]
+    points, backends, study = _points(plan), plan["backends"], _study_of(plan)
     grid = []
     for _ in range(plan.get("repeat", 1)):
-        for combo in itertools.product(*[values for _, values in axes]):
-            p = dict(plan.get("params", {}))
-            p.update({name: val for (name, _), val in zip(axes, combo)})
-            grid.append(p)
+        if not study:
+            grid.extend(_run_of(plan, b, point) for b in backends for point in points)
+            continue
+        for point in points:
+            for r in range(study[0]):
+                grid.extend(_run_of(plan, b, point) for b in (backends if r % 2 == 0 else backends[::-1]))
     return grid
+
+
+def plan_studies(plan):
+    """The POST /v1/studies bodies of a plan with a study, in the order attnd batch runs them:
+    one per point of the grid, `repeat` times over."""
+    check_plan(plan)
+    rounds, baseline = _study_of(plan)
+    bodies = []
+    for _ in range(plan.get("repeat", 1)):
+        for point in _points(plan):
+            body = dict(plan.get("params", {}))
+            body.update(point)
+            body.update({"variants": list(plan["backends"]), "rounds": rounds, "baseline": baseline})
+            bodies.append(body)
+    return bodies
 
 
 def plan_of_args(args):
@@ -395,6 +559,9 @@ def plan_of_args(args):
         plan["params"] = params
     if args.repeat is not None:
         plan["repeat"] = args.repeat
+    if args.study or args.rounds is not None or args.baseline is not None:
+        study = {k: getattr(args, k) for k in ("rounds", "baseline") if getattr(args, k) is not None}
+        plan["study"] = study or True
     return plan
 
 
@@ -443,41 +610,174 @@ def read_plan(path):
     return plan
 
 
-def sweep_grid(args):
-    """The run parameter dicts of a sweep: its --plan file's, or the plan its flags describe."""
+def sweep_plan(args):
+    """The plan of a sweep: its --plan file, or the plan its flags describe."""
     if getattr(args, "plan", None):
-        flags = [name for name in ("backends", "repeat") + PLAN_AXES if getattr(args, name) is not None]
+        flags = [name for name in ("backends", "repeat", "study", "rounds", "baseline") + PLAN_AXES
+                 if getattr(args, name) is not None]
         if flags or _run_params(args, axes=PLAN_AXES):
             raise PlanError("--plan holds the whole grid; drop the grid and run flags (%s)"
                             % ", ".join(flags or ["run parameters"]))
-        return plan_grid(read_plan(args.plan))
+        return read_plan(args.plan)
     if not args.backends:
         raise PlanError("sweep needs --backends (or --plan FILE)")
-    return plan_grid(plan_of_args(args))
+    plan = plan_of_args(args)
+    check_plan(plan)
+    return plan
+
+
+def sweep_grid(args):
+    """The run parameter dicts of a sweep: its --plan file's, or the plan its flags describe."""
+    return plan_grid(sweep_plan(args))
+
+
+def point_label(params):
+    """A grid point's run parameters as a line: backend first, then the rest in a fixed order."""
+    keys = ["backend", "impl"] + [k for k in ("model", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv",
+                                             "head_dim", "dtype", "mask", "window", "cache", "graph")]
+    return " ".join("%s=%s" % (k, params[k]) if k != "backend" else str(params[k]) for k in keys if k in params)
+
+
+class Summary:
+    """A grid's points over its repeats: per point its done runs, the median of their medians
+    and their range, in the order the points first came (attnd batch ends with the same)."""
+
+    def __init__(self):
+        self.points = {}
+
+    def add(self, params, median_us):
+        key = json.dumps(params, sort_keys=True)
+        point = self.points.setdefault(key, {"label": point_label(params), "runs": 0, "medians": []})
+        point["runs"] += 1
+        if isinstance(median_us, (int, float)):
+            point["medians"].append(median_us)
+
+    def rows(self):
+        out = []
+        for p in self.points.values():
+            m = sorted(p["medians"])
+            n = len(m)
+            med = (m[n // 2] if n % 2 else 0.5 * (m[n // 2 - 1] + m[n // 2])) if n else None
+            out.append({"point": p["label"], "done": "%d/%d" % (n, p["runs"]), "median_us": med,
+                        "min_us": m[0] if n else None, "max_us": m[-1] if n else None})
+        return out
+
+    def write(self, stream):
+        if not self.points:
+            return
+        stream.write("summary, one line per point of the grid: its done runs, the median of their medians and "
+                     "their range\n")
+        stream.write(format_table(self.rows(), ("point", "done", "median_us", "min_us", "max_us")) + "\n")
+        stream.flush()
+
+
+STUDY_COLUMNS = ("variant", "status", "median_us", "p10_p90_us", "vs_baseline", "kernels", "host_us", "tflops",
+                 "verify", "error")
+
+
+def study_rows(rec):
+    """The rows of a study's table for format_table: the ratio to the baseline with its 95%
+    interval (* when significant), p10–p90 over rounds, verify as pass/FAIL and rel_l2_err."""
+    rows = []
+    for row in rec.get("table") or []:
+        vs = row.get("vs_baseline") or {}
+        if not vs:
+            ratio = None
+        elif vs.get("low") is None and vs.get("ratio") == 1:
+            ratio = "1 (baseline)"
+        else:
+            ratio = "%s [%s-%s]%s" % (_fmt(vs.get("ratio")), _fmt(vs.get("low")), _fmt(vs.get("high")),
+                                      " *" if vs.get("significant") else "")
+        verify = row.get("verify")
+        err = row.get("error")
+        rows.append({
+            "variant": row.get("variant"), "status": row.get("status"), "median_us": row.get("median_us"),
+            "p10_p90_us": None if row.get("p10_us") is None else "%s-%s" % (_fmt(row["p10_us"]), _fmt(row["p90_us"])),
+            "vs_baseline": ratio, "kernels": row.get("kernels_per_forward"), "host_us": row.get("host_us"),
+            "tflops": row.get("tflops"),
+            "verify": None if not verify else "%s %s" % ("pass" if verify.get("pass") else "FAIL",
+                                                         _fmt(verify.get("rel_l2_err"))),
+            "error": None if not err else "%s: %s" % (err.get("code"), err.get("message")),
+        })
+    return rows
+
+
+def format_study(rec):
+    """A study record as a heading and its table."""
+    head = "study %s: %s, %s rounds, baseline %s, %s/%s runs done" % (
+        rec.get("id"), rec.get("status"), rec.get("rounds"), rec.get("baseline"),
+        (rec.get("progress") or {}).get("done"), (rec.get("progress") or {}).get("total"))
+    if isinstance(rec.get("error"), dict):
+        head += " (%s: %s)" % (rec["error"].get("code"), rec["error"].get("message"))
+    return head + "\n" + format_table(study_rows(rec), STUDY_COLUMNS) + "\n"
+
+
+def study_failed(rec):
+    """Whether a study did not end well: not done, a variant failed, or an output failed verify."""
+    return rec.get("status") != "done" or any(
+        row.get("status") != "done" or (row.get("verify") or {}).get("pass") is False for row in rec.get("table") or [])
+
+
+def _sweep_studies(client, plan, args, out):
+    """A plan with a study: one POST /v1/studies per point, each printed as it ends."""
+    bodies = plan_studies(plan)
+    progress = Progress(len(bodies), enabled=not args.no_progress)
+    summary, results, failures = Summary(), [], 0
+    for body in bodies:
+        label = point_label({k: v for k, v in body.items() if k not in ("variants", "rounds", "baseline")}
+                            | {"backend": ",".join(body["variants"])})
+        try:
+            rec = client.study(wait=True, **body)
+            out.write(format_study(rec) + "\n")
+            out.flush()
+            results.append({"params": body, "study": rec})
+            failures += study_failed(rec)
+            point = {k: v for k, v in body.items() if k not in ("variants", "rounds", "baseline")}
+            for row in rec.get("table") or []:
+                summary.add(dict(point, **_backend_params(row["variant"])), row.get("median_us"))
+        except AttndError as exc:
+            failures += 1
+            out.write("study of %s: %s: %s\n" % (label, exc.code, exc.message))
+            results.append({"params": body, "error": {"status": exc.status, "code": exc.code,
+                                                      "message": exc.message, "field": exc.field}})
+        progress.step(label)
+    if plan.get("repeat", 1) > 1:
+        summary.write(sys.stderr)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+            f.write("\n")
+    return 1 if failures else 0
 
 
 def cmd_sweep(args, out):
     client = _client(args, retry_429=args.retries)
     resident = _resident_inputs(args)
-    grid = [dict(p, **resident) for p in sweep_grid(args)]
+    plan = sweep_plan(args)
+    if _study_of(plan):
+        return _sweep_studies(client, plan, args, out)
+    grid = [dict(p, **resident) for p in plan_grid(plan)]
     progress = Progress(len(grid), enabled=not args.no_progress)
-    rows, results, failures = [], [], 0
+    rows, results, failures, summary = [], [], 0, Summary()
     for params in grid:
-        label = " ".join("%s=%s" % (k, params[k]) for k in ("backend", "batch", "heads", "seq", "head_dim", "dtype")
-                         if k in params)
+        label = point_label(params)
         try:
             rec = client.run(check=False, **params)
             rows.append(row_of(rec, params))
             results.append({"params": params, "record": rec})
             if rec.get("status") != "done":
                 failures += 1
+            summary.add(params, (rec.get("timing") or {}).get("median_us") if rec.get("status") == "done" else None)
         except AttndError as exc:
             failures += 1
             rows.append(row_of(None, params, "%s: %s" % (exc.code, exc.message)))
             results.append({"params": params, "error": {"status": exc.status, "code": exc.code,
                                                         "message": exc.message, "field": exc.field}})
+            summary.add(params, None)
         progress.step(label)
     out.write(format_table(rows) + "\n")
+    out.flush()
+    summary.write(sys.stderr)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             w = csv.DictWriter(f, fieldnames=list(TABLE_COLUMNS))
@@ -490,6 +790,55 @@ def cmd_sweep(args, out):
             f.write("\n")
     bad_verify = _flag_runs([x.get("record") for x in results])
     return 1 if failures or bad_verify else 0
+
+
+# ---- studies and comparisons (docs/api.md, Studies and Compare)
+
+def cmd_study(args, out):
+    client = _client(args)
+    if args.id is not None:
+        rec = client.get_study(args.id)
+        if not args.no_wait and rec.get("status") not in ("done", "failed", "cancelled"):
+            rec = client.wait_study(args.id, timeout=args.wait_timeout)
+    else:
+        params = _run_params(args)
+        for name in ("variants", "rounds", "baseline"):
+            if getattr(args, name) is not None:
+                params[name] = getattr(args, name)
+        if args.no_wait:
+            accepted = client.study(wait=False, **params)
+            out.write(json.dumps(accepted) + "\n")
+            return 0
+        rec = client.study(wait=True, timeout=args.wait_timeout, **params)
+    if args.json:
+        out.write(json.dumps(rec, indent=1) + "\n")
+    else:
+        out.write(format_study(rec))
+    return 1 if study_failed(rec) else 0
+
+
+def format_comparison(body):
+    lines = []
+    for row in body.get("rows") or []:
+        b, r = row.get("base") or {}, row.get("run") or {}
+        what = "variant %s: " % row["variant"] if row.get("variant") else ""
+        lines.append("%sbase %s (%s, median %s us, runs %s)  run %s (%s, median %s us, runs %s)" % (
+            what, body.get("base"), b.get("backend"), _fmt(b.get("median_us")), ",".join(map(str, b.get("runs") or [])),
+            body.get("run"), r.get("backend"), _fmt(r.get("median_us")), ",".join(map(str, r.get("runs") or []))))
+        interval = "-" if row.get("low") is None else "[%s, %s]" % (_fmt(row["low"]), _fmt(row["high"]))
+        lines.append("  ratio %s %s at %g%%: %s" % (_fmt(row.get("ratio")), interval,
+                                                  100 * (body.get("confidence") or 0.95), row.get("verdict")))
+    warnings = body.get("warnings") or []
+    if warnings:
+        lines.append("warnings:")
+        lines.extend("  %s: %s" % (w.get("field"), w.get("message")) for w in warnings)
+    return "\n".join(lines) + "\n"
+
+
+def cmd_compare(args, out):
+    body = _client(args).compare(args.base, args.run, confidence=args.confidence, noise_floor=args.noise_floor)
+    out.write(json.dumps(body, indent=1) + "\n" if args.json else format_comparison(body))
+    return 0
 
 
 def cmd_run(args, out):
@@ -901,6 +1250,10 @@ def main(argv=None, out=None):
             return 0 if rec.get("status") == "done" else 1
         elif args.cmd == "runs":
             return cmd_runs(args, out)
+        elif args.cmd == "study":
+            return cmd_study(args, out)
+        elif args.cmd == "compare":
+            return cmd_compare(args, out)
         return 0
     except AttndError as exc:
         sys.stderr.write("attnd-cli: %s\n" % exc)

@@ -359,6 +359,66 @@ class Client:
                 return
             time.sleep(poll)
 
+    # -------------------------------------------------------------------- studies ---
+    def study(self, wait=True, timeout=None, poll_s=30, check=False, **params):
+        """POST /v1/studies with params as the JSON body (docs/api.md, Studies): variants (a
+        list, or "a,b"; backend or backend:impl), rounds, baseline, tags and the run
+        parameters of the problem and the measurement. wait: poll until the study is final
+        and return its record (timeout: seconds, None: forever → AttndError "timeout");
+        else the 202 answer {"id", "status", "runs_total", "queue_position", "location"}.
+        check: raise AttndError when the study did not end done."""
+        resp = self.request("POST", "/v1/studies", json=self._params(params))
+        accepted = self._accepted(resp, resp.json())
+        if not wait:
+            return accepted
+        return self.wait_study(accepted["id"], timeout=timeout, poll_s=poll_s, check=check)
+
+    def get_study(self, study_id, wait_s=None):
+        """GET /v1/studies/ID: the study record; wait_s: answer once it is final or after
+        that many seconds (the server's long poll, at most 600)."""
+        params = {"wait": int(wait_s)} if wait_s else None
+        timeout = self.timeout + wait_s if wait_s else None
+        return self._json("GET", "/v1/studies/%d" % int(study_id), params=params, timeout=timeout)
+
+    def wait_study(self, study_id, timeout=None, poll_s=30, check=False):
+        """Long-poll GET /v1/studies/ID?wait= until the study is done, failed or cancelled;
+        its record. timeout: seconds (None: forever) → AttndError "timeout". check: raise
+        AttndError when it did not end done."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = poll_s if deadline is None else min(poll_s, max(0.0, deadline - time.monotonic()))
+            rec = self.get_study(study_id, wait_s=max(1, int(left)) if left >= 1 else None)
+            if rec.get("status") in TERMINAL_STATUSES:
+                if check and rec.get("status") != "done":
+                    err = rec.get("error") if isinstance(rec.get("error"), dict) else {}
+                    raise AttndError(200, err.get("code") or rec["status"], err.get("message") or "the study %s"
+                                     % rec["status"], body=rec, record=rec)
+                return rec
+            if deadline is not None and time.monotonic() >= deadline:
+                raise AttndError(0, "timeout", "study %s still %s after %s s" % (study_id, rec.get("status"), timeout),
+                                 body=rec, record=rec)
+
+    def studies(self, limit=None, before=None, tag=None, status=None):
+        """GET /v1/studies: {"studies": [...], "next_before": cursor or None}, newest first."""
+        return self._json("GET", "/v1/studies", params=self._params(dict(limit=limit, before=before, tag=tag,
+                                                                           status=status)))
+
+    def cancel_study(self, study_id):
+        """DELETE /v1/studies/ID: cancel a queued or running study; its record."""
+        return self._json("DELETE", "/v1/studies/%d" % int(study_id))
+
+    def compare(self, base, run, confidence=None, noise_floor=None):
+        """GET /v1/compare (docs/api.md, Compare): base and run each a run id, a list of run
+        ids (one configuration run several times), "study:ID" (a whole study, against another)
+        or "study:ID:VARIANT"; the answer {"rows": [{"ratio", "low", "high", "significant",
+        "verdict", …}], "warnings": [...], …}."""
+        def side(x):
+            x = _plain(x)
+            return ",".join(str(_plain(i)) for i in x) if isinstance(x, (list, tuple)) else str(x)
+        return self._json("GET", "/v1/compare", params=self._params(dict(base=side(base), run=side(run),
+                                                                          confidence=confidence,
+                                                                          noise_floor=noise_floor)))
+
     # -------------------------------------------------------------------- tensors ---
     def upload(self, tensor, name=None, dtype=None, device=None):
         """POST /v1/tensors?format=npy with a numpy array or torch tensor as .npy; the

@@ -31,10 +31,12 @@
 #include "common/settings.h"
 #include "common/variant_info.h"
 #include "server/front/batch/batch_plan.h"
+#include "server/front/batch/batch_summary.h"
 #include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
 #include "server/front/pool/run_device.h"
 #include "server/front/store/store.h"
+#include "server/front/studies/study.h"
 
 /* How one run of the plan ended, for the exit status and the progress line. */
 typedef enum batch_outcome {
@@ -258,37 +260,181 @@ static void batch_describe(batch_outcome outcome, const cJSON *line, char *out, 
     }
 }
 
-/* Run the plan in order, a line and a progress line per run, until its end or a stop
- * signal. Returns BATCH_EXIT_OK or BATCH_EXIT_RUN_FAILED (a write error counts). */
+/* What the runs of a batch add up to as they go: for the progress lines, the summary and the
+ * exit status. */
+typedef struct batch_state {
+    const settings *s;
+    const batch_plan *plan;
+    FILE *out;
+    batch_summary *summary;
+    double started_s;
+    int total, done, failures;
+} batch_state;
+
+/* A run ended (or was refused): its line, its progress line, the summary. */
+static void batch_account(batch_state *st, const run_request *r, batch_outcome outcome, const cJSON *line,
+                          const char *where)
+{
+    const cJSON *median = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(line, "timing"),
+                                                           "median_us");
+    char label[300], what[400], eta[32];
+    double per_run_s;
+
+    if (outcome != BATCH_RUN_DONE) st->failures++;
+    if (batch_write_line(st->out, line) != 0) {
+        log_error("cannot write the line of run %d of %d: %s", st->done + 1, st->total, strerror(errno));
+        st->failures++;
+    }
+    st->done++;
+    batch_plan_label(r, label, sizeof label);
+    batch_summary_add(st->summary, label,
+                      outcome == BATCH_RUN_DONE || outcome == BATCH_RUN_VERIFY_FAILED ? cJSON_GetNumberValue(median) : -1);
+    batch_describe(outcome, line, what, sizeof what);
+    per_run_s = (clock_monotonic_s() - st->started_s) / st->done;
+    batch_format_duration(per_run_s * (st->total - st->done), eta, sizeof eta);
+    fprintf(stderr, "[%d/%d] %s%s: %s; eta %s\n", st->done, st->total, label, where, what, eta);
+}
+
+/* ---------------------------------------------------------------------- studies -- */
+
+/* A run of a study ended: its line as any run's; a stop signal ends the study after it. */
+static void batch_study_run_ended(study *s, int k, const cJSON *record, void *arg)
+{
+    batch_state *st = arg;
+    const study_run *run = &s->runs[k];
+    const run_request *r = &s->requests[run->variant];
+    char where[96];
+    batch_outcome outcome;
+    cJSON *line;
+
+    snprintf(where, sizeof where, " (study %lld %s round %d)", s->id, s->variants[run->variant], run->round);
+    if (record) {
+        const cJSON *pass = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(record, "verify"), "pass");
+        const cJSON *status = cJSON_GetObjectItemCaseSensitive(record, "status");
+        line = cJSON_Duplicate(record, 1);
+        outcome = !cJSON_IsString(status) || strcmp(status->valuestring, "done") ? BATCH_RUN_FAILED
+                  : cJSON_IsFalse(pass)                                           ? BATCH_RUN_VERIFY_FAILED
+                                                                                  : BATCH_RUN_DONE;
+    } else { /* refused when its turn came */
+        api_error e;
+        api_fail(&e, 503, run->error_code, "", "%s", run->error_message);
+        line = batch_refusal_line(r, e.status, api_error_json(&e));
+        outcome = BATCH_RUN_REFUSED;
+    }
+    batch_account(st, r, outcome, line, where);
+    cJSON_Delete(line);
+    if (__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE)) {
+        study_lock();
+        s->cancel_requested = 1;
+        snprintf(s->cancel_code, sizeof s->cancel_code, "cancelled");
+        study_unlock();
+    }
+}
+
+/* Run the study at point `point` of pass `pass`: every variant checked as POST /v1/studies
+ * checks it, the study stored and executed, its runs' lines as they end, then its own line
+ * {"study": …} and its table on stderr. A variant refused before anything ran refuses the
+ * study: that variant's refusal line, and none of its runs. */
+static void batch_run_study(batch_state *st, int pass, int point)
+{
+    const batch_plan *plan = st->plan;
+    const char *names[STUDY_MAX_VARIANTS];
+    run_request *requests = calloc(STUDY_MAX_VARIANTS, sizeof *requests); /* large: not on the stack */
+    study_hooks hooks = {batch_study_run_ended, NULL, st};
+    study *s = calloc(1, sizeof *s);
+    cJSON *json, *line;
+    char *table;
+    api_error e;
+    int b;
+
+    if (!requests || !s) {
+        log_error("out of memory for a study of the plan");
+        st->failures++;
+        free(requests);
+        free(s);
+        return;
+    }
+    for (b = 0; b < plan->backends; b++) {
+        const run_request *r = &plan->runs[(size_t)pass * plan->backends * plan->points + (size_t)b * plan->points + point];
+        const variant_info *v = variant_info_find(r->backend);
+        cJSON *refusal = NULL;
+        int status;
+
+        names[b] = plan->names[b];
+        requests[b] = *r;
+        requests[b].verify_cpu_max_macs = st->s->verify_cpu_max_macs;
+        if (!v) api_fail(&e, 500, "internal", "backend", "backend %s vanished from the variants table", r->backend);
+        if (!v || run_request_check(&requests[b], 0, &e) != 0 || run_device_resolve(&requests[b], v, &e) != 0) {
+            line = batch_refusal_line(&requests[b], e.status, api_error_json(&e));
+        } else if ((status = pool_run_admissible(&requests[b], &refusal)) != 0) {
+            line = batch_refusal_line(&requests[b], status, refusal);
+        } else {
+            continue;
+        }
+        st->total -= plan->study_rounds * plan->backends - 1; /* one line instead of the study's runs */
+        batch_account(st, &requests[b], BATCH_RUN_REFUSED, line, " (study refused)");
+        cJSON_Delete(line);
+        free(requests);
+        free(s);
+        return;
+    }
+    if (study_init(s, names, requests, plan->backends, plan->study_rounds, plan->study_baseline, &e) != 0 ||
+        study_store_new(s) != 0) {
+        log_error("a study of the plan could not be stored");
+        st->failures++;
+        study_free(s);
+        free(requests);
+        free(s);
+        return;
+    }
+    free(requests);
+    s->memory_budget_bytes = st->s->memory_budget_bytes;
+    study_execute(s, &hooks);
+    json = study_to_json(s);
+    line = cJSON_CreateObject();
+    if (json) cJSON_AddItemToObject(line, "study", json);
+    if (batch_write_line(st->out, line) != 0) {
+        log_error("cannot write the line of study %lld: %s", s->id, strerror(errno));
+        st->failures++;
+    }
+    cJSON_Delete(line);
+    if ((table = study_table_text(s)) != NULL) {
+        fprintf(stderr, "study %lld (%s, %d rounds):\n%s", s->id, study_status_name(s->status), s->rounds, table);
+        free(table);
+    }
+    if (s->status != STUDY_DONE) st->failures++;
+    study_free(s);
+    free(s);
+}
+
+/* Run the plan in order, a line and a progress line per run (and per study), then the
+ * summary, until its end or a stop signal. Returns BATCH_EXIT_OK or BATCH_EXIT_RUN_FAILED
+ * (a write error counts). */
 static int batch_run_plan(const settings *s, const batch_plan *plan, FILE *out)
 {
-    double started_s = clock_monotonic_s();
-    int i, failures = 0;
+    batch_state st = {s, plan, out, batch_summary_new(), clock_monotonic_s(), 0, 0, 0};
+    int i = 0, pass, point;
 
-    for (i = 0; i < plan->count && !__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE); i++) {
-        run_request r = plan->runs[i];
-        batch_outcome outcome;
-        cJSON *line = NULL;
-        char label[200], what[400], eta[32];
-        double per_run_s;
-
-        outcome = batch_run_one(s, &r, &line);
-        if (outcome != BATCH_RUN_DONE) failures++;
-        if (batch_write_line(out, line) != 0) {
-            log_error("cannot write the line of run %d of %d: %s", i + 1, plan->count, strerror(errno));
-            failures++;
+    st.total = plan->study ? plan->count * plan->study_rounds : plan->count;
+    if (plan->study) {
+        for (pass = 0; pass < plan->repeats; pass++)
+            for (point = 0; point < plan->points && !__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE); point++)
+                batch_run_study(&st, pass, point);
+    } else {
+        for (i = 0; i < plan->count && !__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE); i++) {
+            run_request r = plan->runs[i];
+            cJSON *line = NULL;
+            batch_outcome outcome = batch_run_one(s, &r, &line);
+            batch_account(&st, &r, outcome, line, "");
+            cJSON_Delete(line);
         }
-        batch_plan_label(&r, label, sizeof label);
-        batch_describe(outcome, line, what, sizeof what);
-        per_run_s = (clock_monotonic_s() - started_s) / (i + 1);
-        batch_format_duration(per_run_s * (plan->count - i - 1), eta, sizeof eta);
-        fprintf(stderr, "[%d/%d] %s: %s; eta %s\n", i + 1, plan->count, label, what, eta);
-        cJSON_Delete(line);
     }
-    if (i < plan->count)
+    if (st.done < st.total && __atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE))
         fprintf(stderr, "attnd batch: stopped by %s after %d of %d runs\n",
-                strsignal(__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE)), i, plan->count);
-    return failures ? BATCH_EXIT_RUN_FAILED : BATCH_EXIT_OK;
+                strsignal(__atomic_load_n(&batch_stop_signal, __ATOMIC_ACQUIRE)), st.done, st.total);
+    batch_summary_print(st.summary, stderr);
+    batch_summary_free(st.summary);
+    return st.failures ? BATCH_EXIT_RUN_FAILED : BATCH_EXIT_OK;
 }
 
 int batch_main(int argc, char **argv)
@@ -325,7 +471,11 @@ int batch_main(int argc, char **argv)
         batch_plan_free(&plan);
         return BATCH_EXIT_USAGE;
     }
-    fprintf(stderr, "attnd batch: %d runs from %s\n", plan.count, a.plan_path);
+    if (plan.study)
+        fprintf(stderr, "attnd batch: %d runs from %s: %d studies of %d variants x %d rounds\n",
+                plan.count * plan.study_rounds, a.plan_path, plan.points * plan.repeats, plan.backends, plan.study_rounds);
+    else
+        fprintf(stderr, "attnd batch: %d runs from %s\n", plan.count, a.plan_path);
 
     if (batch_take_signals(err, sizeof err) != 0 || store_open_settings(&s, err, sizeof err) /* where the server keeps its records */ != 0) {
         log_error("%s", err);

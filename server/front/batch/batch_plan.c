@@ -16,11 +16,29 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_text.h"
+#include "server/front/studies/study.h" /* a study's limits */
 
 #define PLAN_MAX_BYTES (4 << 20) /* a plan is a few lines; anything larger is the wrong file */
 
-/* The grid's axes in expansion order after backends: the plan key is the run parameter. */
-static const char *const plan_axes[] = {"batch", "heads", "seq", "head_dim", "dtype"};
+/* What an axis's values are. */
+typedef enum plan_axis_kind {
+    AXIS_INTEGERS,
+    AXIS_STRINGS,
+    AXIS_BOOLEANS,
+    AXIS_PAIRS /* seq_q_kv: [seq_q, seq_kv] pairs of integers */
+} plan_axis_kind;
+
+/* The grid's axes in expansion order after backends: the plan key is the run parameter
+ * (seq_q_kv sets seq_q and seq_kv). Old plans' axes keep their order among themselves. */
+static const struct {
+    const char *key;
+    plan_axis_kind kind;
+} plan_axes[] = {
+    {"model", AXIS_STRINGS},  {"batch", AXIS_INTEGERS},    {"heads", AXIS_INTEGERS},  {"kv_heads", AXIS_INTEGERS},
+    {"seq", AXIS_INTEGERS},   {"seq_q_kv", AXIS_PAIRS},    {"head_dim", AXIS_INTEGERS}, {"dtype", AXIS_STRINGS},
+    {"mask", AXIS_STRINGS},   {"window", AXIS_INTEGERS},   {"impl", AXIS_STRINGS},    {"cache", AXIS_STRINGS},
+    {"graph", AXIS_BOOLEANS},
+};
 #define PLAN_AXIS_COUNT (sizeof plan_axes / sizeof plan_axes[0])
 
 /* Run parameters a plan cannot hold: resident tensors belong to one server's memory, and
@@ -74,9 +92,34 @@ static int plan_is_integer(const cJSON *v)
            v->valuedouble == (double)(int64_t)v->valuedouble;
 }
 
-/* Check that axis `key` of the plan, when present, is a non-empty array of integers
- * (strings: want_string). 0, or -1 with err. */
-static int plan_check_axis(const char *path, const cJSON *plan, const char *key, int want_string, char *err,
+/* One value of an axis of kind k. */
+static int plan_axis_value_ok(const cJSON *v, plan_axis_kind k)
+{
+    switch (k) {
+    case AXIS_INTEGERS: return plan_is_integer(v);
+    case AXIS_STRINGS: return cJSON_IsString(v) && v->valuestring[0];
+    case AXIS_BOOLEANS: return cJSON_IsBool(v);
+    case AXIS_PAIRS:
+        return cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2 && plan_is_integer(cJSON_GetArrayItem(v, 0)) &&
+               plan_is_integer(cJSON_GetArrayItem(v, 1));
+    }
+    return 0;
+}
+
+static const char *plan_axis_kind_name(plan_axis_kind k)
+{
+    switch (k) {
+    case AXIS_INTEGERS: return "integers";
+    case AXIS_STRINGS: return "non-empty strings";
+    case AXIS_BOOLEANS: return "booleans";
+    case AXIS_PAIRS: return "[seq_q, seq_kv] pairs of integers";
+    }
+    return "?";
+}
+
+/* Check that axis `key` of the plan, when present, is a non-empty array of values of kind k.
+ * 0, or -1 with err. */
+static int plan_check_axis(const char *path, const cJSON *plan, const char *key, plan_axis_kind k, char *err,
                            size_t err_len)
 {
     const cJSON *axis = cJSON_GetObjectItemCaseSensitive(plan, key), *v;
@@ -84,20 +127,62 @@ static int plan_check_axis(const char *path, const cJSON *plan, const char *key,
 
     if (!axis) return 0;
     if (!cJSON_IsArray(axis) || cJSON_GetArraySize(axis) == 0) {
-        snprintf(err, err_len, "plan %s: \"%s\" must be a non-empty array of %s", path, key,
-                 want_string ? "strings" : "integers");
+        snprintf(err, err_len, "plan %s: \"%s\" must be a non-empty array of %s", path, key, plan_axis_kind_name(k));
         return -1;
     }
     cJSON_ArrayForEach(v, axis) {
-        int ok = want_string ? cJSON_IsString(v) && v->valuestring[0] : plan_is_integer(v);
-        if (!ok) {
+        if (!plan_axis_value_ok(v, k)) {
             char *shown = cJSON_PrintUnformatted(v);
-            snprintf(err, err_len, "plan %s: \"%s\"[%d] is %.60s, not %s", path, key, i, shown ? shown : "?",
-                     want_string ? "a non-empty string" : "an integer");
+            snprintf(err, err_len, "plan %s: \"%s\"[%d] is %.60s, not one of %s", path, key, i, shown ? shown : "?",
+                     plan_axis_kind_name(k));
             free(shown);
             return -1;
         }
         i++;
+    }
+    return 0;
+}
+
+/* Whether run parameter name is set by an axis the plan has: its own, or seq_q_kv's. */
+static int plan_axis_sets(const cJSON *plan, const char *name)
+{
+    size_t k;
+
+    for (k = 0; k < PLAN_AXIS_COUNT; k++)
+        if (!strcmp(name, plan_axes[k].key) && cJSON_GetObjectItemCaseSensitive(plan, plan_axes[k].key)) return 1;
+    return cJSON_GetObjectItemCaseSensitive(plan, "seq_q_kv") &&
+           (!strcmp(name, "seq") || !strcmp(name, "seq_q") || !strcmp(name, "seq_kv"));
+}
+
+/* "study": true, false or {"rounds": N, "baseline": "a backend of the plan"}. 0, or -1. */
+static int plan_check_study(const char *path, const cJSON *plan, char *err, size_t err_len)
+{
+    const cJSON *study = cJSON_GetObjectItemCaseSensitive(plan, "study"), *item, *backends, *b;
+    int found = 0;
+
+    if (!study || cJSON_IsBool(study)) return 0;
+    if (!cJSON_IsObject(study)) {
+        snprintf(err, err_len, "plan %s: \"study\" is true, false or {\"rounds\": N, \"baseline\": \"BACKEND\"}", path);
+        return -1;
+    }
+    cJSON_ArrayForEach(item, study) {
+        if (strcmp(item->string, "rounds") && strcmp(item->string, "baseline")) {
+            snprintf(err, err_len, "plan %s: study.%.40s: a study takes rounds and baseline", path, item->string);
+            return -1;
+        }
+    }
+    item = cJSON_GetObjectItemCaseSensitive(study, "rounds");
+    if (item && !(plan_is_integer(item) && item->valuedouble >= 1 && item->valuedouble <= STUDY_MAX_ROUNDS)) {
+        snprintf(err, err_len, "plan %s: study.rounds must be an integer from 1 to %d", path, STUDY_MAX_ROUNDS);
+        return -1;
+    }
+    item = cJSON_GetObjectItemCaseSensitive(study, "baseline");
+    if (!item) return 0;
+    backends = cJSON_GetObjectItemCaseSensitive(plan, "backends");
+    cJSON_ArrayForEach(b, backends) found |= cJSON_IsString(item) && !strcmp(b->valuestring, item->valuestring);
+    if (!found) {
+        snprintf(err, err_len, "plan %s: study.baseline must be one of the plan's backends", path);
+        return -1;
     }
     return 0;
 }
@@ -114,12 +199,14 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
     }
     cJSON_ArrayForEach(item, plan) {
         int known = !strcmp(item->string, "backends") || !strcmp(item->string, "params") ||
-                    !strcmp(item->string, "repeat") || !strcmp(item->string, "description");
-        for (k = 0; k < PLAN_AXIS_COUNT && !known; k++) known = !strcmp(item->string, plan_axes[k]);
+                    !strcmp(item->string, "repeat") || !strcmp(item->string, "description") ||
+                    !strcmp(item->string, "study");
+        for (k = 0; k < PLAN_AXIS_COUNT && !known; k++) known = !strcmp(item->string, plan_axes[k].key);
         if (!known) {
             snprintf(err, err_len,
-                     "plan %s: unknown key \"%.40s\"; a plan has backends, batch, heads, seq, head_dim, dtype, "
-                     "params, repeat and description (docs/plan.md)",
+                     "plan %s: unknown key \"%.40s\"; a plan has backends, the axes (model, batch, heads, kv_heads, "
+                     "seq, seq_q_kv, head_dim, dtype, mask, window, impl, cache, graph), params, repeat, study and "
+                     "description (docs/plan.md)",
                      path, item->string);
             return -1;
         }
@@ -128,9 +215,23 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
         snprintf(err, err_len, "plan %s: \"backends\" is missing (a non-empty array of backend names)", path);
         return -1;
     }
-    if (plan_check_axis(path, plan, "backends", 1, err, err_len) != 0) return -1;
+    if (plan_check_axis(path, plan, "backends", AXIS_STRINGS, err, err_len) != 0) return -1;
     for (k = 0; k < PLAN_AXIS_COUNT; k++)
-        if (plan_check_axis(path, plan, plan_axes[k], !strcmp(plan_axes[k], "dtype"), err, err_len) != 0) return -1;
+        if (plan_check_axis(path, plan, plan_axes[k].key, plan_axes[k].kind, err, err_len) != 0) return -1;
+    if (cJSON_GetObjectItemCaseSensitive(plan, "seq") && cJSON_GetObjectItemCaseSensitive(plan, "seq_q_kv")) {
+        snprintf(err, err_len, "plan %s: \"seq\" and \"seq_q_kv\" are both axes of the lengths; give one", path);
+        return -1;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(plan, "impl")) {
+        const cJSON *b;
+        cJSON_ArrayForEach(b, cJSON_GetObjectItemCaseSensitive(plan, "backends"))
+            if (strchr(b->valuestring, ':')) {
+                snprintf(err, err_len, "plan %s: backend %.40s names its impl, and impl is an axis; give it in one place",
+                         path, b->valuestring);
+                return -1;
+            }
+    }
+    if (plan_check_study(path, plan, err, err_len) != 0) return -1;
 
     item = cJSON_GetObjectItemCaseSensitive(plan, "description");
     if (item && !cJSON_IsString(item)) {
@@ -154,12 +255,11 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
             snprintf(err, err_len, "plan %s: params.backend: backends are an axis; list them in \"backends\"", path);
             return -1;
         }
-        for (k = 0; k < PLAN_AXIS_COUNT; k++)
-            if (!strcmp(item->string, plan_axes[k]) && cJSON_GetObjectItemCaseSensitive(plan, plan_axes[k])) {
-                snprintf(err, err_len, "plan %s: params.%s: %s is also an axis of the plan; give it in one place",
-                         path, item->string, item->string);
-                return -1;
-            }
+        if (plan_axis_sets(plan, item->string)) {
+            snprintf(err, err_len, "plan %s: params.%s: %s is also an axis of the plan; give it in one place", path,
+                     item->string, item->string);
+            return -1;
+        }
         for (k = 0; k < sizeof plan_refused_params / sizeof plan_refused_params[0]; k++)
             if (!strcmp(item->string, plan_refused_params[k])) {
                 snprintf(err, err_len,
@@ -178,6 +278,7 @@ static const char *plan_key_of_field(const cJSON *doc, const char *field, char *
     if (!field[0]) return "params";
     if (!strcmp(field, "backend")) return "backends";
     if (cJSON_GetObjectItemCaseSensitive(doc, field)) return field; /* an axis */
+    if (plan_axis_sets(doc, field)) return "seq_q_kv";
     snprintf(key, key_len, "params.%.40s", field);
     return key;
 }
@@ -198,9 +299,29 @@ static int plan_parse_point(const char *path, const cJSON *doc, const cJSON *bac
         snprintf(err, err_len, "out of memory expanding plan %s", path);
         return -1;
     }
-    cJSON_AddItemToObject(body, "backend", cJSON_Duplicate(backend, 0));
-    for (k = 0; k < PLAN_AXIS_COUNT; k++)
-        if (axes[k]) cJSON_AddItemToObject(body, plan_axes[k], cJSON_Duplicate(cJSON_GetArrayItem(axes[k], at[k]), 0));
+    /* A study says how its variants' outputs agree with the reference unless told not to,
+     * as POST /v1/studies does. */
+    if (cJSON_GetObjectItemCaseSensitive(doc, "study") && !cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(doc, "study")) &&
+        !cJSON_GetObjectItemCaseSensitive(body, "verify"))
+        cJSON_AddTrueToObject(body, "verify");
+    {
+        /* "flash:tma" names the backend and its impl, as a study's variant does */
+        const char *colon = strchr(backend->valuestring, ':');
+        char name[64];
+        snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - backend->valuestring) : 63, backend->valuestring);
+        cJSON_AddStringToObject(body, "backend", name);
+        if (colon) cJSON_AddStringToObject(body, "impl", colon + 1);
+    }
+    for (k = 0; k < PLAN_AXIS_COUNT; k++) {
+        const cJSON *value = axes[k] ? cJSON_GetArrayItem(axes[k], at[k]) : NULL;
+        if (!value) continue;
+        if (plan_axes[k].kind == AXIS_PAIRS) {
+            cJSON_AddItemToObject(body, "seq_q", cJSON_Duplicate(cJSON_GetArrayItem(value, 0), 0));
+            cJSON_AddItemToObject(body, "seq_kv", cJSON_Duplicate(cJSON_GetArrayItem(value, 1), 0));
+        } else {
+            cJSON_AddItemToObject(body, plan_axes[k].key, cJSON_Duplicate(value, 0));
+        }
+    }
     rc = run_request_parse(r, NULL, body, allow_faults, &e);
     cJSON_Delete(body);
     if (rc != 0)
@@ -222,7 +343,7 @@ static int plan_expand(const char *path, const cJSON *doc, int allow_faults, bat
     size_t k;
 
     for (k = 0; k < PLAN_AXIS_COUNT; k++) {
-        axes[k] = cJSON_GetObjectItemCaseSensitive(doc, plan_axes[k]);
+        axes[k] = cJSON_GetObjectItemCaseSensitive(doc, plan_axes[k].key);
         sizes[k] = axes[k] ? cJSON_GetArraySize(axes[k]) : 1; /* an axis not given: one pass, unset */
         if ((long long)points * sizes[k] > BATCH_PLAN_MAX_RUNS) points = BATCH_PLAN_MAX_RUNS + 1;
         else points *= sizes[k];
@@ -233,6 +354,16 @@ static int plan_expand(const char *path, const cJSON *doc, int allow_faults, bat
         return -1;
     }
     per_grid = points * cJSON_GetArraySize(backends);
+    plan->backends = cJSON_GetArraySize(backends);
+    plan->points = points;
+    plan->repeats = repeats;
+    plan->names = calloc((size_t)plan->backends, sizeof *plan->names);
+    if (!plan->names) {
+        snprintf(err, err_len, "out of memory expanding plan %s", path);
+        return -1;
+    }
+    for (point = 0; point < plan->backends; point++)
+        snprintf(plan->names[point], sizeof plan->names[point], "%s", cJSON_GetArrayItem(backends, point)->valuestring);
     plan->runs = calloc((size_t)per_grid * (size_t)repeats, sizeof *plan->runs);
     if (!plan->runs) {
         snprintf(err, err_len, "out of memory expanding plan %s", path);
@@ -254,6 +385,39 @@ static int plan_expand(const char *path, const cJSON *doc, int allow_faults, bat
     return 0;
 }
 
+/* The plan's "study", when it holds one: its rounds and baseline. 0, or -1 with err. */
+static int plan_read_study(const char *path, const cJSON *doc, batch_plan *plan, char *err, size_t err_len)
+{
+    const cJSON *study = cJSON_GetObjectItemCaseSensitive(doc, "study");
+    const cJSON *rounds = cJSON_GetObjectItemCaseSensitive(study, "rounds");
+    const cJSON *baseline = cJSON_GetObjectItemCaseSensitive(study, "baseline");
+    int b, c;
+
+    plan->study = study && !cJSON_IsFalse(study);
+    if (!plan->study) return 0;
+    if (plan->backends > STUDY_MAX_VARIANTS) {
+        snprintf(err, err_len, "plan %s: a study has at most %d variants (backends)", path, STUDY_MAX_VARIANTS);
+        return -1;
+    }
+    for (b = 0; b < plan->backends; b++)
+        for (c = 0; c < b; c++)
+            if (!strcmp(plan->names[b], plan->names[c])) {
+                snprintf(err, err_len, "plan %s: backend %s is named twice (a study's variants are distinct)", path,
+                         plan->names[b]);
+                return -1;
+            }
+    plan->study_rounds = rounds ? (int)rounds->valuedouble : STUDY_DEFAULT_ROUNDS;
+    if ((long long)plan->study_rounds * plan->backends > STUDY_MAX_RUNS) {
+        snprintf(err, err_len, "plan %s: %d backends x %d rounds is more than a study's %d runs", path, plan->backends,
+                 plan->study_rounds, STUDY_MAX_RUNS);
+        return -1;
+    }
+    plan->study_baseline = 0;
+    for (b = 0; baseline && b < plan->backends; b++)
+        if (!strcmp(plan->names[b], baseline->valuestring)) plan->study_baseline = b;
+    return 0;
+}
+
 int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *err, size_t err_len)
 {
     json_text_error te;
@@ -262,8 +426,7 @@ int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *
     char *text;
     int rc;
 
-    plan->runs = NULL;
-    plan->count = 0;
+    memset(plan, 0, sizeof *plan);
     text = plan_read_file(path, &len, err, err_len);
     if (!text) return -1;
     doc = json_text_parse(text, len, &te);
@@ -283,6 +446,7 @@ int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *
     free(text);
     rc = plan_check_keys(path, doc, err, err_len);
     if (rc == 0) rc = plan_expand(path, doc, allow_faults, plan, err, err_len);
+    if (rc == 0) rc = plan_read_study(path, doc, plan, err, err_len);
     cJSON_Delete(doc);
     if (rc != 0) batch_plan_free(plan);
     return rc;
@@ -291,7 +455,9 @@ int batch_plan_load(const char *path, int allow_faults, batch_plan *plan, char *
 void batch_plan_free(batch_plan *plan)
 {
     free(plan->runs);
+    free(plan->names);
     plan->runs = NULL;
+    plan->names = NULL;
     plan->count = 0;
 }
 
@@ -311,5 +477,19 @@ void batch_plan_label(const run_request *r, char *out, size_t len)
     if ((size_t)n < len && p->ragged) /* the sequences' own lengths: seq_q and seq_kv above are their bounds */
         n += snprintf(out + n, len - (size_t)n, " ragged tokens=%" PRId64 "/%" PRId64, p->total_q, p->total_kv);
     if ((size_t)n < len && p->page_size > 0)
-        snprintf(out + n, len - (size_t)n, " page_size=%" PRId64, p->page_size);
+        n += snprintf(out + n, len - (size_t)n, " page_size=%" PRId64, p->page_size);
+    /* What the newer axes set, where it is not the default: points that differ only there
+     * must not share a label (batch.c's summary groups by it). */
+    if ((size_t)n < len && r->model[0]) n += snprintf(out + n, len - (size_t)n, " model=%s", r->model);
+    if ((size_t)n < len && p->kv_heads > 0 && p->kv_heads != p->heads)
+        n += snprintf(out + n, len - (size_t)n, " kv_heads=%" PRId64, p->kv_heads);
+    if ((size_t)n < len && p->head_dim_v > 0 && p->head_dim_v != p->head_dim)
+        n += snprintf(out + n, len - (size_t)n, " head_dim_v=%" PRId64, p->head_dim_v);
+    if ((size_t)n < len && p->mask != ATTN_MASK_CAUSAL)
+        n += snprintf(out + n, len - (size_t)n, " mask=%s", attn_mask_name(p->mask));
+    if ((size_t)n < len && p->window_keys > 0)
+        n += snprintf(out + n, len - (size_t)n, " window=%" PRId64, p->window_keys - 1);
+    if ((size_t)n < len && r->impl[0]) n += snprintf(out + n, len - (size_t)n, " impl=%s", r->impl);
+    if ((size_t)n < len && r->cache_cold) n += snprintf(out + n, len - (size_t)n, " cache=cold");
+    if ((size_t)n < len && r->graph) snprintf(out + n, len - (size_t)n, " graph=true");
 }

@@ -5,8 +5,10 @@
  *   {"backends": ["naive", "math"], "seq": [512, 1024], "params": {"verify": true}, "repeat": 1}
  *
  * Expansion order (the CLI's too): the whole grid `repeat` times over; in each, backends
- * outermost, then batch, heads, seq, head_dim, dtype. A run's parameters are "params" plus
- * its point of the grid, parsed by run_request_parse as a POST /v1/runs body is.
+ * outermost, then model, batch, heads, kv_heads, seq, seq_q_kv, head_dim, dtype, mask,
+ * window, impl, cache, graph. A run's parameters are "params" plus its point of the grid,
+ * parsed by run_request_parse as a POST /v1/runs body is. With "study", each point's
+ * backends are one study's variants instead (batch.c runs them interleaved over rounds).
  */
 #ifndef BATCH_PLAN_H
 #define BATCH_PLAN_H
@@ -22,6 +24,14 @@
 typedef struct batch_plan {
     run_request *runs; /* count runs in expansion order; malloc'd, batch_plan_free frees */
     int count;
+    int backends;      /* in each pass: backends · points runs, backend b's at b·points + point */
+    int points;
+    int repeats;
+    /* "study": each point of each pass is one study whose variants are the backends */
+    int study;
+    int study_rounds;
+    int study_baseline; /* index into the backends */
+    char (*names)[64];  /* the backends as the plan names them ("flash:tma"); malloc'd */
 } batch_plan;
 
 /* Read the plan file at path, check every key and expand it. allow_faults: accept the

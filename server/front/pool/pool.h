@@ -75,6 +75,12 @@ int pool_run_sync(const run_request *r, cJSON **response);
  * the reason) | cancelled (pool_cancel). Caller deletes *response. */
 int pool_run_async(const run_request *r, cJSON **response);
 
+/* Whether r could be queued on its device apart from the queue's room: 422 too_costly on the
+ * cpu device over cpu_max_macs, 503 no_device when its device is not served or down, with
+ * *response the error body (caller deletes); 0 when it could. For a study, which checks
+ * every run before it stores anything. */
+int pool_run_admissible(const run_request *r, cJSON **response);
+
 /* pool_run_async when r->async_run, else pool_run_sync, with on_end (NULL: none) called at
  * the run's end (pool_run_end_fn, pool_hooks.h). */
 int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response);

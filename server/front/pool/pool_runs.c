@@ -163,6 +163,31 @@ static int pool_refusal_locked(const run_request *r, worker_slot *w, cJSON **res
     return 0;
 }
 
+int pool_run_admissible(const run_request *r, cJSON **response)
+{
+    char message[700];
+    worker_slot *w;
+    int status = 0;
+
+    *response = NULL;
+    pthread_mutex_lock(&queue_mu);
+    w = queue_find_slot_locked(r->device);
+    if (!strcmp(r->device, "cpu") && pool_cpu_too_costly(r, queue_settings.cpu_max_macs, message, sizeof message)) {
+        *response = queue_error_body("too_costly", message, NULL);
+        status = 422;
+    } else if (!w || w->state == SLOT_DOWN) {
+        if (!w)
+            snprintf(message, sizeof message, "device %s is not served here (see GET /v1/device)",
+                     r->device[0] ? r->device : "(none)");
+        else
+            snprintf(message, sizeof message, "device %s is down: %s", w->name, w->reason);
+        *response = queue_error_body("no_device", message, "device");
+        status = 503;
+    }
+    pthread_mutex_unlock(&queue_mu);
+    return status;
+}
+
 /* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL.
  * gone/client: the synchronous caller's client (pool_run_watched), NULL when none. */
 static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end,

@@ -39,6 +39,13 @@ void route_run_trace(http_request *req);      /* GET /v1/runs/{id}/trace */
  * database is away, else 500 store_error; what names the thing, "the run history". */
 void routes_store_read_failed(http_request *req, const char *what);
 
+/* studies.c: studies (server/front/studies/) and comparisons */
+void route_study_create(http_request *req);   /* POST /v1/studies */
+void route_study_list(http_request *req);     /* GET /v1/studies?limit=&before=&tag=&status= */
+void route_study_get(http_request *req);      /* GET /v1/studies/{id}?wait=S */
+void route_study_cancel(http_request *req);   /* DELETE /v1/studies/{id} */
+void route_compare(http_request *req);        /* GET /v1/compare?base=&run=&confidence=&noise_floor= */
+
 /* nodes.c */
 void route_nodes(http_request *req);          /* GET /v1/nodes */
 

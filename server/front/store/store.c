@@ -75,7 +75,7 @@ static int store_open_rest(const char *data_dir, int to_fleet, char *err, size_t
 {
     if (store_pending_open(data_dir, err, err_len) != 0) goto fail;
     store_outbox_land_pending();
-    if (store_local_mark_interrupted(store_pending_holds_final) != 0) {
+    if (store_local_mark_interrupted(store_pending_holds_final) != 0 || store_local_mark_studies_interrupted() != 0) {
         snprintf(err, err_len, "%s: %s", store_sqlite_path(), store_sqlite_last_error());
         goto fail_pending;
     }
@@ -296,6 +296,42 @@ char *store_list_runs(long long after, int limit, const char *backend, const cha
 }
 
 long long store_count_runs(void) { return store_local_count_runs(); }
+
+/* ------------------------------------------------------------------------ studies -- */
+
+long long store_insert_study(const char *created, const char *status, const char *record_json)
+{
+    char uuid[40];
+    long long id;
+
+    if (store_new_uuid(uuid) != 0) return -1;
+    id = store_local_insert_study(created, status, record_json, uuid, node_name);
+    store_wrote(id > 0 ? 0 : -1);
+    return id;
+}
+
+int store_update_study(long long id, const char *status, const char *record_json)
+{
+    int rc = store_local_update_study(id, status, record_json);
+
+    if (rc == 1) return -1; /* no such study */
+    return store_wrote(rc);
+}
+
+char *store_get_study(long long id)
+{
+    char *record = store_local_get_study(id);
+
+    if (!record && store_fleet && store_pg_get_study(id, &record) != 1) record = NULL;
+    return record;
+}
+
+char *store_list_studies(const store_study_query *q, long long *last, int *count)
+{
+    if (!store_fleet) return store_local_list_studies(q, last, count);
+    store_outbox_flush(); /* this node's own studies first */
+    return store_pg_list_studies(q, last, count);
+}
 
 int store_put_trace(long long run_id, const char *json)
 {

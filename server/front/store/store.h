@@ -81,6 +81,24 @@ int store_node_known(const char *node);
 /* History after position `after`, oldest first, filtered by backend and status only (tests). */
 char *store_list_runs(long long after, int limit, const char *backend, const char *status);
 
+/* ---------------------------------------------------------------- studies -- */
+
+/* A new study in state `status` with its record so far (inserted as {"id":0,… it gets its id
+ * filled in); returns its id (> 0, in the same fleet range as run ids), or -1. */
+long long store_insert_study(const char *created, const char *status, const char *record_json);
+
+/* Replace status and record of study id. 0, or -1 (no such study, or the file refused it). */
+int store_update_study(long long id, const char *status, const char *record_json);
+
+/* The record of study id, malloc'd (caller frees); NULL when there is none (this machine
+ * first, then the fleet). */
+char *store_get_study(long long id);
+
+/* GET /v1/studies: the page q selects, newest first, as a JSON array text (malloc'd; NULL on
+ * failure, store_available() says whether the database is away); *last: the cursor of its
+ * last row, q->before when none; *count: its rows. */
+char *store_list_studies(const store_study_query *q, long long *last, int *count);
+
 /* The Chrome trace of a profiled run, kept apart from the record so the history stays
  * small. put: 0, or -1. get: malloc'd JSON text, NULL if none. */
 int store_put_trace(long long run_id, const char *json);

@@ -234,15 +234,25 @@ out:
     return id;
 }
 
+/* Run st, an UPDATE of (status, record, id, median): 0 when it ran, -1 when it failed.
+ * Under store_sqlite_mu, in a transaction. */
+static int store_local_step_update(sqlite3_stmt *st, long long id, const char *status, double median_us,
+                                   const char *record_json)
+{
+    if (store_sqlite_bind_text(st, 1, status) < 0 || store_sqlite_bind_text(st, 2, record_json ? record_json : "{}") < 0 ||
+        SQL_CHECK(sqlite3_bind_int64(st, 3, id)) < 0 || store_bind_median(st, 4, median_us) < 0 ||
+        SQL_CHECK(sqlite3_step(st)) != SQLITE_DONE)
+        return -1;
+    return 0;
+}
+
 int store_local_update_run(long long id, const char *status, double median_us, const char *record_json)
 {
     int rc = -1;
 
     pthread_mutex_lock(&store_sqlite_mu);
     if (!store_sqlite_db || store_sqlite_begin() != 0) goto out;
-    if (store_sqlite_bind_text(st_update, 1, status) < 0 || store_sqlite_bind_text(st_update, 2, record_json ? record_json : "{}") < 0 ||
-        SQL_CHECK(sqlite3_bind_int64(st_update, 3, id)) < 0 || store_bind_median(st_update, 4, median_us) < 0 ||
-        SQL_CHECK(sqlite3_step(st_update)) != SQLITE_DONE) {
+    if (store_local_step_update(st_update, id, status, median_us, record_json) != 0) {
         store_sqlite_rollback();
     } else if (sqlite3_changes(store_sqlite_db) != 1) { /* no such run: nothing to write */
         store_sqlite_rollback();
@@ -264,9 +274,7 @@ int store_local_land_final(long long id, const char *status, double median_us, c
 
     pthread_mutex_lock(&store_sqlite_mu);
     if (!store_sqlite_db || store_sqlite_begin() != 0) goto out;
-    if (store_sqlite_bind_text(st_land, 1, status) < 0 || store_sqlite_bind_text(st_land, 2, record_json ? record_json : "{}") < 0 ||
-        SQL_CHECK(sqlite3_bind_int64(st_land, 3, id)) < 0 || store_bind_median(st_land, 4, median_us) < 0 ||
-        SQL_CHECK(sqlite3_step(st_land)) != SQLITE_DONE ||
+    if (store_local_step_update(st_land, id, status, median_us, record_json) != 0 ||
         (sqlite3_changes(store_sqlite_db) == 1 && store_sqlite_outbox_append("run", id, NULL) != 0) ||
         store_sqlite_commit() != 0)
         store_sqlite_rollback();
@@ -555,14 +563,14 @@ int store_local_tensor_forget(long long id)
 
 int store_local_set_id_base(long long base)
 {
-    static const char *const tables[] = {"runs", "tensor_ids"};
+    static const char *const tables[] = {"runs", "tensor_ids", "studies"};
     sqlite3_stmt *st;
     int rc = 0;
     size_t i;
 
     /* AUTOINCREMENT takes max(sqlite_sequence.seq, largest id) + 1: raising seq is enough. */
     pthread_mutex_lock(&store_sqlite_mu);
-    for (i = 0; i < 2 && rc == 0; i++) {
+    for (i = 0; i < sizeof tables / sizeof tables[0] && rc == 0; i++) {
         const char *name[1] = {tables[i]};
         long long both[1] = {base};
         if (store_sqlite_run_once(&st, "UPDATE sqlite_sequence SET seq = ?2 WHERE name = ?1 AND seq < ?2", name, 1, both, 1) !=

@@ -62,6 +62,18 @@ char *store_local_query_runs(const store_run_query *q, long long *first, long lo
 char *store_local_group_runs(const store_run_query *q, int *more);
 int store_local_node_known(const char *node);
 
+/* Studies (store_local_studies.c): like runs, a record inserted as {"id":0,… gets its id;
+ * insert returns it (> 0) or -1; update 0, 1 (no such study), -1; get malloc'd or NULL; list:
+ * a JSON array text of the page (malloc'd; NULL on failure), *last the cursor of its last
+ * row (q->before when none) and *count its rows; mark: the studies an earlier process left queued or running,
+ * failed with server_restarted. 0, or -1. */
+long long store_local_insert_study(const char *created, const char *status, const char *record_json, const char *uuid,
+                                   const char *node);
+int store_local_update_study(long long id, const char *status, const char *record_json);
+char *store_local_get_study(long long id);
+char *store_local_list_studies(const store_study_query *q, long long *last, int *count);
+int store_local_mark_studies_interrupted(void);
+
 /* A profiled run's Chrome trace. put: 0, or -1. get: malloc'd, NULL if none. */
 int store_local_put_trace(long long run_id, const char *json);
 char *store_local_get_trace(long long run_id);

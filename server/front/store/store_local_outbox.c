@@ -19,15 +19,20 @@ static store_local_outbox_kind outbox_kind_of(const char *kind)
 {
     if (kind && !strcmp(kind, "delete")) return OUTBOX_DELETE;
     if (kind && !strcmp(kind, "trace")) return OUTBOX_TRACE;
+    if (kind && !strcmp(kind, "study")) return OUTBOX_STUDY;
     return OUTBOX_RUN;
 }
 
 int store_local_outbox_peek(store_local_outbox_entry *out, int max)
 {
+    /* A study's row names the study in run_id: the runs table is not joined for it (a run
+     * may have the same number). */
     static const char *const sql =
-        "SELECT o.seq, o.kind, o.run_id, coalesce(o.uuid, r.uuid), r.id, r.node, r.created, r.backend, r.device,"
-        " r.status, r.record, r.version, t.json, r.median_us"
-        " FROM outbox o LEFT JOIN runs r ON r.id = o.run_id"
+        "SELECT o.seq, o.kind, o.run_id, coalesce(o.uuid, r.uuid, s.uuid), coalesce(r.id, s.id),"
+        " coalesce(r.node, s.node), coalesce(r.created, s.created), r.backend, r.device,"
+        " coalesce(r.status, s.status), coalesce(r.record, s.record), coalesce(r.version, s.version), t.json, r.median_us"
+        " FROM outbox o LEFT JOIN runs r ON o.kind <> 'study' AND r.id = o.run_id"
+        " LEFT JOIN studies s ON o.kind = 'study' AND s.id = o.run_id"
         " LEFT JOIN traces t ON o.kind = 'trace' AND t.run_id = o.run_id"
         " ORDER BY o.seq LIMIT ?1";
     sqlite3_stmt *st = NULL;

@@ -6,9 +6,10 @@
 #ifndef STORE_LOCAL_OUTBOX_H
 #define STORE_LOCAL_OUTBOX_H
 
-typedef enum store_local_outbox_kind { OUTBOX_RUN, OUTBOX_DELETE, OUTBOX_TRACE } store_local_outbox_kind;
+typedef enum store_local_outbox_kind { OUTBOX_RUN, OUTBOX_DELETE, OUTBOX_TRACE, OUTBOX_STUDY } store_local_outbox_kind;
 
-/* One pending write, with the run's state as it is now (a run written three times while
+/* One pending write, with the run's (OUTBOX_STUDY: the study's, run_id its id, backend and
+ * device NULL) state as it is now (a run written three times while
  * the database was away is sent once, in its last state; the two older rows then find the
  * fleet already at that version). Strings malloc'd; has_run 0 when the run is gone. */
 typedef struct store_local_outbox_entry {

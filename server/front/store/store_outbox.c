@@ -60,6 +60,15 @@ static int outbox_write_of(const store_local_outbox_entry *e, store_pg_write *w)
         if (!e->uuid) return 0;
         w->kind = STORE_PG_DELETE;
         return 1;
+    case OUTBOX_STUDY:
+        if (!e->has_run || !e->uuid || !e->record) return 0;
+        w->kind = STORE_PG_STUDY;
+        w->node = e->node ? e->node : "";
+        w->created = e->created ? e->created : "";
+        w->status = e->status ? e->status : "";
+        w->version = e->version;
+        w->text = e->record;
+        return 1;
     case OUTBOX_TRACE:
         if (!e->trace) return 0;
         w->kind = STORE_PG_TRACE;

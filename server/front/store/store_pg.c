@@ -336,6 +336,13 @@ static int pg_apply_one(const store_pg_write *w)
         PQclear(res);
         return 0;
     }
+    case STORE_PG_STUDY: {
+        snprintf(version, sizeof version, "%d", w->version);
+        const char *values[] = {id, w->uuid, w->node, w->created, w->status, version, w->text};
+        if (!(res = pg_exec(PG_STUDY_PUT, 7, values))) return -1;
+        PQclear(res);
+        return 0;
+    }
     case STORE_PG_TRACE: {
         const char *values[] = {id, w->text};
         if (!(res = pg_exec(PG_TRACE_PUT, 2, values))) return -1;
@@ -409,6 +416,48 @@ int store_pg_get_run_status(long long id, char **status)
 int store_pg_get_trace(long long run_id, char **json)
 {
     return pg_get_text(PG_TRACE_GET, run_id, json);
+}
+
+int store_pg_get_study(long long id, char **record)
+{
+    return pg_get_text(PG_STUDY_GET, id, record);
+}
+
+char *store_pg_list_studies(const store_study_query *q, long long *last, int *count)
+{
+    char before[24], limit[16];
+    const char *values[] = {q->status, q->tag, before, limit};
+    char *out = NULL;
+    size_t len = 0, total = 2;
+    PGresult *res = NULL;
+    int i, rows;
+
+    *last = q->before;
+    *count = 0;
+    snprintf(before, sizeof before, "%lld", q->before);
+    snprintf(limit, sizeof limit, "%d", q->limit);
+    if (pg_enter() < 0 || !(res = pg_exec(PG_STUDY_LIST, 4, values))) goto out;
+    rows = PQntuples(res);
+    for (i = 0; i < rows; i++) total += (size_t)PQgetlength(res, i, 0) + 1;
+    if (!(out = malloc(total + 1))) {
+        pg_fail("studies query: out of memory for %d records", rows);
+        goto out;
+    }
+    out[len++] = '[';
+    for (i = 0; i < rows; i++) {
+        size_t n_text = (size_t)PQgetlength(res, i, 0);
+        if (i > 0) out[len++] = ',';
+        memcpy(out + len, PQgetvalue(res, i, 0), n_text);
+        len += n_text;
+        *last = atoll(PQgetvalue(res, i, 1));
+    }
+    *count = rows;
+    out[len++] = ']';
+    out[len] = '\0';
+out:
+    PQclear(res);
+    pg_leave();
+    return out;
 }
 
 long long store_pg_count_runs(void)

@@ -40,17 +40,17 @@ long long store_pg_register_instance(const char *instance_uuid, const char *node
 /* The node of an instance number into node (len bytes). 1 found, 0 none, -1 error. */
 int store_pg_instance_node(long long instance, char *node, size_t len);
 
-typedef enum store_pg_write_kind { STORE_PG_RUN, STORE_PG_DELETE, STORE_PG_TRACE } store_pg_write_kind;
+typedef enum store_pg_write_kind { STORE_PG_RUN, STORE_PG_DELETE, STORE_PG_TRACE, STORE_PG_STUDY } store_pg_write_kind;
 
 /* One change to the history. Strings are the caller's; NULL backend or device is stored NULL. */
 typedef struct store_pg_write {
     store_pg_write_kind kind;
-    long long id;                                           /* run id (RUN, TRACE) */
-    const char *uuid;                                       /* run uuid (RUN, DELETE) */
-    const char *node, *created, *backend, *device, *status; /* RUN */
-    int version;      /* RUN: the record's state counter, 1 for the first write */
+    long long id;                                           /* run id (RUN, TRACE), study id (STUDY) */
+    const char *uuid;                                       /* run uuid (RUN, DELETE), study uuid (STUDY) */
+    const char *node, *created, *backend, *device, *status; /* RUN (STUDY: node, created, status) */
+    int version;      /* RUN, STUDY: the record's state counter, 1 for the first write */
     double median_us; /* RUN: < 0 for none (NULL) */
-    const char *text; /* RUN: the record JSON; TRACE: the trace JSON */
+    const char *text; /* RUN, STUDY: the record JSON; TRACE: the trace JSON */
 } store_pg_write;
 
 /* Apply w[0..n) in order in ONE transaction, idempotently: a RUN whose uuid exists replaces
@@ -60,6 +60,9 @@ typedef struct store_pg_write {
  * -1: none. A connection lost during COMMIT also answers -1 although the writes may have
  * committed: replay them, which is why they are idempotent. */
 int store_pg_apply(const store_pg_write *w, size_t n);
+
+/* STUDY: a new uuid is inserted (taking the next study position), a known one replaced
+ * when its version is greater, as a RUN. */
 
 /* The record / the status of run id / the trace of run run_id: 1 found (*out malloc'd,
  * caller frees), 0 none, -1 error. */
@@ -73,6 +76,12 @@ int store_pg_get_trace(long long run_id, char **json);
 char *store_pg_query_runs(const store_run_query *q, long long *first, long long *last);
 char *store_pg_group_runs(const store_run_query *q, int *more);
 int store_pg_node_known(const char *node);
+
+/* Studies: the record of study id (1 found, *record malloc'd; 0 none; -1 error), and a page
+ * of GET /v1/studies newest first by fleet study position (a JSON array text, malloc'd, NULL
+ * on error; *last the position of its last row, q->before when none; *count its rows). */
+int store_pg_get_study(long long id, char **record);
+char *store_pg_list_studies(const store_study_query *q, long long *last, int *count);
 
 /* Number of runs in the fleet history; -1 on error. */
 long long store_pg_count_runs(void);

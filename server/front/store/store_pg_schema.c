@@ -111,6 +111,19 @@ static const char *const store_pg_migrations[] = {
     "CREATE INDEX runs_impl_seq ON runs(impl, seq);"
     "CREATE INDEX runs_device_name_seq ON runs(device_name, seq);"
     "CREATE INDEX runs_build_commit_seq ON runs(build_commit, seq);",
+    /* 3: studies (docs/api.md, Studies): the whole record of each, with the columns a page
+     * filters by. `seq` orders GET /v1/studies newest first across the fleet; studies are few,
+     * so a tag is looked for in the records of the page's walk. */
+    "CREATE TABLE studies ("
+    " id bigint PRIMARY KEY,"
+    " uuid uuid UNIQUE NOT NULL,"
+    " seq bigserial UNIQUE NOT NULL,"
+    " node text NOT NULL,"
+    " created text NOT NULL,"
+    " status text NOT NULL,"
+    " version integer NOT NULL,"
+    " record text NOT NULL);"
+    "CREATE INDEX studies_status_seq ON studies(status, seq);",
 };
 
 #define STORE_PG_SCHEMA_LATEST ((int)(sizeof store_pg_migrations / sizeof store_pg_migrations[0]))
@@ -230,6 +243,17 @@ static const struct {
                   " to_char(last_heartbeat AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'),"
                   " extract(epoch FROM now() - last_heartbeat)"
                   " FROM nodes ORDER BY node, instance"},
+    /* One statement for both: a replay of a version already stored changes nothing. */
+    [PG_STUDY_PUT] = {"attnd_study_put",
+                      "INSERT INTO studies(id, uuid, node, created, status, version, record)"
+                      " VALUES ($1::bigint, $2::uuid, $3, $4, $5, $6::integer, $7)"
+                      " ON CONFLICT (uuid) DO UPDATE SET status = EXCLUDED.status, record = EXCLUDED.record,"
+                      " version = EXCLUDED.version WHERE studies.version < EXCLUDED.version"},
+    [PG_STUDY_GET] = {"attnd_study_get", "SELECT record FROM studies WHERE id = $1"},
+    [PG_STUDY_LIST] = {"attnd_study_list",
+                       "SELECT record, seq FROM studies WHERE ($1::text IS NULL OR status = $1)"
+                       " AND ($2::text IS NULL OR record::jsonb -> 'tags' ? $2)"
+                       " AND ($3::bigint = 0 OR seq < $3) ORDER BY seq DESC LIMIT $4::integer"},
     [PG_NODE_KNOWN] = {"attnd_node_known",
                        "SELECT EXISTS (SELECT 1 FROM runs WHERE node = $1) OR EXISTS (SELECT 1 FROM nodes WHERE node = $1)"},
 };

@@ -29,6 +29,9 @@ typedef enum store_pg_statement {
     PG_HEARTBEAT,     /* $1 instance $2 node $3 version $4 devices $5 started */
     PG_NODES,         /* no parameters */
     PG_NODE_KNOWN,    /* $1 node: whether it wrote runs or a heartbeat */
+    PG_STUDY_PUT,     /* $1 id $2 uuid $3 node $4 created $5 status $6 version $7 record: insert, or a newer version */
+    PG_STUDY_GET,     /* $1 id */
+    PG_STUDY_LIST,    /* $1 status $2 tag (NULL: any) $3 before (0: none) $4 limit */
     PG_STATEMENT_COUNT
 } store_pg_statement;
 

@@ -59,6 +59,17 @@ typedef struct store_run_query {
     int n_group_by;
 } store_run_query;
 
+/* A page of GET /v1/studies: newest first, before a cursor (0: from the newest), at most
+ * limit (1..STORE_STUDY_MAX_LIMIT), with the given status and tag (NULL: any). A cursor is
+ * the study's id with SQLite, its fleet position with PostgreSQL. */
+#define STORE_STUDY_MAX_LIMIT 100
+typedef struct store_study_query {
+    long long before;
+    int limit;
+    const char *status;
+    const char *tag;
+} store_study_query;
+
 /* ---------------------------------------------------------------- its SQL -- */
 
 typedef enum store_sql_dialect { STORE_SQL_SQLITE, STORE_SQL_POSTGRESQL } store_sql_dialect;

@@ -153,6 +153,22 @@ static const char *const store_schema_v4 =
     " END;"
     "PRAGMA user_version = 4;";
 
+/* Version 5: studies (docs/api.md, Studies): one row per study, its whole record as the API
+ * answers it, with the columns a list filters by; tags are read out of the record, as studies
+ * are few (one per tens of runs). Ids come from the same fleet range as run ids
+ * (store_local_set_id_base). */
+static const char *const store_schema_v5 =
+    "CREATE TABLE studies ("
+    " id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " uuid TEXT,"
+    " node TEXT,"
+    " created TEXT NOT NULL,"
+    " status TEXT NOT NULL,"
+    " version INTEGER NOT NULL DEFAULT 1,"
+    " record TEXT NOT NULL);"
+    "CREATE INDEX studies_status_id ON studies(status, id);"
+    "PRAGMA user_version = 5;";
+
 /* One migration step, in a transaction. 0, or -1. */
 static int store_migrate_step(const char *sql, int version)
 {
@@ -179,6 +195,7 @@ static int store_migrate(void)
     if (version < 2 && store_migrate_step(store_schema_v2, 2) != 0) return -1;
     if (version < 3 && store_migrate_step(store_schema_v3, 3) != 0) return -1;
     if (version < 4 && store_migrate_step(store_schema_v4, 4) != 0) return -1;
+    if (version < 5 && store_migrate_step(store_schema_v5, 5) != 0) return -1;
     return 0;
 }
 

@@ -45,7 +45,7 @@ int store_sqlite_begin(void);
 int store_sqlite_commit(void);
 void store_sqlite_rollback(void);
 
-/* Append an outbox row (kind "run", "delete" or "trace") for run_id, when the outbox is on:
+/* Append an outbox row (kind "run", "delete", "trace" or "study") for run_id (a study's id), when the outbox is on:
  * under store_sqlite_mu, inside the caller's transaction. 0, or -1. */
 int store_sqlite_outbox_append(const char *kind, long long run_id, const char *uuid);
 

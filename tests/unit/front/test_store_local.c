@@ -147,6 +147,54 @@ int main(void)
     CHECK(store_local_insert_run("2026-12-03T10:01:00.000Z", "flash", "cuda:0", "queued", -1, "{\"id\":0}",
                            "00000000-0000-4000-8000-000000000002", "gpu-7") == base + 3,
           "ids go on in the instance's range after a reopen");
+
+    /* Studies: ids from the instance's range (the same numbers as runs': the outbox must not
+     * join a study's row to a run), their outbox rows, the list, and an interrupted one. */
+    {
+        long long s1, s2, last = 0;
+        int count = 0, before = (int)store_local_outbox_depth();
+        store_study_query q = {.limit = 10};
+        char *page;
+
+        s1 = store_local_insert_study("2026-12-03T10:02:00.000Z", "queued", "{\"id\":0,\"status\":\"queued\",\"tags\":[\"x\"]}",
+                                      "00000000-0000-4000-8000-000000000011", "gpu-7");
+        CHECK(s1 == base + 1, "the first study id is the instance's first: %lld", s1);
+        rec = store_local_get_study(s1);
+        CHECK(rec && !strncmp(rec, "{\"id\":12884901889,", 18), "the study got its id: %s", rec ? rec : "(null)");
+        free(rec);
+        CHECK(store_local_update_study(s1, "running", "{\"id\":12884901889,\"status\":\"running\",\"tags\":[\"x\"]}") == 0,
+              "running");
+        CHECK(store_local_update_study(999, "done", "{}") == 1, "no such study");
+        s2 = store_local_insert_study("2026-12-03T10:03:00.000Z", "done", "{\"id\":0,\"status\":\"done\",\"tags\":[]}",
+                                      "00000000-0000-4000-8000-000000000012", "gpu-7");
+        n = store_local_outbox_peek(e, 16);
+        CHECK(n == before + 3 && e[n - 3].kind == OUTBOX_STUDY && e[n - 3].has_run && e[n - 3].version == 2 &&
+                  !strcmp(e[n - 3].status, "running") && !strcmp(e[n - 3].uuid, "00000000-0000-4000-8000-000000000011") &&
+                  e[n - 3].backend == NULL && strstr(e[n - 3].record, "\"running\""),
+              "a study's outbox rows carry the study, not the run of the same id (%d entries)", n);
+        store_local_outbox_entries_free(e, n > 0 ? n : 0);
+        page = store_local_list_studies(&q, &last, &count);
+        CHECK(page && count == 2 && last == s1 && strstr(page, "12884901890") < strstr(page, "12884901889"),
+              "newest first: %s", page ? page : "(null)");
+        free(page);
+        q.tag = "x";
+        page = store_local_list_studies(&q, &last, &count);
+        CHECK(page && count == 1 && strstr(page, "12884901889"), "by tag: %s", page ? page : "(null)");
+        free(page);
+        q.tag = NULL;
+        q.status = "done";
+        page = store_local_list_studies(&q, &last, &count);
+        CHECK(page && count == 1 && last == s2, "by status: %s", page ? page : "(null)");
+        free(page);
+        CHECK(store_local_mark_studies_interrupted() == 0, "mark");
+        rec = store_local_get_study(s1);
+        CHECK(rec && strstr(rec, "\"failed\"") && strstr(rec, "server_restarted") && strstr(rec, "\"finished\":"),
+              "the running study failed with server_restarted: %s", rec ? rec : "(null)");
+        free(rec);
+        rec = store_local_get_study(s2);
+        CHECK(rec && strstr(rec, "\"done\"") && !strstr(rec, "server_restarted"), "a done one stays: %s", rec ? rec : "");
+        free(rec);
+    }
     store_local_close();
 
     /* Without the outbox (store=sqlite), nothing is queued. */

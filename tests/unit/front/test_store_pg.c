@@ -145,10 +145,10 @@ int main(void)
     /* ---- open, migrations once */
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open: %s", err);
     CHECK(store_pg_connected() == 1, "connected");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "schema version 2");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "schema version 3");
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open again: %s", err);
     CHECK(side_number("SELECT count(*) FROM attnd_schema") == 1, "one schema row");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "schema version unchanged");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "schema version unchanged");
     CHECK(side_number("SELECT n FROM fleet_position") == 0, "positions start at 0");
 
     /* ---- instances */
@@ -235,6 +235,56 @@ int main(void)
         CHECK(store_pg_count_runs() == 4, "count 4");
     }
 
+    /* ---- studies: insert, a newer version, a replay of an older one; read and list */
+    {
+        store_pg_write s = {.kind = STORE_PG_STUDY, .id = 201, .uuid = "00000000-0000-4000-8000-000000000201",
+                            .node = "node-a", .created = "2026-12-02T10:00:00.000Z", .status = "queued", .version = 1,
+                            .text = "{\"id\":201,\"status\":\"queued\",\"tags\":[\"nightly\"]}"};
+        store_pg_write other = s;
+        store_study_query q = {.limit = 10};
+        long long last = 0;
+        int count = 0;
+        char *json;
+
+        CHECK(store_pg_apply(&s, 1) == 0, "study: %s", store_pg_last_error());
+        s.version = 3;
+        s.status = "done";
+        s.text = "{\"id\":201,\"status\":\"done\",\"tags\":[\"nightly\"]}";
+        CHECK(store_pg_apply(&s, 1) == 0, "study, newer");
+        s.version = 2;
+        s.status = "running";
+        s.text = "{\"id\":201,\"status\":\"running\",\"tags\":[\"nightly\"]}";
+        CHECK(store_pg_apply(&s, 1) == 0, "study, an older version replayed");
+        CHECK(store_pg_get_study(201, &json) == 1 && strstr(json, "\"done\"") != NULL, "the newest kept: %s", json);
+        free(json);
+        CHECK(store_pg_get_study(202, &json) == 0, "no such study");
+        other.id = 202;
+        other.uuid = "00000000-0000-4000-8000-000000000202";
+        other.text = "{\"id\":202,\"status\":\"queued\",\"tags\":[]}";
+        CHECK(store_pg_apply(&other, 1) == 0, "a second study");
+        json = store_pg_list_studies(&q, &last, &count);
+        CHECK(json && count == 2 && strstr(json, "202") < strstr(json, "201"), "newest first: %s", json ? json : "");
+        free(json);
+        q.tag = "nightly";
+        json = store_pg_list_studies(&q, &last, &count);
+        CHECK(json && count == 1 && strstr(json, "201"), "by tag: %s", json ? json : "");
+        free(json);
+        q.tag = NULL;
+        q.status = "queued";
+        json = store_pg_list_studies(&q, &last, &count);
+        CHECK(json && count == 1 && strstr(json, "202"), "by status: %s", json ? json : "");
+        free(json);
+        q.status = NULL;
+        q.before = last; /* 202's position: the older one comes */
+        json = store_pg_list_studies(&q, &last, &count);
+        CHECK(json && count == 1 && strstr(json, "201"), "before 202: %s", json ? json : "");
+        free(json);
+        q.before = last;
+        json = store_pg_list_studies(&q, &last, &count);
+        CHECK(json && count == 0 && strcmp(json, "[]") == 0, "before the oldest: nothing: %s", json ? json : "");
+        free(json);
+    }
+
     /* ---- the cursor and its filters */
     query_ids(ids, sizeof ids, 0, 100, NULL, NULL, NULL, NULL, NULL, &last);
     CHECK(strcmp(ids, "101,102,104,105") == 0 && last == 5, "all: %s last %lld", ids, last);
@@ -310,7 +360,7 @@ int main(void)
     store_pg_count_runs(); /* finds the connection gone */
     CHECK(store_pg_count_runs() == 104, "reconnected: %s", store_pg_last_error());
     CHECK(store_pg_connected() == 1, "connected again");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 2, "still version 2");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "still version 3");
 
     /* ---- the PG* environment alone: the bare word */
     {

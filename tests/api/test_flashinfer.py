@@ -1,0 +1,162 @@
+"""The `flashinfer` variant on a server without GPUs and, mostly, without its module: `make
+test` never builds libattnd_flashinfer.so (make flashinfer does), so the variant is listed
+unavailable with the reason, its limits and its library; runs are refused like any GPU run
+(503 no_device, 422 on the cpu device); the setting flashinfer_library names another file,
+and a wrong one is reported by name. Stub modules, compiled here from C with the module's
+ABI (kernels/flashinfer/flashinfer_abi.h), stand in for the real one: the version and file it
+reports, and the refusal of another ABI. tests/gpu runs the real module.
+"""
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from attnd_api_helpers import REPO, Api, AttndServer, attnd_bin, check_against_openapi, error_of
+
+ABI_HEADER = os.path.join(REPO, "kernels", "flashinfer", "flashinfer_abi.h")
+
+
+def flashinfer_row(url):
+    r = Api(url).get("/v1/variants")
+    assert r.status_code == 200, r.text[:500]
+    rows = [v for v in r.json()["variants"] if v["name"] == "flashinfer"]
+    assert len(rows) == 1, [v["name"] for v in r.json()["variants"]]
+    check_against_openapi(rows[0], "Variant")
+    return rows[0]
+
+
+@pytest.fixture
+def server_without_module(tmp_path, monkeypatch):
+    """A server whose binaries sit in a folder with no lib/: what the default looks for
+    (lib/libattnd_flashinfer.so beside attnd-worker) is certainly absent, whatever was built
+    into build/test/lib."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    src = os.path.dirname(attnd_bin())
+    for exe in ("attnd", "attnd-worker"):
+        shutil.copy2(os.path.join(src, exe), bindir / exe)
+    monkeypatch.setenv("ATTND_BIN", str(bindir / "attnd"))
+    srv = AttndServer(extra=["--cpu-threads", "1"]).start()
+    yield srv, bindir
+    try:
+        srv.stop_checked()
+    finally:
+        srv.cleanup()
+
+
+def test_unavailable_without_the_module_and_says_how_to_build_it(server_without_module):
+    srv, bindir = server_without_module
+    row = flashinfer_row(srv.url)
+    expect = str(bindir / "lib" / "libattnd_flashinfer.so")
+    assert row["available"] is False, row
+    assert row["why"] == "libattnd_flashinfer.so not built: make flashinfer (looked for %s)" % expect, row["why"]
+    assert row["library"] == {"name": "FlashInfer", "requested": expect, "version": None, "path": None}, row
+    # What it runs, from common/variant_info.c.
+    assert row["device"] == "cuda" and row["dtypes"] == ["bf16", "fp16"], row
+    assert row["features"] == ["kv_heads"] and row["head_dim"] == {"max": 256, "multiple": 64}, row
+    assert row["min_compute_capability"] == "8.0" and row["impls"] == [], row
+    assert "vLLM" in row["summary"] and "SGLang" in row["summary"], row["summary"]
+
+
+def test_runs_refused_like_any_gpu_run(server_without_module):
+    srv, _ = server_without_module
+    api = Api(srv.url)
+    shape = {"backend": "flashinfer", "batch": 2, "heads": 8, "kv_heads": 2, "seq_q": 1, "seq_kv": 512,
+             "head_dim": 128, "dtype": "bf16"}
+    r = api.run(shape)
+    assert r.status_code == 503 and error_of(r)["code"] == "no_device", r.text
+    r = api.run(dict(shape, device="cpu"))
+    assert r.status_code == 422 and error_of(r)["code"] == "unsupported", r.text
+    assert "needs a GPU" in error_of(r)["message"], r.text
+    # The problem's limits come first, whatever the device.
+    for bad, needle in (({"head_dim": 96}, "multiple of 64"), ({"head_dim": 192}, "64, 128 and 256"),
+                        ({"kv_heads": 3}, "does not divide heads"), ({"dtype": "fp32"}, "dtype fp32"),
+                        ({"seq_q": 600, "mask": "causal_bottom_right"}, "seq_q <= seq_kv"),
+                        ({"window": 64, "mask": "causal"}, "sliding window")):
+        r = api.run(dict(shape, **bad))
+        err = error_of(r)
+        assert r.status_code in (400, 422) and needle in err["message"], (bad, r.status_code, err)
+
+
+def test_help_lists_flashinfer_library():
+    p = subprocess.run([attnd_bin(), "--help"], cwd=REPO, capture_output=True, text=True, timeout=10)
+    assert p.returncode == 0, p.stderr
+    assert "--flashinfer-library PATH" in p.stdout and "ATTND_FLASHINFER_LIBRARY" in p.stdout, p.stdout[-3000:]
+
+
+def test_missing_file_named_by_the_setting(start_server, tmp_path):
+    missing = str(tmp_path / "nowhere" / "libattnd_flashinfer.so")
+    srv = start_server(env={"ATTND_FLASHINFER_LIBRARY": missing})
+    row = flashinfer_row(srv.url)
+    assert row["available"] is False and row["why"].startswith("flashinfer_library %s: " % missing), row
+    assert "No such file" in row["why"], row
+    assert row["library"]["requested"] == missing and row["library"]["version"] is None, row
+    assert Api(srv.url).get("/readyz").json()["ready"] is True  # the rest of the server is unaffected
+
+
+def test_text_file_named_by_the_setting(start_server, tmp_path):
+    text = tmp_path / "libattnd_flashinfer.so"
+    text.write_text("not a shared library\n")
+    srv = start_server(extra=["--flashinfer-library", str(text)])
+    row = flashinfer_row(srv.url)
+    assert row["available"] is False and row["why"].startswith("cannot load %s: " % text), row
+
+
+STUB = r"""
+#include "%(header)s"
+int attnd_fi_abi(void) { return %(abi)d; }
+const char *attnd_fi_version(void) { return "0.0.0-stub"; }
+const char *attnd_fi_build(void) { return "a stub for tests/api/test_flashinfer.py"; }
+int attnd_fi_route(const attnd_fi_case *c, char *why, size_t n) { (void)c; (void)why; (void)n; return 0; }
+size_t attnd_fi_workspace_bytes(const attnd_fi_case *c) { (void)c; return 0; }
+int attnd_fi_prepare(const attnd_fi_case *c, void *w, size_t b, void *s, char *why, size_t n)
+{ (void)c; (void)w; (void)b; (void)s; (void)why; (void)n; return -1; }
+int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const void *v, void *o, void *w, void *s,
+                     char *why, size_t n)
+{ (void)c; (void)q; (void)k; (void)v; (void)o; (void)w; (void)s; (void)why; (void)n; return -1; }
+const char *attnd_fi_describe(const attnd_fi_case *c) { (void)c; return ""; }
+"""
+
+
+def build_stub(tmp_path, abi):
+    cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build a stub module")
+    src, lib = tmp_path / "stub.c", tmp_path / ("libstub%d.so" % abi)
+    src.write_text(STUB % {"header": ABI_HEADER, "abi": abi})
+    p = subprocess.run([cc, "-shared", "-fPIC", "-o", str(lib), str(src)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return lib
+
+
+def test_stub_module_is_loaded_and_reported(start_server, tmp_path):
+    """A module that loads: its version and file are in `library`; what keeps the variant
+    unavailable here is the missing GPU, not the module."""
+    lib = build_stub(tmp_path, abi=1)
+    srv = start_server(env={"ATTND_FLASHINFER_LIBRARY": str(lib)})
+    row = flashinfer_row(srv.url)
+    assert row["library"] == {"name": "FlashInfer", "requested": str(lib), "version": "0.0.0-stub",
+                              "path": os.path.realpath(lib)}, row
+    assert row["available"] is False and row["why"] == "no GPU device is up on this server", row
+
+
+def test_module_of_another_abi_is_refused(start_server, tmp_path):
+    lib = build_stub(tmp_path, abi=99)
+    srv = start_server(extra=["--flashinfer-library", str(lib)])
+    row = flashinfer_row(srv.url)
+    assert row["available"] is False, row
+    assert row["why"] == "%s speaks ABI 99; this attnd needs ABI 1: rebuild it (make flashinfer)" % lib, row
+
+
+def test_the_session_servers_row(server):
+    """The default: built into build/test/lib (make flashinfer) or not; either way the row
+    says which."""
+    row = flashinfer_row(server.url)
+    lib = row["library"]
+    assert lib["name"] == "FlashInfer" and lib["requested"].endswith("/lib/libattnd_flashinfer.so"), lib
+    if lib["version"] is None:
+        assert row["why"].startswith("libattnd_flashinfer.so not built: make flashinfer"), row
+    else:
+        assert os.path.isabs(lib["path"]) and os.path.exists(lib["path"]), lib
+        assert row["why"] == "no GPU device is up on this server", row

@@ -1,0 +1,311 @@
+/* test_flashinfer_loader.c — the `flashinfer` variant without its module, as `make test` runs
+ * it: flashinfer_loader.c's reasons (not built, a missing or wrong file named by the setting),
+ * the variant's hooks answering them instead of crashing, its problem limits
+ * (common/variant_info.c), and the front's workspace bound against the module's own layout
+ * (kernels/flashinfer/flashinfer_layout.h). No GPU and no module needed; tests/api/
+ * test_flashinfer.py loads stub modules, tests/gpu runs the real one. With
+ * ATTND_FLASHINFER_LIBRARY naming a built module (make flashinfer), its host side is checked
+ * too, still without a GPU: the route each case takes, the refusals, the workspace, the
+ * version.
+ *
+ * The module loads once per process, so each loader case runs in a forked child that sets
+ * the library, loads, and writes what it saw into a pipe.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/variant_info.h"
+#include "kernels/flashinfer/flashinfer_layout.h"
+#include "kernels/flashinfer_loader.h"
+#include "kernels/variants.h"
+#include "tests/unit/check.h"
+
+/* What a child saw. */
+typedef struct outcome {
+    int ran, rc, api_null, set_same, set_other;
+    char why[2048], requested[PATH_MAX + 64], path[PATH_MAX], version[64];
+} outcome;
+
+static outcome load_in_child(const char *setting)
+{
+    outcome o;
+    int fds[2];
+    pid_t pid;
+
+    memset(&o, 0, sizeof o);
+    if (pipe(fds) != 0) return o;
+    pid = fork();
+    if (pid == 0) {
+        outcome c;
+        memset(&c, 0, sizeof c);
+        close(fds[0]);
+        if (setting && flashinfer_set_library(setting) != 0) _exit(3);
+        c.ran = 1;
+        c.rc = flashinfer_load(c.why, sizeof c.why);
+        c.api_null = flashinfer_api_get() == NULL;
+        snprintf(c.requested, sizeof c.requested, "%s", flashinfer_library_requested());
+        snprintf(c.path, sizeof c.path, "%s", flashinfer_library_path());
+        snprintf(c.version, sizeof c.version, "%s", flashinfer_version());
+        c.set_same = flashinfer_set_library(setting);
+        c.set_other = flashinfer_set_library("/somewhere/else.so");
+        _exit(write(fds[1], &c, sizeof c) == (ssize_t)sizeof c ? 0 : 4);
+    }
+    close(fds[1]);
+    if (pid > 0) {
+        ssize_t n = read(fds[0], &o, sizeof o);
+        if (n != (ssize_t)sizeof o) memset(&o, 0, sizeof o);
+        waitpid(pid, NULL, 0);
+    }
+    close(fds[0]);
+    return o;
+}
+
+/* The folder of this test binary: the default module is lib/ beside it. */
+static void exe_dir(char *out, size_t len)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash;
+    out[0] = '\0';
+    if (n <= 0) return;
+    exe[n] = '\0';
+    slash = strrchr(exe, '/');
+    if (slash) *slash = '\0';
+    snprintf(out, len, "%s", exe);
+}
+
+static void test_not_built(void)
+{
+    char dir[PATH_MAX], expect[PATH_MAX + 64];
+    outcome o = load_in_child(NULL);
+
+    exe_dir(dir, sizeof dir);
+    snprintf(expect, sizeof expect, "%s/lib/libattnd_flashinfer.so", dir);
+    CHECK(o.ran && o.rc == -1 && o.api_null, "no module beside the binary: not loaded (rc %d)", o.rc);
+    CHECK(strstr(o.why, "libattnd_flashinfer.so not built: make flashinfer") && strstr(o.why, expect),
+          "the reason says how to build it and where it looked: %s", o.why);
+    CHECK(!strcmp(o.requested, expect) && !o.path[0] && !o.version[0], "requested %s, path '%s', version '%s'",
+          o.requested, o.path, o.version);
+    CHECK(o.set_same == 0 && o.set_other == -1, "the choice is fixed once loading ran (%d, %d)", o.set_same,
+          o.set_other);
+}
+
+static void test_setting(const char *tmp)
+{
+    char missing[PATH_MAX], text[PATH_MAX];
+    Dl_info info;
+    outcome o;
+    FILE *f;
+
+    snprintf(missing, sizeof missing, "%s/nowhere/libattnd_flashinfer.so", tmp);
+    o = load_in_child(missing);
+    CHECK(o.ran && o.rc == -1 && strstr(o.why, "flashinfer_library ") && strstr(o.why, missing) &&
+              strstr(o.why, "No such file"),
+          "a missing file names the setting: %s", o.why);
+    CHECK(!strcmp(o.requested, missing), "requested is the setting: %s", o.requested);
+
+    snprintf(text, sizeof text, "%s/libattnd_flashinfer.so", tmp);
+    f = fopen(text, "w");
+    CHECK(f != NULL, "write %s", text);
+    if (f) {
+        fputs("not a shared library\n", f);
+        fclose(f);
+    }
+    o = load_in_child(text);
+    CHECK(o.ran && o.rc == -1 && strstr(o.why, "cannot load ") && strstr(o.why, text), "a text file: %s", o.why);
+
+    /* A real shared library that is not attnd's module: the C library. */
+    if (dladdr((void *)printf, &info) && info.dli_fname && info.dli_fname[0] == '/') {
+        o = load_in_child(info.dli_fname);
+        CHECK(o.ran && o.rc == -1 && strstr(o.why, "lacks attnd_fi_abi") && strstr(o.why, "not an attnd FlashInfer module"),
+              "another library: %s", o.why);
+    }
+}
+
+/* In this process no module loads (the default path is absent): every hook answers why. */
+static void test_variant_without_module(void)
+{
+    const variant *v = variant_find("flashinfer");
+    attn_problem p = attn_mha(2, 8, 1, 512, 128, ATTN_BF16, ATTN_MASK_NONE, 0.088);
+    exec_context ctx;
+    attn_tensors t;
+    char why[1024] = "";
+
+    CHECK(v && v->info == &variant_info_flashinfer && v->library_ready && v->library_info && v->prepare &&
+              v->library_check && v->engine_desc,
+          "the flashinfer row has its hooks");
+    if (!v) return;
+    memset(&t, 0, sizeof t);
+    CHECK(v->library_ready(why, sizeof why) == -1 && strstr(why, "make flashinfer"), "not ready: %s", why);
+    CHECK(v->library_check(&p, why, sizeof why) == -1 && strstr(why, "make flashinfer"), "check: %s", why);
+    CHECK(v->workspace_bytes(&p) == 0 && v->engine_desc(&p) == NULL, "no workspace, no engine");
+    memset(&ctx, 0, sizeof ctx);
+    ctx.device = 0, ctx.cc = 90;
+    CHECK(v->prepare(&ctx, &p, NULL) == -1 && strstr(ctx.error, "not loaded"), "prepare: %s", ctx.error);
+    exec_clear_error(&ctx);
+    CHECK(v->forward(&ctx, &p, &t, NULL) == -1 && strstr(ctx.error, "not loaded"), "forward: %s", ctx.error);
+    {
+        variant_library lib;
+        memset(&lib, 0, sizeof lib);
+        v->library_info(&lib);
+        CHECK(!strcmp(lib.name, "FlashInfer") && strstr(lib.requested, "lib/libattnd_flashinfer.so") &&
+                  !lib.version[0] && !lib.path[0],
+              "library: %s %s '%s' '%s'", lib.name, lib.requested, lib.version, lib.path);
+    }
+}
+
+static void test_limits(void)
+{
+    const variant_info *v = &variant_info_flashinfer;
+    char why[512];
+    attn_problem p = attn_mha(1, 32, 512, 4096, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
+
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "chunked prefill runs: %s", why);
+    p.kv_heads = 8;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "GQA runs: %s", why);
+    p.kv_heads = 5;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "kv_heads dividing heads"), "%s", why);
+    p.kv_heads = 8, p.head_dim = 96;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "multiple of 64"), "%s", why);
+    p.head_dim = 192;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "64, 128 and 256"), "%s", why);
+    p.head_dim = 64, p.seq_q = 4097;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "seq_q <= seq_kv") &&
+              strstr(why, "bottom-right"),
+          "more queries than keys under a causal mask: %s", why);
+    p.mask = ATTN_MASK_CAUSAL;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "causal only with"), "%s", why);
+    p.mask = ATTN_MASK_NONE;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "no mask: any lengths: %s", why);
+    p.window_keys = 64;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "sliding window"), "%s", why);
+    p.window_keys = 0, p.dtype = ATTN_FP32;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "dtype fp32"), "%s", why);
+    p.dtype = ATTN_FP16;
+    CHECK(variant_info_check(v, &p, 75, why, sizeof why) == -1 && strstr(why, "8.0"), "%s", why);
+}
+
+/* The front reserves workspace_bound; the worker allocates what the module asks, which for a
+ * decode is attnd_fi_decode_layout_of and for an 8.x prefill the staged output. */
+static void test_bound_covers_the_module(void)
+{
+    static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 16, 17, 129, 4096, 8191, 32768};
+    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1}, {48, 16}};
+    static const int64_t dims[] = {64, 128, 256};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+        for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
+            for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+                for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+                    attn_problem p = attn_mha(batches[b], heads[h][0], 1, seqs[s], dims[d], ATTN_BF16, ATTN_MASK_NONE, 0.1);
+                    attnd_fi_case c;
+                    size_t bound, need;
+                    p.kv_heads = heads[h][1];
+                    memset(&c, 0, sizeof c);
+                    c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1, c.seq_kv = p.seq_kv;
+                    c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
+                    bound = variant_info_flashinfer.workspace_bound(&p);
+                    need = attnd_fi_decode_layout_of(&c).total;
+                    CHECK(bound >= need, "decode B%lld H%lld/%lld Skv%lld D%lld: bound %zu < module %zu",
+                          (long long)p.batch, (long long)p.heads, (long long)p.kv_heads, (long long)p.seq_kv,
+                          (long long)p.head_dim, bound, need);
+                    p.seq_q = 7;
+                    need = attnd_fi_align256((size_t)attn_out_elems(&p) * 2);
+                    CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "prefill staging");
+                }
+}
+
+/* A built module (ATTND_FLASHINFER_LIBRARY), in a child: everything it answers before a
+ * kernel runs. */
+static void test_real_module(const char *path)
+{
+    pid_t pid = fork();
+    int status = 0;
+
+    if (pid == 0) {
+        const flashinfer_api *api;
+        attnd_fi_case c;
+        attnd_fi_decode_layout l;
+        char why[1024] = "";
+        int sm80, sm90, fails = 0;
+
+        if (flashinfer_set_library(path) != 0) snprintf(why, sizeof why, "the library was chosen already");
+        if (why[0] || flashinfer_load(why, sizeof why) != 0) {
+            fprintf(stderr, "FAIL: %s does not load: %s\n", path, why);
+            _exit(1);
+        }
+        api = flashinfer_api_get();
+        sm90 = strstr(api->build(), "sm_90a") != NULL;
+        sm80 = strstr(api->build(), "sm_80") != NULL;
+#define EXPECT(cond, ...) do { if (!(cond)) { fails++; fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+                                             fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); } } while (0)
+        EXPECT(api->abi() == ATTND_FI_ABI && api->version()[0] && strstr(api->build(), api->version()),
+               "abi %d version %s build %s", api->abi(), api->version(), api->build());
+        printf("  module: %s\n", api->build());
+        memset(&c, 0, sizeof c);
+        c.dtype = 0, c.batch = 64, c.heads = 32, c.kv_heads = 8, c.seq_q = 1, c.seq_kv = c.kv_len = 8192;
+        c.head_dim = 128, c.sm_scale = 0.088, c.cc = sm90 ? 90 : 80;
+        l = attnd_fi_decode_layout_of(&c);
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "GQA decode: %s", why);
+        EXPECT(api->workspace_bytes(&c) == l.total, "decode workspace %zu, layout %zu", api->workspace_bytes(&c),
+               l.total);
+        EXPECT(strstr(api->describe(&c), "BatchDecodeWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
+        EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
+                   strstr(why, "attnd_fi_prepare first"),
+               "a decode forward without its plan: %s", why);
+        EXPECT(api->prepare(&c, NULL, 0, NULL, why, sizeof why) == -1 && strstr(why, "smaller"),
+               "prepare with no workspace: %s", why);
+        c.heads = 40; /* a group of 5: no decode kernel for it, so the prefill route */
+        EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
+               "group 5: %s", why);
+        c.heads = 32, c.seq_q = 512, c.causal = 1;
+        EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
+               "prefill: %s", why);
+        EXPECT(api->workspace_bytes(&c) == (sm90 ? 0 : attnd_fi_align256((size_t)(64 * 32 * 512 * 128) * 2)),
+               "prefill workspace %zu", api->workspace_bytes(&c));
+        c.kv_len = 500;
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "bottom-right"), "causal, more rows than keys: %s",
+               why);
+        c.kv_len = 8192, c.head_dim = 96;
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "64, 128 and 256"), "head_dim 96: %s", why);
+        c.head_dim = 128, c.cc = 100;
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "compute capability 10.0"), "cc 10.0: %s", why);
+        c.cc = sm90 ? 80 : 90;
+        EXPECT((api->route(&c, why, sizeof why) == 0) == !(sm90 && sm80), "the other architecture: %s", why);
+#undef EXPECT
+        fflush(stdout); /* _exit flushes nothing */
+        _exit(fails ? 1 : 0);
+    }
+    waitpid(pid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the module %s answers as built (see above)", path);
+}
+
+int main(void)
+{
+    char tmp[] = "/tmp/attnd-fi-unit-XXXXXX";
+    if (!mkdtemp(tmp)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    /* Children first: the parent loads (tries) once, in test_variant_without_module. */
+    test_not_built();
+    test_setting(tmp);
+    if (getenv("ATTND_FLASHINFER_LIBRARY") && getenv("ATTND_FLASHINFER_LIBRARY")[0])
+        test_real_module(getenv("ATTND_FLASHINFER_LIBRARY"));
+    else
+        printf("  (no ATTND_FLASHINFER_LIBRARY: the built module's host side not checked)\n");
+    test_variant_without_module();
+    test_limits();
+    test_bound_covers_the_module();
+    {
+        char cmd[PATH_MAX + 16];
+        snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmp);
+    }
+    return CHECK_DONE();
+}
