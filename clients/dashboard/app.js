@@ -219,10 +219,12 @@ async function loadDevices() {
       return;
     }
     const gpus = body.devices.filter((d) => String(d.id || "").startsWith("cuda"));
-    if (!gpus.length)
+    if (!gpus.length) {
       showNotice("info", "No GPU on this server: only the cpu device serves here (backend reference, the fp64 " +
-        "oracle). GPU backends answer 503 no_device.");
-    else
+        "oracle). GPU backends answer 503 no_device; the default shape is too costly for the cpu.");
+      $("#notice").append(el("button", { type: "button", id: "small-cpu-run", onclick: fillSmallCpuRun },
+                             "fill in a small cpu run"));
+    } else
       showNotice("info", "");
   } catch (e) {
     showNotice("error", "The server does not answer (GET /v1/device); retrying with every poll.");
@@ -461,11 +463,39 @@ function applyPreset() {
   for (const name of PRESET_FIELDS) f.elements[name].value = m[name] ?? "";
 }
 
+// The form's empty fields show the API's defaults (GET /openapi.json, RunParams): an empty
+// field is not sent, so the server applies that default, the same as for any client.
+const FORM_NUMBERS = ["batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed"];
+const DEFAULT_WORDS = { kv_heads: "= heads", head_dim_v: "= head_dim", window: "none", iters: "0: stopping rule" };
+
+async function loadFormDefaults() {
+  let props = null;
+  try {
+    const { status, body } = await getJSON("/openapi.json");
+    props = status === 200 && body && body.components && body.components.schemas.RunParams.properties;
+  } catch (e) { /* the placeholders keep saying "server default" */ }
+  if (!props) return;
+  const f = $("#run-form");
+  for (const name of FORM_NUMBERS) {
+    const d = props[name] && props[name].default;
+    f.elements[name].placeholder = DEFAULT_WORDS[name] || (d == null ? "server default" : String(d));
+    if (d != null) f.elements[name].dataset.apiDefault = d;
+  }
+}
+
+// The no-GPU note's button: a run that the cpu device does in milliseconds.
+function fillSmallCpuRun() {
+  const f = $("#run-form"), small = { device: "cpu", batch: 1, heads: 2, seq: 64, head_dim: 8 };
+  f.elements.backend.value = "reference";
+  for (const [k, v] of Object.entries(small)) f.elements[k].value = v;
+  $("#start").scrollIntoView({ block: "start" });
+}
+
 function formBody() {
   const f = $("#run-form"), body = {};
   const preset = presets[f.elements.model.value];
   for (const name of ["backend", "device", "dtype", "mask", "model"]) if (f.elements[name].value) body[name] = f.elements[name].value;
-  for (const name of ["batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed"]) {
+  for (const name of FORM_NUMBERS) {
     const text = f.elements[name].value;
     if (text === "") continue;
     // With a preset, only what differs from it is sent: the record says what was overridden.
@@ -527,6 +557,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("#f-model").addEventListener("change", applyPreset);
   loadDevices();
   loadModels();
+  loadFormDefaults();
   // The first poll, then what the URL names (its run, shape and study), then the live loop.
   loadVariants().finally(async () => {
     try { await pollHistory(); polledOnce = true; } catch (e) { /* tick says so */ }

@@ -4,8 +4,13 @@
 // baseline (a run, or the median of a commit's runs).
 //
 // The series come from GET /v1/runs?group_by=… (every series of the history, with its
-// count), a series' runs from GET /v1/runs with its fields as filters, newest first.
+// count), a series' runs from GET /v1/runs with its fields as filters, newest first. With a
+// baseline, each commit's runs are compared with it by GET /v1/compare: the ratio with its
+// interval and whether it is beyond noise (docs/api.md, Compare).
 "use strict";
+
+const COMPARE_RUNS = 100;        // GET /v1/compare takes at most this many runs a side
+const compared = new Map();      // "base|run" of GET /v1/compare -> its answer, or "pending"
 
 const SERIES_GROUP = ["backend", "impl", "gpu", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
                       "head_dim_v", "window", "dtype", "mask"];
@@ -184,9 +189,61 @@ function renderHistory() {
       el("td", {}, (c.runs[c.runs.length - 1].created || "").slice(0, 16).replace("T", " ")),
       el("td", {}, fmt(m, 2)), el("td", {}, fmt(Math.min(...meds), 2)), el("td", {}, fmt(Math.max(...meds), 2)),
       el("td", { class: "ratio" }, scale ? fmt(m / scale, 3) : "–"),
+      compareCell(baseSideOf(list), c.runs),
       el("td", { class: noisy || failed ? "error" : "muted" },
          [noisy ? `${noisy} noisy` : "", failed ? `${failed} verify failed` : ""].filter(Boolean).join(", ") || "–"));
-  }) : [el("tr", {}, el("td", { colSpan: 9, class: "muted" }, empty))]));
+  }) : [el("tr", {}, el("td", { colSpan: 10, class: "muted" }, empty))]));
+}
+
+// The baseline as a side of GET /v1/compare: a run's id, or the ids of a commit's newest runs.
+function baseSideOf(list) {
+  const [kind, what] = (view.base || "").split(/:(.*)/s);
+  if (kind === "run") return what;
+  if (kind === "commit")
+    return list.filter((r) => commitOf(r) === what).slice(-COMPARE_RUNS).map((r) => r.id).join(",") || null;
+  return null;
+}
+
+// A commit's cell of the compare column: GET /v1/compare of its newest runs against the
+// baseline, read once per pair of sides and drawn when it comes.
+function compareCell(base, runsOfCommit) {
+  const td = el("td", { class: "compare muted" }, "–");
+  if (!base) return td;
+  const run = runsOfCommit.slice(-COMPARE_RUNS).map((r) => r.id).join(",");
+  if (run === base) { td.textContent = "baseline"; return td; }
+  const key = `${base}|${run}`;
+  td.dataset.compare = key;
+  const got = compared.get(key);
+  if (got && got !== "pending") { drawCompare(td, got); return td; }
+  td.textContent = "comparing…";
+  if (!got) {
+    compared.set(key, "pending");
+    getJSON(`/v1/compare?${query({ base, run })}`).then(({ status, body }) => {
+      compared.set(key, { status, body });
+      document.querySelectorAll("#h-commits td.compare").forEach((cell) => {
+        if (cell.dataset.compare === key) drawCompare(cell, compared.get(key));
+      });
+    }, () => compared.delete(key));
+  }
+  return td;
+}
+
+function drawCompare(td, { status, body }) {
+  const row = status === 200 && body && Array.isArray(body.rows) ? body.rows[0] : null;
+  if (!row) {
+    const err = body && body.error;
+    td.textContent = `GET /v1/compare: ${status}${err ? ` ${err.code}` : ""}`;
+    td.className = "compare error";
+    td.title = err ? err.message : "";
+    return;
+  }
+  const iv = row.low != null && row.high != null ? ` [${fmt(row.low, 3)}–${fmt(row.high, 3)}]` : "";
+  const warn = (body.warnings || []).filter((w) => w.field !== "problem");
+  td.textContent = `×${fmt(row.ratio, 3)}${iv} ${row.verdict}${warn.length ? " ⚠" : ""}`;
+  td.className = `compare ${row.significant ? (row.verdict === "slower" ? "slower" : "faster") : "muted"}`;
+  td.dataset.verdict = row.verdict;
+  td.title = [`${Math.round(body.confidence * 100)}% interval of the ratio of medians (GET /v1/compare)`,
+              ...(body.warnings || []).map((w) => w.message)].join("\n");
 }
 
 // The detail's buttons: a run's series in the history view, with the run as its baseline.

@@ -320,15 +320,28 @@ def test_form_run_appears_in_table_and_chart(api, browser):
     assert api.get("/v1/runs/%d/trace" % run_id).status_code == 404
 
 
+FORM_NUMBERS = ("batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed")
+
+
 def test_form_defaults_are_the_servers(api, browser):
-    """warmup and iters start empty: a run from the form is timed by the server's stopping
-    rule, as the API's would be, not by one forward."""
+    """The form defaulted to warmup 0, iters 1 (and a shape of its own): its run was 15x the
+    API's for the same shape, and became the chart's bar. Now every number starts empty and
+    is not sent, so the server's default applies; each field shows that default, as
+    GET /openapi.json states it; the checkboxes and lists start at the API's values."""
+    props = api.get("/openapi.json").json()["components"]["schemas"]["RunParams"]["properties"]
     browser.navigate(api.url + "/")
-    browser.wait_for("document.readyState === 'complete'", "the page")
-    vals = browser.eval("['f-warmup', 'f-iters'].map((id) => document.getElementById(id).value).join(',')")
-    assert vals == ",", vals
-    body = browser.eval("JSON.stringify(formBody())")
-    assert "warmup" not in json.loads(body) and "iters" not in json.loads(body), body
+    browser.wait_for("document.readyState === 'complete' && document.getElementById('f-batch').placeholder !== "
+                     "'server default'", "the page and the API's defaults")
+    fields = browser.eval("%s.map((n) => { const e = document.getElementById('f-' + n);"
+                          " return [n, e.value, e.placeholder]; })" % json.dumps(FORM_NUMBERS))
+    for name, value, placeholder in fields:
+        assert value == "", (name, value)
+        if name not in ("kv_heads", "head_dim_v", "window", "iters"):
+            assert placeholder == str(props[name]["default"]), (name, placeholder, props[name]["default"])
+    assert props["iters"]["default"] == 0 and [f[2] for f in fields if f[0] == "iters"] == ["0: stopping rule"]
+    body = json.loads(browser.eval("JSON.stringify(formBody())"))
+    assert body == {"backend": "reference", "dtype": props["dtype"]["default"], "mask": props["mask"]["default"],
+                    "profile": props["profile"]["default"], "verify": props["verify"]["default"]}, body
 
 
 def test_form_offers_the_model_presets(api, browser):
@@ -377,8 +390,13 @@ def test_empty_no_gpu_and_error_states(start_server, browser):
     note = browser.wait_for("(() => { const n = document.querySelector('#notice');"
                             " return !n.hidden && n.dataset.kind === 'info' ? n.textContent : ''; })()", "the no-GPU note")
     assert note.startswith("No GPU on this server")
-    # A cpu run asked to profile has no kernel table: the chart says why, not "no profile".
     import requests
+    # Its button fills in a run the cpu does at once (the API's default shape is too costly there).
+    small = browser.eval("(() => { document.getElementById('small-cpu-run').click(); return formBody(); })()")
+    assert small["device"] == "cpu" and small["backend"] == "reference" and small["seq"] <= 64, small
+    r = requests.post(srv.url + "/v1/runs", json=dict(small, warmup=0, iters=1), timeout=60)
+    assert r.status_code == 200 and r.json()["status"] == "done", r.text
+    # A cpu run asked to profile has no kernel table: the chart says why, not "no profile".
     r = requests.post(srv.url + "/v1/runs", json={"backend": "reference", "device": "cpu", "batch": 1, "heads": 1,
                                                    "seq": 8, "head_dim": 8, "iters": 1, "warmup": 0,
                                                    "profile": True}, timeout=60)
@@ -569,8 +587,9 @@ def test_deep_links_restore_the_view(two_nodes, browser):
 
 
 def test_history_view_filters_series_and_baseline(two_nodes, browser):
-    """No trend, no filters, no baseline: a series (shape, backend, GPU) over time and
-    commits, filtered as GET /v1/runs filters, with ratios to a chosen run or commit."""
+    """No trend, no filters, no baseline, no compare: a series (shape, backend, GPU) over time
+    and commits, filtered as GET /v1/runs filters, with ratios to a chosen run or commit and
+    each commit compared with it (GET /v1/compare)."""
     srv, recs = two_nodes
     shape_runs = _shape_runs(recs)
     gpu = recs["alpha"][0]["device"]["name"]
@@ -591,6 +610,19 @@ def test_history_view_filters_series_and_baseline(two_nodes, browser):
     for r in shape_runs:
         assert abs(values[r["id"]] - r["timing"]["median_us"] / base["timing"]["median_us"]) < 1e-9, (r["id"], values)
     assert values[base["id"]] == 1
+    # Each commit's runs against the baseline by GET /v1/compare: the server's ratio, its
+    # interval and its verdict, in the commit's row.
+    key, text = browser.wait_for("(() => { const td = document.querySelector('#h-commits td.compare');"
+                                 " return td && td.dataset.verdict ? [td.dataset.compare, td.textContent] : ''; })()",
+                                 "the commit's comparison with the baseline")
+    side_base, side_run = key.split("|")
+    assert side_base == str(base["id"]) and sorted(map(int, side_run.split(","))) == sorted(r["id"] for r in shape_runs)
+    got = Api(srv.url).get("/v1/compare", params={"base": side_base, "run": side_run}).json()["rows"][0]
+    shown = re.match(r"×([0-9.]+) \[([0-9.]+)–([0-9.]+)\] (.+?)( ⚠)?$", text)
+    assert shown, text
+    for i, name in enumerate(("ratio", "low", "high")):
+        assert abs(float(shown.group(i + 1)) - got[name]) <= 0.0015, (text, got)
+    assert shown.group(4) == got["verdict"], (text, got)
     assert browser.eval("document.querySelector('#h-base-note').textContent").startswith("ratios to run %d" % base["id"])
     assert browser.eval("document.querySelectorAll('#h-legend .legend').length") == 2   # alpha's and beta's setups
     commits = browser.eval("[...document.querySelectorAll('#h-commits tbody tr')].map((tr) =>"
@@ -602,6 +634,7 @@ def test_history_view_filters_series_and_baseline(two_nodes, browser):
     browser.eval("(() => { const s = document.querySelector('#h-base'); s.value = 'commit:%s';"
                  " s.dispatchEvent(new Event('change')); })()" % commit)
     assert browser.eval("document.querySelector('#h-commits tbody td.ratio').textContent") == "1.000"
+    assert browser.eval("document.querySelector('#h-commits tbody td.compare').textContent") == "baseline"
     assert "base=commit" in browser.eval("location.hash")
     # A tag filter: only beta's tagged runs.
     browser.eval("(() => { const t = document.querySelector('#h-tag'); t.value = 'b';"

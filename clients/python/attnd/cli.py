@@ -1107,6 +1107,7 @@ RUN_PARAM_HELP = {
     "verify": ("compare the output with the fp64 reference (a failed verify exits 1)", "false"),
     "profile": ("one extra forward under CUPTI for the kernel table", "true"),
     "impl": ("the kernel family, one of the backend's impls (attnd-cli variants)", "the backend's default"),
+    "tags": ("labels to find the runs by later (runs --tag A)", "none"),
 }
 
 # The filters of attnd-cli runs (GET /v1/runs, docs/api.md History) and its own flags.

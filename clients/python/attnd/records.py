@@ -32,6 +32,12 @@ CSV_COLUMNS = (
 )
 EXTRA_COLUMNS = ("target_noise", "noise_missed")
 RECORD_COLUMNS = tuple(name for name, _ in CSV_COLUMNS) + EXTRA_COLUMNS
+# The columns that hold numbers: a DataFrame holds them as numbers, a missing one as NaN (as
+# pandas reads the server's CSV), not as None.
+NUMERIC_COLUMNS = ("id", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                   "median_us", "mean_us", "min_us", "max_us", "p10_us", "p90_us", "stdev_us", "rse", "iters",
+                   "tflops", "gbps", "verify_rel_l2_err", "verify_max_abs_err", "sm_min_mhz", "sm_max_mhz",
+                   "sm_limit_mhz", "target_noise")
 
 
 def _at(rec, path):
@@ -97,7 +103,7 @@ def _records(obj):
 
 def to_dataframe(obj):
     """A pandas DataFrame of run records, one row each, columns RECORD_COLUMNS (see
-    flatten_record); created and finished as UTC datetimes. obj: records (a list or
+    flatten_record); created and finished as UTC datetimes, a missing number as NaN. obj: records (a list or
     Client.iter_runs(...)), a GET /v1/runs page, or attnd-cli sweep --json's results.
     Needs pandas (an optional dependency: pip install pandas)."""
     try:
@@ -108,4 +114,6 @@ def to_dataframe(obj):
     df = pd.DataFrame([flatten_record(r) for r in _records(obj)], columns=list(RECORD_COLUMNS))
     for col in ("created", "finished"):
         df[col] = pd.to_datetime(df[col], utc=True, errors="coerce")
+    for col in NUMERIC_COLUMNS:
+        df[col] = pd.to_numeric(df[col], errors="coerce")
     return df
