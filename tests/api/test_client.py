@@ -590,7 +590,11 @@ def test_cli_every_flag_has_help_and_its_default():
                 for name, child in action.choices.items():
                     walk(child, path + [name])
                 continue
-            if not action.option_strings or isinstance(action, argparse._HelpAction):
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if not action.option_strings:  # a positional argument: it says what it is
+                if not (action.help or "").strip():
+                    missing.append("%s %s: no help" % (" ".join(path), action.dest))
                 continue
             flag = "%s %s" % (" ".join(path), action.option_strings[0])
             text = action.help or ""
@@ -604,6 +608,10 @@ def test_cli_every_flag_has_help_and_its_default():
     walk(cli.build_parser(), [])
     assert not missing, "\n".join(missing)
     assert checked >= 25, checked
+    # And every subcommand has a line in attnd-cli --help.
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert all((c.help or "").strip() for c in sub._choices_actions) and \
+        {c.dest for c in sub._choices_actions} == set(sub.choices), [c.dest for c in sub._choices_actions]
 
 
 def test_cli_tensors_upload_list_download_delete(server, capsys, tmp_path):
@@ -658,11 +666,23 @@ def test_cli_cancel(start_server, capsys):
     c.wait(hung, timeout=60)
 
 
+def test_to_dataframe_without_pandas_says_what_to_install(monkeypatch):
+    """pandas is optional: without it, to_dataframe says to install it and what works without
+    (flatten_record); the rest of the client imports and runs."""
+    monkeypatch.setitem(sys.modules, "pandas", None)   # import pandas now raises ImportError
+    rec = {"id": 1, "status": "done", "params": {"heads": 2, "head_dim": 8, "target_noise": 0.01},
+           "timing": {"median_us": 5.0, "rse": 0.05}}
+    with pytest.raises(ImportError, match=r"needs pandas \(pip install pandas\).*flatten_record"):
+        attnd.to_dataframe([rec])
+    row = attnd.flatten_record(rec)
+    assert row["median_us"] == 5.0 and row["kv_heads"] == 2 and row["noise_missed"] is True
+
+
 def test_to_dataframe_has_the_csv_columns(client, server, tmp_path):
     """attnd.to_dataframe: records, a runs page or sweep results as a DataFrame whose columns
     are the server's CSV columns (then target_noise and noise_missed), with the same values."""
     import io
-    import pandas as pd
+    pd = pytest.importorskip("pandas", reason="pandas is optional (pip install pandas)")
     recs = [client.run(**tiny(seed=40 + i, tags=["df"])) for i in range(3)]
     df = attnd.to_dataframe(recs)
     text, _ = client.runs_csv(tag="df", limit=10)

@@ -150,7 +150,7 @@ def _add_grid(p, required):
     p.add_argument("--impl", type=_list(str), default=None, help="implementations of the backends (flash: tma,wgmma,…)")
     p.add_argument("--cache", type=_list(str), default=None, help="hot, cold")
     p.add_argument("--graph", type=_list(_bool), default=None, metavar="BOOL,…")
-    p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over")
+    p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over (default 1)")
     p.add_argument("--study", action="store_true", default=None,
                    help="each point of the grid is a study of the backends, interleaved over --rounds")
     p.add_argument("--rounds", type=int, default=None, help="a study's rounds (default 3)")
@@ -212,10 +212,10 @@ def build_parser():
         _add_common(p)
     p = sub.add_parser("get", help="GET /v1/runs/ID")
     _add_common(p)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the run's id")
     p = sub.add_parser("wait", help="wait for an async run to end; print its record")
     _add_common(p)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the run's id (the 202 of POST /v1/runs?async=true says it)")
     p.add_argument("--wait-timeout", type=float, default=None)
     p = sub.add_parser("runs", help="list runs (GET /v1/runs) as a table, --json records or --csv; --group-by "
                        "an aggregate; --follow new runs and each run until it is final")
