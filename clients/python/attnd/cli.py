@@ -777,6 +777,7 @@ def cmd_sweep(args, out):
         progress.step(label)
     out.write(format_table(rows) + "\n")
     out.flush()
+    bad_verify = _flag_runs([x.get("record") for x in results])   # before the summary: it ends stderr
     summary.write(sys.stderr)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -788,7 +789,6 @@ def cmd_sweep(args, out):
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
             f.write("\n")
-    bad_verify = _flag_runs([x.get("record") for x in results])
     return 1 if failures or bad_verify else 0
 
 
