@@ -92,6 +92,9 @@ function verifyOf(rec) {
   return v.pass ? "pass" : "fail";
 }
 
+// A fraction as a percentage, a tiny one (a target of 1e-9) still readable.
+const percent = (x) => x * 100 >= 0.01 || x === 0 ? `${fmt(x * 100, 2)}%` : `${(x * 100).toExponential(1)}%`;
+
 // A run whose stopping rule missed its noise target: timing.rse ended above target_noise
 // (it stopped on max_time or max_iters instead, or ran a fixed count that could not reach
 // it). Its median is noisier than asked for. null when the target was met or there is no rse.
@@ -99,7 +102,7 @@ function noiseMiss(rec) {
   const t = rec.timing || {}, target = rec.params && rec.params.target_noise;
   if (typeof t.rse !== "number" || typeof target !== "number" || !(t.rse > target)) return null;
   return { rse: t.rse, target, stop: t.stop_reason || "?",
-           text: `noise target missed: rse ${fmt(t.rse * 100, 2)}% > target ${fmt(target * 100, 2)}% (stopped: ${t.stop_reason || "?"})` };
+           text: `noise target missed: rse ${percent(t.rse)} > target ${percent(target)} (stopped: ${t.stop_reason || "?"})` };
 }
 
 function runTitle(r) {
@@ -466,7 +469,7 @@ function applyPreset() {
 // The form's empty fields show the API's defaults (GET /openapi.json, RunParams): an empty
 // field is not sent, so the server applies that default, the same as for any client.
 const FORM_NUMBERS = ["batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed"];
-const DEFAULT_WORDS = { kv_heads: "= heads", head_dim_v: "= head_dim", window: "none", iters: "0: stopping rule" };
+const DEFAULT_WORDS = { kv_heads: "= heads", head_dim_v: "= head_dim", window: "none", iters: "0 (rule)" };
 
 async function loadFormDefaults() {
   let props = null;

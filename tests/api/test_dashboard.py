@@ -338,7 +338,7 @@ def test_form_defaults_are_the_servers(api, browser):
         assert value == "", (name, value)
         if name not in ("kv_heads", "head_dim_v", "window", "iters"):
             assert placeholder == str(props[name]["default"]), (name, placeholder, props[name]["default"])
-    assert props["iters"]["default"] == 0 and [f[2] for f in fields if f[0] == "iters"] == ["0: stopping rule"]
+    assert props["iters"]["default"] == 0 and [f[2] for f in fields if f[0] == "iters"] == ["0 (rule)"]
     body = json.loads(browser.eval("JSON.stringify(formBody())"))
     assert body == {"backend": "reference", "dtype": props["dtype"]["default"], "mask": props["mask"]["default"],
                     "profile": props["profile"]["default"], "verify": props["verify"]["default"]}, body
