@@ -13,7 +13,7 @@
 #       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
 #            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
 #            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), hatchling (the client
-#            package is built offline)
+#            package is built offline), pandas (the client's optional to_dataframe)
 #   sh scripts/install-deps.sh bench-http  build + wrk, for bench/http_load.sh
 set -e
 what=${1:-test}
@@ -42,7 +42,7 @@ test)
     need_pg_server
     for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
              schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
-             hatchling:hatchling; do
+             hatchling:hatchling pandas:pandas; do
         need_module "${m%%:*}" "${m#*:}"
     done
     ;;

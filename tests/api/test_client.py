@@ -3,6 +3,7 @@ cpu device (backend reference).
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -471,3 +472,237 @@ def test_cli_runs_follow_updates_a_run_until_it_is_final(start_server):
     finally:
         p.kill()
         p.wait(timeout=10)
+
+
+# ---------------------------------------------------------------- verify, noise, ETA, help, tensors, cancel, DataFrames
+
+def _tensor_ids(client, bad_v):
+    """q, k and v uploaded to the cpu device; with bad_v, v holds an infinity: the output is not
+    finite and verify fails (the only way a cpu run's verify can fail)."""
+    q = (np.random.default_rng(9).standard_normal((1, 2, 16, 8))).astype(np.float16)
+    v = q.copy()
+    if bad_v:
+        v[0, 0, 5, 1] = np.inf
+    return {n: client.upload(a, name=n, device="cpu")["id"] for n, a in (("q", q), ("k", q), ("v", v))}
+
+
+def _resident(ids):
+    return [x for n in ("q", "k", "v") for x in ("--param", "%s=%s" % (n, ids[n]))]
+
+
+def _cells(out):
+    """The table's rows as dicts by its header's columns (cells hold no spaces here)."""
+    lines = out.strip().splitlines()
+    head = lines[0].split()
+    return [dict(zip(head, line.split())) for line in lines[1:]]
+
+
+def test_cli_verify_column_and_exit_status(server, client, capsys, tmp_path):
+    """run and sweep --verify true showed no verify column, and sweep exited 0 when
+    verify.pass was false (attnd batch exits 1 on the same plan)."""
+    bad, good = _tensor_ids(client, True), _tensor_ids(client, False)
+    base = ["--url", server.url, "--device", "cpu", "--iters", "2", "--warmup", "0", "--verify", "true",
+            "--target-noise", "0.99"]
+    rc = cli.main(["run", "--backend", "reference"] + base + _resident(bad))
+    cap = capsys.readouterr()
+    rows = _cells(cap.out)
+    assert rc == 1 and rows[0]["verify"] == "FAIL" and rows[0]["status"] == "done", cap
+    assert "verify failed: run %s" % rows[0]["id"] in cap.err
+    rc = cli.main(["run", "--backend", "reference"] + base + _resident(good))
+    rows = _cells(capsys.readouterr().out)
+    assert rc == 0 and rows[0]["verify"] == "pass"
+    csv_path = tmp_path / "bad.csv"
+    rc = cli.main(["sweep", "--backends", "reference", "--csv", str(csv_path)] + base + _resident(bad))
+    cap = capsys.readouterr()
+    assert rc == 1 and _cells(cap.out)[0]["verify"] == "FAIL", cap
+    import csv as csvmod
+    with open(csv_path) as f:
+        assert [r["verify"] for r in csvmod.DictReader(f)] == ["FAIL"]
+    rc = cli.main(["sweep", "--backends", "reference", "--repeat", "2"] + base + _resident(good))
+    cap = capsys.readouterr()
+    assert rc == 0 and [r["verify"] for r in _cells(cap.out)] == ["pass", "pass"], cap
+
+
+def test_cli_flags_runs_that_missed_their_noise_target(server, capsys, tmp_path):
+    """A run that stopped on max_iters with an rse far above its target looked like any
+    other in the table and the CSV."""
+    base = ["--url", server.url, "--device", "cpu", "--batch", "1", "--heads", "1", "--head-dim", "8",
+            "--min-iters", "3", "--warmup", "0", "--profile", "false"]
+    noisy = ["--max-iters", "5", "--target-noise", "1e-9"]
+    rc = cli.main(["run", "--backend", "reference", "--seq", "8", "--json"] + base + noisy)
+    rec = json.loads(capsys.readouterr().out)
+    assert rc == 0 and rec["timing"]["rse"] > rec["params"]["target_noise"]
+    assert attnd.noise_missed(rec) is True
+    csv_path = tmp_path / "noisy.csv"
+    rc = cli.main(["sweep", "--backends", "reference", "--seq", "8,16", "--csv", str(csv_path)] + base + noisy)
+    cap = capsys.readouterr()
+    assert rc == 0, cap  # noisy is a flag, not a failure
+    want = "missed:%s" % rec["timing"]["stop_reason"]
+    assert [r["noise"] for r in _cells(cap.out)] == [want, want], cap.out
+    assert "noise target missed" in cap.err
+    import csv as csvmod
+    with open(csv_path) as f:
+        assert [r["noise"] for r in csvmod.DictReader(f)] == [want, want]
+    rc = cli.main(["sweep", "--backends", "reference", "--seq", "8,16", "--csv", str(csv_path), "--max-iters", "200",
+                   "--target-noise", "0.99"] + base)
+    cap = capsys.readouterr()
+    assert rc == 0 and "noise" not in cap.out.splitlines()[0].split(), cap.out   # nothing to flag: no column
+    with open(csv_path) as f:
+        assert [r["noise"] for r in csvmod.DictReader(f)] == ["", ""]
+    assert "noise target missed" not in cap.err
+
+
+def test_cli_sweep_progress_has_an_eta(server, capsys):
+    rc = cli.main(["sweep", "--url", server.url, "--backends", "reference", "--seq", "8,16,8"] + TINY_CLI)
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("[")]
+    assert rc == 0 and len(lines) == 3, err
+    for i, line in enumerate(lines, 1):
+        assert "%d/3" % i in line and re.search(r" ETA \d+(\.\d)?s ", line), line
+    assert cli._duration(3725) == "1h02m" and cli._duration(125) == "2m05s" and cli._duration(1.25) == "1.2s"
+
+
+def _docs_param_defaults():
+    """The default column of docs/api.md's run parameter table, by parameter."""
+    with open(os.path.join(REPO, "docs", "api.md")) as f:
+        text = f.read()
+    table = text[text.index("<!-- run-params:begin"):text.index("<!-- run-params:end")]
+    out = {}
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        m = re.match(r"^`(\w+)`$", cells[0]) if len(cells) >= 3 else None
+        if m:
+            out[m.group(1)] = cells[2].replace("`", "")
+    return out
+
+
+def test_cli_every_flag_has_help_and_its_default():
+    """CLI flags had no help text or defaults; a run parameter's default is the server's, as
+    docs/api.md's generated table says it."""
+    import argparse
+    docs = _docs_param_defaults()
+    missing, checked = [], 0
+
+    def walk(parser, path):
+        nonlocal checked
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, child in action.choices.items():
+                    walk(child, path + [name])
+                continue
+            if isinstance(action, argparse._HelpAction):
+                continue
+            if not action.option_strings:  # a positional argument: it says what it is
+                if not (action.help or "").strip():
+                    missing.append("%s %s: no help" % (" ".join(path), action.dest))
+                continue
+            flag = "%s %s" % (" ".join(path), action.option_strings[0])
+            text = action.help or ""
+            if not text.strip() or ("default" not in text and not action.required):
+                missing.append("%s: %r" % (flag, text))
+            if path == ["run"] and action.dest in docs and action.dest not in ("backend",):
+                checked += 1
+                if "server default: %s)" % docs[action.dest] not in text:
+                    missing.append("%s says %r; docs/api.md: %r" % (flag, text, docs[action.dest]))
+
+    walk(cli.build_parser(), [])
+    assert not missing, "\n".join(missing)
+    assert checked >= 25, checked
+    # And every subcommand has a line in attnd-cli --help.
+    sub = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert all((c.help or "").strip() for c in sub._choices_actions) and \
+        {c.dest for c in sub._choices_actions} == set(sub.choices), [c.dest for c in sub._choices_actions]
+
+
+def test_cli_tensors_upload_list_download_delete(server, capsys, tmp_path):
+    from attnd_api_helpers import safetensors_bytes
+    url = ["--url", server.url]
+    x = (np.arange(1 * 2 * 4 * 8, dtype=np.float32).reshape(1, 2, 4, 8) / 5).astype(np.float32)
+    np.save(tmp_path / "queries.npy", x)
+    assert cli.main(["tensors", "upload", str(tmp_path / "queries.npy"), "--device", "cpu"] + url) == 0
+    row = _cells(capsys.readouterr().out)[0]
+    assert row["name"] == "queries" and row["shape"] == "1x2x4x8" and row["dtype"] == "fp32", row
+    tid = row["id"]
+    (tmp_path / "keys.bin").write_bytes(x.astype(np.float16).tobytes())
+    assert cli.main(["tensors", "upload", str(tmp_path / "keys.bin"), "--dtype", "fp16", "--shape", "1,2,4,8",
+                     "--device", "cpu"] + url) == 0
+    raw = _cells(capsys.readouterr().out)[0]
+    assert raw["name"] == "keys" and raw["dtype"] == "fp16"
+    (tmp_path / "pair.safetensors").write_bytes(safetensors_bytes([("k", "F16", x.astype(np.float16)),
+                                                                    ("v", "F32", x)]))
+    assert cli.main(["tensors", "upload", str(tmp_path / "pair.safetensors"), "--device", "cpu"] + url) == 0
+    assert sorted(r["name"] for r in _cells(capsys.readouterr().out)) == ["k", "v"]
+    assert cli.main(["tensors", "list"] + url) == 0
+    listed = {r["id"]: r for r in _cells(capsys.readouterr().out)}
+    assert listed[tid]["state"] == "resident" and raw["id"] in listed
+    out = tmp_path / "back.npy"
+    assert cli.main(["tensors", "download", tid, "--out", str(out)] + url) == 0
+    capsys.readouterr()
+    assert np.load(out).tobytes() == x.tobytes()
+    assert cli.main(["tensors", "delete", tid, raw["id"]] + url) == 0
+    assert capsys.readouterr().out.split() == ["deleted", tid, "deleted", raw["id"]]
+    assert cli.main(["tensors", "list", "--json"] + url) == 0
+    assert tid not in [t["id"] for t in json.loads(capsys.readouterr().out)["tensors"]]
+    assert cli.main(["tensors", "delete", tid] + url) == 1
+    assert "404" in capsys.readouterr().err
+    assert cli.main(["tensors", "upload", str(tmp_path / "nope.npy")] + url) == 2
+
+
+def test_cli_cancel(start_server, capsys):
+    """There was no cancel subcommand (DELETE /v1/runs/ID)."""
+    srv = start_server(extra=["--enable-fault-injection", "true", "--job-timeout-s", "4", "--cpu-threads", "1"])
+    c = attnd.Client(srv.url, timeout=60)
+    hung = c.submit(**tiny(fault="hang"))["id"]
+    queued = c.submit(**tiny(seed=3))["id"]
+    deadline = time.monotonic() + 30
+    while c.get_run(hung)["status"] != "running" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert cli.main(["cancel", str(queued), "--url", srv.url]) == 0
+    rows = _cells(capsys.readouterr().out)
+    assert rows[0]["id"] == str(queued) and rows[0]["status"] == "cancelled", rows
+    assert c.get_run(queued)["status"] == "cancelled"
+    assert cli.main(["cancel", str(hung), "--url", srv.url]) == 1   # running: 409 not_queued
+    assert "not_queued" in capsys.readouterr().err
+    c.wait(hung, timeout=60)
+
+
+def test_to_dataframe_without_pandas_says_what_to_install(monkeypatch):
+    """pandas is optional: without it, to_dataframe says to install it and what works without
+    (flatten_record); the rest of the client imports and runs."""
+    monkeypatch.setitem(sys.modules, "pandas", None)   # import pandas now raises ImportError
+    rec = {"id": 1, "status": "done", "params": {"heads": 2, "head_dim": 8, "target_noise": 0.01},
+           "timing": {"median_us": 5.0, "rse": 0.05}}
+    with pytest.raises(ImportError, match=r"needs pandas \(pip install pandas\).*flatten_record"):
+        attnd.to_dataframe([rec])
+    row = attnd.flatten_record(rec)
+    assert row["median_us"] == 5.0 and row["kv_heads"] == 2 and row["noise_missed"] is True
+
+
+def test_to_dataframe_has_the_csv_columns(client, server, tmp_path):
+    """attnd.to_dataframe: records, a runs page or sweep results as a DataFrame whose columns
+    are the server's CSV columns (then target_noise and noise_missed), with the same values."""
+    import io
+    pd = pytest.importorskip("pandas", reason="pandas is optional (pip install pandas)")
+    recs = [client.run(**tiny(seed=40 + i, tags=["df"])) for i in range(3)]
+    df = attnd.to_dataframe(recs)
+    text, _ = client.runs_csv(tag="df", limit=10)
+    csv_df = pd.read_csv(io.StringIO(text))
+    assert list(df.columns[:len(csv_df.columns)]) == list(csv_df.columns)
+    assert list(df.columns) == list(attnd.RECORD_COLUMNS) and list(df.columns[-2:]) == ["target_noise", "noise_missed"]
+    assert list(df["id"]) == [r["id"] for r in recs] == list(csv_df["id"])
+    for col in ("median_us", "p10_us", "p90_us", "rse", "seq_q", "kv_heads", "head_dim_v", "iters"):
+        pd.testing.assert_series_equal(df[col], csv_df[col], check_dtype=False, obj=col)
+    assert list(df["tags"]) == ["df"] * 3 and list(df["backend"]) == ["reference"] * 3
+    assert str(df["created"].dt.tz) == "UTC"
+    assert list(df["noise_missed"]) == [attnd.noise_missed(r) for r in recs]
+    page = client.runs(tag="df")
+    assert list(attnd.to_dataframe(page)["id"]) == list(df["id"])
+    assert list(attnd.to_dataframe(client.iter_runs(tag="df"))["id"]) == list(df["id"])
+    # attnd-cli sweep --json's results, a refusal among them.
+    out = tmp_path / "sweep.json"
+    assert cli.main(["sweep", "--url", server.url, "--backends", "reference,naive", "--seq", "8", "--json", str(out),
+                     "--no-progress"] + TINY_CLI) == 1
+    swept = attnd.to_dataframe(json.loads(out.read_text()))
+    assert list(swept["status"]) == ["done", "refused"] and swept["error"][1] in ("unsupported", "no_device")
+    assert swept["seq_q"][1] == 8 and swept["backend"][1] == "naive"
+    assert attnd.flatten_record(recs[0])["median_us"] == recs[0]["timing"]["median_us"]

@@ -5,7 +5,8 @@
     attnd-cli sweep --plan plan.json                     (the same grid, from a plan file: docs/plan.md)
     attnd-cli plan --backends naive,math --seq 512,1024 [run flags] > plan.json
     attnd-cli run --backend cudnn --model llama-3.1-70b --seq 8192   (a model preset: attnd-cli models)
-    attnd-cli device | variants | models | get ID | wait ID
+    attnd-cli device | variants | models | get ID | wait ID | cancel ID…
+    attnd-cli tensors list | upload FILE [--name N --device cpu] | download ID --out FILE | delete ID…
     attnd-cli runs [--order newest] [--limit N] [--backend flash --seq 4096 --tag exp1 …] [--json | --csv]
     attnd-cli runs --follow [--limit N]                  (new runs, and each again until it is final)
     attnd-cli runs --group-by backend,seq_q [filters]    (count, median of medians, min, max per group)
@@ -13,8 +14,10 @@
     attnd-cli compare 17 18 | 17,18,19 20,21,22 | study:3 study:4   (ratio, interval, verdict, warnings)
 
 --url (default $ATTND_URL, else http://127.0.0.1:8080), --token (default $ATTND_TOKEN).
+Tables show `verify` (pass, FAIL) when runs verified, and `noise` (missed:STOP_REASON) on a run
+whose timing.rse ended above its target_noise: its median is noisier than asked for.
 Exit status: 0 all went well (a reader that closed the pipe early, as `| head` does,
-included); 1 a run failed or was refused; 2 bad usage.
+included); 1 a run failed, was refused or failed its verify; 2 bad usage.
 """
 import argparse
 import csv
@@ -23,8 +26,10 @@ import json
 import os
 import sys
 import time
+import urllib.parse
 
 from .client import AttndError, Client
+from .records import noise_missed, verify_passed
 
 # Run parameters the CLI spells as flags (the rest go through --param KEY=VALUE).
 INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window", "warmup",
@@ -36,7 +41,7 @@ LIST_PARAMS = ("tags",)
 
 TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v",
                  "window", "dtype", "mask",
-                 "status", "median_us", "rse", "tflops", "kernels", "tags", "error")
+                 "status", "median_us", "rse", "noise", "tflops", "kernels", "verify", "tags", "error")
 
 # The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
 RUNS_TEXT_FILTERS = ("backend", "status", "device", "node", "since", "tag", "dtype", "mask", "impl", "gpu", "commit")
@@ -45,7 +50,7 @@ TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
 FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
                  "head_dim": 8, "head_dim_v": 10, "window": 6, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
-                 "rse": 7, "tflops": 7, "kernels": 7, "tags": 8}
+                 "rse": 7, "noise": 15, "tflops": 7, "kernels": 7, "verify": 6, "tags": 8}
 
 
 def _bool(text):
@@ -145,7 +150,7 @@ def _add_grid(p, required):
     p.add_argument("--impl", type=_list(str), default=None, help="implementations of the backends (flash: tma,wgmma,…)")
     p.add_argument("--cache", type=_list(str), default=None, help="hot, cold")
     p.add_argument("--graph", type=_list(_bool), default=None, metavar="BOOL,…")
-    p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over")
+    p.add_argument("--repeat", type=int, default=None, help="run the whole grid this many times over (default 1)")
     p.add_argument("--study", action="store_true", default=None,
                    help="each point of the grid is a study of the backends, interleaved over --rounds")
     p.add_argument("--rounds", type=int, default=None, help="a study's rounds (default 3)")
@@ -207,10 +212,10 @@ def build_parser():
         _add_common(p)
     p = sub.add_parser("get", help="GET /v1/runs/ID")
     _add_common(p)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the run's id")
     p = sub.add_parser("wait", help="wait for an async run to end; print its record")
     _add_common(p)
-    p.add_argument("id", type=int)
+    p.add_argument("id", type=int, help="the run's id (the 202 of POST /v1/runs?async=true says it)")
     p.add_argument("--wait-timeout", type=float, default=None)
     p = sub.add_parser("runs", help="list runs (GET /v1/runs) as a table, --json records or --csv; --group-by "
                        "an aggregate; --follow new runs and each run until it is final")
@@ -231,6 +236,8 @@ def build_parser():
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
     for name in RUNS_INT_FILTERS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+    _add_tensors_and_cancel(sub)
+    _explain_defaults(ap)
     return ap
 
 
@@ -278,8 +285,10 @@ def row_of(rec, params=None, error=None):
         "status": rec.get("status") or ("refused" if error else None),
         "median_us": timing.get("median_us"),
         "rse": timing.get("rse"),
+        "noise": "missed:%s" % timing.get("stop_reason") if noise_missed(rec) else None,
         "tflops": perf.get("tflops"),
         "kernels": kernels.get("per_forward"),
+        "verify": {True: "pass", False: "FAIL"}.get(verify_passed(rec)),
         "tags": " ".join(p["tags"]) if isinstance(p.get("tags"), list) and p["tags"] else None,
         "error": err,
     }
@@ -316,9 +325,21 @@ def format_table(rows, columns=TABLE_COLUMNS):
     return "\n".join(lines)
 
 
+def _duration(seconds):
+    """12.3s, 4m05s, 2h03m: short enough for a progress line."""
+    seconds = max(0.0, seconds)
+    if seconds < 60:
+        return "%.1fs" % seconds
+    if seconds < 3600:
+        return "%dm%02ds" % (seconds // 60, seconds % 60)
+    return "%dh%02dm" % (seconds // 3600, seconds % 3600 // 60)
+
+
 class Progress:
     """A plain progress bar on stderr: redrawn in place on a terminal, one line per step
-    otherwise (logs stay readable)."""
+    otherwise (logs stay readable). Each line has the time so far and an ETA: the mean time
+    of a step so far times the steps left."""
+
 
     def __init__(self, total, stream=None, enabled=True, width=30):
         self.total = total
@@ -335,7 +356,9 @@ class Progress:
             return
         filled = int(self.width * self.done / max(self.total, 1))
         bar = "#" * filled + "-" * (self.width - filled)
-        line = "[%s] %d/%d %5.1fs %s" % (bar, self.done, self.total, time.monotonic() - self.t0, label)
+        elapsed = time.monotonic() - self.t0
+        eta = elapsed / self.done * (self.total - self.done)
+        line = "[%s] %d/%d %s ETA %s %s" % (bar, self.done, self.total, _duration(elapsed), _duration(eta), label)
         if self.tty:
             self.stream.write("\r\x1b[K" + line[:200])
             if self.done == self.total:
@@ -729,10 +752,11 @@ def _sweep_studies(client, plan, args, out):
 
 def cmd_sweep(args, out):
     client = _client(args, retry_429=args.retries)
+    resident = _resident_inputs(args)
     plan = sweep_plan(args)
     if _study_of(plan):
         return _sweep_studies(client, plan, args, out)
-    grid = plan_grid(plan)
+    grid = [dict(p, **resident) for p in plan_grid(plan)]
     progress = Progress(len(grid), enabled=not args.no_progress)
     rows, results, failures, summary = [], [], 0, Summary()
     for params in grid:
@@ -753,6 +777,7 @@ def cmd_sweep(args, out):
         progress.step(label)
     out.write(format_table(rows) + "\n")
     out.flush()
+    bad_verify = _flag_runs([x.get("record") for x in results])   # before the summary: it ends stderr
     summary.write(sys.stderr)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
@@ -764,7 +789,7 @@ def cmd_sweep(args, out):
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1)
             f.write("\n")
-    return 1 if failures else 0
+    return 1 if failures or bad_verify else 0
 
 
 # ---- studies and comparisons (docs/api.md, Studies and Compare)
@@ -828,7 +853,8 @@ def cmd_run(args, out):
         out.write(json.dumps(rec, indent=1) + "\n")
     else:
         out.write(format_table([row_of(rec)]) + "\n")
-    return 0 if rec.get("status") == "done" else 1
+    bad_verify = _flag_runs([rec])
+    return 0 if rec.get("status") == "done" and not bad_verify else 1
 
 
 # ---- runs: the history (GET /v1/runs)
@@ -944,6 +970,243 @@ class UsageError(Exception):
     """Flags that do not go together (exit 2)."""
 
 
+# ---- cancel and tensors
+
+TENSOR_COLUMNS = ("id", "name", "shape", "dtype", "bytes", "device", "node", "state", "created")
+
+
+def format_tensors(tensors):
+    rows = [dict(t, shape="x".join(str(n) for n in t["shape"]) if isinstance(t.get("shape"), list) else None)
+            for t in tensors]
+    return format_table(rows, TENSOR_COLUMNS)
+
+
+def cmd_cancel(args, out):
+    """Cancel each queued run; the ones cancelled are printed, the refusals (409 not_queued:
+    already running or finished; 404) said on stderr, and the exit is 1 if there was one."""
+    client = _client(args)
+    cancelled, refused = [], 0
+    for run_id in args.ids:
+        try:
+            cancelled.append(client.cancel(run_id))
+        except AttndError as exc:
+            refused += 1
+            sys.stderr.write("attnd-cli: run %d: %s\n" % (run_id, exc))
+    if args.json:
+        for rec in cancelled:
+            out.write(json.dumps(rec) + "\n")
+    elif cancelled:
+        out.write(format_table([row_of(rec) for rec in cancelled]) + "\n")
+    return 1 if refused else 0
+
+
+def cmd_tensors(args, out):
+    client = _client(args)
+    if args.tensors_cmd == "list":
+        body = client.tensors()
+        out.write(json.dumps(body, indent=1) + "\n" if args.json else format_tensors(body.get("tensors") or []) + "\n")
+        return 0
+    if args.tensors_cmd == "upload":
+        name = args.name
+        if name is None and not args.file.endswith(".safetensors") and args.format != "safetensors":
+            name = os.path.splitext(os.path.basename(args.file))[0]
+        try:
+            body = client.upload_file(args.file, name=name, dtype=args.dtype, shape=args.shape, device=args.device,
+                                      format=args.format)
+        except OSError as exc:
+            raise UsageError("cannot read %s: %s" % (args.file, exc))
+        made = body["tensors"] if isinstance(body.get("tensors"), list) else [body]
+        out.write(json.dumps(body, indent=1) + "\n" if args.json else format_tensors(made) + "\n")
+        return 0
+    if args.tensors_cmd == "download":
+        resp = client.request("GET", "/v1/tensors/%s/data" % urllib.parse.quote(args.id, safe=""),
+                              params={"format": args.format})
+        with open(args.out, "wb") as f:
+            f.write(resp.content)
+        sys.stderr.write("attnd-cli: %s: %d bytes written to %s\n" % (args.id, len(resp.content), args.out))
+        return 0
+    failed = 0
+    for tensor_id in args.ids:  # delete
+        try:
+            client.delete_tensor(tensor_id)
+            out.write("deleted %s\n" % tensor_id)
+        except AttndError as exc:
+            failed += 1
+            sys.stderr.write("attnd-cli: %s: %s\n" % (tensor_id, exc))
+    return 1 if failed else 0
+
+
+def _add_tensors_and_cancel(sub):
+    """attnd-cli cancel ID… and attnd-cli tensors list|upload|download|delete."""
+    p = sub.add_parser("cancel", help="cancel queued runs (DELETE /v1/runs/ID); prints them, now cancelled")
+    _add_common(p)
+    p.add_argument("ids", type=int, nargs="+", metavar="ID", help="the runs to cancel")
+    p.add_argument("--json", action="store_true", help="print the records as JSON lines (default: a table)")
+
+    p = sub.add_parser("tensors", help="resident tensors (docs/tensors.md): list, upload, download, delete")
+    tsub = p.add_subparsers(dest="tensors_cmd", metavar="{list,upload,download,delete}")
+    tsub.required = True
+    t = tsub.add_parser("list", help="GET /v1/tensors, as a table")
+    _add_common(t)
+    t.add_argument("--json", action="store_true", help="print the server's JSON (default: a table)")
+    t = tsub.add_parser("upload", help="POST /v1/tensors: a .npy file, a safetensors file (every tensor in it) or "
+                        "raw bytes with --dtype and --shape; prints the tensors made (their ids go in --param q=ID)")
+    _add_common(t)
+    t.add_argument("file", help="the file to upload")
+    t.add_argument("--name", default=None, help="the tensor's name (default: the file's name without its "
+                   "extension; a safetensors file's tensors keep their own)")
+    t.add_argument("--device", default=None, help="cpu or cuda:N (server default: the first GPU, else cpu)")
+    t.add_argument("--dtype", default=None, help="bf16, fp16 or fp32: needed for raw bytes, and for a .npy of "
+                   "bf16 bits (uint16) (default: the file's)")
+    t.add_argument("--shape", default=None, metavar="D0,D1,…", help="the shape of raw bytes (default: the file's)")
+    t.add_argument("--format", choices=("npy", "safetensors", "raw"), default=None,
+                   help="what the file holds (default: the server tells by content)")
+    t.add_argument("--json", action="store_true", help="print the server's JSON (default: a table)")
+    t = tsub.add_parser("download", help="GET /v1/tensors/ID/data into a file")
+    _add_common(t)
+    t.add_argument("id", help="the tensor's id (t4)")
+    t.add_argument("--out", required=True, metavar="FILE", help="where to write it (required)")
+    t.add_argument("--format", choices=("npy", "raw"), default="npy",
+                   help="npy (bf16 as <u2), or raw row-major bytes (default: npy)")
+    t = tsub.add_parser("delete", help="DELETE /v1/tensors/ID: free them")
+    _add_common(t)
+    t.add_argument("ids", nargs="+", metavar="ID", help="the tensors to delete")
+
+
+# ---- every flag's help says its default
+
+# The run parameter flags: what each is, and the server's default as docs/api.md's parameter
+# table words it (a flag left out sends nothing, so the server's default applies).
+RUN_PARAM_HELP = {
+    "device": ("cpu or cuda:N", "cuda:0 for GPU variants, cpu for cpu variants"),
+    "model": ("a model preset (attnd-cli models): heads, kv_heads, head_dim, head_dim_v, window, scale", "none"),
+    "batch": ("sequences", "8"),
+    "heads": ("attention heads of the queries", "16"),
+    "kv_heads": ("heads of k and v, dividing heads (1: multi-query)", "heads"),
+    "seq": ("sets seq_q and seq_kv", "1024"),
+    "seq_q": ("query length; overrides seq", "seq"),
+    "seq_kv": ("key and value length; overrides seq", "seq"),
+    "head_dim": ("head dimension of q and k", "64"),
+    "head_dim_v": ("head dimension of v and the output", "head_dim"),
+    "dtype": ("bf16, fp16 or fp32", "bf16"),
+    "causal": ("short for --mask: true is causal, false is none", "true"),
+    "mask": ("none, causal or causal_bottom_right", "causal"),
+    "window": ("sliding window: keys more than this many positions back are masked", "none"),
+    "scale": ("multiplies the scores", "1/sqrt(head_dim)"),
+    "seed": ("of the generated inputs", "0"),
+    "warmup": ("forwards before timing", "5"),
+    "iters": ("timed forwards; 0: the stopping rule (min/max iters and time, target noise)", "0"),
+    "min_iters": ("the stopping rule times at least this many forwards", "10"),
+    "max_iters": ("the stopping rule times at most this many forwards", "1000"),
+    "min_time_ms": ("the stopping rule times at least this long", "20"),
+    "max_time_ms": ("the stopping rule times at most this long", "2000"),
+    "target_noise": ("stop once timing.rse is at or below this; a run that ends above it is flagged in "
+                     "the noise column", "0.005"),
+    "cache": ("hot, or cold: flush L2 before every timed forward (GPU only)", "hot"),
+    "graph": ("time replays of a captured CUDA graph (GPU only)", "false"),
+    "verify": ("compare the output with the fp64 reference (a failed verify exits 1)", "false"),
+    "profile": ("one extra forward under CUPTI for the kernel table", "true"),
+    "impl": ("the kernel family, one of the backend's impls (attnd-cli variants)", "the backend's default"),
+    "tags": ("labels to find the runs by later (runs --tag A)", "none"),
+}
+
+# The filters of attnd-cli runs (GET /v1/runs, docs/api.md History) and its own flags.
+RUNS_FLAG_HELP = {
+    "backend": "only runs of this backend", "status": "only runs in this state (queued, running, done, failed, "
+    "cancelled)", "device": "only runs on this device (cpu, cuda:N)", "node": "only runs of this node",
+    "since": "only runs created at or after this ISO-8601 time (2026-12-02, 2026-12-02T10:31)",
+    "tag": "only runs with this tag", "dtype": "only runs of this dtype", "mask": "only runs of this mask",
+    "impl": "only runs whose implementation (impl_used, else impl) is this",
+    "gpu": "only runs on a device of this name (device.name)",
+    "commit": "only runs of a server built from this commit (build.commit)",
+    "batch": "only runs of this batch", "heads": "only runs with this many heads",
+    "kv_heads": "only runs with this many K/V heads", "seq": "only runs whose seq_q and seq_kv are both this",
+    "seq_q": "only runs of this query length", "seq_kv": "only runs of this key length",
+    "head_dim": "only runs of this head_dim", "head_dim_v": "only runs of this head_dim_v",
+    "window": "only runs with this window", "order": "oldest first (as pollers read) or newest first",
+}
+
+# Flags of any command that have no help of their own.
+FLAG_HELP = {
+    "backend": "the variant: a name from attnd-cli variants",
+    "wait_timeout": "seconds to wait at most (default: forever)",
+}
+
+
+def _explain_defaults(parser, command=None):
+    """Give every flag a help that says its default. A flag without help gets one from the
+    tables above (a run parameter: its meaning and the server's default; a list flag of a
+    grid says it is an axis); a help that names no default is completed with the value the
+    flag falls back to (store_true flags: off). Runs over the subcommands, so that a flag
+    added later is covered too; a flag that no table knows keeps no help (the tests say so)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                _explain_defaults(child, command or name)
+            continue
+        if not action.option_strings or isinstance(action, argparse._HelpAction) or action.help == argparse.SUPPRESS:
+            continue
+        if action.help is None:
+            if command == "runs" and action.dest in RUNS_FLAG_HELP:
+                action.help = RUNS_FLAG_HELP[action.dest] + " (default: %s)" % (
+                    "any" if action.default is None else action.default)
+            elif action.dest in RUN_PARAM_HELP:
+                meaning, default = RUN_PARAM_HELP[action.dest]
+                if action.type not in (None, int, float, str, _bool):  # a comma-separated list: an axis
+                    meaning = "comma-separated: an axis of the grid; " + meaning
+                action.help = "%s (server default: %s)" % (meaning, default)
+            elif action.dest in FLAG_HELP:
+                action.help = FLAG_HELP[action.dest]
+            else:
+                continue
+        if "default" in action.help or action.required:
+            continue
+        if isinstance(action, argparse._StoreTrueAction):
+            action.help += " (default: off)"
+        elif action.default is None and action.dest in RUN_PARAM_HELP and command != "runs":
+            action.help += " (server default: %s)" % RUN_PARAM_HELP[action.dest][1]
+        elif action.default not in (None, [], argparse.SUPPRESS):
+            action.help += " (default: %s)" % (action.default,)
+        else:
+            action.help += " (default: none)"
+
+
+# ---- flags on runs: a failed verify, a missed noise target
+
+def _flag_runs(records):
+    """Say on stderr which runs failed their verify and which missed their noise target
+    (timing.rse above target_noise: their medians are noisier than asked for). Returns the
+    ids of the failed verifies: they make the exit status 1."""
+    records = [r for r in records if isinstance(r, dict)]
+    bad_verify = [r.get("id") for r in records if verify_passed(r) is False]
+    noisy = [r.get("id") for r in records if noise_missed(r)]
+    for ids, what in ((bad_verify, "verify failed"), (noisy, "noise target missed (timing.rse > target_noise)")):
+        if ids:
+            sys.stderr.write("attnd-cli: %s: run%s %s\n" % (what, "s" if len(ids) > 1 else "",
+                                                          ", ".join(str(i) for i in ids)))
+    return bad_verify
+
+
+SWEEP_RESIDENT_INPUTS = ("q", "k", "v")
+
+
+def _resident_inputs(args):
+    """--param q=ID, k=ID, v=ID of a sweep from flags: resident tensors of the server the sweep
+    talks to, given to every run of the grid. A plan file cannot hold them (attnd batch has no
+    server's tensors), so they are taken out before the grid is checked as a plan."""
+    if getattr(args, "plan", None):
+        return {}
+    resident, rest = {}, []
+    for kv in args.param:
+        key, _, value = kv.partition("=")
+        if key in SWEEP_RESIDENT_INPUTS:
+            resident[key] = _value(value)
+        else:
+            rest.append(kv)
+    args.param = rest
+    return resident
+
+
 def _quiet_closed_pipe(out):
     """The reader of stdout went away (`| head`): send what is left of the output nowhere,
     so that neither the next write nor the interpreter's last flush raises."""
@@ -964,6 +1227,8 @@ def main(argv=None, out=None):
             return cmd_run(args, out)
         if args.cmd == "sweep":
             return cmd_sweep(args, out)
+        if args.cmd in ("cancel", "tensors"):
+            return (cmd_cancel if args.cmd == "cancel" else cmd_tensors)(args, out)
         if args.cmd == "plan":
             plan = plan_of_args(args)
             check_plan(plan)  # flags that batch would refuse are refused here

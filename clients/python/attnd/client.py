@@ -432,6 +432,18 @@ class Client:
         return self._json("POST", "/v1/tensors", params=params, data=body,
                           headers={"Content-Type": "application/x-npy"})
 
+    def upload_file(self, path, name=None, dtype=None, shape=None, device=None, format=None):
+        """POST /v1/tensors with a file's bytes, streamed: a .npy or a safetensors file (the
+        server tells them apart by content), or raw row-major bytes with dtype and shape
+        (a list of ints, or "2,4,128,64"). The tensor's description, or {"tensors": [...]}
+        for a safetensors file. format: npy, safetensors or raw (default: the server's guess)."""
+        if isinstance(shape, (list, tuple)):
+            shape = ",".join(str(int(_plain(n))) for n in shape)
+        params = self._params({"name": name, "dtype": dtype, "shape": shape, "device": device, "format": format})
+        with open(path, "rb") as f:
+            return self._json("POST", "/v1/tensors", params=params, data=f,
+                              headers={"Content-Type": "application/octet-stream"})
+
     def tensors(self):
         """GET /v1/tensors."""
         return self._json("GET", "/v1/tensors")
