@@ -40,7 +40,13 @@ extern "C" {
 
 /* The element types attention runs in (the first ATTN_DTYPE_COUNT), then int32: the block
  * tables and lengths a client uploads as resident tensors, which no run computes in. */
-typedef enum attn_dtype { ATTN_BF16 = 0, ATTN_FP16 = 1, ATTN_FP32 = 2, ATTN_DTYPE_COUNT, ATTN_INT32 = ATTN_DTYPE_COUNT } attn_dtype;
+typedef enum attn_dtype {
+    ATTN_BF16 = 0,
+    ATTN_FP16 = 1,
+    ATTN_FP32 = 2,
+    ATTN_DTYPE_COUNT,
+    ATTN_INT32 = ATTN_DTYPE_COUNT
+} attn_dtype;
 
 typedef enum attn_mask {
     ATTN_MASK_NONE = 0,

@@ -5,8 +5,9 @@
  * anything it cannot serve as is:
  *   format versions 1.0, 2.0 and 3.0; C order only (fortran_order True is refused);
  *   little-endian only ('<' or, for one-byte-order-free types, '|');
- *   dtypes '<f4' (fp32), '<f2' (fp16), '<i4' (int32: block tables and lengths), and bf16 as '<u2' or '|V2' (2-byte void) only when
- *   the caller says dtype=bf16 (NumPy has no bf16 of its own);
+ *   dtypes '<f4' (fp32), '<f2' (fp16), '<i4' (int32: block tables and lengths), and bf16 as
+ *   '<u2' or '|V2' (2-byte void) only when the caller says dtype=bf16 (NumPy has no bf16 of
+ *   its own);
  *   0 to NPY_MAX_DIMS dimensions, every product checked for overflow;
  *   the data must be exactly shape·itemsize bytes: no more, no fewer.
  * Every refusal comes with a one-line message for a 400 answer.

@@ -318,3 +318,21 @@ def test_client_uploads_int32_arrays_and_runs_on_them(server):
     assert twin["output"]["fingerprint"] == rec["output"]["fingerprint"]
     for t in (lengths, table):
         client.delete_tensor(t["id"])
+
+
+# ---------------------------------------------------------------- plans
+
+@pytest.mark.parametrize("params,field", [({"seqlens_kv": "t3"}, "seqlens_kv"),
+                                          ({"page_size": 4, "block_table": "t3"}, "block_table")])
+def test_a_plan_refuses_resident_lengths_and_tables(tmp_path, params, field):
+    """`attnd batch` runs generated inputs: lengths or a block table in a tensor are refused
+    before anything runs, naming the parameter."""
+    import subprocess
+
+    from attnd_api_helpers import REPO, attnd_bin
+
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"backends": ["reference"], "params": dict(params, heads=2, head_dim=4)}))
+    p = subprocess.run([attnd_bin(), "batch", str(path), "--devices", "none", "--data-dir", str(tmp_path / "d"),
+                        "--log-level", "warn"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and field in p.stderr and "plan" in p.stderr, (p.returncode, p.stderr)
