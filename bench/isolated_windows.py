@@ -57,6 +57,13 @@ def fused_check_us(stdout, variant):
     return None
 
 
+def why_no_row(out, row, cudnn_given):
+    """A line saying why fused_check timed no `row`: its error, or that it refused the row
+    (the cudnn row is refused without --cudnn)."""
+    last = (out.stderr.strip() or out.stdout.strip() or "nothing printed").splitlines()[-1][:160]
+    return "no %s row (refused%s); last line: %s" % (row, ", no --cudnn given" if row == "cudnn" and not cudnn_given else "", last)
+
+
 def window_means(samples, end, window_s):
     """Means over the timed window's samples: it ends when fused_check exits; the first 7% and
     the last 0.1 of it are left out (the clock settling, the teardown)."""
@@ -103,9 +110,11 @@ def main():
                 if args.cudnn:
                     cmd += ["--cudnn", args.cudnn]
                 out = subprocess.run(cmd, capture_output=True, text=True, timeout=120 + 2 * window_s)
-                runs.append({"variant": v, "round": r + 1, "end": time.time(), "rc": out.returncode,
-                             "us": fused_check_us(out.stdout, row),
-                             "fail": "FAIL" in out.stdout})
+                us = fused_check_us(out.stdout, row)
+                runs.append({"variant": v, "round": r + 1, "end": time.time(), "rc": out.returncode, "us": us,
+                             "fail": "FAIL" in out.stdout,
+                             # fused_check's last words, so a row without a timing says why
+                             "why": None if us is not None else why_no_row(out, row, bool(args.cudnn))})
     finally:
         time.sleep(0.2)
         smi.terminate()
@@ -120,7 +129,8 @@ def main():
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for run in runs:
         if run["us"] is None or run["rc"] != 0 or run["fail"]:
-            print(f"| {run['variant']} | {run['round']} | no timing (rc {run['rc']}{', FAIL' if run['fail'] else ''}) | | | | |")
+            print(f"| {run['variant']} | {run['round']} | no timing (rc {run['rc']}{', FAIL' if run['fail'] else ''}:"
+                  f" {run.get('why') or ''}) | | | | |")
         elif "W" not in run:
             print(f"| {run['variant']} | {run['round']} | {run['us']:.1f} | no samples | | | |")
         else:

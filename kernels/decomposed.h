@@ -14,15 +14,17 @@ extern "C" {
  *   scores = q @ kᵀ (cuBLAS), scores = scores * scale (out of place),
  *   masked = scores.masked_fill(mask, -inf) (out of place: a DtoD Memcpy, then the fill),
  *   p = softmax(masked, -1), out = p @ v (cuBLAS).
- * naive_inplace does masked_fill_ in place: the same without the Memcpy. */
+ * naive_inplace does masked_fill_ in place: the same without the Memcpy. The scale and the
+ * fill launch once per part of PyTorch's 32-bit indexing split (kernels/index32.h). */
 size_t naive_workspace_bytes(const attn_problem *p);
 int naive_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 
 /* math.cu — PyTorch SDPA's math backend (_scaled_dot_product_attention_math): upcast q,k,v
- * to fp32; for a causal mask build ones → tril → where(¬mask, −inf, 0) every call; scale q
+ * to fp32; for a causal mask build ones → tril → where(mask, 0, −inf) every call; scale q
  * and k by √scale; fp32 GEMMs on CUDA cores (no TF32); add the bias; safe softmax
- * (softmax, eq(−inf), all, where: fully masked rows give 0); fp32 GEMM with v; downcast. */
+ * (softmax, isneginf, all, where: fully masked rows give 0); the weights' downcast; fp32 GEMM
+ * with v; downcast. Passes over more than 2^31 bytes launch once per part, as PyTorch's. */
 size_t math_workspace_bytes(const attn_problem *p);
 int math_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 /* Once per job, before the first forward (not timed): a windowed problem's bool attn_mask,

@@ -11,6 +11,9 @@
  *   ew_warp_*         warp reductions;  ew_grid: grid size from ctx->sm_count
  *   ew_gemm_batched   row-major batched GEMM through cublasGemmStridedBatchedEx, split into
  *                     batch chunks cuBLAS accepts, int-range checked
+ *   ew_for_parts      one launch per part of PyTorch's 32-bit indexing split (kernels/index32.h):
+ *                     ew_map and ew_fill use it, so a pass over more than 2^31 bytes launches as
+ *                     often as PyTorch's TensorIterator kernel does
  *   ew_nvtx           RAII NVTX range, so an early `return -1` from a check macro still pops
  *
  * Why 16-byte accesses and unroll 2: these kernels stream tensors of up to GBs; an H200 needs
@@ -34,6 +37,7 @@
 
 #include "common/attn.h"
 #include "kernels/exec_context.h"
+#include "kernels/index32.h"
 
 #define EW_THREADS 256       /* threads per block of the flat and row kernels */
 #define EW_BLOCKS_PER_SM 8   /* 8 × 256 = 2048 threads: a full H100/H200 SM */
@@ -330,29 +334,60 @@ static int ew_repeat_heads(exec_context *ctx, const T *in, T *out, int64_t outer
     return 0;
 }
 
-/* Launch ew_map_kernel on ctx->stream. */
+/* Call launch(begin, count) once per part of `it` that PyTorch's with_32bit_indexing would
+ * launch separately, in its order; begin and count are in elements of the iteration's dense
+ * order (kernels/index32.h). One call with (0, all) when the iteration fits 32-bit indexing:
+ * the common case, and every problem below 2^31 bytes per tensor. */
+template <typename Launch> static int ew_for_parts(exec_context *ctx, const index32_iter &it, Launch launch)
+{
+    index32_walk walk; /* ~16 KB of host stack */
+    index32_part part;
+    int rc;
+    index32_start(&walk, &it);
+    while ((rc = index32_next(&walk, &part)) == 1) {
+        int64_t begin, count;
+        if (index32_flat(&it, &part, &begin, &count) != 0)
+            return exec_fail(ctx, __FILE__, __LINE__, "ew_for_parts", "a 32-bit indexing part is not one run");
+        TRY(launch(begin, count));
+    }
+    if (rc < 0) return exec_fail(ctx, __FILE__, __LINE__, "ew_for_parts", "cannot split into 32-bit indexable parts");
+    return 0;
+}
+
+/* Launch ew_map_kernel on ctx->stream: once, or once per 32-bit indexing part as PyTorch's
+ * gpu_kernel does for the same op (casts, mul by a scalar, isneginf, where over a mask). */
 template <typename Tin, typename Tout, typename Op>
 static int ew_map(exec_context *ctx, const Tin *in, Tout *out, int64_t n, Op op)
 {
     constexpr int W = ew_width<Tin, Tout>();
     if (n <= 0) return 0;
-    const int vec_ok = ew_aligned16(in) && ew_aligned16(out);
-    const unsigned grid = ew_grid(ctx, vec_ok ? (n + W - 1) / W : n, EW_THREADS, EW_BLOCKS_PER_SM);
-    ew_map_kernel<Tin, Tout, Op><<<grid, EW_THREADS, 0, ctx->stream>>>(in, out, n, vec_ok, op);
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_flat_op(n, (int)sizeof(typename ew_io<Tout>::raw), (int)sizeof(typename ew_io<Tin>::raw));
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        const Tin *i = in + begin;
+        Tout *o = out + begin;
+        const int vec_ok = ew_aligned16(i) && ew_aligned16(o);
+        const unsigned grid = ew_grid(ctx, vec_ok ? (count + W - 1) / W : count, EW_THREADS, EW_BLOCKS_PER_SM);
+        ew_map_kernel<Tin, Tout, Op><<<grid, EW_THREADS, 0, ctx->stream>>>(i, o, count, vec_ok, op);
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
-/* Launch ew_fill_kernel on ctx->stream. */
+/* Launch ew_fill_kernel on ctx->stream (once per 32-bit indexing part, as fill_). */
 template <typename T> static int ew_fill(exec_context *ctx, T *out, int64_t n, float value)
 {
     constexpr int W = 16 / (int)sizeof(typename ew_io<T>::raw);
+    constexpr int B = (int)sizeof(typename ew_io<T>::raw);
     if (n <= 0) return 0;
-    const int vec_ok = ew_aligned16(out);
-    const unsigned grid = ew_grid(ctx, vec_ok ? (n + W - 1) / W : n, EW_THREADS, EW_BLOCKS_PER_SM);
-    ew_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(out, n, value, vec_ok);
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_flat_op(n, B, B);
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        T *o = out + begin;
+        const int vec_ok = ew_aligned16(o);
+        const unsigned grid = ew_grid(ctx, vec_ok ? (count + W - 1) / W : count, EW_THREADS, EW_BLOCKS_PER_SM);
+        ew_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(o, count, value, vec_ok);
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
 /* The functors of the flat passes. */

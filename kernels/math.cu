@@ -4,21 +4,24 @@
  *   upcast             3 × ew_map_kernel<T,f32>        q, k, v → fp32            (skipped for fp32)
  *   mask_build         ew_fill_kernel<bool>            ones(Sq, Skv)
  *                      math_tril_kernel                .tril(Skv − Sq for bottom-right, else 0)
- *                      ew_map_kernel<bool,bool,not>    .logical_not()
- *                      ew_fill_kernel<f32> (1 elem)    scalar_tensor(0.0) on the device
- *                      ew_map_kernel<bool,f32,where>   where(¬mask, −inf, 0) → fp32 bias [Sq, Skv]
+ *                      2 × ew_fill_kernel<f32> (1 elem) scalar_tensor(−inf), the 0.0 on the device
+ *                      ew_map_kernel<bool,f32,bias>    where(mask, 0, −inf) → fp32 bias [Sq, Skv]
  *   scale              2 × ew_map_kernel<f32,f32,mul>  q·√scale, k·√scale (−√|scale| on q if scale < 0)
  *   qk_matmul          cublasGemmStridedBatchedEx fp32, COMPUTE_32F, default math: FFMA, no TF32
  *   mask_add           math_add_bias_kernel            attn += bias (broadcast over B·H), in place
  *   softmax            softmax_*_kernel<f32,f32>       fp32 → fp32
- *   safe_softmax_fixup ew_fill_kernel<f32> (1 elem)    scalar_tensor(−inf)
- *                      ew_map_kernel<f32,bool,eq>      attn == −inf
+ *   safe_softmax_fixup ew_map_kernel<f32,bool,isneginf> isneginf(attn)
  *                      math_row_all_kernel             .all(dim=−1) → one bool per row
  *                      ew_fill_kernel<f32> (1 elem)    scalar_tensor(0.0)
  *                      math_where_rows_kernel          where(all_masked_row, 0, softmax)
+ *   weights_downcast   ew_map_kernel<f32,T>            attn.to(T): the weights SDPA math returns
  *   pv_matmul          cublasGemmStridedBatchedEx fp32 (as qk_matmul)
  *   downcast           ew_map_kernel<f32,T>            out32 → T                 (skipped for fp32)
- * = 20 launches for causal 16-bit (PyTorch: 20), 14 without a mask (PyTorch: 14).
+ * = 20 launches for causal 16-bit (PyTorch: 20), 14 without a mask (PyTorch: 14), while every
+ * tensor is below 2^31 bytes. Above, the passes over the scores split as PyTorch's
+ * TensorIterator splits them (kernels/index32.h, one launch per 32-bit indexable part): at
+ * B4 H16 S4096 (fp32 scores of 4 GiB) add_, isneginf, where and the weights' downcast launch
+ * twice: 24 (no mask 17); at B2 H16 S8192 (8 GiB) four times each and all() twice: 33.
  *
  * Today's models, as SDPA's users call it:
  *   - grouped-query attention is enable_gqa=True: after the upcasts and q's scaling,
@@ -26,8 +29,8 @@
  *     ew_repeat_heads each, fp32), and k is scaled as the repeated tensor;
  *   - a sliding window is a bool attn_mask (causal AND window, [Sq, Skv]) that the caller
  *     builds once (math_prepare, outside the timed forward) with is_causal=False; SDPA turns
- *     it into an additive mask in the input dtype on every call (logical_not, scalar_tensor,
- *     where: 3 launches instead of the causal path's 5), which attn.add_() then reads.
+ *     it into an additive mask in the input dtype on every call (two scalar fills and where:
+ *     3 launches instead of the causal path's 5), which attn.add_() then reads.
  *
  * Expected cost on an H200 at B8 H16 S1024 D64 bf16 causal (n = 134 M scores; fp32 scores =
  * 537 MB; 4.3 TB/s; fp32 FFMA GEMMs ≈ 50 TFLOP/s):
@@ -37,11 +40,14 @@
  *   qk_matmul   17.2 GFLOP on CUDA cores, 537 MB written                  ≈ 350 us
  *   mask_add    537 MB read + 537 MB written (bias 4 MB stays in L2)      ≈ 250 us
  *   softmax     537 + 537 MB                                              ≈ 250 us
- *   fixup       eq 537 + 134 MB ≈ 156, all 134 MB ≈ 31, where 537 + 537 MB ≈ 250, 2 fills ≈ 4
+ *   fixup       isneginf 537 + 134 MB ≈ 156, all 134 MB ≈ 31, where 537 + 537 MB ≈ 250, fill ≈ 2
+ *   weights     the downcast of the weights: 537 + 268 MB                 ≈ 190 us
  *   pv_matmul   17.2 GFLOP, reads 537 MB                                  ≈ 350 us
  *   downcast    33.5 + 16.8 MB                                            ≈ 12 us
- * Predicted total ≈ 1.75 ms (PyTorch: 2.605 ms).
- * Measured on an H200 (2026-12-02), us: upcasts 3 × 22, mask_build 12, scale 19 + 20,
+ * Predicted total ≈ 1.94 ms (PyTorch: 2.605 ms).
+ * Measured on an H200 (2026-12-02, before the weights' downcast and isneginf were copied from
+ *   PyTorch 2.11: logical_not, a −inf fill and eq stood in their place), us: upcasts 3 × 22,
+ *   mask_build 12, scale 19 + 20,
  *   qk sgemm 540, mask_add 295, softmax 268, eq 165, all 37, where 280, 3 fills 3, pv sgemm
  *   417, downcast 12; total 2184 (PyTorch 2605). The cuBLAS FFMA GEMMs are slower than
  *   predicted and are the same kernels PyTorch runs. S1024 D128: 2872 (3296); S4096 D64:
@@ -50,14 +56,18 @@
  * Deviations from PyTorch, and why:
  *   - Order: PyTorch scales q before building the mask and k after it; here the mask is built
  *     first, then q and k are scaled (one NVTX "scale" range). Same kernels, same bytes.
- *   - Buffers are reused where PyTorch's caching allocator would hand out fresh ones: the two
- *     mask bool buffers ping-pong, and the final where() writes into the pre-softmax scores
- *     buffer (dead after eq). Same launches, same bytes moved, less workspace.
+ *   - Buffers are reused where PyTorch's caching allocator would hand out fresh ones: the
+ *     final where() writes into the pre-softmax scores buffer (dead after isneginf), and the
+ *     weights' downcast into the softmax buffer (dead after where). Same launches, same bytes
+ *     moved, less workspace.
  *   - Bottom-right causal is not an is_causal mode of PyTorch's math backend; it is built the
  *     same way with tril(diagonal = Skv − Sq), which leaves rows with no visible key when
  *     Sq > Skv: the safe-softmax fixup turns those into zeros.
- *   - eq() compares with the −inf scalar tensor read from device memory, as PyTorch's
- *     TensorIterator does with a 0-dim CUDA tensor; where() reads the 0 scalar likewise.
+ *   - The mask's where() reads its 0 and −inf from the two 0-dim device tensors, as PyTorch's
+ *     TensorIterator does; the fixup's where() reads its 0 likewise.
+ *   - The 32-bit indexing split is copied for its launch count only: attnd's kernels index
+ *     with 64 bits. The GQA copies (ew_repeat_heads) are not split: they pass 2^31 bytes only
+ *     at K/V sizes no bench shape reaches.
  */
 #include <type_traits>
 
@@ -100,18 +110,19 @@ struct math_divmod {
     }
 };
 
-/* attn[u] += bias[u mod plane] in units of W elements (W = 16 bytes of the bias when both
- * pointers are 16-aligned and plane % W == 0, else 1): PyTorch's attn.add_(attn_mask) with the
- * [Sq, Skv] mask (fp32, or the input dtype of a caller's mask) broadcast over B·H.
- * units = n / W, plane_units = Sq·Skv / W. */
+/* attn[u] += bias[(phase + u) mod plane] in units of W elements (W = 16 bytes of the bias when
+ * both pointers are 16-aligned and plane % W == 0, else 1): PyTorch's attn.add_(attn_mask) with
+ * the [Sq, Skv] mask (fp32, or the input dtype of a caller's mask) broadcast over B·H.
+ * units = this part's n / W, plane_units = Sq·Skv / W, phase_units: where in the plane attn[0] is. */
 template <typename TB, int W>
 __global__ void __launch_bounds__(EW_THREADS)
-    math_add_bias_kernel(float *attn, const TB *__restrict__ bias, int64_t units, int64_t plane_units)
+    math_add_bias_kernel(float *attn, const TB *__restrict__ bias, int64_t units, int64_t plane_units,
+                         int64_t phase_units)
 {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if (tid >= units) return;
-    math_divmod pos(tid, stride, plane_units);
+    math_divmod pos(phase_units + tid, stride, plane_units);
     for (int64_t u = tid; u < units; u += stride * EW_UNROLL) {
         float a[EW_UNROLL][W], b[EW_UNROLL][W];
         int64_t bu[EW_UNROLL];
@@ -175,19 +186,21 @@ __global__ void __launch_bounds__(EW_THREADS)
     }
 }
 
-/* out[r, j] = flag[r] ? *zero : smx[r, j], in units of W floats (W = 4 when the pointers are
- * 16-aligned and L % 4 == 0, else 1): where(masked_rows, zero, softmax) of _safe_softmax.
- * units = n / W, row_units = L / W. Reads smx everywhere, as PyTorch's where does. */
+/* out[u] = flag[(phase + u) / L] ? *zero : smx[u], in units of W floats (W = 4 when the pointers
+ * are 16-aligned and L % 4 == 0, else 1): where(masked_rows, zero, softmax) of _safe_softmax.
+ * units = this part's n / W, row_units = L / W, phase_units: where in its row smx[0] is (flag
+ * points at that row's flag). Reads smx everywhere, as PyTorch's where does. */
 template <int W>
 __global__ void __launch_bounds__(EW_THREADS)
     math_where_rows_kernel(const ew_bool *__restrict__ flag, const float *__restrict__ zero,
-                           const float *__restrict__ smx, float *__restrict__ out, int64_t units, int64_t row_units)
+                           const float *__restrict__ smx, float *__restrict__ out, int64_t units, int64_t row_units,
+                           int64_t phase_units)
 {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     if (tid >= units) return;
     const float z = *zero;
-    math_divmod pos(tid, stride, row_units);
+    math_divmod pos(phase_units + tid, stride, row_units);
     for (int64_t u = tid; u < units; u += stride * EW_UNROLL) {
         float x[EW_UNROLL][W];
         bool f[EW_UNROLL];
@@ -216,16 +229,12 @@ __global__ void __launch_bounds__(EW_THREADS)
 }
 
 /* Functors of the flat passes. */
-struct math_op_not {   /* logical_not: 1 where 0 */
-    __device__ __forceinline__ float operator()(float x) const { return x == 0.f ? 1.f : 0.f; }
+template <typename Z> struct math_op_bias { /* where(mask, *zero, *neg_inf): the two scalar tensors, of the bias dtype */
+    const Z *neg_inf, *zero;
+    __device__ __forceinline__ float operator()(float m) const { return ew_load1(m != 0.f ? zero : neg_inf, 0); }
 };
-template <typename Z> struct math_op_bias { /* where(cond, −inf, *zero): cond is ¬mask; zero of the bias dtype */
-    const Z *zero;
-    __device__ __forceinline__ float operator()(float c) const { return c != 0.f ? -INFINITY : ew_load1(zero, 0); }
-};
-struct math_op_eq {    /* eq(x, *ref) → bool */
-    const float *ref;
-    __device__ __forceinline__ float operator()(float x) const { return x == *ref ? 1.f : 0.f; }
+struct math_op_isneginf { /* isneginf(x) → bool */
+    __device__ __forceinline__ float operator()(float x) const { return x == -INFINITY ? 1.f : 0.f; }
 };
 
 /* ---------------------------------------------------------------- launchers -------- */
@@ -238,18 +247,26 @@ static int math_tril(exec_context *ctx, const ew_bool *in, ew_bool *out, int64_t
     return 0;
 }
 
+/* attn [n / plane, plane] += bias [plane]: once, or once per part of PyTorch's 32-bit indexing
+ * split of add_'s iteration (fp32 scores, the bias broadcast over B·H): two parts at B4 H16
+ * S4096, four at B2 H16 S8192. */
 template <typename TB> static int math_add_bias(exec_context *ctx, float *attn, const TB *bias, int64_t n, int64_t plane)
 {
     constexpr int W = 16 / (int)sizeof(typename ew_io<TB>::raw);
-    if (ew_aligned16(attn) && ew_aligned16(bias) && plane % W == 0) {
-        const unsigned grid = ew_grid(ctx, n / W, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_add_bias_kernel<TB, W><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n / W, plane / W);
-    } else {
-        const unsigned grid = ew_grid(ctx, n, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_add_bias_kernel<TB, 1><<<grid, EW_THREADS, 0, ctx->stream>>>(attn, bias, n, plane);
-    }
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_blocks_op(plane, n / plane, 4, (int)sizeof(typename ew_io<TB>::raw), 0);
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        float *a = attn + begin;
+        const int64_t phase = begin % plane;
+        if (ew_aligned16(a) && ew_aligned16(bias) && plane % W == 0 && phase % W == 0 && count % W == 0) {
+            const unsigned grid = ew_grid(ctx, count / W, EW_THREADS, EW_BLOCKS_PER_SM);
+            math_add_bias_kernel<TB, W><<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count / W, plane / W, phase / W);
+        } else {
+            const unsigned grid = ew_grid(ctx, count, EW_THREADS, EW_BLOCKS_PER_SM);
+            math_add_bias_kernel<TB, 1><<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count, plane, phase);
+        }
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
 /* The caller's bool attn_mask of a windowed problem: mask[i, j] = 1 where row i sees key j. */
@@ -264,27 +281,44 @@ __global__ void __launch_bounds__(EW_THREADS) math_window_mask_kernel(ew_bool *m
     }
 }
 
+/* all(dim=−1) over rows × L bools: once, or once per part of the reduction's 32-bit indexing
+ * split (gpu_reduce_kernel; whole rows: two parts at B2 H16 S8192). */
 static int math_row_all(exec_context *ctx, const ew_bool *eq, ew_bool *flag, int64_t rows, int64_t L)
 {
-    const int vec_ok = ew_aligned16(eq) && L % 16 == 0;
-    const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
-    math_row_all_kernel<<<grid, EW_THREADS, 0, ctx->stream>>>(eq, flag, rows, L, vec_ok);
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_row_reduce(L, rows, 1, 1);
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        if (begin % L != 0 || count % L != 0)
+            return exec_fail(ctx, __FILE__, __LINE__, "math_row_all", "a 32-bit indexing part splits a row");
+        const ew_bool *e = eq + begin;
+        const int vec_ok = ew_aligned16(e) && L % 16 == 0;
+        const unsigned grid = ew_grid(ctx, count / L, EW_THREADS / 32, EW_BLOCKS_PER_SM);
+        math_row_all_kernel<<<grid, EW_THREADS, 0, ctx->stream>>>(e, flag + begin / L, count / L, L, vec_ok);
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
+/* where(masked_rows, zero, softmax) over rows × L floats: once, or once per part of where's
+ * 32-bit indexing split (fp32 rows, one flag per row): as math_add_bias. */
 static int math_where_rows(exec_context *ctx, const ew_bool *flag, const float *zero, const float *smx, float *out,
                            int64_t n, int64_t L)
 {
-    if (ew_aligned16(smx) && ew_aligned16(out) && L % 4 == 0) {
-        const unsigned grid = ew_grid(ctx, n / 4, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_where_rows_kernel<4><<<grid, EW_THREADS, 0, ctx->stream>>>(flag, zero, smx, out, n / 4, L / 4);
-    } else {
-        const unsigned grid = ew_grid(ctx, n, EW_THREADS, EW_BLOCKS_PER_SM);
-        math_where_rows_kernel<1><<<grid, EW_THREADS, 0, ctx->stream>>>(flag, zero, smx, out, n, L);
-    }
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_blocks_op(L, n / L, 4, 1, 1);
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        const float *x = smx + begin;
+        float *o = out + begin;
+        const ew_bool *f = flag + begin / L;
+        const int64_t phase = begin % L;
+        if (ew_aligned16(x) && ew_aligned16(o) && L % 4 == 0 && phase % 4 == 0 && count % 4 == 0) {
+            const unsigned grid = ew_grid(ctx, count / 4, EW_THREADS, EW_BLOCKS_PER_SM);
+            math_where_rows_kernel<4><<<grid, EW_THREADS, 0, ctx->stream>>>(f, zero, x, o, count / 4, L / 4, phase / 4);
+        } else {
+            const unsigned grid = ew_grid(ctx, count, EW_THREADS, EW_BLOCKS_PER_SM);
+            math_where_rows_kernel<1><<<grid, EW_THREADS, 0, ctx->stream>>>(f, zero, x, o, count, L, phase);
+        }
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
 /* ---------------------------------------------------------------- workspace -------- */
@@ -295,14 +329,14 @@ typedef struct math_layout {
     float *q32, *k32, *v32;     /* upcast inputs (16-bit dtypes only) */
     float *k32r, *v32r;         /* repeat_interleave of k and v over the query heads (grouped K/V only) */
     float *q32s, *k32s;         /* q·√scale, k·√scale (k repeated: [B,H,Skv,D]) */
-    float *scalars;             /* [0] 0 for the bias, [1] −inf and [2] 0 for safe softmax */
-    void *bias_zero;            /* the scalar 0 of a caller's mask's bias, in the input dtype (windowed only) */
+    float *scalars;             /* [0] −inf and [1] 0 for the causal bias, [2] 0 for safe softmax */
+    void *bias_scalars;         /* −inf and 0 of a caller's mask's bias, in the input dtype (windowed only) */
     ew_bool *user_mask;         /* [Sq, Skv] the caller's bool attn_mask (windowed only; math_prepare) */
-    ew_bool *mask_a, *mask_b;   /* [Sq, Skv] bools: ones/not, tril (masked problems only) */
+    ew_bool *mask_a, *mask_b;   /* [Sq, Skv] bools: ones, tril (causal problems only) */
     void *bias;                 /* [Sq, Skv] additive mask: fp32 (causal), input dtype (a caller's mask) */
     float *attn;                /* [B·H·Sq, Skv] scores; reused for the safe-softmax result */
-    float *smx;                 /* [B·H·Sq, Skv] softmax output */
-    ew_bool *eq;                /* [B·H·Sq, Skv] attn == −inf */
+    float *smx;                 /* [B·H·Sq, Skv] softmax output; reused for the weights in the input dtype */
+    ew_bool *neginf;            /* [B·H·Sq, Skv] isneginf(attn) */
     ew_bool *rowflag;           /* [B·H·Sq] rows that are all −inf */
     float *out32;               /* [B,H,Sq,D] fp32 output before the downcast (16-bit only) */
     size_t bytes;
@@ -334,14 +368,14 @@ static void math_plan(const attn_problem *p, void *base, math_layout *l)
     l->q32s = (float *)take((size_t)attn_q_elems(p) * 4);
     l->k32s = (float *)take(k_rep * 4);
     l->scalars = (float *)take(3 * sizeof(float));
-    l->bias_zero = windowed ? take(sizeof(float)) : NULL;
+    l->bias_scalars = windowed ? take(2 * sizeof(float)) : NULL;
     l->user_mask = windowed ? (ew_bool *)take(plane) : NULL;
-    l->mask_a = masked ? (ew_bool *)take(plane) : NULL;
+    l->mask_a = masked && !windowed ? (ew_bool *)take(plane) : NULL;
     l->mask_b = masked && !windowed ? (ew_bool *)take(plane) : NULL;
     l->bias = masked ? take(plane * (windowed ? attn_dtype_bytes(p->dtype) : 4)) : NULL;
     l->attn = (float *)take(n * 4);
     l->smx = (float *)take(n * 4);
-    l->eq = (ew_bool *)take(n);
+    l->neginf = (ew_bool *)take(n);
     l->rowflag = (ew_bool *)take(rows);
     l->out32 = up ? (float *)take((size_t)attn_out_elems(p) * 4) : NULL;
     l->bytes = off;
@@ -393,11 +427,13 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
     const int64_t nk_rep = p->batch * p->heads * skv * p->head_dim;
 
     if (p->window_keys > 0) {
-        /* SDPA's convert_boolean_attn_mask of the caller's mask: where(¬mask, −inf, 0) in the input dtype */
+        /* SDPA's convert_boolean_attn_mask of the caller's mask, in the input dtype:
+         * where(mask, 0.0, scalar_tensor(−inf)); both scalars become device tensors (two fills) */
         ew_nvtx r("mask_convert");
-        TRY(ew_map(ctx, (const ew_bool *)l.user_mask, l.mask_a, sq * skv, math_op_not{}));
-        TRY(ew_fill(ctx, (T *)l.bias_zero, 1, 0.f));
-        TRY(ew_map(ctx, (const ew_bool *)l.mask_a, (T *)l.bias, sq * skv, math_op_bias<T>{(const T *)l.bias_zero}));
+        const T *neg_inf = (const T *)l.bias_scalars, *zero = neg_inf + 1;
+        TRY(ew_fill(ctx, (T *)neg_inf, 1, -INFINITY));
+        TRY(ew_fill(ctx, (T *)zero, 1, 0.f));
+        TRY(ew_map(ctx, (const ew_bool *)l.user_mask, (T *)l.bias, sq * skv, math_op_bias<T>{neg_inf, zero}));
     }
     const float *q32 = (const float *)t->q, *k32 = (const float *)t->k, *v32 = (const float *)t->v;
     if (up) {
@@ -410,14 +446,15 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         v32 = l.v32;
     }
     if (p->mask != ATTN_MASK_NONE && p->window_keys <= 0) {
-        /* attn_mask = ones(L, S, bool).tril(diag); bias = where(attn_mask.logical_not(), −inf, 0) */
+        /* attn_mask = ones(L, S, bool).tril(diag); bias = where(attn_mask, 0.0, scalar_tensor(−inf)) */
         ew_nvtx r("mask_build");
         const int64_t diag = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0;
         TRY(ew_fill(ctx, l.mask_a, sq * skv, 1.f));
         TRY(math_tril(ctx, l.mask_a, l.mask_b, sq, skv, diag));
-        TRY(ew_map(ctx, (const ew_bool *)l.mask_b, l.mask_a, sq * skv, math_op_not{}));
-        TRY(ew_fill(ctx, l.scalars + 0, 1, 0.f));
-        TRY(ew_map(ctx, (const ew_bool *)l.mask_a, (float *)l.bias, sq * skv, math_op_bias<float>{l.scalars + 0}));
+        TRY(ew_fill(ctx, l.scalars + 0, 1, -INFINITY));
+        TRY(ew_fill(ctx, l.scalars + 1, 1, 0.f));
+        TRY(ew_map(ctx, (const ew_bool *)l.mask_b, (float *)l.bias, sq * skv,
+                   math_op_bias<float>{l.scalars + 0, l.scalars + 1}));
     }
     /* scaling_factor = sqrt(|scale|) in double, applied to q (negated when scale < 0) and k */
     const double root = sqrt(fabs(p->scale));
@@ -455,13 +492,19 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         TRY((softmax_launch<float, float>(ctx, l.attn, l.smx, rows, skv)));
     }
     {
-        /* _safe_softmax: where(all(attn == −inf, −1, keepdim), 0, softmax) */
+        /* _safe_softmax: where(all(isneginf(attn), −1, keepdim), scalar_tensor(0), softmax) */
         ew_nvtx r("safe_softmax_fixup");
-        TRY(ew_fill(ctx, l.scalars + 1, 1, -INFINITY));
-        TRY(ew_map(ctx, (const float *)l.attn, l.eq, n, math_op_eq{l.scalars + 1}));
-        TRY(math_row_all(ctx, l.eq, l.rowflag, rows, skv));
+        TRY(ew_map(ctx, (const float *)l.attn, l.neginf, n, math_op_isneginf{}));
+        TRY(math_row_all(ctx, l.neginf, l.rowflag, rows, skv));
         TRY(ew_fill(ctx, l.scalars + 2, 1, 0.f));
         TRY(math_where_rows(ctx, l.rowflag, l.scalars + 2, l.smx, l.attn, n, skv));
+    }
+    if (up && d_out_f32 == NULL) {
+        /* The math backend returns (out, attn weights) as make_tuple(matmul(attn, v).to(dtype),
+         * attn.to(dtype)); GCC evaluates the arguments right to left, so the weights' downcast
+         * runs first. Nobody reads them; the launch is PyTorch's. */
+        ew_nvtx r("weights_downcast");
+        TRY(ew_map(ctx, (const float *)l.attn, (T *)l.smx, n, ew_op_copy{}));
     }
     float *out32 = d_out_f32 ? d_out_f32 : (up ? l.out32 : (float *)t->out);
     {

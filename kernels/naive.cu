@@ -35,6 +35,11 @@
  *     needed; softmax writes into whichever buffer is free). Same launches, same bytes moved.
  *   (cuBLAS itself still launches a 0.7 us Memset before the first GEMM, as under PyTorch, so
  *   a profile shows 7 / 6 ops for causal naive / naive_inplace, the same as peers-h200.md.)
+ *   - Above 2^31 bytes of scores the scale and mask_fill launch once per part of PyTorch's
+ *     32-bit indexing split (kernels/index32.h): twice each at B2 H16 S8192 (bf16 scores of
+ *     2^31 elements), as PyTorch's mul and masked_fill_; attnd's kernels themselves index
+ *     with 64 bits and would not need it. The Memcpy and softmax are never split (PyTorch's
+ *     copy_ is a cudaMemcpyAsync, its softmax indexes with int64).
  *
  * Measured on an H200 (helper harness via ctypes, CUDA-event median, 2026-12-02), us:
  *   qk 86, scale 135, memcpy 129, mask_fill 62 (ragged tails write at ~half bandwidth),
@@ -70,31 +75,41 @@ __device__ __forceinline__ void naive_fill_range(T *r, int64_t from, int64_t to,
     for (int64_t i = b + lane; i < to; i += 32) e[i] = ninf;
 }
 
-/* masked_fill(mask, −inf) over scores [B·H·Sq, Skv] (rows × skv): one warp per row writes −inf
- * at the columns outside attn_visible_range(row): the causal tail and the window's head.
- * vec_ok: s is 16-aligned and Skv % W == 0, so every row starts aligned. */
+/* masked_fill(mask, −inf) over the elements [e0, e1) of scores [B·H·Sq, Skv] (rows × skv): one
+ * warp per row writes −inf at the columns outside attn_visible_range(row) (the causal tail and
+ * the window's head), clipped to [e0, e1) in the first and last row. vec_ok: s is 16-aligned
+ * and Skv % W == 0, so every row starts aligned. */
 template <typename T>
-__global__ void __launch_bounds__(EW_THREADS) naive_mask_fill_kernel(T *s, int64_t rows, attn_problem p, int vec_ok)
+__global__ void __launch_bounds__(EW_THREADS)
+    naive_mask_fill_kernel(T *s, int64_t e0, int64_t e1, attn_problem p, int vec_ok)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5, skv = p.seq_kv;
-    for (int64_t row = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; row < rows; row += nwarps) {
+    const int64_t first = e0 / skv, end = (e1 + skv - 1) / skv;
+    for (int64_t row = first + (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5); row < end; row += nwarps) {
         int64_t lo, hi;
+        const int64_t from = e0 > row * skv ? e0 - row * skv : 0, to = e1 < (row + 1) * skv ? e1 - row * skv : skv;
         attn_visible_range(&p, row % p.seq_q, &lo, &hi);
-        naive_fill_range(s + row * skv, 0, lo, vec_ok, lane);
-        naive_fill_range(s + row * skv, hi, skv, vec_ok, lane);
+        naive_fill_range(s + row * skv, from, lo < to ? lo : to, vec_ok, lane);
+        naive_fill_range(s + row * skv, hi > from ? hi : from, to, vec_ok, lane);
     }
 }
 
+/* One launch, or one per part of PyTorch's 32-bit indexing split of masked_fill_'s iteration
+ * (the scores, and the [Sq, Skv] bool mask broadcast over B·H): two at B2 H16 S8192 bf16. */
 template <typename T> static int naive_mask_fill(exec_context *ctx, const attn_problem *p, T *d_scores)
 {
     constexpr int W = 16 / (int)sizeof(typename ew_io<T>::raw);
-    const int64_t rows = p->batch * p->heads * p->seq_q;
+    const int64_t plane = p->seq_q * p->seq_kv;
     const int vec_ok = ew_aligned16(d_scores) && p->seq_kv % W == 0;
-    const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
-    naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, rows, *p, vec_ok);
-    LAUNCH_TRY(ctx);
-    return 0;
+    const index32_iter it = index32_blocks_op(plane, p->batch * p->heads, (int)sizeof(T), 1, 0);
+    return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
+        const int64_t rows = (begin + count + p->seq_kv - 1) / p->seq_kv - begin / p->seq_kv;
+        const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
+        naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, begin, begin + count, *p, vec_ok);
+        LAUNCH_TRY(ctx);
+        return 0;
+    });
 }
 
 static size_t naive_buffer_bytes(const attn_problem *p)

@@ -30,10 +30,13 @@ OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 PHASES=${PHASES:-"ab throughput fused sanitize unit tests"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
 # The cuDNN PyTorch loads: the cudnn rows and variant compare like with like.
-CUDNN_DIR=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(os.path.dirname(nvidia.cudnn.__file__), 'lib'))" 2>/dev/null)
+# nvidia.cudnn is a namespace package in recent wheels: __file__ is None there, __path__ works.
+CUDNN_DIR=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null)
 SUMMARY=$OUT/summary.txt
 : > "$SUMMARY"
 note() { echo "$1|$2" >> "$SUMMARY"; }
+# Without it the cudnn rows are refused, and the table would lack its comparator silently.
+[ -n "$CUDNN_DIR" ] || note cudnn "PyTorch's cuDNN not importable (nvidia.cudnn): no cudnn rows"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
 T0=$(date +%s)
 

@@ -69,6 +69,15 @@ def pg_database_for(key):
     return _pg_databases[key]
 
 
+def pg_database_from_dump(key, dump_path):
+    """pg_database_for(key), loaded from a psql dump (an older attnd's database, for migrations)."""
+    conninfo = pg_database_for(key)
+    r = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-f", dump_path],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return conninfo
+
+
 def store_under_test():
     return os.environ.get("ATTND_TEST_STORE", "sqlite")
 

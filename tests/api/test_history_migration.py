@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import attnd_api_helpers as helpers
-from attnd_api_helpers import REPO, Api, pg_database_for, tiny
+from attnd_api_helpers import REPO, Api, tiny
 
 DATA = os.path.join(REPO, "tests", "api", "data")
 
@@ -60,10 +60,7 @@ def test_postgresql_history_of_version_1_is_migrated(start_server, tmp_path):
     helpers.test_pg()
     data = str(tmp_path / "data")
     os.makedirs(data)
-    conninfo = pg_database_for(data + "-v1")
-    r = subprocess.run(["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", conninfo, "-f",
-                        os.path.join(DATA, "history-v1.postgresql.sql")], capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stderr[-2000:]
+    conninfo = helpers.pg_database_from_dump(data + "-v1", os.path.join(DATA, "history-v1.postgresql.sql"))
     srv = start_server(extra=["--cpu-threads", "1", "--store", conninfo], data_dir=data)
     check_old_runs(Api(srv.url))
     r = subprocess.run(["psql", "-X", "-At", "-d", conninfo, "-c", "SELECT version FROM attnd_schema"],

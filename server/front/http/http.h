@@ -106,6 +106,10 @@ typedef void (*http_request_observer)(const char *method, const char *route, int
 /* Set the observer (NULL: none). Set it before http_start: it is read without a lock. */
 void http_set_request_observer(http_request_observer observer);
 
+/* The positive integer in the route's {id} segment (a run or study id), or -1 after answering
+ * 400 bad_value that says it is `what` ("a run id"). */
+long long http_id_segment(http_request *req, const char *what);
+
 /* The query parameter key of req as a string; NULL when absent. */
 const char *http_query_param(const http_request *req, const char *key);
 

@@ -3,12 +3,14 @@
  * method and path match (404 unknown path, 405 wrong method with Allow), and the labels the
  * request observer counts it under.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <microhttpd.h>
 
 #include "common/log.h"
+#include "common/parse_int.h"
 #include "server/front/http/http.h"
 #include "server/front/http/http_conn.h"
 
@@ -75,6 +77,18 @@ const char *http_query_param(const http_request *req, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(req->query, key);
     return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+long long http_id_segment(http_request *req, const char *what)
+{
+    const char *t = req->id ? req->id : "";
+    long long id;
+
+    if (parse_int_in(t, 1, LLONG_MAX, &id) != 0) {
+        http_fail(req, 400, "bad_value", "id", "%s is a positive integer, got '%.40s'", what, t);
+        return -1;
+    }
+    return id;
 }
 
 const char *http_header(const http_request *req, const char *name)

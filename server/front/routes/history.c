@@ -4,7 +4,6 @@
 #include "server/front/routes/history.h"
 #include "server/front/routes/routes.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,19 +14,6 @@
 #include "server/front/routes/history_csv.h"
 #include "server/front/routes/history_query.h"
 #include "server/front/store/store.h"
-
-/* A run id from the {id} segment: > 0, or -1 after answering 400. */
-static long long runs_id(http_request *req)
-{
-    const char *t = req->id ? req->id : "";
-    long long id;
-
-    if (parse_int_in(t, 1, LLONG_MAX, &id) != 0) {
-        http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", t);
-        return -1;
-    }
-    return id;
-}
 
 /* group_by: {"groups": [...], "group_by": [names], "more": bool}. */
 static void history_send_groups(http_request *req, const history_request *h)
@@ -158,7 +144,7 @@ int routes_history_client_gone(const void *req) { return http_client_gone((const
 
 void route_cancel_run(http_request *req)
 {
-    long long id = runs_id(req);
+    long long id = http_id_segment(req, "a run id");
     char *record, status[16];
 
     if (id < 0) return;
@@ -181,7 +167,7 @@ void route_cancel_run(http_request *req)
 
 void route_run_trace(http_request *req)
 {
-    long long id = runs_id(req);
+    long long id = http_id_segment(req, "a run id");
     char *trace, *record;
 
     if (id < 0) return;

@@ -2,7 +2,6 @@
  * resident tensors, hand the run to the pool; GET /v1/runs/{id}: one stored run. */
 #include "server/front/routes/routes.h"
 
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,15 +67,11 @@ void route_run(http_request *req)
 
 void route_get_run(http_request *req)
 {
-    const char *id_text = req->id;
     cJSON *live;
     char *record;
-    long long id;
+    long long id = http_id_segment(req, "a run id");
 
-    if (parse_int_in(id_text, 1, LLONG_MAX, &id) != 0) {
-        http_fail(req, 400, "bad_value", "id", "a run id is a positive integer, got '%.40s'", id_text);
-        return;
-    }
+    if (id < 0) return;
     live = pool_queued_record_json(id); /* while it waits here: with its queue_position */
     if (live) {
         http_send_json(req, 200, live);

@@ -23,19 +23,6 @@
 #define STUDY_MAX_WAIT_S 600
 #define STUDY_LIST_DEFAULT_LIMIT 20
 
-/* A study id from the {id} segment: > 0, or -1 after answering 400. */
-static long long study_id_of(http_request *req)
-{
-    const char *t = req->id ? req->id : "";
-    long long id;
-
-    if (parse_int_in(t, 1, LLONG_MAX, &id) != 0) {
-        http_fail(req, 400, "bad_value", "id", "a study id is a positive integer, got '%.40s'", t);
-        return -1;
-    }
-    return id;
-}
-
 /* A refusal about variant i: its message says which variant. */
 static void study_name_variant(api_error *e, const char *variant)
 {
@@ -137,7 +124,7 @@ void route_study_get(http_request *req)
     cJSON *live;
     char *record;
 
-    if ((id = study_id_of(req)) < 0 || study_only_params(req, allowed) != 0) return;
+    if ((id = http_id_segment(req, "a study id")) < 0 || study_only_params(req, allowed) != 0) return;
     if (wait && parse_int_in(wait->valuestring, 0, STUDY_MAX_WAIT_S, &seconds) != 0) {
         http_fail(req, 400, "bad_value", "wait", "wait is seconds, an integer from 0 to %d", STUDY_MAX_WAIT_S);
         return;
@@ -230,7 +217,7 @@ void route_study_cancel(http_request *req)
     long long id;
     char *stored;
 
-    if ((id = study_id_of(req)) < 0) return;
+    if ((id = http_id_segment(req, "a study id")) < 0) return;
     if (studies_cancel(id, &record) == 0) {
         if (record) {
             http_send_json(req, 200, record);

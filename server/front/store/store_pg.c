@@ -423,25 +423,19 @@ int store_pg_get_study(long long id, char **record)
     return pg_get_text(PG_STUDY_GET, id, record);
 }
 
-char *store_pg_list_studies(const store_study_query *q, long long *last, int *count)
+/* The records of column 0 of res joined as a JSON array ("[a,b]"); the ids of column 1 of its
+ * first and last rows into *first and *last (each may be NULL; untouched when res is empty).
+ * NULL, reported as `what`, out of memory. */
+static char *pg_records_array(PGresult *res, const char *what, long long *first, long long *last)
 {
-    char before[24], limit[16];
-    const char *values[] = {q->status, q->tag, before, limit};
-    char *out = NULL;
+    int i, rows = PQntuples(res);
     size_t len = 0, total = 2;
-    PGresult *res = NULL;
-    int i, rows;
+    char *out;
 
-    *last = q->before;
-    *count = 0;
-    snprintf(before, sizeof before, "%lld", q->before);
-    snprintf(limit, sizeof limit, "%d", q->limit);
-    if (pg_enter() < 0 || !(res = pg_exec(PG_STUDY_LIST, 4, values))) goto out;
-    rows = PQntuples(res);
     for (i = 0; i < rows; i++) total += (size_t)PQgetlength(res, i, 0) + 1;
     if (!(out = malloc(total + 1))) {
-        pg_fail("studies query: out of memory for %d records", rows);
-        goto out;
+        pg_fail("%s: out of memory for %d records", what, rows);
+        return NULL;
     }
     out[len++] = '[';
     for (i = 0; i < rows; i++) {
@@ -449,11 +443,27 @@ char *store_pg_list_studies(const store_study_query *q, long long *last, int *co
         if (i > 0) out[len++] = ',';
         memcpy(out + len, PQgetvalue(res, i, 0), n_text);
         len += n_text;
-        *last = atoll(PQgetvalue(res, i, 1));
     }
-    *count = rows;
     out[len++] = ']';
     out[len] = '\0';
+    if (rows > 0 && first) *first = atoll(PQgetvalue(res, 0, 1));
+    if (rows > 0 && last) *last = atoll(PQgetvalue(res, rows - 1, 1));
+    return out;
+}
+
+char *store_pg_list_studies(const store_study_query *q, long long *last, int *count)
+{
+    char before[24], limit[16];
+    const char *values[] = {q->status, q->tag, before, limit};
+    char *out = NULL;
+    PGresult *res = NULL;
+
+    *last = q->before;
+    *count = 0;
+    snprintf(before, sizeof before, "%lld", q->before);
+    snprintf(limit, sizeof limit, "%d", q->limit);
+    if (pg_enter() < 0 || !(res = pg_exec(PG_STUDY_LIST, 4, values))) goto out;
+    if ((out = pg_records_array(res, "studies query", NULL, last))) *count = PQntuples(res);
 out:
     PQclear(res);
     pg_leave();
@@ -490,10 +500,8 @@ static PGresult *pg_query(const store_sql *sql, const char *what)
 char *store_pg_query_runs(const store_run_query *q, long long *first, long long *last)
 {
     char *out = NULL;
-    size_t len = 0, total = 2;
     PGresult *res = NULL;
     store_sql sql;
-    int i, rows;
 
     if (first) *first = 0;
     if (last) *last = q->newest_first ? q->before : q->after;
@@ -502,24 +510,7 @@ char *store_pg_query_runs(const store_run_query *q, long long *first, long long 
         return NULL;
     }
     if (pg_enter() < 0 || !(res = pg_query(&sql, "runs query"))) goto out;
-    rows = PQntuples(res);
-    for (i = 0; i < rows; i++) total += (size_t)PQgetlength(res, i, 0) + 1;
-    out = malloc(total + 1);
-    if (!out) {
-        pg_fail("runs query: out of memory for %d records", rows);
-        goto out;
-    }
-    out[len++] = '[';
-    for (i = 0; i < rows; i++) {
-        size_t n_text = (size_t)PQgetlength(res, i, 0);
-        if (i > 0) out[len++] = ',';
-        memcpy(out + len, PQgetvalue(res, i, 0), n_text);
-        len += n_text;
-        if (last) *last = atoll(PQgetvalue(res, i, 1));
-        if (first && i == 0) *first = atoll(PQgetvalue(res, i, 1));
-    }
-    out[len++] = ']';
-    out[len] = '\0';
+    out = pg_records_array(res, "runs query", first, last);
 out:
     PQclear(res);
     pg_leave();

@@ -122,6 +122,25 @@ static int study_cancelled(study *s)
     return cancel;
 }
 
+/* The pool calls a run's end hook before it stores the run's final record (a kept output must
+ * be registered before "done" is readable), so a study that went on at once could be final
+ * while GET /v1/runs/ID of its last run still read "running". Wait, briefly, for the store. */
+#define STUDY_STORE_WAIT_MS 5000
+
+static void study_wait_run_stored(long long id)
+{
+    char status[32];
+    int waited_us = 0;
+
+    while (waited_us < STUDY_STORE_WAIT_MS * 1000) {
+        if (store_get_run_status(id, status, sizeof status) != 1) return; /* refused: its row is gone */
+        if (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled")) return;
+        usleep(200);
+        waited_us += 200;
+    }
+    log_warn("study: run %lld's final record was not stored within %d ms", id, STUDY_STORE_WAIT_MS);
+}
+
 /* Submit run k and wait for its end. Returns 1 when the study must stop (the server is
  * stopping), else 0; run k's state is taken either way. */
 static int study_run_one(study *s, int k, const study_hooks *hooks)
@@ -191,6 +210,7 @@ static int study_run_one(study *s, int k, const study_hooks *hooks)
         snprintf(s->cancel_code, sizeof s->cancel_code, "shutting_down");
     }
     study_unlock();
+    if (record) study_wait_run_stored(run->id);
     if (hooks && hooks->run_ended) hooks->run_ended(s, k, record, hooks->arg);
     cJSON_Delete(record);
     return stop;
