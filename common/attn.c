@@ -9,19 +9,19 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const attn_dtype_names[ATTN_DTYPE_COUNT] = {"bf16", "fp16", "fp32"};
+static const char *const attn_dtype_names[ATTN_INT32 + 1] = {"bf16", "fp16", "fp32", "int32"};
 static const char *const attn_mask_names[ATTN_MASK_COUNT] = {"none", "causal", "causal_bottom_right"};
 
 const char *attn_dtype_name(attn_dtype t)
 {
-    return ((unsigned)t < ATTN_DTYPE_COUNT) ? attn_dtype_names[t] : "unknown";
+    return ((unsigned)t <= ATTN_INT32) ? attn_dtype_names[t] : "unknown";
 }
 
 int attn_dtype_parse(const char *name, attn_dtype *out)
 {
     int i;
     if (!name) return -1;
-    for (i = 0; i < ATTN_DTYPE_COUNT; i++) {
+    for (i = 0; i <= ATTN_INT32; i++) {
         if (strcmp(name, attn_dtype_names[i]) == 0) {
             *out = (attn_dtype)i;
             return 0;

@@ -38,7 +38,15 @@
 extern "C" {
 #endif
 
-typedef enum attn_dtype { ATTN_BF16 = 0, ATTN_FP16 = 1, ATTN_FP32 = 2, ATTN_DTYPE_COUNT } attn_dtype;
+/* The element types attention runs in (the first ATTN_DTYPE_COUNT), then int32: the block
+ * tables and lengths a client uploads as resident tensors, which no run computes in. */
+typedef enum attn_dtype {
+    ATTN_BF16 = 0,
+    ATTN_FP16 = 1,
+    ATTN_FP32 = 2,
+    ATTN_DTYPE_COUNT,
+    ATTN_INT32 = ATTN_DTYPE_COUNT
+} attn_dtype;
 
 typedef enum attn_mask {
     ATTN_MASK_NONE = 0,
@@ -96,7 +104,7 @@ typedef struct attn_tensors {
 } attn_tensors;
 
 /* Bytes of one element. */
-ATTN_HD size_t attn_dtype_bytes(attn_dtype t) { return t == ATTN_FP32 ? 4u : 2u; }
+ATTN_HD size_t attn_dtype_bytes(attn_dtype t) { return t == ATTN_FP32 || t == ATTN_INT32 ? 4u : 2u; }
 
 /* How many keys (a prefix 0..n-1) query row `row` may attend to under a mask without a
  * window; 0 means a fully masked row, whose output every variant that follows SDPA's safe

@@ -133,12 +133,14 @@ static int npy_descr(const char *descr, const char *hint, attn_dtype *dtype, cha
     int have_hint = hint && hint[0];
 
     if (have_hint && attn_dtype_parse(hint, &want) != 0)
-        return parse_fail(err, err_len, "dtype must be bf16, fp16 or fp32, got '%.20s'", hint);
+        return parse_fail(err, err_len, "dtype must be bf16, fp16, fp32 or int32, got '%.20s'", hint);
     if (descr[0] == '>' || (descr[0] != '<' && descr[0] != '|' && descr[0] != '='))
         return parse_fail(err, err_len, "npy: descr '%.20s' is not little-endian; only little-endian arrays are accepted",
                         descr);
     if (strcmp(descr + 1, "f4") == 0 && descr[0] != '|') {
         *dtype = ATTN_FP32;
+    } else if (strcmp(descr + 1, "i4") == 0 && descr[0] != '|') {
+        *dtype = ATTN_INT32;
     } else if (strcmp(descr + 1, "f2") == 0 && descr[0] != '|') {
         *dtype = ATTN_FP16;
     } else if ((strcmp(descr + 1, "u2") == 0 && descr[0] != '|') || strcmp(descr + 1, "V2") == 0) {
@@ -147,7 +149,7 @@ static int npy_descr(const char *descr, const char *hint, attn_dtype *dtype, cha
                             descr);
         *dtype = ATTN_BF16;
     } else {
-        return parse_fail(err, err_len, "npy: dtype '%.20s' is not supported ('<f4', '<f2', or '<u2'/'|V2' with dtype=bf16)",
+        return parse_fail(err, err_len, "npy: dtype '%.20s' is not supported ('<f4', '<f2', '<i4', or '<u2'/'|V2' with dtype=bf16)",
                         descr);
     }
     if (have_hint && want != *dtype)
@@ -224,7 +226,7 @@ size_t npy_write_header(char *buf, size_t len, attn_dtype dtype, int ndim, const
     int i;
 
     n += (size_t)snprintf(dict + n, sizeof dict - n, "{'descr': '%s', 'fortran_order': False, 'shape': (",
-                          dtype == ATTN_FP32 ? "<f4" : dtype == ATTN_FP16 ? "<f2" : "<u2");
+                          dtype == ATTN_FP32 ? "<f4" : dtype == ATTN_FP16 ? "<f2" : dtype == ATTN_INT32 ? "<i4" : "<u2");
     for (i = 0; i < ndim && n < sizeof dict; i++)
         n += (size_t)snprintf(dict + n, sizeof dict - n, "%lld%s", (long long)shape[i],
                               ndim == 1 ? "," : i + 1 < ndim ? ", " : "");

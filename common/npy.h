@@ -5,8 +5,9 @@
  * anything it cannot serve as is:
  *   format versions 1.0, 2.0 and 3.0; C order only (fortran_order True is refused);
  *   little-endian only ('<' or, for one-byte-order-free types, '|');
- *   dtypes '<f4' (fp32), '<f2' (fp16), and bf16 as '<u2' or '|V2' (2-byte void) only when
- *   the caller says dtype=bf16 (NumPy has no bf16 of its own);
+ *   dtypes '<f4' (fp32), '<f2' (fp16), '<i4' (int32: block tables and lengths), and bf16 as
+ *   '<u2' or '|V2' (2-byte void) only when the caller says dtype=bf16 (NumPy has no bf16 of
+ *   its own);
  *   0 to NPY_MAX_DIMS dimensions, every product checked for overflow;
  *   the data must be exactly shape·itemsize bytes: no more, no fewer.
  * Every refusal comes with a one-line message for a 400 answer.
@@ -43,7 +44,7 @@ int npy_header_length(const uint8_t *buf, size_t n, uint64_t file_size, uint64_t
 int npy_parse(const uint8_t *buf, size_t n, uint64_t file_size, const char *dtype_hint, npy_info *out, char *err,
               size_t err_len);
 
-/* Write a version 1.0 header for a C-order little-endian array ('<f4', '<f2'; bf16 as '<u2':
+/* Write a version 1.0 header for a C-order little-endian array ('<f4', '<f2', '<i4'; bf16 as '<u2':
  * view it with ml_dtypes.bfloat16). The header is padded to a multiple of 64 bytes. Returns
  * its length, or 0 when it does not fit in len. */
 size_t npy_write_header(char *buf, size_t len, attn_dtype dtype, int ndim, const int64_t *shape);

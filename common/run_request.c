@@ -318,6 +318,12 @@ static int lengths_from_text(run_seqlens *sl, const char *name, const char *s, a
     char which[24];
     long long x, lo, hi;
 
+    /* "t4": a resident int32 tensor holds them (its values come later: run_request_tensor_lengths) */
+    if (s[0] == 't' && s[1] && strlen(s) < sizeof sl->tensor && strspn(s + 1, "0123456789") == strlen(s + 1)) {
+        sl->kind = RUN_SEQLENS_TENSOR;
+        snprintf(sl->tensor, sizeof sl->tensor, "%s", s);
+        return 0;
+    }
     if (colon) {
         const char *second = strchr(colon + 1, ':');
         if ((size_t)(colon - s) != strlen("uniform") || strncmp(s, "uniform", (size_t)(colon - s)) != 0)
@@ -454,14 +460,14 @@ const run_param run_request_params[] = {
      .meaning = "a paged K/V cache: k and v as `[num_pages, page_size, kv_heads, head_dim]` and a block table per "
                 "sequence (vLLM's and FlashInfer's layout; [Paged K/V caches](#paged-kv-caches))"},
     {.name = "num_pages", .type = RUN_PARAM_INT, AT(problem.num_pages), .min = 1, .max = RUN_MAX_TOKENS,
-     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "the pages needed and a quarter more",
+     .flags = RUN_PARAM_OMIT_UNSET, .def_doc = "the pages needed and a quarter more", .given = RUN_GIVEN_NUM_PAGES,
      .meaning = "pages the paged cache holds, at least the sequences fill (Σ ⌈Skv_b / page_size⌉); only with "
                 "`page_size`"},
     {.name = "seqlens_q", .type = RUN_PARAM_LENGTHS, AT(seqlens_q), .flags = RUN_PARAM_OMIT_UNSET,
      .set = set_seqlens, .put = put_seqlens, .def_doc = "every sequence `seq_q`",
-     .meaning = "query length of each sequence: `128,512,77` (a JSON array in a body) or `uniform:MIN:MAX` "
-                "(`{\"dist\":\"uniform\",\"min\":MIN,\"max\":MAX}`), drawn from `seed`; a ragged batch "
-                "([Ragged batches](#ragged-batches))"},
+     .meaning = "query length of each sequence: `128,512,77` (a JSON array in a body), `uniform:MIN:MAX` "
+                "(`{\"dist\":\"uniform\",\"min\":MIN,\"max\":MAX}`), drawn from `seed`, or a resident int32 "
+                "tensor `[batch]` by id (`t4`); a ragged batch ([Ragged batches](#ragged-batches))"},
     {.name = "seqlens_kv", .type = RUN_PARAM_LENGTHS, AT(seqlens_kv), .flags = RUN_PARAM_OMIT_UNSET,
      .set = set_seqlens, .put = put_seqlens, .def_doc = "every sequence `seq_kv`",
      .meaning = "key and value length of each sequence, likewise"},
@@ -513,6 +519,10 @@ const run_param run_request_params[] = {
      .meaning = "the keys, likewise"},
     {.name = "v", .type = RUN_PARAM_TENSOR, AT(v_tensor), .flags = RUN_PARAM_OMIT_UNSET,
      .meaning = "the values, likewise"},
+    {.name = "block_table", .type = RUN_PARAM_TENSOR, AT(block_table_tensor), .flags = RUN_PARAM_OMIT_UNSET,
+     .def_doc = "drawn from `seed`",
+     .meaning = "a paged cache's block table: a resident int32 tensor `[batch, pages per sequence]`; only with "
+                "`page_size` ([Paged K/V caches](#paged-kv-caches))"},
     {.name = "keep_output", .type = RUN_PARAM_BOOL, AT(keep_output), .def = "false", .flags = RUN_PARAM_OMIT_UNSET,
      .meaning = "keep the output as a new resident tensor: `\"output\": {…, \"tensor\": ID}`"},
     {.name = "output_tensor", .type = RUN_PARAM_TENSOR, AT(output_tensor),
@@ -793,7 +803,7 @@ static int set_seqlens(run_request *r, const run_param *p, const run_value *v, a
                     value_text(v->json, shown, sizeof shown));
 }
 
-/* As given: a list as a JSON array, a distribution as its object. */
+/* As given: a list as a JSON array, a distribution as its object, a tensor as its id. */
 static int put_seqlens(cJSON *params, const run_request *r, const run_param *p)
 {
     const run_seqlens *sl = (const run_seqlens *)((const char *)r + p->offset);
@@ -805,6 +815,7 @@ static int put_seqlens(cJSON *params, const run_request *r, const run_param *p)
         for (i = 0; ok && i < sl->count; i++) ok = cJSON_AddItemToArray(o, cJSON_CreateNumber(sl->len[i]));
         return ok ? 0 : -1;
     }
+    if (sl->kind == RUN_SEQLENS_TENSOR) return cJSON_AddStringToObject(params, p->name, sl->tensor) ? 0 : -1;
     if (sl->kind == RUN_SEQLENS_UNIFORM) {
         if (!(o = cJSON_AddObjectToObject(params, p->name))) return -1;
         ok = cJSON_AddStringToObject(o, "dist", "uniform") && cJSON_AddNumberToObject(o, "min", (double)sl->min) &&
@@ -1007,13 +1018,13 @@ static int seqlens_count(run_request *r, run_seqlens *sl, const char *name, api_
 {
     attn_problem *p = &r->problem;
 
-    if (sl->kind != RUN_SEQLENS_LIST) return 0;
+    if (sl->kind != RUN_SEQLENS_LIST && sl->kind != RUN_SEQLENS_TENSOR) return 0;
     if (!(r->given & RUN_GIVEN_BATCH)) {
         p->batch = sl->count; /* the list says how many sequences */
         r->given |= RUN_GIVEN_BATCH;
     } else if (p->batch != sl->count) {
-        return api_fail(e, 400, "conflict", name, "%s lists %d lengths but batch is %lld (one length per sequence)",
-                        name, sl->count, (long long)p->batch);
+        return api_fail(e, 400, "conflict", name, "%s %s %d lengths but batch is %lld (one length per sequence)",
+                        name, sl->kind == RUN_SEQLENS_TENSOR ? "holds" : "lists", sl->count, (long long)p->batch);
     }
     return 0;
 }
@@ -1076,6 +1087,8 @@ static int resolve_serving(run_request *r, api_error *e)
     if (p->page_size <= 0) {
         if (p->num_pages > 0)
             return api_fail(e, 400, "conflict", "num_pages", "num_pages needs page_size: a cache of pages");
+        if (r->block_table_tensor[0])
+            return api_fail(e, 400, "conflict", "block_table", "block_table needs page_size: a cache of pages");
         return 0;
     }
     pages_per_seq = (p->seq_kv + p->page_size - 1) / p->page_size;
@@ -1091,10 +1104,40 @@ static int resolve_serving(run_request *r, api_error *e)
         p->num_pages = needed + (needed + 3) / 4;
         if (p->num_pages > RUN_MAX_TOKENS) p->num_pages = RUN_MAX_TOKENS;
         if (p->num_pages < 1) p->num_pages = 1;
-    } else if (p->num_pages < needed) {
+    } else if (p->num_pages < needed && !r->block_table_tensor[0]) { /* an uploaded table may share pages */
         return api_fail(e, 400, "out_of_range", "num_pages", "num_pages %lld is fewer than the %lld pages of %lld tokens "
                         "the sequences fill", (long long)p->num_pages, (long long)needed, (long long)p->page_size);
     }
+    return 0;
+}
+
+int run_request_resolve_serving(run_request *r, api_error *e)
+{
+    if (!(r->given & RUN_GIVEN_NUM_PAGES)) r->problem.num_pages = 0; /* the default, derived again */
+    return resolve_serving(r, e) != 0 || check_size(r, e) != 0 ? -1 : 0;
+}
+
+/* A tensor's side is filled in once it has its values (a tensor of none is refused). */
+int run_request_lengths_pending(const run_request *r)
+{
+    return (r->seqlens_q.kind == RUN_SEQLENS_TENSOR && r->seqlens_q.count == 0) ||
+           (r->seqlens_kv.kind == RUN_SEQLENS_TENSOR && r->seqlens_kv.count == 0);
+}
+
+int run_request_tensor_lengths(run_request *r, run_seqlens *sl, const int32_t *len, int64_t n, api_error *e)
+{
+    const char *name = sl == &r->seqlens_q ? "seqlens_q" : "seqlens_kv";
+    int64_t b;
+
+    if (n < 1 || n > RUN_MAX_SEQS)
+        return api_fail(e, 400, "out_of_range", name, "%s (tensor %s) holds %lld lengths; a ragged batch has 1 to %d "
+                        "sequences", name, sl->tensor, (long long)n, RUN_MAX_SEQS);
+    for (b = 0; b < n; b++)
+        if (len[b] < 0)
+            return api_fail(e, 400, "out_of_range", name, "%s (tensor %s): sequence %lld has length %d; lengths are "
+                            "at least 0", name, sl->tensor, (long long)b, (int)len[b]);
+    memcpy(sl->len, len, (size_t)n * sizeof *len);
+    sl->count = (int)n;
     return 0;
 }
 
@@ -1168,9 +1211,10 @@ static int parse_checked(run_request *r, const cJSON *query, const cJSON *body, 
     for (i = 1; i < RUN_PARAM_COUNT; i++)
         if (parse_row(r, &run_request_params[i], param(query, body, run_request_params[i].name), e) != 0) return -1;
     if (expand_model && apply_model(r, e) != 0) return -1;
-    if (check_heads(r, e) != 0 || resolve_serving(r, e) != 0 || check_size(r, e) != 0 || check_iters(r, e) != 0 ||
-        check_times(r, e) != 0)
-        return -1;
+    if (check_heads(r, e) != 0) return -1;
+    /* Lengths in a tensor: these checks wait for its values (run_request_resolve_serving). */
+    if (!run_request_lengths_pending(r) && run_request_resolve_serving(r, e) != 0) return -1;
+    if (check_iters(r, e) != 0 || check_times(r, e) != 0) return -1;
     resolve_scale(r);
     return 0;
 }

@@ -39,11 +39,19 @@
 /* Per-sequence lengths (`seqlens_q`, `seqlens_kv`) as the client gave them: a list, or a
  * distribution the run's seed draws from (docs/inputs.md). Once parsed, `len` holds the
  * batch's lengths either way, so nothing downstream asks which. */
-typedef enum run_seqlens_kind { RUN_SEQLENS_NONE = 0, RUN_SEQLENS_LIST, RUN_SEQLENS_UNIFORM } run_seqlens_kind;
+/* TENSOR: the lengths are a resident int32 tensor [batch] (`seqlens_kv=t4`); whoever holds its
+ * values (the front's copy, the worker's bytes) fills them in with run_request_tensor_lengths. */
+typedef enum run_seqlens_kind {
+    RUN_SEQLENS_NONE = 0,
+    RUN_SEQLENS_LIST,
+    RUN_SEQLENS_UNIFORM,
+    RUN_SEQLENS_TENSOR
+} run_seqlens_kind;
 
 typedef struct run_seqlens {
     run_seqlens_kind kind;
-    int count;                 /* LIST: the lengths given (batch must agree) */
+    int count;                 /* LIST, TENSOR (once filled in): the lengths given (batch must agree) */
+    char tensor[32];           /* TENSOR: its id */
     int64_t min, max;          /* UNIFORM: drawn between them, both included */
     int32_t len[RUN_MAX_SEQS]; /* sequence b's length, b < batch; all of them the bound when not given */
 } run_seqlens;
@@ -77,6 +85,7 @@ typedef struct run_request {
     /* Resident tensors (docs/tensors.md): q, k, v ids ("t4"; "" = generated from
      * the seed); the front's tensors_apply_run takes shape and dtype from them. */
     char q_tensor[32], k_tensor[32], v_tensor[32];
+    char block_table_tensor[32]; /* a paged cache's block table, int32 [batch, pages per sequence] */
     int keep_output;        /* 1: keep the output as a resident tensor */
     char output_tensor[32]; /* its id, chosen by the front before the run ("" otherwise) */
     /* A ragged batch: the lengths of each side (problem.ragged says which were given; the
@@ -102,6 +111,7 @@ typedef struct run_request {
 #define RUN_GIVEN_HEAD_DIM_V 256u
 #define RUN_GIVEN_WINDOW 512u
 #define RUN_GIVEN_SCALE 1024u
+#define RUN_GIVEN_NUM_PAGES 2048u
 
 /* ---------------------------------------------------------------- the table ------------ */
 
@@ -179,6 +189,19 @@ void run_request_defaults(run_request *r);
  * front's check, against the worker's hello).
  * allow_faults: accept the `fault` parameter (settings.enable_fault_injection). */
 int run_request_parse(run_request *r, const cJSON *query, const cJSON *body, int allow_faults, api_error *e);
+
+/* Resident lengths (RUN_SEQLENS_TENSOR): run_request_parse reads their ids and leaves the
+ * serving checks that need the values (bounds, totals, pages, sizes) for later, so a request
+ * naming one is not complete until run_request_tensor_lengths has filled in each such side
+ * and run_request_resolve_serving has run. */
+int run_request_lengths_pending(const run_request *r);
+/* Side sl of r (&r->seqlens_q or &r->seqlens_kv) takes the n values of its tensor: each
+ * length ≥ 0, at most RUN_MAX_SEQS of them. 0, or -1 with e (400 out_of_range naming the side). */
+int run_request_tensor_lengths(run_request *r, run_seqlens *sl, const int32_t *len, int64_t n, api_error *e);
+/* The serving checks across parameters (batch from the lengths, the bounds, the totals, the
+ * pages, every tensor's size) over r as it stands now: at parse time, and again after the
+ * lengths of tensors or a resident cache's num_pages are filled in. 0, or -1 with e (400). */
+int run_request_resolve_serving(run_request *r, api_error *e);
 
 /* Whether r's backend supports r's problem (common/variant_info.c), on a device of compute
  * capability cc (0: any; the front checks the architecture once it has chosen the device).

@@ -113,14 +113,26 @@ static int cpu_forward(exec_context *ctx, void *arg)
 }
 
 /* The problem of r with its serving layout's arrays (cu_seqlens, block table) in *lay and
- * p->seqs pointing at them: what the variant, the reference and the work measures read. 0, or
- * -1 with e (413). Free with seq_layout_free. */
+ * p->seqs pointing at them: what the variant, the reference and the work measures read. An
+ * uploaded block table (block_table=tN) replaces the seeded one, once its entries are checked.
+ * 0, or -1 with e (413; the block table's 410, 422, 400). Free with seq_layout_free. */
 static int cpu_problem(const run_request *r, attn_problem *p, seq_layout *lay, api_error *e)
 {
+    const int32_t *table;
+    int64_t width;
+
     *p = r->problem;
     if (seq_layout_build(lay, p, r->seqlens_q.len, r->seqlens_kv.len, r->seed) != 0)
         return api_fail(e, 413, "too_large_for_device", "", "host allocation of the block table and cu_seqlens "
                         "(%.3g GB) failed", seq_layout_bytes(p) / 1e9);
+    if (!r->block_table_tensor[0] || p->page_size <= 0) return 0;
+    if (worker_tensors_block_table(r, p, &table, &width, e) != 0) {
+        seq_layout_free(lay);
+        return -1;
+    }
+    free(lay->block_table); /* the seeded one: the upload's stands in for it */
+    lay->block_table = NULL;
+    lay->seqs.block_table = table, lay->seqs.pages_per_seq = width;
     return 0;
 }
 

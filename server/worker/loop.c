@@ -127,7 +127,7 @@ static void worker_handle_run(worker_state *w, double job, const cJSON *request,
     int out_fd = -1, fatal = 0;
 
     memset(&e, 0, sizeof e);
-    if (run_request_from_json(&r, request, &e) != 0) {
+    if (run_request_from_json(&r, request, &e) != 0 || worker_tensors_lengths(&r, &e) != 0) {
         worker_send_error(w, job, &e);
         return;
     }
@@ -181,6 +181,11 @@ static void worker_handle_verify(worker_state *w, double job, const cJSON *msg, 
         return;
     }
     if (run_request_from_json(&r, cJSON_GetObjectItem(msg, "request"), &e) != 0) {
+        worker_send_error(w, job, &e);
+        return;
+    }
+    if (run_request_lengths_pending(&r)) { /* the tensor is on the run's worker, not this one */
+        api_fail(&e, 422, "unsupported", "seqlens_kv", "verify of a run whose lengths are a resident tensor");
         worker_send_error(w, job, &e);
         return;
     }

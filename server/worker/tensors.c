@@ -358,6 +358,61 @@ int worker_tensors_inputs(const run_request *r, const void **q, const void **k, 
     return 0;
 }
 
+int worker_tensors_lengths(run_request *r, api_error *e)
+{
+    run_seqlens *sides[2] = {&r->seqlens_q, &r->seqlens_kv};
+    const char *names[2] = {"seqlens_q", "seqlens_kv"};
+    int i;
+
+    if (!run_request_lengths_pending(r)) return 0;
+    for (i = 0; i < 2; i++) {
+        size_t bytes = 0;
+        const int32_t *len;
+        if (sides[i]->kind != RUN_SEQLENS_TENSOR) continue;
+        /* Lengths are read on the host: a GPU worker's tensors are device memory, and no GPU
+         * variant takes a ragged batch yet (run_request_check refuses it before this matters). */
+        if (wt_on_gpu)
+            return api_fail(e, 422, "unsupported", names[i], "%s (tensor %s): lengths in a resident tensor run on the "
+                            "cpu device only", names[i], sides[i]->tensor);
+        len = worker_tensors_find(sides[i]->tensor, &bytes);
+        if (!len)
+            return api_fail(e, 410, "gone", names[i], "tensor %s (%s) is no longer on this worker (it restarted)",
+                            sides[i]->tensor, names[i]);
+        if (run_request_tensor_lengths(r, sides[i], len, (int64_t)(bytes / sizeof *len), e) != 0) return -1;
+    }
+    return run_request_resolve_serving(r, e);
+}
+
+int worker_tensors_block_table(const run_request *r, const attn_problem *p, const int32_t **table, int64_t *width,
+                               api_error *e)
+{
+    size_t bytes = 0;
+    const int32_t *t = worker_tensors_find(r->block_table_tensor, &bytes);
+    int64_t n, w, b, j;
+
+    *table = NULL, *width = 0;
+    if (!t)
+        return api_fail(e, 410, "gone", "block_table", "tensor %s (block_table) is no longer on this worker (it "
+                        "restarted)", r->block_table_tensor);
+    if (wt_on_gpu)
+        return api_fail(e, 422, "unsupported", "block_table", "an uploaded block table runs on the cpu device only");
+    n = (int64_t)(bytes / sizeof *t);
+    w = n / p->batch;
+    if (bytes % sizeof *t || n % p->batch || w < (p->seq_kv + p->page_size - 1) / p->page_size)
+        return api_fail(e, 422, "shape_mismatch", "block_table", "block_table (tensor %s) has %zu bytes; batch %lld "
+                        "rows of at least %lld int32 pages are needed", r->block_table_tensor, bytes,
+                        (long long)p->batch, (long long)((p->seq_kv + p->page_size - 1) / p->page_size));
+    /* Every entry, used or not: a kernel that reads a whole row stays inside the cache. */
+    for (b = 0; b < p->batch; b++)
+        for (j = 0; j < w; j++)
+            if (t[b * w + j] < 0 || t[b * w + j] >= p->num_pages)
+                return api_fail(e, 400, "out_of_range", "block_table", "block_table (tensor %s) [%lld][%lld] is %d, "
+                                "outside the cache's pages 0..%lld", r->block_table_tensor, (long long)b,
+                                (long long)j, (int)t[b * w + j], (long long)p->num_pages - 1);
+    *table = t, *width = w;
+    return 0;
+}
+
 int worker_tensors_keep_output(const run_request *r, void *out, size_t bytes, cJSON *output, api_error *e)
 {
     if (!r->keep_output || !r->output_tensor[0]) return api_fail(e, 500, "internal", "", "no output tensor id");

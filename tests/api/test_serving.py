@@ -9,7 +9,7 @@
   back to the same run;
 - FLOPs, bytes and the cpu cost count real tokens;
 - refusals name their field: 400 for malformed lengths and limits, 422 for every GPU variant
-  (feature bits `page_size`, `seqlens` in GET /v1/variants) and for resident inputs.
+  (feature bits `page_size`, `seqlens` in GET /v1/variants); resident inputs take the layouts.
 """
 import os
 
@@ -200,14 +200,22 @@ def test_gpu_variants_refuse_with_422(api):
             assert name in err["message"] and "yet" in err["message"], err
 
 
-def test_resident_inputs_refuse_a_serving_layout(api):
-    q = np.zeros((1, 2, 16, 8), dtype=np.float32)
+def test_resident_inputs_take_a_serving_layout(api):
+    """A resident q with a generated paged cache runs (its contiguous twin's fingerprint, the
+    generated side following q's length as in a dense run); a ragged batch wants q token-major
+    (tests/api/test_serving_resident.py has the rest of the uploaded case)."""
+    q = np.random.default_rng(3).standard_normal((1, 2, 16, 8)).astype(np.float32)
     r = api.post("/v1/tensors", params={"dtype": "fp32", "shape": "1,2,16,8", "device": "cpu"}, data=q.tobytes())
     assert r.status_code == 201, r.text
     tid = r.json()["id"]
     try:
-        refused(api, {"backend": "reference", "q": tid, "page_size": 4}, 422, "unsupported", "q")
-        refused(api, {"backend": "reference", "q": tid, "seqlens_kv": [16]}, 422, "unsupported", "q")
+        body = {"backend": "reference", "q": tid, "warmup": 0, "iters": 1, "seed": 5}
+        flat = run_ok(api, body)
+        paged = run_ok(api, dict(body, page_size=4))
+        assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"]
+        assert paged["params"]["seq_kv"] == 16 and paged["params"]["num_pages"] == 5
+        err = refused(api, {"backend": "reference", "q": tid, "seqlens_kv": [16]}, 422, "shape_mismatch", "q")
+        assert "[total_q, heads, head_dim]" in err["message"], err
     finally:
         api.request("DELETE", "/v1/tensors/%s" % tid)
 

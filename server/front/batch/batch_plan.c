@@ -43,7 +43,7 @@ static const struct {
 
 /* Run parameters a plan cannot hold: resident tensors belong to one server's memory, and
  * a batch waits for every run anyway. */
-static const char *const plan_refused_params[] = {"q", "k", "v", "keep_output", "async"};
+static const char *const plan_refused_params[] = {"q", "k", "v", "block_table", "keep_output", "async"};
 
 /* The whole file, NUL-terminated and malloc'd (caller frees); NULL with err. */
 static char *plan_read_file(const char *path, size_t *len, char *err, size_t err_len)
@@ -323,6 +323,9 @@ static int plan_parse_point(const char *path, const cJSON *doc, const cJSON *bac
         }
     }
     rc = run_request_parse(r, NULL, body, allow_faults, &e);
+    if (rc == 0 && run_request_lengths_pending(r)) /* lengths in a resident tensor: one server's memory */
+        rc = api_fail(&e, 400, "bad_value", r->seqlens_q.kind == RUN_SEQLENS_TENSOR ? "seqlens_q" : "seqlens_kv",
+                      "lengths in a resident tensor are not in a plan (a batch runs generated inputs)");
     cJSON_Delete(body);
     if (rc != 0)
         snprintf(err, err_len, "plan %s: %s: %s (run %d of the grid, backend %s)", path,

@@ -346,10 +346,13 @@ int pool_runs_running(void)
     return n;
 }
 
-/* 1 when run request q reads resident tensor id as q, k or v. */
+/* 1 when run request q reads resident tensor id: as q, k or v, its block table or its lengths. */
 static int pool_reads_tensor(const run_request *q, const char *id)
 {
-    return !strcmp(q->q_tensor, id) || !strcmp(q->k_tensor, id) || !strcmp(q->v_tensor, id);
+    return !strcmp(q->q_tensor, id) || !strcmp(q->k_tensor, id) || !strcmp(q->v_tensor, id) ||
+           !strcmp(q->block_table_tensor, id) ||
+           (q->seqlens_q.kind == RUN_SEQLENS_TENSOR && !strcmp(q->seqlens_q.tensor, id)) ||
+           (q->seqlens_kv.kind == RUN_SEQLENS_TENSOR && !strcmp(q->seqlens_kv.tensor, id));
 }
 
 int pool_runs_reading_tensor(const char *tensor_id, long long *ids, int max)

@@ -244,6 +244,23 @@ static cJSON *upload_timing_json(const upload_timing *t)
 /* The upload's body was admitted (route_tensor_upload_admit: the query checked, its bytes and
  * one table entry reserved on its device); here it is parsed, the rest of its entries are
  * promised (a safetensors file holds several), and it goes to the worker. */
+/* The front's copy of a batch's lengths (tensor_entry.values): an int32 tensor of one
+ * dimension and 1..RUN_MAX_SEQS entries, read from the body before it goes; a run that names
+ * it as seqlens_q or seqlens_kv is checked against them before it is queued. NULL otherwise. */
+static int32_t *upload_lengths_copy(int fd, const upload_spec *s)
+{
+    int32_t *v;
+
+    if (s->dtype != ATTN_INT32 || s->ndim != 1 || s->shape[0] < 1 || s->shape[0] > RUN_MAX_SEQS) return NULL;
+    v = malloc((size_t)s->bytes);
+    if (v && pread(fd, v, (size_t)s->bytes, (off_t)s->offset) != (ssize_t)s->bytes) {
+        log_warn("tensors: reading an upload's %llu bytes of lengths back failed", (unsigned long long)s->bytes);
+        free(v);
+        v = NULL;
+    }
+    return v;
+}
+
 void route_tensor_upload(http_request *req)
 {
     upload_spec *specs = NULL;
@@ -321,6 +338,7 @@ void route_tensor_upload(http_request *req)
     answer = multi ? cJSON_CreateObject() : NULL;
     /* Listed, and their bytes moved from the upload's reservation to the table, at once. */
     now_gen = pool_device_generation(device); /* the gauge: what the worker holds now */
+    for (i = 0; i < count; i++) entries[i].values = upload_lengths_copy(req->body_fd, &specs[i]);
     tensor_table_lock();
     for (i = 0; i < count; i++) {
         tensor_entry *t = &entries[i];

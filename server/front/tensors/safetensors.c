@@ -125,6 +125,7 @@ static int st_dtype(const char *s, attn_dtype *d)
     if (!strcmp(s, "BF16")) *d = ATTN_BF16;
     else if (!strcmp(s, "F16")) *d = ATTN_FP16;
     else if (!strcmp(s, "F32")) *d = ATTN_FP32;
+    else if (!strcmp(s, "I32")) *d = ATTN_INT32;
     else return -1;
     return 0;
 }
@@ -159,7 +160,7 @@ static int st_entry(const cJSON *item, uint64_t data_size, uint64_t data_start, 
         return parse_fail(err, err_len, "safetensors: entry '%.60s' needs exactly dtype (string), shape and data_offsets (arrays)",
                        item->string);
     if (st_dtype(dtype->valuestring, &t->dtype) != 0)
-        return parse_fail(err, err_len, "safetensors: tensor '%.60s' has dtype %.20s; only BF16, F16 and F32 are accepted",
+        return parse_fail(err, err_len, "safetensors: tensor '%.60s' has dtype %.20s; only BF16, F16, F32 and I32 are accepted",
                        item->string, dtype->valuestring);
     if (strlen(item->string) == 0 || strlen(item->string) >= sizeof t->name)
         return parse_fail(err, err_len, "safetensors: a tensor name is empty or longer than %d bytes", ST_MAX_NAME - 1);

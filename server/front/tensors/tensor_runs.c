@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/variant_info.h"
 #include "server/front/store/store.h"
+#include "server/front/tensors/tensor_serving.h"
 #include "server/front/tensors/tensor_table.h"
 
 static void tensors_shape_text(const tensor_entry *t, char *buf, size_t len)
@@ -36,16 +37,15 @@ int tensors_apply_run(run_request *r, api_error *e)
     char a[96], b[96];
     attn_problem *p = &r->problem;
 
+    if (tensors_run_is_serving(r)) return tensors_apply_serving(r, e); /* its own layouts */
     r->output_tensor[0] = '\0'; /* the front chooses it (tensors_prepare_run) */
     for (i = 0; i < 3; i++) {
         have[i] = ids[i][0] != '\0';
         if (!have[i]) continue;
-        /* Uploaded block tables and lengths are not there yet: a serving layout is generated. */
-        if (p->ragged || p->page_size > 0)
-            return api_fail(e, 422, "unsupported", names[i], "%s (tensor %s): resident inputs run the dense layout only; "
-                            "a %s is generated from seed", names[i], ids[i],
-                            p->ragged ? "ragged batch (seqlens_q, seqlens_kv)" : "paged cache (page_size)");
         if (tensor_table_lookup(ids[i], names[i], &t[i], e) != 0) return -1;
+        if (t[i].dtype == ATTN_INT32)
+            return api_fail(e, 422, "dtype_mismatch", names[i], "%s (tensor %s) is int32; q, k and v are bf16, fp16 "
+                            "or fp32", names[i], t[i].id);
         if (t[i].ndim != 4) {
             tensors_shape_text(&t[i], a, sizeof a);
             return api_fail(e, 422, "shape_mismatch", names[i], "%s (tensor %s) has shape %s; a run needs [batch, heads, seq, head_dim]",
@@ -150,30 +150,44 @@ static double tensors_run_bytes(const run_request *r)
     return need;
 }
 
-/* Drop the pins tensors_prepare_run took on r's inputs (bit i of mask: q, k, v). A tensor
- * that left the table meanwhile (deleted as gone) has none to drop. Under the table's lock. */
+/* The resident tensors a run reads, in pin order: q, k, v, the block table, the lengths ("" where
+ * generated or given otherwise). */
+#define RUN_INPUTS 6
+static void tensors_run_inputs(const run_request *r, const char *ids[RUN_INPUTS])
+{
+    ids[0] = r->q_tensor, ids[1] = r->k_tensor, ids[2] = r->v_tensor, ids[3] = r->block_table_tensor;
+    ids[4] = r->seqlens_q.kind == RUN_SEQLENS_TENSOR ? r->seqlens_q.tensor : "";
+    ids[5] = r->seqlens_kv.kind == RUN_SEQLENS_TENSOR ? r->seqlens_kv.tensor : "";
+}
+
+/* Drop the pins tensors_prepare_run took on r's inputs (bit i of mask: tensors_run_inputs' i).
+ * A tensor that left the table meanwhile (deleted as gone) has none to drop. Under the
+ * table's lock. */
 static void tensors_unpin_locked(const run_request *r, unsigned mask)
 {
-    const char *ids[3] = {r->q_tensor, r->k_tensor, r->v_tensor};
+    const char *ids[RUN_INPUTS];
     int i;
 
-    for (i = 0; i < 3; i++)
+    tensors_run_inputs(r, ids);
+    for (i = 0; i < RUN_INPUTS; i++)
         if ((mask & (1u << i)) && ids[i][0]) tensor_table_unpin_locked(ids[i]);
 }
 
 int tensors_prepare_run(run_request *r, long long budget_bytes, api_error *e)
 {
-    const char *ids[3] = {r->q_tensor, r->k_tensor, r->v_tensor}, *names[3] = {"q", "k", "v"};
+    static const char *const names[RUN_INPUTS] = {"q", "k", "v", "block_table", "seqlens_q", "seqlens_kv"};
+    const char *ids[RUN_INPUTS];
     double need = tensors_run_bytes(r);
     unsigned pinned = 0;
     int i, rc = 0, out_issued = 0;
 
+    tensors_run_inputs(r, ids);
     if (ids[0][0] || ids[1][0] || ids[2][0]) r->verify_cpu_max_macs = 0; /* GPU fp32 reference */
     if (tensor_table_reserve(r->device, need, budget_bytes, "the run", e) != 0) return -1;
     tensor_table_lock();
     /* Pin the inputs: from here to the run's end (tensors_finish_run) DELETE answers 409. A
      * tensor deleted since tensors_apply_run looked it up is not pinned: the run is refused. */
-    for (i = 0; i < 3 && rc == 0; i++) {
+    for (i = 0; i < RUN_INPUTS && rc == 0; i++) {
         if (!ids[i][0]) continue;
         if (tensor_table_pin_locked(ids[i]) != 0) {
             rc = api_fail(e, 404, "not_found", names[i], "tensor %s (%s) was deleted while the run was being checked",
@@ -225,7 +239,7 @@ void tensors_finish_run(const run_request *r, pool_run_outcome outcome, const cJ
 
     tensor_table_lock();
     tensor_table_unreserve_locked(r->device, tensors_run_bytes(r));
-    tensors_unpin_locked(r, 7u);
+    tensors_unpin_locked(r, (1u << RUN_INPUTS) - 1);
     at = has_output ? tensor_table_find_locked(r->output_tensor) : NULL;
     if (kept) { /* the worker holds it now: fill in the pending entry (re-add it if it went) */
         tensor_entry t;

@@ -82,6 +82,7 @@ int tensor_table_add_locked(const tensor_entry *t)
 void tensor_table_remove_locked(tensor_entry *t)
 {
     size_t i = (size_t)(t - tensors_table);
+    free(t->values);
     memmove(t, t + 1, ((size_t)tensors_count - i - 1) * sizeof *t);
     tensors_count--;
 }
@@ -303,6 +304,21 @@ void tensor_table_forget(const char *id, const char *device, int generation)
     if (generation >= 0) tensor_table_publish_locked(device, generation);
     pthread_mutex_unlock(&tensors_mu);
     store_tensor_forget(strtoll(id + 1, NULL, 10));
+}
+
+int64_t tensor_table_values(const char *id, int32_t *out, int64_t max)
+{
+    tensor_entry *t;
+    int64_t n = -1;
+
+    pthread_mutex_lock(&tensors_mu);
+    t = tensor_table_find_locked(id);
+    if (t && t->values && t->ndim == 1 && t->shape[0] <= max) {
+        n = t->shape[0];
+        memcpy(out, t->values, (size_t)n * sizeof *out);
+    }
+    pthread_mutex_unlock(&tensors_mu);
+    return n;
 }
 
 tensor_entry *tensor_table_snapshot(int *n)

@@ -34,6 +34,10 @@ typedef struct tensor_entry {
     int readers;  /* runs queued or running that read it (tensor_table_pin_locked): DELETE answers 409 */
     int deleting; /* a DELETE is under way: new runs may not pin it */
     int pending;  /* a kept output whose run has not ended: not listed, lookups answer 404 */
+    /* An int32 tensor of one dimension and at most RUN_MAX_SEQS entries (a batch's lengths):
+     * the front's copy of its values, read at upload and freed with the entry; else NULL. Read
+     * it through tensor_table_values: a copy of the entry may outlive it. */
+    int32_t *values;
 } tensor_entry;
 
 /* Entries the table may hold, gone ones and pending outputs included (max_tensors; 4096 until
@@ -85,6 +89,9 @@ int tensor_table_reserve(const char *device, double bytes, long long budget, con
 /* Look id up: 0 with *out a copy; else -1 with e (404 unknown or pending, 410 its worker
  * restarted or it belonged to an earlier server). field: the request field it came from. */
 int tensor_table_lookup(const char *id, const char *field, tensor_entry *out, api_error *e);
+/* The values the front keeps of id (tensor_entry.values), at most max into out: how many,
+ * or -1 when it keeps none. */
+int64_t tensor_table_values(const char *id, int32_t *out, int64_t max);
 /* A copy of every entry (caller frees), *n of them; NULL with *n = 0 when empty. */
 tensor_entry *tensor_table_snapshot(int *n);
 /* Mark id as being deleted, unless runs read it. 0; or -1 with e: 409 `in_use` naming the

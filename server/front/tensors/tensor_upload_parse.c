@@ -75,12 +75,12 @@ int tensor_upload_check_query(const cJSON *query, long long declared, api_error 
     if (format && !strcmp(format, "npy") && shape)
         return api_fail(e, 400, "conflict", "shape", "an npy upload carries its own shape; drop shape=");
     if (dtype && attn_dtype_parse(dtype, &dt) != 0)
-        return api_fail(e, 400, "bad_value", "dtype", "dtype must be bf16, fp16 or fp32, got '%.40s'", dtype);
+        return api_fail(e, 400, "bad_value", "dtype", "dtype must be bf16, fp16, fp32 or int32, got '%.40s'", dtype);
     if (shape && tensor_parse_shape(shape, dims, &ndim) != 0)
         return api_fail(e, 400, "bad_value", "shape", "shape must be D0,D1,… (at most %d non-negative integers), got '%.40s'",
                         TENSOR_MAX_DIMS, shape);
     if (format && !strcmp(format, "raw") && !dtype)
-        return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16 or fp32");
+        return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16, fp32 or int32");
     if (format && !strcmp(format, "raw") && !shape)
         return api_fail(e, 400, "bad_value", "shape", "a raw upload needs shape=D0,D1,… (at most %d non-negative integers)",
                         TENSOR_MAX_DIMS);
@@ -126,7 +126,7 @@ int tensor_upload_parse_body(const cJSON *query, int fd, uint64_t size, upload_s
         if (!s) return api_fail(e, 500, "internal", "", "out of memory");
         if (!dtype || attn_dtype_parse(dtype, &dt) != 0) {
             free(s);
-            return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16 or fp32");
+            return api_fail(e, 400, "bad_value", "dtype", "a raw upload needs dtype=bf16, fp16, fp32 or int32");
         }
         if (!shape || tensor_parse_shape(shape, s->shape, &s->ndim) != 0) {
             free(s);

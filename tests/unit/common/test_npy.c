@@ -104,6 +104,14 @@ int main(void)
         h[len - 1] = '\0';
         CHECK(strstr(h + 10, "(7,)") != NULL, "1-D tuple has its comma");
         CHECK(npy_write_header(h, 32, ATTN_FP32, 4, shape) == 0, "too small a buffer");
+        /* int32 (block tables, lengths): '<i4' both ways, with or without the hint. */
+        len = npy_write_header(h, sizeof h, ATTN_INT32, 1, one);
+        memcpy(buf, h, len);
+        CHECK(npy_parse(buf, len, len + 28, NULL, &info, err, sizeof err) == 0 && info.dtype == ATTN_INT32 &&
+                  info.data_bytes == 28, "1-D int32: %s", err);
+        CHECK(npy_parse(buf, len, len + 28, "int32", &info, err, sizeof err) == 0, "int32 hint: %s", err);
+        CHECK(npy_parse(buf, len, len + 28, "fp32", &info, err, sizeof err) != 0, "int32 is not fp32");
+        CHECK(attn_dtype_bytes(ATTN_INT32) == 4 && !strcmp(attn_dtype_name(ATTN_INT32), "int32"), "int32's name, size");
     }
     return CHECK_DONE();
 }

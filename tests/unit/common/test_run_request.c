@@ -593,6 +593,48 @@ static void test_impl(void)
 /* Ragged batches and paged caches: every form of seqlens_q / seqlens_kv, what they resolve
  * (batch, the bounds, the totals, the drawn lengths), page_size and num_pages, the refusals
  * naming their field, params as given and posted back, and the GPU variants' 422. */
+/* Lengths and block tables in resident tensors: the ids parse, the checks that need the
+ * values wait for them, and once filled in a tensor's lengths resolve as a list's do. */
+static void test_serving_tensors(void)
+{
+    char q[256];
+    run_request r, listed;
+    api_error e;
+    cJSON *j;
+    const int32_t kv[3] = {5, 0, 17}, bad[2] = {3, -1};
+
+    snprintf(q, sizeof q, "backend=%s&heads=2&head_dim=4&seqlens_q=3,0,1&seqlens_kv=t12&page_size=4&block_table=t13",
+             cpu_backend);
+    expect_ok(q, NULL, &r);
+    CHECK(r.seqlens_kv.kind == RUN_SEQLENS_TENSOR && !strcmp(r.seqlens_kv.tensor, "t12") &&
+              !strcmp(r.block_table_tensor, "t13") && run_request_lengths_pending(&r),
+          "ids read, values pending");
+    CHECK(run_request_tensor_lengths(&r, &r.seqlens_kv, kv, 3, &e) == 0 && !run_request_lengths_pending(&r) &&
+              run_request_resolve_serving(&r, &e) == 0,
+          "filled in: %s", e.message);
+    snprintf(q, sizeof q, "backend=%s&heads=2&head_dim=4&seqlens_q=3,0,1&seqlens_kv=5,0,17&page_size=4", cpu_backend);
+    expect_ok(q, NULL, &listed);
+    CHECK(r.problem.batch == 3 && r.problem.total_kv == listed.problem.total_kv &&
+              r.problem.seq_kv == listed.problem.seq_kv && r.problem.num_pages == listed.problem.num_pages &&
+              r.problem.ragged == listed.problem.ragged,
+          "as the list resolves: total_kv %lld num_pages %lld", (long long)r.problem.total_kv,
+          (long long)r.problem.num_pages);
+    j = run_request_to_json(&r); /* params keep the ids; read back, the values are pending again */
+    CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "seqlens_kv")), "t12") &&
+              !strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(j, "block_table")), "t13"),
+          "params.seqlens_kv, params.block_table the ids");
+    CHECK(run_request_from_json(&listed, j, &e) == 0 && run_request_lengths_pending(&listed), "read back: pending");
+    cJSON_Delete(j);
+    CHECK(run_request_tensor_lengths(&r, &r.seqlens_kv, bad, 2, &e) != 0 && e.status == 400 &&
+              !strcmp(e.field, "seqlens_kv"),
+          "a negative length: %s", e.message);
+    CHECK(run_request_tensor_lengths(&r, &r.seqlens_kv, kv, 0, &e) != 0 && !strcmp(e.code, "out_of_range"), "none");
+    snprintf(q, sizeof q, "backend=%s&block_table=t4", cpu_backend);
+    expect_fail(q, NULL, 400, "conflict", "block_table");
+    snprintf(q, sizeof q, "backend=%s&page_size=4&block_table=4", cpu_backend);
+    expect_fail(q, NULL, 400, "bad_value", "block_table");
+}
+
 static void test_serving(void)
 {
     char q[512], body[512];
@@ -778,5 +820,6 @@ int main(void)
     test_params_post_back();
     test_impl();
     test_serving();
+    test_serving_tensors();
     return CHECK_DONE();
 }
