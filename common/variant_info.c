@@ -319,9 +319,10 @@ const variant_info variant_info_efficient = {
     .min_cc = 80,
     .max_head_dim = EFFICIENT_MAX_HEAD_DIM,
     .head_dim_multiple = 8,
-    /* The kernels run grouped K/V heads and windows (fused_check has rows for them); the API
-     * offers them once those rows and tests/gpu have passed on a GPU. */
     .features = 0,
+    /* The kernels run grouped K/V heads and windows (fused_check has rows for them); they are
+     * offered once those rows and tests/gpu/test_models.py pass on a GPU. */
+    .pending_features = VARIANT_GQA | VARIANT_WINDOW,
     .check = variant_check_efficient,
     IMPLS(efficient_impls),
 };
@@ -335,7 +336,8 @@ const variant_info variant_info_flash = {
     .min_cc = 80,
     .max_head_dim = 256,
     .head_dim_multiple = 32,
-    .features = 0, /* as efficient's */
+    .features = 0,
+    .pending_features = VARIANT_GQA | VARIANT_WINDOW, /* as efficient's */
     .check = variant_check_flash,
     IMPLS(flash_impls),
 };
@@ -437,6 +439,15 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
     return 0;
 }
 
+static int pending_offered;
+
+void variant_info_offer_pending(int on) { pending_offered = on != 0; }
+
+unsigned variant_info_features(const variant_info *v)
+{
+    return v->features | (pending_offered ? v->pending_features : 0u);
+}
+
 /* Limits in the order a client fixes them: dtype, head_dim, then the device, then what only
  * the variant knows. */
 int variant_info_check(const variant_info *v, const attn_problem *p, int cc, char *why, size_t why_len)
@@ -458,27 +469,27 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
                  v->head_dim_multiple, (long long)p->head_dim);
         return -1;
     }
-    if (attn_kv_heads(p) != p->heads && !(v->features & VARIANT_GQA)) {
+    if (attn_kv_heads(p) != p->heads && !(variant_info_features(v) & VARIANT_GQA)) {
         snprintf(why, why_len, "backend %s does not run grouped-query attention yet (kv_heads %lld < heads %lld)",
                  v->name, (long long)attn_kv_heads(p), (long long)p->heads);
         return -1;
     }
-    if (attn_dv(p) != p->head_dim && !(v->features & VARIANT_HEAD_DIM_V)) {
+    if (attn_dv(p) != p->head_dim && !(variant_info_features(v) & VARIANT_HEAD_DIM_V)) {
         snprintf(why, why_len, "backend %s does not run a value head dim of its own yet (head_dim_v %lld, head_dim %lld)",
                  v->name, (long long)attn_dv(p), (long long)p->head_dim);
         return -1;
     }
-    if (p->window_keys > 0 && !(v->features & VARIANT_WINDOW)) {
+    if (p->window_keys > 0 && !(variant_info_features(v) & VARIANT_WINDOW)) {
         snprintf(why, why_len, "backend %s does not run a sliding window yet", v->name);
         return -1;
     }
     /* The serving layouts: docs/serving.md says how each variant will run them. */
-    if (p->ragged && !(v->features & VARIANT_RAGGED)) {
+    if (p->ragged && !(variant_info_features(v) & VARIANT_RAGGED)) {
         snprintf(why, why_len, "backend %s does not run ragged batches yet (%s: lengths per sequence); the reference "
                  "on the cpu device does", v->name, (p->ragged & ATTN_RAGGED_KV) ? "seqlens_kv" : "seqlens_q");
         return -1;
     }
-    if (p->page_size > 0 && !(v->features & VARIANT_PAGED)) {
+    if (p->page_size > 0 && !(variant_info_features(v) & VARIANT_PAGED)) {
         snprintf(why, why_len, "backend %s does not run a paged K/V cache yet (page_size %lld); the reference on the "
                  "cpu device does", v->name, (long long)p->page_size);
         return -1;

@@ -45,6 +45,9 @@ typedef struct variant_info {
     int max_head_dim;     /* 0: any */
     int head_dim_multiple;/* head_dim must be a multiple of this (1: any) */
     unsigned features;    /* VARIANT_GQA, _HEAD_DIM_V, _WINDOW, _PAGED, _RAGGED bits: the others are refused */
+    /* Bits whose kernels are written but not yet validated on a GPU: offered only where the
+     * pending_features setting is on (the GPU session that validates them), else refused. */
+    unsigned pending_features;
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */
     int (*check)(const attn_problem *p, char *why, size_t why_len);
@@ -70,6 +73,13 @@ extern const variant_info variant_info_flashinfer;
 
 /* NULL when no variant has that name. */
 const variant_info *variant_info_find(const char *name);
+
+/* Turn the variants' pending_features on (1) or off (0, the default): the pending_features
+ * setting, applied once at start in every process that checks problems. */
+void variant_info_offer_pending(int on);
+
+/* The features v offers here: its features, and its pending ones when those are on. */
+unsigned variant_info_features(const variant_info *v);
 
 /* 0 when variant v can run problem p on a device of compute capability cc (0 or less: the
  * cpu device, or before a device is chosen: no architecture check); else -1 and a message

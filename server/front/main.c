@@ -28,6 +28,7 @@
 #include "server/front/pool/node_heartbeat.h"
 #include "server/front/pool/pool.h"
 #include "common/settings.h"
+#include "common/variant_info.h"
 #include "server/front/store/store.h"
 #include "server/front/routes/routes.h"
 #include "server/front/studies/study.h"
@@ -55,6 +56,7 @@ static int main_front(int argc, char **argv)
         return 2;
     }
     log_init("front", s.log_level);
+    variant_info_offer_pending(s.pending_features);
     {
         char line[512];
         build_info_line(line, sizeof line);

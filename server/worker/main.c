@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/parse_int.h"
 #include "common/settings.h"
+#include "common/variant_info.h"
 #include "server/worker/loop.h"
 
 static int usage(void)
@@ -53,6 +54,7 @@ static int main_serve(int argc, char **argv)
         return rc < 0 ? 2 : 0;
     }
     log_init(argv[2], s.log_level);
+    variant_info_offer_pending(s.pending_features);
     return worker_main(&s, argv[2], (int)fd);
 }
 

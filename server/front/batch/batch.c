@@ -454,6 +454,7 @@ int batch_main(int argc, char **argv)
         fprintf(stderr, "attnd batch: %s\n", err);
         return BATCH_EXIT_USAGE;
     }
+    variant_info_offer_pending(s.pending_features);
     /* The workers are started with the settings flags, not "batch PLAN.json --out FILE". */
     pool_set_worker_flags(a.settings_argc - 1, a.settings_argv + 1);
     log_init("front", s.log_level);

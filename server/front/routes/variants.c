@@ -107,7 +107,7 @@ static cJSON *variant_json(const variant_info *v)
     /* The VARIANT_* feature bits of common/variant_info.h, in bit order, as the run parameters
      * that ask for them ("seqlens": seqlens_q and seqlens_kv). */
     static const char *const feature_names[] = {"kv_heads", "head_dim_v", "window", "page_size", "seqlens"};
-    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *features, *hd, *report = variant_report(v), *lib, *impls;
+    cJSON *o = cJSON_CreateObject(), *dtypes, *masks, *features, *pending, *hd, *report = variant_report(v), *lib, *impls;
     char why[1024], cc[16];
     int ok = o != NULL, available, t;
 
@@ -123,7 +123,12 @@ static cJSON *variant_json(const variant_info *v)
         ok = cJSON_AddItemToArray(masks, cJSON_CreateString(attn_mask_name((attn_mask)t)));
     ok = ok && (features = cJSON_AddArrayToObject(o, "features")) != NULL;
     for (t = 0; ok && t < (int)(sizeof feature_names / sizeof feature_names[0]); t++)
-        if (v->features & (1u << t)) ok = cJSON_AddItemToArray(features, cJSON_CreateString(feature_names[t]));
+        if (variant_info_features(v) & (1u << t))
+            ok = cJSON_AddItemToArray(features, cJSON_CreateString(feature_names[t]));
+    ok = ok && (pending = cJSON_AddArrayToObject(o, "pending_features")) != NULL;
+    for (t = 0; ok && t < (int)(sizeof feature_names / sizeof feature_names[0]); t++)
+        if (v->pending_features & (1u << t))
+            ok = cJSON_AddItemToArray(pending, cJSON_CreateString(feature_names[t]));
     ok = ok && (hd = cJSON_AddObjectToObject(o, "head_dim")) != NULL;
     ok = ok && (v->max_head_dim > 0 ? cJSON_AddNumberToObject(hd, "max", v->max_head_dim) != NULL
                                     : cJSON_AddNullToObject(hd, "max") != NULL);
