@@ -6,8 +6,11 @@
 #   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
 #   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
-#   PHASES       which of: ab throughput fused sanitize unit tests targets bench (default: all but targets
-#                and bench)
+#   PHASES       which of: ab throughput fused sanitize unit tests pending targets bench (default: all
+#                but targets and bench). A lent call runs 10 minutes at most: all of them take longer,
+#                so split them over calls, e.g. "fused pending unit", then "ab throughput sanitize",
+#                then "tests targets"
+#   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
@@ -20,14 +23,16 @@
 # --quick, every flash/efficient configuration against its reference; sanitize — fused_check
 # --quick --small over every flash impl under compute-sanitizer's memcheck, racecheck and
 # synccheck; unit — the GPU cases of
-# the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); targets —
+# the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); pending —
+# the tests/gpu files that check the variants' pending_features, against a server that offers
+# them (ATTND_PENDING_FEATURES=true): what must pass before a feature moves to `features`; targets —
 # flash and cudnn one at a time in isolated windows on TARGET_SHAPES; bench —
 # bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
 cd "$(dirname "$0")/.."
 B=${GPU_BUILD:-build/test}
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
-PHASES=${PHASES:-"ab throughput fused sanitize unit tests"}
+PHASES=${PHASES:-"ab throughput fused sanitize unit tests pending"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
 # The cuDNN PyTorch loads: the cudnn rows and variant compare like with like.
 # nvidia.cudnn is a namespace package in recent wheels: __file__ is None there, __path__ works.
@@ -91,6 +96,16 @@ if has tests; then
     SKIP_BENCH=1 TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-300} bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
     note "tests/gpu" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -n 1)"
     grep -E '^(FAILED|ERROR)' "$OUT/gpu-tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done
+fi
+
+if has pending; then
+    # Every tests/gpu file that runs pending features, among those this tree has.
+    pending_tests=${PENDING_TESTS:-$(ls tests/gpu/test_models.py tests/gpu/test_serving.py 2>/dev/null | tr '\n' ' ')}
+    mkdir -p "$OUT/pending"
+    ATTND_PENDING_FEATURES=true OUT="$OUT/pending" TESTS="$pending_tests" TESTS_TIMEOUT_S=${PENDING_TIMEOUT_S:-240} \
+        bash scripts/gpu-quick.sh > "$OUT/pending.log" 2>&1
+    note "pending features" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/pending/tests.log" | tail -n 1)"
+    grep -E '^(FAILED|ERROR)' "$OUT/pending/tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done
 fi
 
 if has targets; then
