@@ -45,7 +45,9 @@ TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q
 
 # The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
 RUNS_TEXT_FILTERS = ("backend", "status", "device", "node", "since", "tag", "dtype", "mask", "impl", "gpu", "commit")
-RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window")
+RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                    "page_size", "num_pages")
+RUNS_BOOL_FILTERS = ("ragged",)
 TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
 FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
@@ -236,6 +238,8 @@ def build_parser():
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
     for name in RUNS_INT_FILTERS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+    for name in RUNS_BOOL_FILTERS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, choices=("true", "false"), default=None)
     _add_tensors_and_cancel(sub)
     _explain_defaults(ap)
     return ap
@@ -860,7 +864,7 @@ def cmd_run(args, out):
 # ---- runs: the history (GET /v1/runs)
 
 def _runs_filters(args):
-    names = RUNS_TEXT_FILTERS + RUNS_INT_FILTERS
+    names = RUNS_TEXT_FILTERS + RUNS_INT_FILTERS + RUNS_BOOL_FILTERS
     return {k: getattr(args, k) for k in names if getattr(args, k) is not None}
 
 
@@ -1124,6 +1128,8 @@ RUNS_FLAG_HELP = {
     "seq_q": "only runs of this query length", "seq_kv": "only runs of this key length",
     "head_dim": "only runs of this head_dim", "head_dim_v": "only runs of this head_dim_v",
     "window": "only runs with this window", "order": "oldest first (as pollers read) or newest first",
+    "page_size": "only runs of this K/V page size (0: contiguous)", "num_pages": "only paged runs of this many pages",
+    "ragged": "only ragged runs (true: with seqlens_q or seqlens_kv) or only the others (false)",
 }
 
 # Flags of any command that have no help of their own.
