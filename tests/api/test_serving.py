@@ -162,6 +162,20 @@ def test_cpu_cost_counts_real_tokens(api):
     assert rec["perf"]["flops"] == 2 * 16 * (200000 + 20000)
 
 
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_bytes_count_only_the_keys_a_forward_reads(api, page_size):
+    """A sequence without queries reads none of its keys and values (nor its pages): perf.bytes
+    counted them, and a batch whose query lengths are all 0 moved its whole cache."""
+    paged = {"page_size": page_size, "num_pages": 16} if page_size else {}
+    twin = run_ok(api, dict(GQA, seqlens_q=[2], seqlens_kv=[17], mask="causal_bottom_right", **paged))
+    mixed = run_ok(api, dict(GQA, seqlens_q=[0, 2], seqlens_kv=[33, 17], mask="causal_bottom_right", **paged))
+    # one more sequence: two more cu_seqlens entries (int32), and nothing of its 33 keys or pages
+    assert mixed["perf"]["bytes"] == twin["perf"]["bytes"] + 2 * 4, (mixed["perf"], twin["perf"])
+    assert mixed["perf"]["tokens_kv"] == 50, "the real tokens are still counted as tokens"
+    empty = run_ok(api, dict(GQA, seqlens_q=[0, 0], seqlens_kv=[33, 17], mask="causal_bottom_right", **paged))
+    assert empty["perf"]["bytes"] == 2 * 3 * 4, empty["perf"]  # cu_seqlens_q and _kv alone
+
+
 def test_too_costly_names_the_ragged_lengths_to_shrink(start_server):
     """A ragged batch over cpu_max_macs was told "it fits with seq_q=… and seq_kv=…", sizes it
     does not have. It is told its lengths: how many times shorter, the longest each would be,
