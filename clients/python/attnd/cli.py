@@ -24,6 +24,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -382,7 +383,7 @@ PLAN_AXIS_KINDS = (("model", "strings"), ("batch", "integers"), ("heads", "integ
                    ("graph", "booleans"))
 PLAN_AXES = tuple(name for name, _ in PLAN_AXIS_KINDS)
 PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "study", "description")
-PLAN_REFUSED_PARAMS = ("q", "k", "v", "keep_output", "async")  # a server's session, not a plan's
+PLAN_REFUSED_PARAMS = ("q", "k", "v", "block_table", "keep_output", "async")  # a server's session, not a plan's
 PLAN_MAX_REPEAT = 1000
 STUDY_MAX_VARIANTS, STUDY_MAX_ROUNDS, STUDY_DEFAULT_ROUNDS, STUDY_MAX_RUNS = 16, 100, 3, 1000
 _KIND_TEXT = {"integers": "integers", "strings": "non-empty strings", "booleans": "booleans",
@@ -722,14 +723,15 @@ def study_failed(rec):
         row.get("status") != "done" or (row.get("verify") or {}).get("pass") is False for row in rec.get("table") or [])
 
 
-def _sweep_studies(client, plan, args, out):
-    """A plan with a study: one POST /v1/studies per point, each printed as it ends."""
-    bodies = plan_studies(plan)
+def _sweep_studies(client, plan, args, out, resident):
+    """A plan with a study: one POST /v1/studies per point, each printed as it ends; resident:
+    the server's tensors every study takes (_resident_inputs)."""
+    bodies = [dict(body, **resident) for body in plan_studies(plan)]
     progress = Progress(len(bodies), enabled=not args.no_progress)
     summary, results, failures = Summary(), [], 0
     for body in bodies:
-        label = point_label({k: v for k, v in body.items() if k not in ("variants", "rounds", "baseline")}
-                            | {"backend": ",".join(body["variants"])})
+        shown = ("variants", "rounds", "baseline") + tuple(resident)
+        label = point_label({k: v for k, v in body.items() if k not in shown} | {"backend": ",".join(body["variants"])})
         try:
             rec = client.study(wait=True, **body)
             out.write(format_study(rec) + "\n")
@@ -759,7 +761,7 @@ def cmd_sweep(args, out):
     resident = _resident_inputs(args)
     plan = sweep_plan(args)
     if _study_of(plan):
-        return _sweep_studies(client, plan, args, out)
+        return _sweep_studies(client, plan, args, out, resident)
     grid = [dict(p, **resident) for p in plan_grid(plan)]
     progress = Progress(len(grid), enabled=not args.no_progress)
     rows, results, failures, summary = [], [], 0, Summary()
@@ -1193,19 +1195,23 @@ def _flag_runs(records):
     return bad_verify
 
 
-SWEEP_RESIDENT_INPUTS = ("q", "k", "v")
+SWEEP_RESIDENT_INPUTS = ("q", "k", "v", "block_table")  # always tensor ids
+SWEEP_RESIDENT_LENGTHS = ("seqlens_q", "seqlens_kv")     # tensor ids, or lengths a plan holds
+TENSOR_ID = re.compile(r"t[0-9]+")
 
 
 def _resident_inputs(args):
-    """--param q=ID, k=ID, v=ID of a sweep from flags: resident tensors of the server the sweep
-    talks to, given to every run of the grid. A plan file cannot hold them (attnd batch has no
-    server's tensors), so they are taken out before the grid is checked as a plan."""
+    """--param q=ID, k=ID, v=ID, block_table=ID, seqlens_q=ID, seqlens_kv=ID of a sweep from
+    flags: resident tensors of the server the sweep talks to, given to every run of the grid
+    and to every study. A plan file cannot hold them (attnd batch has no server's tensors), so
+    they are taken out before the grid is checked as a plan; lengths given as a list or a
+    distribution stay in the plan."""
     if getattr(args, "plan", None):
         return {}
     resident, rest = {}, []
     for kv in args.param:
         key, _, value = kv.partition("=")
-        if key in SWEEP_RESIDENT_INPUTS:
+        if key in SWEEP_RESIDENT_INPUTS or (key in SWEEP_RESIDENT_LENGTHS and TENSOR_ID.fullmatch(value)):
             resident[key] = _value(value)
         else:
             rest.append(kv)
