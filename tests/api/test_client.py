@@ -721,7 +721,7 @@ def test_to_dataframe_has_the_csv_columns(client, server, tmp_path):
     assert list(df.columns[:len(csv_df.columns)]) == list(csv_df.columns)
     assert list(df.columns) == list(attnd.RECORD_COLUMNS) and list(df.columns[-2:]) == ["target_noise", "noise_missed"]
     assert list(df["id"]) == [r["id"] for r in recs] == list(csv_df["id"])
-    for col in ("median_us", "p10_us", "p90_us", "rse", "seq_q", "kv_heads", "head_dim_v", "iters"):
+    for col in ("median_us", "p10_us", "p90_us", "rse", "seq_q", "kv_heads", "head_dim_v", "iters", "page_size", "ragged"):
         pd.testing.assert_series_equal(df[col], csv_df[col], check_dtype=False, obj=col)
     assert list(df["tags"]) == ["df"] * 3 and list(df["backend"]) == ["reference"] * 3
     assert str(df["created"].dt.tz) == "UTC"

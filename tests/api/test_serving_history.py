@@ -105,6 +105,9 @@ def test_csv_has_the_serving_columns(hist):
     want = [(rec["id"], str(row[1]), "" if row[2] is None else str(row[2]), str(row[3]).lower())
             for rec, row in zip(recs, RUNS)]
     assert got == want
+    # the client's flat rows (attnd.to_dataframe's) say the same
+    flat = [attnd.flatten_record(rec) for rec in recs]
+    assert [(f["page_size"], f["num_pages"], f["ragged"]) for f in flat] == [row[1:] for row in RUNS]
 
 
 @pytest.mark.parametrize("params,field", [
