@@ -110,14 +110,29 @@ double attn_flops(const attn_problem *p)
     return 2.0 * (double)p->heads * (double)(p->head_dim + attn_dv(p)) * pairs;
 }
 
-/* Block table entries a forward reads: the pages every sequence's keys fill. */
+/* Keys (and values) a forward reads: every sequence's, but a sequence without queries reads
+ * none (nothing asks for them), however long its cache. */
+static double attn_kv_tokens_read(const attn_problem *p)
+{
+    double tokens = 0.0;
+    int64_t b;
+
+    if (!p->ragged) return (double)attn_tokens_kv(p);
+    for (b = 0; b < p->batch; b++)
+        if (attn_seqlen_q(p, b) > 0) tokens += (double)attn_seqlen_kv(p, b);
+    return tokens;
+}
+
+/* Block table entries a forward reads: the pages the keys it reads fill (a sequence without
+ * queries reads none of its pages). */
 static double attn_pages_used(const attn_problem *p)
 {
     double pages = 0.0;
     int64_t b;
 
     if (!p->ragged) return (double)p->batch * (double)((p->seq_kv + p->page_size - 1) / p->page_size);
-    for (b = 0; b < p->batch; b++) pages += (double)((attn_seqlen_kv(p, b) + p->page_size - 1) / p->page_size);
+    for (b = 0; b < p->batch; b++)
+        if (attn_seqlen_q(p, b) > 0) pages += (double)((attn_seqlen_kv(p, b) + p->page_size - 1) / p->page_size);
     return pages;
 }
 
@@ -130,9 +145,10 @@ double attn_min_bytes(const attn_problem *p)
         return elems * (double)attn_dtype_bytes(p->dtype);
     }
     if (p->ragged && !p->seqs) return NAN;
-    /* Real tokens only: a paged cache's unused pages and slots are never read. */
+    /* Real tokens only: a paged cache's unused pages and slots are never read, nor the keys of
+     * a sequence without queries. */
     elems = (double)attn_tokens_q(p) * (double)p->heads * (double)(p->head_dim + attn_dv(p)) +
-            (double)attn_tokens_kv(p) * (double)attn_kv_heads(p) * (double)(p->head_dim + attn_dv(p));
+            attn_kv_tokens_read(p) * (double)attn_kv_heads(p) * (double)(p->head_dim + attn_dv(p));
     bytes = elems * (double)attn_dtype_bytes(p->dtype);
     if (p->ragged) index += 2.0 * (double)(p->batch + 1); /* cu_seqlens_q and _kv */
     if (p->page_size > 0) index += attn_pages_used(p);

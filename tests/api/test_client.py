@@ -523,6 +523,37 @@ def test_cli_verify_column_and_exit_status(server, client, capsys, tmp_path):
     assert rc == 0 and [r["verify"] for r in _cells(cap.out)] == ["pass", "pass"], cap
 
 
+def test_cli_sweep_study_takes_resident_inputs(server, client, capsys, tmp_path):
+    """sweep --study gave --param q/k/v to plain runs only: its studies ran generated inputs
+    (a v holding an infinity verified as a pass). Now every study takes them, and a serving
+    batch's block table and lengths given as tensor ids as well."""
+    bad = _tensor_ids(client, True)
+    out = tmp_path / "study.json"
+    base = ["--url", server.url, "--device", "cpu", "--iters", "2", "--warmup", "0", "--verify", "true",
+            "--study", "--rounds", "1", "--no-progress", "--json", str(out)]
+    rc = cli.main(["sweep", "--backends", "reference"] + base + _resident(bad))
+    cap = capsys.readouterr()
+    (result,) = json.loads(out.read_text())
+    assert rc == 1 and "FAIL" in cap.out, cap
+    (run,) = result["study"]["runs"]
+    rec = client.get_run(run["id"]) if isinstance(run, dict) else client.get_run(run)
+    assert [rec["params"][n] for n in ("q", "k", "v")] == [bad["q"], bad["k"], bad["v"]], rec["params"]
+    # a paged batch: the block table and the lengths are tensors, the cache generated around them
+    table = client.upload(np.array([[3, 1], [0, 0]], np.int32), name="block_table", device="cpu")["id"]
+    lengths = client.upload(np.array([5, 3], np.int32), name="seqlens_kv", device="cpu")["id"]
+    serving = ["--heads", "2", "--head-dim", "8", "--param", "page_size=4", "--param", "seq_q=1",
+               "--param", "mask=causal_bottom_right", "--param", "block_table=" + table,
+               "--param", "seqlens_kv=" + lengths]
+    base[base.index("--verify") + 1] = "false"
+    rc = cli.main(["sweep", "--backends", "reference"] + base + serving)
+    cap = capsys.readouterr()
+    (result,) = json.loads(out.read_text())
+    assert rc == 0, cap
+    (run,) = result["study"]["runs"]
+    rec = client.get_run(run["id"]) if isinstance(run, dict) else client.get_run(run)
+    assert (rec["params"]["block_table"], rec["params"]["seqlens_kv"]) == (table, lengths), rec["params"]
+
+
 def test_cli_flags_runs_that_missed_their_noise_target(server, capsys, tmp_path):
     """A run that stopped on max_iters with an rse far above its target looked like any
     other in the table and the CSV."""
@@ -690,7 +721,7 @@ def test_to_dataframe_has_the_csv_columns(client, server, tmp_path):
     assert list(df.columns[:len(csv_df.columns)]) == list(csv_df.columns)
     assert list(df.columns) == list(attnd.RECORD_COLUMNS) and list(df.columns[-2:]) == ["target_noise", "noise_missed"]
     assert list(df["id"]) == [r["id"] for r in recs] == list(csv_df["id"])
-    for col in ("median_us", "p10_us", "p90_us", "rse", "seq_q", "kv_heads", "head_dim_v", "iters"):
+    for col in ("median_us", "p10_us", "p90_us", "rse", "seq_q", "kv_heads", "head_dim_v", "iters", "page_size", "ragged"):
         pd.testing.assert_series_equal(df[col], csv_df[col], check_dtype=False, obj=col)
     assert list(df["tags"]) == ["df"] * 3 and list(df["backend"]) == ["reference"] * 3
     assert str(df["created"].dt.tz) == "UTC"

@@ -52,7 +52,7 @@ def test_sqlite_history_of_version_3_is_migrated(start_server, tmp_path):
     srv = start_server(extra=["--cpu-threads", "1"], data_dir=data)
     check_old_runs(Api(srv.url))
     db = sqlite3.connect(os.path.join(data, "attnd.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (5,)  # the newest
+    assert db.execute("PRAGMA user_version").fetchone() == (6,)  # the newest
     db.close()
 
 
@@ -65,4 +65,4 @@ def test_postgresql_history_of_version_1_is_migrated(start_server, tmp_path):
     check_old_runs(Api(srv.url))
     r = subprocess.run(["psql", "-X", "-At", "-d", conninfo, "-c", "SELECT version FROM attnd_schema"],
                        capture_output=True, text=True, timeout=60)
-    assert r.stdout.strip() == "3", r.stdout + r.stderr  # the newest
+    assert r.stdout.strip() == "4", r.stdout + r.stderr  # the newest

@@ -25,11 +25,11 @@ REPEATS = 3
 NEEDLE = "i % 100000 = 777"  # ten runs of the million carry every rare value
 RARE = {"backend": "naive_inplace", "status": "cancelled", "device": "cuda:7", "node": "rare-node", "batch": 3,
         "heads": 5, "kv_heads": 1, "seq_q": 333, "seq_kv": 334, "head_dim": 48, "head_dim_v": 40, "window": 17,
-        "dtype": "fp32", "mask": "causal_bottom_right", "impl": "w8", "gpu": "NVIDIA A100", "commit": "0ddba11c0ffe",
+        "page_size": 1, "num_pages": 7, "ragged": "true", "dtype": "fp32", "mask": "causal_bottom_right", "impl": "w8", "gpu": "NVIDIA A100", "commit": "0ddba11c0ffe",
         "tag": "needle"}
 COMMON = {"backend": "flash", "status": "done", "device": "cuda:1", "node": "bulk-node", "batch": 4, "heads": 16,
           "kv_heads": 8, "seq_q": 1024, "seq_kv": 1024, "head_dim": 128, "head_dim_v": 128, "window": 255,
-          "dtype": "bf16", "mask": "causal", "impl": "tma", "gpu": "NVIDIA H200", "commit": "c0de00000003",
+          "page_size": 16, "num_pages": 1024, "ragged": "false", "dtype": "bf16", "mask": "causal", "impl": "tma", "gpu": "NVIDIA H200", "commit": "c0de00000003",
           "tag": "nightly"}
 
 
@@ -60,6 +60,10 @@ def row_values(pg):
         "head_dim": _case("(64 << (i % 2))", str(RARE["head_dim"])),
         "head_dim_v": _case("(64 << (i % 2))", str(RARE["head_dim_v"])),
         "win": _case("(255 + 256 * (i % 3))", str(RARE["window"])),
+        # a run in three is paged; the rare ones are paged and ragged (the others have no lengths)
+        "page_size": _case("CASE WHEN i % 3 = 0 THEN 16 END", str(RARE["page_size"])),
+        "num_pages": _case("CASE WHEN i % 3 = 0 THEN (1024 << (i % 2)) END", str(RARE["num_pages"])),
+        "seqlens": _case("NULL", arr + "(1, 2, 3)"),
         "dtype": _case("CASE WHEN i % 3 = 0 THEN 'fp16' ELSE 'bf16' END", _q(RARE["dtype"])),
         "mask": _case("CASE WHEN i % 2 = 0 THEN 'none' ELSE 'causal' END", _q(RARE["mask"])),
         "impl": _case("CASE WHEN i % 2 = 0 THEN 'wgmma' ELSE 'tma' END", _q(RARE["impl"])),
@@ -72,9 +76,11 @@ def row_values(pg):
         "created": ("to_char(timestamp '2026-01-01' + i * interval '1 second', 'YYYY-MM-DD\"T\"HH24:MI:SS.\"000Z\"')"
                     if pg else "strftime('%Y-%m-%dT%H:%M:%S.000Z', 1767225600 + i, 'unixepoch')"),
     }
-    tags = "tags" if pg else "json(tags)"  # SQLite: a JSON value loses its type through a subquery
+    tags, seqlens = ("tags", "seqlens") if pg else ("json(tags)", "json(seqlens)")  # SQLite: a JSON value loses
+    # its type through a subquery. A run without a member has it null here (the columns read null as absent).
     params = (obj + "('backend', backend, 'device', device, 'batch', batch, 'heads', heads, 'kv_heads', kv_heads,"
               " 'seq_q', seq_q, 'seq_kv', seq_kv, 'head_dim', head_dim, 'head_dim_v', head_dim_v, 'window', win,"
+              " 'page_size', page_size, 'num_pages', num_pages, 'seqlens_kv', " + seqlens + ","
               " 'dtype', dtype, 'mask', mask, 'impl', impl, 'tags', " + tags + ")")
     record = (obj + "('id', i, 'status', status, 'created', created, 'node', node, 'backend', backend, 'build', "
               + obj + "('commit', git), 'params', " + params + ", 'device', " + obj + "('name', gpu), 'timing', "
@@ -144,6 +150,8 @@ def check_store(api, store):
     # composed filters, a window of cursors, time, and an aggregate of the rare runs
     for params in ({"tag": "nightly", "dtype": "bf16", "status": "done", "limit": 100},
                    {"batch": 3, "gpu": "NVIDIA A100", "order": "newest"},
+                   {"page_size": 0, "ragged": "false", "order": "newest", "limit": 100},
+                   {"ragged": "true", "page_size": 1, "num_pages": 7},
                    {"order": "newest", "before": N // 2, "limit": 100},
                    {"after": N // 2, "limit": 100, "head_dim": 64},
                    {"since": "2026-01-06T00:00:00Z", "limit": 100, "seq": 1024, "order": "newest"},

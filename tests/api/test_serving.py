@@ -162,6 +162,45 @@ def test_cpu_cost_counts_real_tokens(api):
     assert rec["perf"]["flops"] == 2 * 16 * (200000 + 20000)
 
 
+@pytest.mark.parametrize("page_size", [0, 16])
+def test_bytes_count_only_the_keys_a_forward_reads(api, page_size):
+    """A sequence without queries reads none of its keys and values (nor its pages): perf.bytes
+    counted them, and a batch whose query lengths are all 0 moved its whole cache."""
+    paged = {"page_size": page_size, "num_pages": 16} if page_size else {}
+    twin = run_ok(api, dict(GQA, seqlens_q=[2], seqlens_kv=[17], mask="causal_bottom_right", **paged))
+    mixed = run_ok(api, dict(GQA, seqlens_q=[0, 2], seqlens_kv=[33, 17], mask="causal_bottom_right", **paged))
+    # one more sequence: two more cu_seqlens entries (int32), and nothing of its 33 keys or pages
+    assert mixed["perf"]["bytes"] == twin["perf"]["bytes"] + 2 * 4, (mixed["perf"], twin["perf"])
+    assert mixed["perf"]["tokens_kv"] == 50, "the real tokens are still counted as tokens"
+    empty = run_ok(api, dict(GQA, seqlens_q=[0, 0], seqlens_kv=[33, 17], mask="causal_bottom_right", **paged))
+    assert empty["perf"]["bytes"] == 2 * 3 * 4, empty["perf"]  # cu_seqlens_q and _kv alone
+
+
+def test_too_costly_names_the_ragged_lengths_to_shrink(start_server):
+    """A ragged batch over cpu_max_macs was told "it fits with seq_q=… and seq_kv=…", sizes it
+    does not have. It is told its lengths: how many times shorter, the longest each would be,
+    its real tokens counted; and the suggestion runs."""
+    from attnd_api_helpers import Api
+    import re
+    api = Api(start_server(extra=["--cpu-threads", "1", "--cpu-max-macs", "1000000"]).url)
+    tiny = dict(GQA, heads=2, kv_heads=2, mask="none")  # 2 forwards: iters 1 and the output
+    # one side given: 2·8·(40000 + 1000 + 30000) = 1136000 MACs a forward, 2272000 in all
+    err = refused(api, dict(tiny, seq_q=1, seqlens_kv=[40000, 1000, 30000]), 422, "too_costly", None)
+    msg = err["message"]
+    assert "of 1136000 each" in msg and "real tokens" in msg and "batch*heads" not in msg, msg
+    assert not re.search(r"\bseq(_q|_kv)?=", msg), msg
+    assert "it fits with seqlens_kv 3 times shorter (the longest 13333 tokens, now 40000)" in msg, msg
+    run_ok(api, dict(tiny, seq_q=1, seqlens_kv=[40000 // 3, 1000 // 3, 30000 // 3]))
+    # both sides: 2·8·(100·2000 + 50·1000) = 4·10^6 a forward: each side 3 times shorter
+    err = refused(api, dict(tiny, seqlens_q=[100, 50], seqlens_kv=[2000, 1000]), 422, "too_costly", None)
+    assert ("seqlens_q and seqlens_kv each 3 times shorter (the longest 33 and 666 tokens, now 100 and 2000)"
+            in err["message"]), err["message"]
+    run_ok(api, dict(tiny, seqlens_q=[33, 16], seqlens_kv=[666, 333]))
+    # nothing shorter fits: fewer sequences
+    err = refused(api, dict(tiny, seq_q=1, seqlens_kv=[1] * 4096, iters=1000), 422, "too_costly", None)
+    assert "fewer sequences" in err["message"] and not re.search(r"\bseq(_q|_kv)?=", err["message"]), err
+
+
 @pytest.mark.parametrize("body,code,field", [
     ({"seqlens_kv": "1,,2"}, "bad_value", "seqlens_kv"),
     ({"seqlens_kv": "1,-2"}, "out_of_range", "seqlens_kv"),

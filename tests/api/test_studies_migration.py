@@ -48,7 +48,7 @@ def test_sqlite_history_of_version_4_is_migrated(start_server, tmp_path):
     srv = start_server(extra=["--cpu-threads", "1"], data_dir=data)
     check_history_with_a_study(Api(srv.url))
     db = sqlite3.connect(os.path.join(data, "attnd.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (5,)
+    assert db.execute("PRAGMA user_version").fetchone() == (6,)  # the newest
     assert db.execute("SELECT count(*) FROM studies").fetchone() == (1,)
     db.close()
 
@@ -63,4 +63,4 @@ def test_postgresql_history_of_version_2_is_migrated(start_server, tmp_path):
     r = subprocess.run(["psql", "-X", "-At", "-d", conninfo, "-c",
                         "SELECT version FROM attnd_schema; SELECT count(*) FROM studies"],
                        capture_output=True, text=True, timeout=60)
-    assert r.stdout.split() == ["3", "1"], r.stdout + r.stderr
+    assert r.stdout.split() == ["4", "1"], r.stdout + r.stderr

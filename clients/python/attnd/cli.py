@@ -24,6 +24,7 @@ import csv
 import itertools
 import json
 import os
+import re
 import sys
 import time
 import urllib.parse
@@ -45,7 +46,9 @@ TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q
 
 # The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
 RUNS_TEXT_FILTERS = ("backend", "status", "device", "node", "since", "tag", "dtype", "mask", "impl", "gpu", "commit")
-RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window")
+RUNS_INT_FILTERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                    "page_size", "num_pages")
+RUNS_BOOL_FILTERS = ("ragged",)
 TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
 FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
@@ -236,6 +239,8 @@ def build_parser():
         p.add_argument("--" + name.replace("_", "-"), dest=name, default=None)
     for name in RUNS_INT_FILTERS:
         p.add_argument("--" + name.replace("_", "-"), dest=name, type=int, default=None)
+    for name in RUNS_BOOL_FILTERS:
+        p.add_argument("--" + name.replace("_", "-"), dest=name, choices=("true", "false"), default=None)
     _add_tensors_and_cancel(sub)
     _explain_defaults(ap)
     return ap
@@ -378,7 +383,7 @@ PLAN_AXIS_KINDS = (("model", "strings"), ("batch", "integers"), ("heads", "integ
                    ("graph", "booleans"))
 PLAN_AXES = tuple(name for name, _ in PLAN_AXIS_KINDS)
 PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "study", "description")
-PLAN_REFUSED_PARAMS = ("q", "k", "v", "keep_output", "async")  # a server's session, not a plan's
+PLAN_REFUSED_PARAMS = ("q", "k", "v", "block_table", "keep_output", "async")  # a server's session, not a plan's
 PLAN_MAX_REPEAT = 1000
 STUDY_MAX_VARIANTS, STUDY_MAX_ROUNDS, STUDY_DEFAULT_ROUNDS, STUDY_MAX_RUNS = 16, 100, 3, 1000
 _KIND_TEXT = {"integers": "integers", "strings": "non-empty strings", "booleans": "booleans",
@@ -718,14 +723,15 @@ def study_failed(rec):
         row.get("status") != "done" or (row.get("verify") or {}).get("pass") is False for row in rec.get("table") or [])
 
 
-def _sweep_studies(client, plan, args, out):
-    """A plan with a study: one POST /v1/studies per point, each printed as it ends."""
-    bodies = plan_studies(plan)
+def _sweep_studies(client, plan, args, out, resident):
+    """A plan with a study: one POST /v1/studies per point, each printed as it ends; resident:
+    the server's tensors every study takes (_resident_inputs)."""
+    bodies = [dict(body, **resident) for body in plan_studies(plan)]
     progress = Progress(len(bodies), enabled=not args.no_progress)
     summary, results, failures = Summary(), [], 0
     for body in bodies:
-        label = point_label({k: v for k, v in body.items() if k not in ("variants", "rounds", "baseline")}
-                            | {"backend": ",".join(body["variants"])})
+        shown = ("variants", "rounds", "baseline") + tuple(resident)
+        label = point_label({k: v for k, v in body.items() if k not in shown} | {"backend": ",".join(body["variants"])})
         try:
             rec = client.study(wait=True, **body)
             out.write(format_study(rec) + "\n")
@@ -755,7 +761,7 @@ def cmd_sweep(args, out):
     resident = _resident_inputs(args)
     plan = sweep_plan(args)
     if _study_of(plan):
-        return _sweep_studies(client, plan, args, out)
+        return _sweep_studies(client, plan, args, out, resident)
     grid = [dict(p, **resident) for p in plan_grid(plan)]
     progress = Progress(len(grid), enabled=not args.no_progress)
     rows, results, failures, summary = [], [], 0, Summary()
@@ -860,7 +866,7 @@ def cmd_run(args, out):
 # ---- runs: the history (GET /v1/runs)
 
 def _runs_filters(args):
-    names = RUNS_TEXT_FILTERS + RUNS_INT_FILTERS
+    names = RUNS_TEXT_FILTERS + RUNS_INT_FILTERS + RUNS_BOOL_FILTERS
     return {k: getattr(args, k) for k in names if getattr(args, k) is not None}
 
 
@@ -1124,6 +1130,8 @@ RUNS_FLAG_HELP = {
     "seq_q": "only runs of this query length", "seq_kv": "only runs of this key length",
     "head_dim": "only runs of this head_dim", "head_dim_v": "only runs of this head_dim_v",
     "window": "only runs with this window", "order": "oldest first (as pollers read) or newest first",
+    "page_size": "only runs of this K/V page size (0: contiguous)", "num_pages": "only paged runs of this many pages",
+    "ragged": "only ragged runs (true: with seqlens_q or seqlens_kv) or only the others (false)",
 }
 
 # Flags of any command that have no help of their own.
@@ -1187,19 +1195,23 @@ def _flag_runs(records):
     return bad_verify
 
 
-SWEEP_RESIDENT_INPUTS = ("q", "k", "v")
+SWEEP_RESIDENT_INPUTS = ("q", "k", "v", "block_table")  # always tensor ids
+SWEEP_RESIDENT_LENGTHS = ("seqlens_q", "seqlens_kv")     # tensor ids, or lengths a plan holds
+TENSOR_ID = re.compile(r"t[0-9]+")
 
 
 def _resident_inputs(args):
-    """--param q=ID, k=ID, v=ID of a sweep from flags: resident tensors of the server the sweep
-    talks to, given to every run of the grid. A plan file cannot hold them (attnd batch has no
-    server's tensors), so they are taken out before the grid is checked as a plan."""
+    """--param q=ID, k=ID, v=ID, block_table=ID, seqlens_q=ID, seqlens_kv=ID of a sweep from
+    flags: resident tensors of the server the sweep talks to, given to every run of the grid
+    and to every study. A plan file cannot hold them (attnd batch has no server's tensors), so
+    they are taken out before the grid is checked as a plan; lengths given as a list or a
+    distribution stay in the plan."""
     if getattr(args, "plan", None):
         return {}
     resident, rest = {}, []
     for kv in args.param:
         key, _, value = kv.partition("=")
-        if key in SWEEP_RESIDENT_INPUTS:
+        if key in SWEEP_RESIDENT_INPUTS or (key in SWEEP_RESIDENT_LENGTHS and TENSOR_ID.fullmatch(value)):
             resident[key] = _value(value)
         else:
             rest.append(kv)

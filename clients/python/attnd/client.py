@@ -236,6 +236,11 @@ class Client:
             out[k] = v
         return out
 
+    @classmethod
+    def _query(cls, params):
+        """_params for a query string: booleans as the server spells them (ragged=true)."""
+        return {k: ("true" if v else "false") if isinstance(v, bool) else v for k, v in cls._params(params).items()}
+
     def _check_record(self, rec, status, check):
         if check and isinstance(rec, dict) and rec.get("status") in ("failed", "cancelled"):
             err = rec.get("error") if isinstance(rec.get("error"), dict) else {}
@@ -302,14 +307,15 @@ class Client:
         """GET /v1/runs: one page, {"runs": [...], "next_after": cursor} (order="oldest", the
         default) or {"runs": [...], "next_before": cursor, "next_after": cursor} (order="newest").
         filters: before, order, since, tag and the fields backend, status, device, node, batch,
-        heads, kv_heads, seq, seq_q, seq_kv, head_dim, head_dim_v, window, dtype, mask, impl,
-        gpu, commit (docs/api.md, History); None leaves one out."""
-        params = self._params(dict(filters, after=after, limit=limit))
+        heads, kv_heads, seq, seq_q, seq_kv, head_dim, head_dim_v, window, page_size, num_pages,
+        ragged (True or False), dtype, mask, impl, gpu, commit (docs/api.md, History); None
+        leaves one out."""
+        params = self._query(dict(filters, after=after, limit=limit))
         return self._json("GET", "/v1/runs", params=params)
 
     def runs_csv(self, after=None, limit=None, **filters):
         """GET /v1/runs?format=csv: one page as (CSV text, next cursor or None)."""
-        params = self._params(dict(filters, after=after, limit=limit, format="csv"))
+        params = self._query(dict(filters, after=after, limit=limit, format="csv"))
         resp = self.request("GET", "/v1/runs", params=params)
         nxt = resp.headers.get("Attnd-Next-Before" if filters.get("order") == "newest" else "Attnd-Next-After")
         return resp.text, (int(nxt) if nxt is not None else None)
@@ -320,7 +326,7 @@ class Client:
         group_by: field names, a list or "a,b"."""
         if not isinstance(group_by, str):
             group_by = ",".join(group_by)
-        return self._json("GET", "/v1/runs", params=self._params(dict(filters, group_by=group_by)))
+        return self._json("GET", "/v1/runs", params=self._query(dict(filters, group_by=group_by)))
 
     def iter_runs(self, after=0, limit=100, follow=False, poll=1.0, max_runs=None, order="oldest", before=None,
                   **filters):

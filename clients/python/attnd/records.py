@@ -16,7 +16,9 @@ CSV_COLUMNS = (
     ("node", ("node",)), ("backend", ("backend",)), ("device", ("params", "device")), ("gpu", ("device", "name")),
     ("batch", ("params", "batch")), ("heads", ("params", "heads")), ("kv_heads", ("params", "kv_heads")),
     ("seq_q", ("params", "seq_q")), ("seq_kv", ("params", "seq_kv")), ("head_dim", ("params", "head_dim")),
-    ("head_dim_v", ("params", "head_dim_v")), ("window", ("params", "window")), ("dtype", ("params", "dtype")),
+    ("head_dim_v", ("params", "head_dim_v")), ("window", ("params", "window")),
+    ("page_size", ("params", "page_size")), ("num_pages", ("params", "num_pages")), ("ragged", None),
+    ("dtype", ("params", "dtype")),
     ("mask", ("params", "mask")), ("impl", ("params", "impl")), ("impl_used", ("impl_used",)),
     ("cache", ("params", "cache")), ("graph", ("params", "graph")),
     ("median_us", ("timing", "median_us")), ("mean_us", ("timing", "mean_us")), ("min_us", ("timing", "min_us")),
@@ -35,6 +37,7 @@ RECORD_COLUMNS = tuple(name for name, _ in CSV_COLUMNS) + EXTRA_COLUMNS
 # The columns that hold numbers: a DataFrame holds them as numbers, a missing one as NaN (as
 # pandas reads the server's CSV), not as None.
 NUMERIC_COLUMNS = ("id", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                   "page_size", "num_pages",
                    "median_us", "mean_us", "min_us", "max_us", "p10_us", "p90_us", "stdev_us", "rse", "iters",
                    "tflops", "gbps", "verify_rel_l2_err", "verify_max_abs_err", "sm_min_mhz", "sm_max_mhz",
                    "sm_limit_mhz", "target_noise")
@@ -68,8 +71,11 @@ def noise_missed(rec):
 def flatten_record(rec):
     """One run record as a flat dict of RECORD_COLUMNS (values as in the JSON; tags joined by
     spaces, as in the server's CSV; a missing field is None)."""
-    row = {name: _at(rec, path) for name, path in CSV_COLUMNS}
+    row = {name: _at(rec, path) if path else None for name, path in CSV_COLUMNS}
     p = (rec or {}).get("params") or {}
+    if rec and isinstance(rec.get("params"), dict):  # the server's: 0 for a contiguous cache; lengths given
+        row["page_size"] = p.get("page_size", 0) if row["page_size"] is None else row["page_size"]
+        row["ragged"] = p.get("seqlens_q") is not None or p.get("seqlens_kv") is not None
     if row["kv_heads"] is None:
         row["kv_heads"] = p.get("heads")
     if row["head_dim_v"] is None:

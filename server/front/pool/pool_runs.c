@@ -79,10 +79,48 @@ static long long pool_isqrt(long long x)
     return s;
 }
 
+/* The longest of side sl's batch lengths. */
+static long long pool_longest(const run_seqlens *sl, int64_t batch)
+{
+    long long most = 0;
+    int64_t b;
+    for (b = 0; b < batch; b++)
+        if (sl->len[b] > most) most = sl->len[b];
+    return most;
+}
+
+/* What a ragged batch (per: its MACs a forward, over cap) shrinks to fit: the lengths it was
+ * given, each side named, k times shorter (k whole, so the suggestion is one a client can
+ * compute), with the longest each would then have. Both sides given: each k times shorter
+ * divides the cost by k·k; one side: by k. Appends to message at n; the new n. */
+static size_t pool_ragged_fit(const run_request *r, long long per, long long cap, char *message, size_t len, size_t n)
+{
+    const attn_problem *p = &r->problem;
+    const int q = (p->ragged & ATTN_RAGGED_Q) != 0, kv = (p->ragged & ATTN_RAGGED_KV) != 0;
+    const long double over = (long double)per / (long double)(cap > 0 ? cap : 1);
+    const long long k = (long long)ceill(q && kv ? sqrtl(over) : over);
+    const long long most_q = pool_longest(&r->seqlens_q, p->batch), most_kv = pool_longest(&r->seqlens_kv, p->batch);
+
+    if (n >= len) return n;
+    if ((q && most_q / k < 1) || (kv && most_kv / k < 1))
+        return n + (size_t)snprintf(message + n, len - n,
+                                    "; even the longest sequence of 1 token is over it: fewer sequences or heads");
+    if (q && kv)
+        return n + (size_t)snprintf(message + n, len - n,
+                                    "; as asked, it fits with seqlens_q and seqlens_kv each %lld times shorter (the "
+                                    "longest %lld and %lld tokens, now %lld and %lld), or with fewer sequences",
+                                    k, most_q / k, most_kv / k, most_q, most_kv);
+    return n + (size_t)snprintf(message + n, len - n,
+                                "; as asked, it fits with %s %lld times shorter (the longest %lld tokens, now %lld), "
+                                "or with fewer sequences",
+                                q ? "seqlens_q" : "seqlens_kv", k, (q ? most_q : most_kv) / k, q ? most_q : most_kv);
+}
+
 /* Whether r, on the cpu device, costs more than limit multiply-accumulates in all: every
  * forward it may make (run_request_cpu_forwards), not one. 1 with message, which says what
- * would run: the most timed forwards of this shape that fit, and the longest sequences at
- * which the run as asked fits; 0 when it is within the limit. */
+ * would run: the most timed forwards of this shape that fit, and the shorter sequences with
+ * which the run as asked fits (seq, or a ragged batch's lengths); 0 when it is within the
+ * limit. */
 static int pool_cpu_too_costly(const run_request *r, long long limit, char *message, size_t len)
 {
     const attn_problem *p = &r->problem;
@@ -94,10 +132,12 @@ static int pool_cpu_too_costly(const run_request *r, long long limit, char *mess
     if (limit <= 0 || total <= limit) return 0;
     n = (size_t)snprintf(message, len,
                          "this run costs about %lld multiply-accumulates on the cpu: %lld forwards (warmup %d, %s %d, "
-                         "1 for the output) of %lld each (batch*heads*seq_q*seq_kv*head_dim), over the cpu device's "
-                         "limit cpu_max_macs=%lld",
+                         "1 for the output) of %lld each (%s), over the cpu device's limit cpu_max_macs=%lld",
                          total, forwards, r->warmup, r->iters > 0 ? "iters" : "up to max_iters",
-                         r->iters > 0 ? r->iters : r->max_iters, per, limit);
+                         r->iters > 0 ? r->iters : r->max_iters, per,
+                         p->ragged ? "heads*head_dim times the sum over the sequences of seq_q*seq_kv, their real tokens"
+                                   : "batch*heads*seq_q*seq_kv*head_dim",
+                         limit);
     /* Fewer forwards of this shape: the timed ones that fit beside the warmup and the output. */
     fit = limit / (per > 0 ? per : 1);
     timed = fit - r->warmup - 1;
@@ -106,9 +146,12 @@ static int pool_cpu_too_costly(const run_request *r, long long limit, char *mess
                               r->iters == 0 && r->min_iters <= timed ? " (or max_iters of at most that)" : "");
     else if (fit - 1 >= 1 && n < len)
         n += (size_t)snprintf(message + n, len - n, "; it fits with warmup=0 and iters=%lld", fit - 1);
-    /* As many forwards of shorter sequences: seq_q and seq_kv scaled alike. */
+    /* As many forwards of shorter sequences: a ragged batch's lengths, else seq_q and seq_kv
+     * scaled alike. */
     cap = limit / forwards;
-    if (!__builtin_mul_overflow((long long)p->batch, (long long)p->heads, &bhd) && !__builtin_mul_overflow(bhd, d, &bhd) &&
+    if (p->ragged) {
+        n = pool_ragged_fit(r, per, cap, message, len, n);
+    } else if (!__builtin_mul_overflow((long long)p->batch, (long long)p->heads, &bhd) && !__builtin_mul_overflow(bhd, d, &bhd) &&
         n < len) {
         long long sq = 0, skv = 0;
         if (p->seq_q == p->seq_kv) {

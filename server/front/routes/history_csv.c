@@ -1,7 +1,8 @@
 /* history_csv.c — run records as CSV (history_csv.h).
  *
  * The columns are one table: a name and where its value is in the record (a path of members,
- * and a second path where the record leaves the first out: kv_heads absent means heads).
+ * and a second path where the record leaves the first out: kv_heads absent means heads; or a
+ * function of its params, for a value no member holds: ragged).
  * Numbers are written as JSON writes them (the shortest text that reads back exactly),
  * booleans as true/false, arrays (tags) joined by spaces, and a text that holds a comma, a
  * quote or a line end is quoted with its quotes doubled.
@@ -17,57 +18,80 @@
 
 #include "common/grow.h"
 
+/* A column whose value is no member of the record but follows from it (the history filters
+ * page_size and ragged): a new item, or NULL for an empty cell. */
+typedef cJSON *csv_derive(const cJSON *params);
+
 typedef struct csv_column {
     const char *name;
     const char *path, *fallback; /* members separated by dots; fallback NULL: none */
+    csv_derive *derive;          /* instead of path: the value from the record's params */
 } csv_column;
 
+/* params.page_size, else 0: a contiguous cache (the filter's value for it). */
+static cJSON *csv_page_size(const cJSON *params)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, "page_size");
+    return cJSON_IsNumber(v) ? cJSON_CreateNumber(v->valuedouble) : cJSON_CreateNumber(0);
+}
+
+/* Whether the run had per-sequence lengths. */
+static cJSON *csv_ragged(const cJSON *params)
+{
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(params, "seqlens_q");
+    const cJSON *kv = cJSON_GetObjectItemCaseSensitive(params, "seqlens_kv");
+    return cJSON_CreateBool((q && !cJSON_IsNull(q)) || (kv && !cJSON_IsNull(kv)));
+}
+
 static const csv_column csv_columns[] = {
-    {"id", "id", NULL},
-    {"status", "status", NULL},
-    {"created", "created", NULL},
-    {"finished", "finished", NULL},
-    {"node", "node", NULL},
-    {"backend", "backend", NULL},
-    {"device", "params.device", NULL},
-    {"gpu", "device.name", NULL},
-    {"batch", "params.batch", NULL},
-    {"heads", "params.heads", NULL},
-    {"kv_heads", "params.kv_heads", "params.heads"},
-    {"seq_q", "params.seq_q", NULL},
-    {"seq_kv", "params.seq_kv", NULL},
-    {"head_dim", "params.head_dim", NULL},
-    {"head_dim_v", "params.head_dim_v", "params.head_dim"},
-    {"window", "params.window", NULL},
-    {"dtype", "params.dtype", NULL},
-    {"mask", "params.mask", NULL},
-    {"impl", "params.impl", NULL},
-    {"impl_used", "impl_used", NULL},
-    {"cache", "params.cache", NULL},
-    {"graph", "params.graph", NULL},
-    {"median_us", "timing.median_us", NULL},
-    {"mean_us", "timing.mean_us", NULL},
-    {"min_us", "timing.min_us", NULL},
-    {"max_us", "timing.max_us", NULL},
-    {"p10_us", "timing.p10_us", NULL},
-    {"p90_us", "timing.p90_us", NULL},
-    {"stdev_us", "timing.stdev_us", NULL},
-    {"rse", "timing.rse", NULL},
-    {"iters", "timing.iters", NULL},
-    {"stop_reason", "timing.stop_reason", NULL},
-    {"tflops", "perf.tflops", NULL},
-    {"gbps", "perf.gbps", NULL},
-    {"verify_pass", "verify.pass", NULL},
-    {"verify_rel_l2_err", "verify.rel_l2_err", NULL},
-    {"verify_max_abs_err", "verify.max_abs_err", NULL},
-    {"sm_min_mhz", "timing.clocks.sm_min_mhz", NULL},
-    {"sm_max_mhz", "timing.clocks.sm_max_mhz", NULL},
-    {"sm_limit_mhz", "timing.clocks.sm_limit_mhz", NULL},
-    {"throttled", "timing.clocks.throttled", NULL},
-    {"commit", "build.commit", NULL},
-    {"dirty", "build.dirty", NULL},
-    {"tags", "params.tags", NULL},
-    {"error", "error.code", NULL},
+    {"id", "id", NULL, NULL},
+    {"status", "status", NULL, NULL},
+    {"created", "created", NULL, NULL},
+    {"finished", "finished", NULL, NULL},
+    {"node", "node", NULL, NULL},
+    {"backend", "backend", NULL, NULL},
+    {"device", "params.device", NULL, NULL},
+    {"gpu", "device.name", NULL, NULL},
+    {"batch", "params.batch", NULL, NULL},
+    {"heads", "params.heads", NULL, NULL},
+    {"kv_heads", "params.kv_heads", "params.heads", NULL},
+    {"seq_q", "params.seq_q", NULL, NULL},
+    {"seq_kv", "params.seq_kv", NULL, NULL},
+    {"head_dim", "params.head_dim", NULL, NULL},
+    {"head_dim_v", "params.head_dim_v", "params.head_dim", NULL},
+    {"window", "params.window", NULL, NULL},
+    {"page_size", NULL, NULL, csv_page_size},
+    {"num_pages", "params.num_pages", NULL, NULL},
+    {"ragged", NULL, NULL, csv_ragged},
+    {"dtype", "params.dtype", NULL, NULL},
+    {"mask", "params.mask", NULL, NULL},
+    {"impl", "params.impl", NULL, NULL},
+    {"impl_used", "impl_used", NULL, NULL},
+    {"cache", "params.cache", NULL, NULL},
+    {"graph", "params.graph", NULL, NULL},
+    {"median_us", "timing.median_us", NULL, NULL},
+    {"mean_us", "timing.mean_us", NULL, NULL},
+    {"min_us", "timing.min_us", NULL, NULL},
+    {"max_us", "timing.max_us", NULL, NULL},
+    {"p10_us", "timing.p10_us", NULL, NULL},
+    {"p90_us", "timing.p90_us", NULL, NULL},
+    {"stdev_us", "timing.stdev_us", NULL, NULL},
+    {"rse", "timing.rse", NULL, NULL},
+    {"iters", "timing.iters", NULL, NULL},
+    {"stop_reason", "timing.stop_reason", NULL, NULL},
+    {"tflops", "perf.tflops", NULL, NULL},
+    {"gbps", "perf.gbps", NULL, NULL},
+    {"verify_pass", "verify.pass", NULL, NULL},
+    {"verify_rel_l2_err", "verify.rel_l2_err", NULL, NULL},
+    {"verify_max_abs_err", "verify.max_abs_err", NULL, NULL},
+    {"sm_min_mhz", "timing.clocks.sm_min_mhz", NULL, NULL},
+    {"sm_max_mhz", "timing.clocks.sm_max_mhz", NULL, NULL},
+    {"sm_limit_mhz", "timing.clocks.sm_limit_mhz", NULL, NULL},
+    {"throttled", "timing.clocks.throttled", NULL, NULL},
+    {"commit", "build.commit", NULL, NULL},
+    {"dirty", "build.dirty", NULL, NULL},
+    {"tags", "params.tags", NULL, NULL},
+    {"error", "error.code", NULL, NULL},
 };
 #define CSV_COLUMNS (sizeof csv_columns / sizeof csv_columns[0])
 
@@ -174,11 +198,19 @@ char *history_csv(const char *records, size_t *len)
     }
     csv_put(&o, "\r\n", 2);
     cJSON_ArrayForEach(rec, all) {
+        const cJSON *params = csv_find(rec, "params");
         for (i = 0; i < CSV_COLUMNS; i++) {
-            const cJSON *v = csv_find(rec, csv_columns[i].path);
-            if ((!v || cJSON_IsNull(v)) && csv_columns[i].fallback) v = csv_find(rec, csv_columns[i].fallback);
+            cJSON *derived = NULL;
+            const cJSON *v;
+            if (csv_columns[i].derive) {
+                v = derived = cJSON_IsObject(params) ? csv_columns[i].derive(params) : NULL;
+            } else {
+                v = csv_find(rec, csv_columns[i].path);
+                if ((!v || cJSON_IsNull(v)) && csv_columns[i].fallback) v = csv_find(rec, csv_columns[i].fallback);
+            }
             if (i) csv_put(&o, ",", 1);
             csv_cell(&o, v);
+            cJSON_Delete(derived);
         }
         csv_put(&o, "\r\n", 2);
     }

@@ -172,6 +172,19 @@ static int text_filter(const cJSON *query, int f, size_t max, const char *allowe
     return 0;
 }
 
+/* A boolean filter (ragged): true or false, as a run's booleans are spelled; 1 or 0 in the store. */
+static int boolean_filter(const cJSON *query, int f, history_request *h, api_error *e)
+{
+    const char *name = store_fields[f].name, *v = qs(query, name);
+    int k;
+
+    if (!v) return 0;
+    if ((k = word_in("false|true", v)) < 0)
+        return api_fail(e, 400, "bad_value", name, "%s must be true or false, got '%.40s'", name, v);
+    h->q.value[f] = k ? "1" : "0";
+    return 0;
+}
+
 /* backend, status, device, node: values a run of this history can have. 0, -1 with e, -2
  * when the store could not say whether node is known. */
 static int run_filters(const cJSON *query, history_request *h, api_error *e)
@@ -221,11 +234,15 @@ static int group_by(const char *text, history_request *h, api_error *e)
 
     for (;;) {
         size_t len = strcspn(p, ",");
-        if ((f = field_named(p, len)) < 0)
+        if ((f = field_named(p, len)) < 0) {
+            char known[300];
+            size_t n = 0;
+            for (i = 0; i < STORE_FIELD_COUNT && n < sizeof known; i++)
+                n += (size_t)snprintf(known + n, sizeof known - n, "%s%s", i ? ", " : "", store_fields[i].name);
             return api_fail(e, 400, "bad_value", "group_by",
-                            "group_by takes field names separated by commas (backend, status, device, node, batch, "
-                            "heads, kv_heads, seq_q, seq_kv, head_dim, head_dim_v, window, dtype, mask, impl, gpu, "
-                            "commit), got '%.*s'", (int)(len > 40 ? 40 : len), p);
+                            "group_by takes field names separated by commas (%s), got '%.*s'", known,
+                            (int)(len > 40 ? 40 : len), p);
+        }
         for (i = 0; i < h->q.n_group_by; i++)
             if (h->q.group_by[i] == (store_field)f)
                 return api_fail(e, 400, "bad_value", "group_by", "group_by names %.*s twice", (int)len, p);
@@ -280,7 +297,10 @@ int history_query_parse(const cJSON *query, history_request *h, api_error *e)
         shape_filter(query, "seq_kv", STORE_FIELD_SEQ_KV, h, e) != 0 ||
         shape_filter(query, "head_dim", STORE_FIELD_HEAD_DIM, h, e) != 0 ||
         shape_filter(query, "head_dim_v", STORE_FIELD_HEAD_DIM_V, h, e) != 0 ||
-        shape_filter(query, "window", STORE_FIELD_WINDOW, h, e) != 0 || word_filter(query, STORE_FIELD_DTYPE, h, e) != 0 ||
+        shape_filter(query, "window", STORE_FIELD_WINDOW, h, e) != 0 ||
+        shape_filter(query, "page_size", STORE_FIELD_PAGE_SIZE, h, e) != 0 ||
+        shape_filter(query, "num_pages", STORE_FIELD_NUM_PAGES, h, e) != 0 ||
+        boolean_filter(query, STORE_FIELD_RAGGED, h, e) != 0 || word_filter(query, STORE_FIELD_DTYPE, h, e) != 0 ||
         word_filter(query, STORE_FIELD_MASK, h, e) != 0 || impl_filter(query, h, e) != 0 ||
         text_filter(query, STORE_FIELD_GPU, HISTORY_MAX_TEXT, NULL, "a device name as device.name has it", h, e) != 0 ||
         text_filter(query, STORE_FIELD_COMMIT, HISTORY_MAX_COMMIT, "0123456789abcdefghijklmnopqrstuvwxyz",

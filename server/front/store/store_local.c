@@ -435,6 +435,14 @@ static cJSON *store_column_json(sqlite3_stmt *st, int c)
     }
 }
 
+/* Column c of st, the group value of field f: a boolean field's 0 and 1 as false and true. */
+static cJSON *store_group_json(sqlite3_stmt *st, int c, store_field f)
+{
+    if (store_fields[f].boolean && sqlite3_column_type(st, c) == SQLITE_INTEGER)
+        return cJSON_CreateBool(sqlite3_column_int64(st, c) != 0);
+    return store_column_json(st, c);
+}
+
 char *store_local_group_runs(const store_run_query *q, int *more)
 {
     static const char *const stats[] = {"count", "median_us", "min_us", "max_us"};
@@ -460,7 +468,7 @@ char *store_local_group_runs(const store_run_query *q, int *more)
             group = cJSON_CreateObject();
             cJSON_AddItemToArray(all, group);
             for (i = 0; i < q->n_group_by; i++)
-                cJSON_AddItemToObject(group, store_fields[q->group_by[i]].name, store_column_json(st, i));
+                cJSON_AddItemToObject(group, store_fields[q->group_by[i]].name, store_group_json(st, i, q->group_by[i]));
             for (i = 0; i < 4; i++) cJSON_AddItemToObject(group, stats[i], store_column_json(st, q->n_group_by + i));
         }
     }

@@ -517,11 +517,21 @@ out:
     return out;
 }
 
-/* Cell (r, c) as JSON: null, a number (integer group columns and the statistics) or text. */
-static cJSON *pg_json_cell(PGresult *res, int r, int c, int number)
+/* Cell (r, c) as JSON: null, or as kind says (a group column's, or a statistic's number). */
+enum pg_cell { PG_CELL_TEXT, PG_CELL_NUMBER, PG_CELL_BOOLEAN };
+static cJSON *pg_json_cell(PGresult *res, int r, int c, enum pg_cell kind)
 {
     if (PQgetisnull(res, r, c)) return cJSON_CreateNull();
-    return number ? cJSON_CreateNumber(atof(PQgetvalue(res, r, c))) : cJSON_CreateString(PQgetvalue(res, r, c));
+    switch (kind) {
+    case PG_CELL_NUMBER: return cJSON_CreateNumber(atof(PQgetvalue(res, r, c)));
+    case PG_CELL_BOOLEAN: return cJSON_CreateBool(atoll(PQgetvalue(res, r, c)) != 0);
+    default: return cJSON_CreateString(PQgetvalue(res, r, c));
+    }
+}
+
+static enum pg_cell pg_cell_of(store_field f)
+{
+    return store_fields[f].boolean ? PG_CELL_BOOLEAN : store_fields[f].integer ? PG_CELL_NUMBER : PG_CELL_TEXT;
 }
 
 char *store_pg_group_runs(const store_run_query *q, int *more)
@@ -550,8 +560,8 @@ char *store_pg_group_runs(const store_run_query *q, int *more)
         cJSON_AddItemToArray(all, group);
         for (i = 0; i < q->n_group_by; i++)
             cJSON_AddItemToObject(group, store_fields[q->group_by[i]].name,
-                                  pg_json_cell(res, r, i, store_fields[q->group_by[i]].integer));
-        for (i = 0; i < 4; i++) cJSON_AddItemToObject(group, stats[i], pg_json_cell(res, r, q->n_group_by + i, 1));
+                                  pg_json_cell(res, r, i, pg_cell_of(q->group_by[i])));
+        for (i = 0; i < 4; i++) cJSON_AddItemToObject(group, stats[i], pg_json_cell(res, r, q->n_group_by + i, PG_CELL_NUMBER));
     }
     out = all ? cJSON_PrintUnformatted(all) : NULL;
     if (!out) pg_fail("runs aggregate: out of memory");

@@ -124,6 +124,42 @@ static const char *const store_pg_migrations[] = {
     " version integer NOT NULL,"
     " record text NOT NULL);"
     "CREATE INDEX studies_status_seq ON studies(status, seq);",
+    /* 4: the serving layout as filter columns (store.h's store_fields): page_size (0 for a
+     * contiguous cache), num_pages, and ragged (1 when the run had per-sequence lengths; a
+     * JSON null is none). The trigger's function is 2's with three more lines. The defaults
+     * are the values of a run without the layout, so only the records that have one are
+     * rewritten. */
+    "ALTER TABLE runs ADD COLUMN page_size bigint NOT NULL DEFAULT 0, ADD COLUMN num_pages bigint,"
+    " ADD COLUMN ragged bigint NOT NULL DEFAULT 0;"
+    "CREATE OR REPLACE FUNCTION attnd_run_columns() RETURNS trigger LANGUAGE plpgsql AS $$"
+    " DECLARE r jsonb := NEW.record::jsonb; p jsonb := r -> 'params';"
+    " BEGIN"
+    "  NEW.batch := attnd_json_integer(p -> 'batch');"
+    "  NEW.heads := attnd_json_integer(p -> 'heads');"
+    "  NEW.kv_heads := coalesce(attnd_json_integer(p -> 'kv_heads'), NEW.heads);"
+    "  NEW.seq_q := attnd_json_integer(p -> 'seq_q');"
+    "  NEW.seq_kv := attnd_json_integer(p -> 'seq_kv');"
+    "  NEW.head_dim := attnd_json_integer(p -> 'head_dim');"
+    "  NEW.head_dim_v := coalesce(attnd_json_integer(p -> 'head_dim_v'), NEW.head_dim);"
+    "  NEW.window_size := attnd_json_integer(p -> 'window');"
+    "  NEW.page_size := coalesce(attnd_json_integer(p -> 'page_size'), 0);"
+    "  NEW.num_pages := attnd_json_integer(p -> 'num_pages');"
+    "  NEW.ragged := CASE WHEN coalesce(jsonb_typeof(p -> 'seqlens_q'), 'null') <> 'null'"
+    "   OR coalesce(jsonb_typeof(p -> 'seqlens_kv'), 'null') <> 'null' THEN 1 ELSE 0 END;"
+    "  NEW.dtype := p ->> 'dtype';"
+    "  NEW.mask := p ->> 'mask';"
+    "  NEW.impl := coalesce(r ->> 'impl_used', p ->> 'impl');"
+    "  NEW.device_name := r -> 'device' ->> 'name';"
+    "  NEW.build_commit := r -> 'build' ->> 'commit';"
+    "  NEW.tags := CASE WHEN jsonb_typeof(p -> 'tags') = 'array'"
+    "   THEN ARRAY(SELECT jsonb_array_elements_text(p -> 'tags')) END;"
+    "  RETURN NEW;"
+    " END $$;"
+    "UPDATE runs SET record = record"
+    " WHERE record::jsonb -> 'params' ?| ARRAY['page_size', 'num_pages', 'seqlens_q', 'seqlens_kv'];"
+    "CREATE INDEX runs_page_size_seq ON runs(page_size, seq);"
+    "CREATE INDEX runs_num_pages_seq ON runs(num_pages, seq);"
+    "CREATE INDEX runs_ragged_seq ON runs(ragged, seq);",
 };
 
 #define STORE_PG_SCHEMA_LATEST ((int)(sizeof store_pg_migrations / sizeof store_pg_migrations[0]))

@@ -16,23 +16,26 @@
 #include <string.h>
 
 const store_field_info store_fields[STORE_FIELD_COUNT] = {
-    [STORE_FIELD_BACKEND] = {"backend", "backend", 0},
-    [STORE_FIELD_STATUS] = {"status", "status", 0},
-    [STORE_FIELD_DEVICE] = {"device", "device", 0},
-    [STORE_FIELD_NODE] = {"node", "node", 0},
-    [STORE_FIELD_BATCH] = {"batch", "batch", 1},
-    [STORE_FIELD_HEADS] = {"heads", "heads", 1},
-    [STORE_FIELD_KV_HEADS] = {"kv_heads", "kv_heads", 1},
-    [STORE_FIELD_SEQ_Q] = {"seq_q", "seq_q", 1},
-    [STORE_FIELD_SEQ_KV] = {"seq_kv", "seq_kv", 1},
-    [STORE_FIELD_HEAD_DIM] = {"head_dim", "head_dim", 1},
-    [STORE_FIELD_HEAD_DIM_V] = {"head_dim_v", "head_dim_v", 1},
-    [STORE_FIELD_WINDOW] = {"window", "window_size", 1}, /* WINDOW is an SQL keyword */
-    [STORE_FIELD_DTYPE] = {"dtype", "dtype", 0},
-    [STORE_FIELD_MASK] = {"mask", "mask", 0},
-    [STORE_FIELD_IMPL] = {"impl", "impl", 0},
-    [STORE_FIELD_GPU] = {"gpu", "device_name", 0},
-    [STORE_FIELD_COMMIT] = {"commit", "build_commit", 0}, /* COMMIT too */
+    [STORE_FIELD_BACKEND] = {"backend", "backend", 0, 0},
+    [STORE_FIELD_STATUS] = {"status", "status", 0, 0},
+    [STORE_FIELD_DEVICE] = {"device", "device", 0, 0},
+    [STORE_FIELD_NODE] = {"node", "node", 0, 0},
+    [STORE_FIELD_BATCH] = {"batch", "batch", 1, 0},
+    [STORE_FIELD_HEADS] = {"heads", "heads", 1, 0},
+    [STORE_FIELD_KV_HEADS] = {"kv_heads", "kv_heads", 1, 0},
+    [STORE_FIELD_SEQ_Q] = {"seq_q", "seq_q", 1, 0},
+    [STORE_FIELD_SEQ_KV] = {"seq_kv", "seq_kv", 1, 0},
+    [STORE_FIELD_HEAD_DIM] = {"head_dim", "head_dim", 1, 0},
+    [STORE_FIELD_HEAD_DIM_V] = {"head_dim_v", "head_dim_v", 1, 0},
+    [STORE_FIELD_WINDOW] = {"window", "window_size", 1, 0}, /* WINDOW is an SQL keyword */
+    [STORE_FIELD_PAGE_SIZE] = {"page_size", "page_size", 1, 0},
+    [STORE_FIELD_NUM_PAGES] = {"num_pages", "num_pages", 1, 0},
+    [STORE_FIELD_RAGGED] = {"ragged", "ragged", 1, 1},
+    [STORE_FIELD_DTYPE] = {"dtype", "dtype", 0, 0},
+    [STORE_FIELD_MASK] = {"mask", "mask", 0, 0},
+    [STORE_FIELD_IMPL] = {"impl", "impl", 0, 0},
+    [STORE_FIELD_GPU] = {"gpu", "device_name", 0, 0},
+    [STORE_FIELD_COMMIT] = {"commit", "build_commit", 0, 0}, /* COMMIT too */
 };
 
 /* What differs between the two: the position column of runs and of run_tags, and how a

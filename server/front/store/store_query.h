@@ -26,6 +26,9 @@ typedef enum store_field {
     STORE_FIELD_HEAD_DIM,
     STORE_FIELD_HEAD_DIM_V, /* params.head_dim_v, else params.head_dim */
     STORE_FIELD_WINDOW,     /* params.window; none when the run had no window */
+    STORE_FIELD_PAGE_SIZE,  /* params.page_size, else 0: a contiguous K/V cache */
+    STORE_FIELD_NUM_PAGES,  /* params.num_pages; none when the cache was contiguous */
+    STORE_FIELD_RAGGED,     /* 1: params has seqlens_q or seqlens_kv (a ragged batch), else 0 */
     STORE_FIELD_DTYPE,
     STORE_FIELD_MASK,
     STORE_FIELD_IMPL,       /* impl_used (what ran), else params.impl (what was asked) */
@@ -38,6 +41,7 @@ typedef struct store_field_info {
     const char *name;   /* the query parameter, and the key of a group in an aggregate */
     const char *column; /* its column in runs */
     int integer;        /* 1: an integer column (its value a decimal text), 0: text */
+    int boolean;        /* 1: an integer column of 0 and 1 that the API shows as false and true */
 } store_field_info;
 
 /* Indexed by store_field. */

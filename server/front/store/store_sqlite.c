@@ -169,6 +169,23 @@ static const char *const store_schema_v5 =
     "CREATE INDEX studies_status_id ON studies(status, id);"
     "PRAGMA user_version = 5;";
 
+/* Version 6: the serving layout as columns GET /v1/runs filters and groups by, computed from
+ * the record as version 4's are: page_size (0 for a contiguous cache, so that "contiguous" is
+ * a value an index finds), num_pages, and ragged (1 when the run had per-sequence lengths;
+ * a JSON null is none, as an absent member is). */
+static const char *const store_schema_v6 =
+    "ALTER TABLE runs ADD COLUMN page_size INTEGER GENERATED ALWAYS AS"
+    " (coalesce(json_extract(record, '$.params.page_size'), 0)) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN num_pages INTEGER GENERATED ALWAYS AS"
+    " (json_extract(record, '$.params.num_pages')) VIRTUAL;"
+    "ALTER TABLE runs ADD COLUMN ragged INTEGER GENERATED ALWAYS AS"
+    " (coalesce(json_type(record, '$.params.seqlens_q'), 'null') <> 'null'"
+    " OR coalesce(json_type(record, '$.params.seqlens_kv'), 'null') <> 'null') VIRTUAL;"
+    "CREATE INDEX runs_page_size_id ON runs(page_size, id);"
+    "CREATE INDEX runs_num_pages_id ON runs(num_pages, id);"
+    "CREATE INDEX runs_ragged_id ON runs(ragged, id);"
+    "PRAGMA user_version = 6;";
+
 /* One migration step, in a transaction. 0, or -1. */
 static int store_migrate_step(const char *sql, int version)
 {
@@ -196,6 +213,7 @@ static int store_migrate(void)
     if (version < 3 && store_migrate_step(store_schema_v3, 3) != 0) return -1;
     if (version < 4 && store_migrate_step(store_schema_v4, 4) != 0) return -1;
     if (version < 5 && store_migrate_step(store_schema_v5, 5) != 0) return -1;
+    if (version < 6 && store_migrate_step(store_schema_v6, 6) != 0) return -1;
     return 0;
 }
 

@@ -286,15 +286,39 @@ static void warn_if_differs(cJSON *warnings, const cJSON *a, const cJSON *b, con
     if ((va || vb) && !(va && vb && cJSON_Compare(va, vb, 1))) warn(warnings, field, va, vb, message);
 }
 
-/* The parameters whose difference is not the point of a comparison. */
-static int compare_param_ignored(const char *name)
+/* A resident tensor's id as params keeps it ("t4"). */
+static int is_tensor_id(const cJSON *v)
+{
+    const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+    return s && s[0] == 't' && s[1] && strspn(s + 1, "0123456789") == strlen(s + 1);
+}
+
+/* The parameters whose difference is not the point of a comparison: which variant, device
+ * and checks ran, and where the inputs came from. An uploaded input (q, k, v, block_table: a
+ * tensor id) may hold exactly what the other run generated, so its id says nothing about the
+ * problem; lengths given as a tensor (seqlens_q=t2) likewise, while two lists of lengths
+ * that differ are two problems. a and b: the parameter's value on each side (NULL: absent). */
+static int compare_param_ignored(const char *name, const cJSON *a, const cJSON *b)
 {
     static const char *const ignored[] = {"backend", "impl", "device", "tags", "verify", "profile",
-                                          "verify_cpu_max_macs", "output_tensor", "q", "k", "v"};
+                                          "verify_cpu_max_macs", "output_tensor", "q", "k", "v", "block_table"};
     size_t i;
     for (i = 0; i < sizeof ignored / sizeof ignored[0]; i++)
         if (!strcmp(name, ignored[i])) return 1;
+    if (!strcmp(name, "seqlens_q") || !strcmp(name, "seqlens_kv")) return is_tensor_id(a) || is_tensor_id(b);
     return 0;
+}
+
+/* Parameter name of params, or its default where params leaves it out because it is another
+ * parameter's value (kv_heads: heads; head_dim_v: head_dim), as a run over uploaded tensors
+ * writes it out and a generated one does not. NULL when absent. */
+static const cJSON *param_or_default(const cJSON *params, const char *name)
+{
+    const cJSON *v = member(params, name);
+    if (v) return v;
+    if (!strcmp(name, "kv_heads")) return member(params, "heads");
+    if (!strcmp(name, "head_dim_v")) return member(params, "head_dim");
+    return NULL;
 }
 
 /* One warning naming every problem or measurement parameter that differs. */
@@ -309,11 +333,11 @@ static void warn_problem(cJSON *warnings, const cJSON *a, const cJSON *b)
     for (pass = 0; pass < 2; pass++) {
         const cJSON *from = pass ? pb : pa, *other = pass ? pa : pb;
         cJSON_ArrayForEach(item, from) {
-            const cJSON *twin = member(other, item->string);
-            if (compare_param_ignored(item->string) || (twin && cJSON_Compare(item, twin, 1))) continue;
+            const cJSON *twin = param_or_default(other, item->string);
+            if (compare_param_ignored(item->string, item, twin) || (twin && cJSON_Compare(item, twin, 1))) continue;
             if (member(da, item->string) || member(db, item->string)) continue;
-            cJSON_AddItemToObject(da, item->string, dup_or_null(member(pa, item->string)));
-            cJSON_AddItemToObject(db, item->string, dup_or_null(member(pb, item->string)));
+            cJSON_AddItemToObject(da, item->string, dup_or_null(param_or_default(pa, item->string)));
+            cJSON_AddItemToObject(db, item->string, dup_or_null(param_or_default(pb, item->string)));
             if (len < sizeof names)
                 len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", item->string);
         }

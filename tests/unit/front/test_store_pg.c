@@ -145,10 +145,10 @@ int main(void)
     /* ---- open, migrations once */
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open: %s", err);
     CHECK(store_pg_connected() == 1, "connected");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "schema version 3");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 4, "schema version 4");
     CHECK(store_pg_open(conninfo, err, sizeof err) == 0, "open again: %s", err);
     CHECK(side_number("SELECT count(*) FROM attnd_schema") == 1, "one schema row");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "schema version unchanged");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 4, "schema version unchanged");
     CHECK(side_number("SELECT n FROM fleet_position") == 0, "positions start at 0");
 
     /* ---- instances */
@@ -360,7 +360,7 @@ int main(void)
     store_pg_count_runs(); /* finds the connection gone */
     CHECK(store_pg_count_runs() == 104, "reconnected: %s", store_pg_last_error());
     CHECK(store_pg_connected() == 1, "connected again");
-    CHECK(side_number("SELECT version FROM attnd_schema") == 3, "still version 3");
+    CHECK(side_number("SELECT version FROM attnd_schema") == 4, "still version 4");
 
     /* ---- the PG* environment alone: the bare word */
     {
