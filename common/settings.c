@@ -103,8 +103,9 @@ static const setting_def setting_table[] = {
      "verify on the cpu fp64 reference up to this many B*H*Sq*Skv*D; above, a GPU fp32 reference", NULL},
     {"cpu_max_macs", SETTING_INT64, FIELD(cpu_max_macs), "10000000000", 0, 1000000000000000LL, "MACs",
      "a run on the cpu device whose forwards together cost more than this many multiply-accumulates "
-     "((warmup + iters, or max_iters under the stopping rule, + 1) * B*H*Sq*Skv*D) is refused 422 with "
-     "the estimate and an iters or seq that fits, before it holds the one cpu worker (the default, "
+     "((warmup + iters, or max_iters under the stopping rule, + 1) * H*D * the sum over sequences of "
+     "Sq*Skv, B*Sq*Skv when every sequence has the same lengths) is refused 422 with the estimate and an "
+     "iters and a seq (or shorter lengths) that fit, before it holds the one cpu worker (the default, "
      "seconds of fp64 on two cores, refuses the study's default shape even at iters=1); 0: no limit", NULL},
     {"cpu_threads", SETTING_INT, FIELD(cpu_threads), "0", 0, 1024, "threads",
      "threads of the cpu reference; 0: one per core", NULL},
