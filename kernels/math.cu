@@ -30,7 +30,11 @@
  *   - a sliding window is a bool attn_mask (causal AND window, [Sq, Skv]) that the caller
  *     builds once (math_prepare, outside the timed forward) with is_causal=False; SDPA turns
  *     it into an additive mask in the input dtype on every call (two scalar fills and where:
- *     3 launches instead of the causal path's 5), which attn.add_() then reads.
+ *     3 launches instead of the causal path's 5), which attn.add_() then reads;
+ *   - a serving batch (paged, ragged) is padded to its bounds around SDPA, PyTorch's way
+ *     (serving_pad.cuh, docs/serving.md): pages gathered, sequences padded, and a ragged
+ *     batch's padding a bool attn_mask [B, 1, Sq, Skv] (causal and window folded in) built
+ *     once as a window's is, converted per call and added with one plane per sequence.
  *
  * Expected cost on an H200 at B8 H16 S1024 D64 bf16 causal (n = 134 M scores; fp32 scores =
  * 537 MB; 4.3 TB/s; fp32 FFMA GEMMs ≈ 50 TFLOP/s):

@@ -7,7 +7,11 @@
  *     out = p @ v                                   # cuBLAS GEMM
  *
  * naive_inplace uses masked_fill_ (in place): the same launches without the Memcpy. Without a
- * mask or window neither copies nor fills. Grouped-query attention is transformers' eager path:
+ * mask or window neither copies nor fills. A serving batch (paged, ragged) runs the same on the
+ * batch padded to its bounds, PyTorch's way (serving_pad.cuh: pages gathered by one index kernel
+ * per tensor, sequences padded by a fill and an index_put_, the padding folded into the one
+ * masked_fill, the output's real rows picked by one index kernel; docs/serving.md has the code
+ * and the counts). Grouped-query attention is transformers' eager path:
  * key_states = repeat_kv(k), value_states = repeat_kv(v) first (an expand and a reshape: one copy
  * kernel each, ew_repeat_heads), then the above over every query head. A sliding window is
  * part of the same mask. All tensors in the input dtype (bf16, fp16 or fp32; fp32

@@ -390,14 +390,58 @@ static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu
     return 0;
 }
 
-/* Inputs from the seed, on the worker's stream, in p's layout (the layout's arrays in t). */
+/* Whether two sequences of p (or two entries of one row) use the same page: an uploaded table
+ * may share pages (docs/api.md). Then tokens meet in a slot, and the cpu path's order (the
+ * later sequence's token stays) is what the cache must hold. 1, 0, or -1 out of memory. */
+static int gpu_pages_shared(const attn_problem *p)
+{
+    unsigned char *seen = calloc((size_t)(p->num_pages > 0 ? p->num_pages : 1), 1);
+    int64_t b, j, w = p->seqs->pages_per_seq;
+    int shared = 0;
+
+    if (!seen) return -1;
+    for (b = 0; b < p->batch && !shared; b++)
+        for (j = 0; j < (attn_seqlen_kv(p, b) + p->page_size - 1) / p->page_size && !shared; j++)
+            shared = seen[p->seqs->block_table[b * w + j]]++ != 0;
+    free(seen);
+    return shared;
+}
+
+/* A paged k and v made on the host by the cpu path itself and copied up: for a cache whose
+ * pages are shared, where the GPU's threads would race for a slot. */
+static int gpu_paged_from_host(exec_context *ctx, const run_request *r, const attn_problem *p, gpu_buffers *b)
+{
+    size_t esz = attn_dtype_bytes(p->dtype);
+    size_t kb = (size_t)attn_k_elems(p) * esz, vb = (size_t)attn_v_elems(p) * esz;
+    void *h = malloc(kb > vb ? kb : vb);
+    cudaError_t ce = cudaSuccess;
+
+    if (!h) return exec_fail(ctx, __FILE__, __LINE__, "malloc(paged cache)", "out of memory");
+    if (b->d_k) {
+        inputs_generate_problem_cpu(p, r->seed, NULL, h, NULL);
+        ce = cudaMemcpy(b->d_k, h, kb, cudaMemcpyHostToDevice);
+    }
+    if (ce == cudaSuccess && b->d_v) {
+        inputs_generate_problem_cpu(p, r->seed, NULL, NULL, h);
+        ce = cudaMemcpy(b->d_v, h, vb, cudaMemcpyHostToDevice);
+    }
+    free(h);
+    if (ce != cudaSuccess) return exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemcpy(paged cache, HtoD)", ce);
+    return 0;
+}
+
+/* Inputs from the seed, on the worker's stream, in p's layout (the layout's arrays in t): the
+ * bytes inputs_generate_problem_cpu makes. */
 static int gpu_make_inputs(exec_context *ctx, const run_request *r, const attn_problem *p, const attn_tensors *t,
                            gpu_buffers *b)
 {
+    int shared = p->page_size > 0 && r->block_table_tensor[0] && (b->d_k || b->d_v) ? gpu_pages_shared(p) : 0;
+
+    if (shared < 0) return exec_fail(ctx, __FILE__, __LINE__, "gpu_pages_shared", "out of memory");
     /* A resident input has no buffer here: it is not generated. */
-    TRY(inputs_generate_problem_gpu(ctx, p, t, r->seed, b->d_q, b->d_k, b->d_v));
+    TRY(inputs_generate_problem_gpu(ctx, p, t, r->seed, b->d_q, shared ? NULL : b->d_k, shared ? NULL : b->d_v));
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
-    return 0;
+    return shared ? gpu_paged_from_host(ctx, r, p, b) : 0;
 }
 
 /* Poison, then the one forward whose output is summarised: profiled when asked. */

@@ -152,6 +152,20 @@ def test_uploaded_case_gives_the_generated_fingerprint(sapi):
             # generated k and v read through the uploaded table: the same cache
             mixed = run_ok(sapi, dict(base, block_table=table, **spec))
             assert mixed["output"]["fingerprint"] == want["output"]["fingerprint"], name
+        # sequences sharing pages (allowed): a generated cache holds the later sequence's token in a
+        # shared slot, as the cpu path's order leaves it (made on the host then), attnd_ref likewise
+        shared = np.array([[4, 0, 9], [0, 0, 0], [4, 5, 0], [9, 0, 0]], np.int32)
+        q2, k2, v2 = gen.serving_inputs(seed, dict(lay, block_table=shared), 4, 64, "bf16", kv_heads=2)
+        ids2 = [upload(sapi, a, "bf16") for a in (q2, k2, v2)] + [upload(sapi, shared, "int32")]
+        try:
+            base = dict(GQA, backend="naive", dtype="bf16", mask="causal", seed=seed)
+            want = run_ok(sapi, dict(base, block_table=ids2[3], **spec))
+            got = run_ok(sapi, dict(base, q=ids2[0], k=ids2[1], v=ids2[2], block_table=ids2[3], seqlens_q=lq,
+                                    seqlens_kv=lkv, page_size=16, num_pages=12))
+            assert got["output"]["fingerprint"] == want["output"]["fingerprint"]
+        finally:
+            for tid in ids2:
+                sapi.request("DELETE", "/v1/tensors/%s" % tid)
         bad = upload(sapi, np.full(lay["block_table"].shape, 12, np.int32), "int32")  # one past the cache
         r = sapi.run(body=dict(GQA, backend="naive", dtype="bf16", block_table=bad, **spec))
         assert r.status_code == 400 and error_of(r)["field"] == "block_table", r.text[:500]
