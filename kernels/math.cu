@@ -454,11 +454,11 @@ int math_prepare(exec_context *ctx, const attn_problem *sp, void *workspace)
 /* ---------------------------------------------------------------- forward ---------- */
 
 /* The whole path. d_out_f32 != NULL: stop before the downcast and write the fp32 result there
- * (math_forward_f32); else write t->out in p->dtype. */
-/* A serving batch (paged, ragged) takes PyTorch's padded route (serving_pad.cuh) around SDPA:
- * pages gathered and sequences padded into dense q, k, v; the padding a bool attn_mask
- * [B, 1, Sq, Skv] (with the causal mask and the window folded in, math_prepare), converted per
- * call as a window's is; the output's real rows picked out at the end. */
+ * (math_forward_f32); else write st->out in the problem's dtype. A serving batch (paged,
+ * ragged) takes PyTorch's padded route (serving_pad.cuh) around SDPA: pages gathered and
+ * sequences padded into dense q, k, v; a ragged batch's padding a bool attn_mask [B, 1, Sq,
+ * Skv] (causal mask and window folded in, math_prepare), converted per call as a window's is;
+ * the output's real rows picked out at the end. */
 template <typename T>
 static int math_run(exec_context *ctx, const attn_problem *serving, const attn_tensors *st, void *workspace,
                     float *d_out_f32)

@@ -365,7 +365,8 @@ static void gpu_buffers_free(gpu_worker *w, gpu_buffers *b)
 }
 
 /* The layout's arrays where the kernels read them (t's cu_seqlens_q/kv, block_table): copied
- * into b->d_seqs (allocated here, g->device_bytes), the resident table as it is. */
+ * into b->d_seqs (g->device_bytes) on the worker's stream, so the kernels after them find them
+ * (the host arrays live as long as the job); the resident table as it is. */
 static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu_layout *g, const gpu_buffers *b,
                              attn_tensors *t)
 {
@@ -374,8 +375,9 @@ static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu
 
     t->cu_seqlens_q = t->cu_seqlens_kv = t->block_table = NULL;
     if (p->ragged) {
-        CUDA_TRY(ctx, cudaMemcpy(d, p->seqs->cu_seqlens_q, cu, cudaMemcpyHostToDevice));
-        CUDA_TRY(ctx, cudaMemcpy(d + p->batch + 1, p->seqs->cu_seqlens_kv, cu, cudaMemcpyHostToDevice));
+        CUDA_TRY(ctx, cudaMemcpyAsync(d, p->seqs->cu_seqlens_q, cu, cudaMemcpyHostToDevice, ctx->stream));
+        CUDA_TRY(ctx, cudaMemcpyAsync(d + p->batch + 1, p->seqs->cu_seqlens_kv, cu, cudaMemcpyHostToDevice,
+                                      ctx->stream));
         t->cu_seqlens_q = d, t->cu_seqlens_kv = d + p->batch + 1;
         d += 2 * (p->batch + 1);
     }
@@ -384,8 +386,9 @@ static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu
         t->block_table = g->resident_table;
         return 0;
     }
-    CUDA_TRY(ctx, cudaMemcpy(d, p->seqs->block_table, (size_t)(p->batch * p->seqs->pages_per_seq) * sizeof(int32_t),
-                             cudaMemcpyHostToDevice));
+    CUDA_TRY(ctx, cudaMemcpyAsync(d, p->seqs->block_table,
+                                  (size_t)(p->batch * p->seqs->pages_per_seq) * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, ctx->stream));
     t->block_table = d;
     return 0;
 }
@@ -417,13 +420,16 @@ static int gpu_paged_from_host(exec_context *ctx, const run_request *r, const at
     cudaError_t ce = cudaSuccess;
 
     if (!h) return exec_fail(ctx, __FILE__, __LINE__, "malloc(paged cache)", "out of memory");
+    /* On the worker's stream, each copy done before h is reused: ordered with the kernels */
     if (b->d_k) {
         inputs_generate_problem_cpu(p, r->seed, NULL, h, NULL);
-        ce = cudaMemcpy(b->d_k, h, kb, cudaMemcpyHostToDevice);
+        ce = cudaMemcpyAsync(b->d_k, h, kb, cudaMemcpyHostToDevice, ctx->stream);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(ctx->stream);
     }
     if (ce == cudaSuccess && b->d_v) {
         inputs_generate_problem_cpu(p, r->seed, NULL, NULL, h);
-        ce = cudaMemcpy(b->d_v, h, vb, cudaMemcpyHostToDevice);
+        ce = cudaMemcpyAsync(b->d_v, h, vb, cudaMemcpyHostToDevice, ctx->stream);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(ctx->stream);
     }
     free(h);
     if (ce != cudaSuccess) return exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemcpy(paged cache, HtoD)", ce);
