@@ -1,7 +1,9 @@
 """Serving batches on the GPU: naive, naive_inplace and math over paged K/V caches and ragged
 batches by PyTorch's padded route (kernels/serving_pad.cuh, docs/serving.md). Their feature bits
-are pending until this passes, so the module starts its own server with --pending-features true
-(ATTND_BIN, all devices); it skips where that server has no cuda:0.
+are pending until this passes: the module runs on the session's server (ATTND_URL) where that
+one offers them (scripts/gpu-session.sh's pending phase), else starts its own with
+--pending-features true (ATTND_BIN, all devices: tests/gpu/run.sh); it skips where the server
+has no cuda:0 (fails with ATTND_REQUIRE_GPU=1).
 
 - verify=true against the fp64 reference, bf16 and fp16: page_size 1 and 16, seq_kv not a
   multiple of the page, more pages than used, sequences of length 0 and 1 (naive, like PyTorch
@@ -64,8 +66,24 @@ def pending_server(extra=()):
     return srv, api
 
 
+def offers_serving(api):
+    """Whether api's server has cuda:0 and offers naive, naive_inplace and math serving batches."""
+    try:
+        devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+        vs = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
+    except Exception:  # noqa: BLE001 — not reachable: start one of our own
+        return False
+    return "cuda:0" in devs and all({"page_size", "seqlens"} <= set(vs[n]["features"]) for n in VARIANTS)
+
+
 @pytest.fixture(scope="module")
 def sapi():
+    """The session's server (ATTND_URL) where it offers the pending features (scripts/gpu-session.sh's
+    pending phase), else a server of this module's own that does."""
+    url = os.environ.get("ATTND_URL")
+    if url and offers_serving(Api(url.rstrip("/"))):
+        yield Api(url.rstrip("/"))
+        return
     srv, api = pending_server()
     try:
         yield api
