@@ -181,6 +181,16 @@ ATTN_HD int attn_is_dense_mha(const attn_problem *p)
            p->page_size <= 0;
 }
 
+/* The dense twin of a serving batch padded to its bounds: q [B,H,seq_q,D], k and v [B,Hkv,seq_kv,·]
+ * contiguous, out [B,H,seq_q,Dv]. What a padded route (PyTorch's gather of pages, pad_sequence)
+ * runs its dense kernels on; p itself for a dense problem. */
+ATTN_HD attn_problem attn_padded(const attn_problem *p)
+{
+    attn_problem d = *p;
+    d.ragged = 0, d.total_q = 0, d.total_kv = 0, d.page_size = 0, d.num_pages = 0, d.seqs = NULL;
+    return d;
+}
+
 /* Sequence b's query and key lengths (a ragged problem needs p->seqs). */
 ATTN_HD int64_t attn_seqlen_q(const attn_problem *p, int64_t b)
 {
@@ -189,6 +199,19 @@ ATTN_HD int64_t attn_seqlen_q(const attn_problem *p, int64_t b)
 ATTN_HD int64_t attn_seqlen_kv(const attn_problem *p, int64_t b)
 {
     return p->ragged ? (int64_t)p->seqs->cu_seqlens_kv[b + 1] - p->seqs->cu_seqlens_kv[b] : p->seq_kv;
+}
+
+/* The sequence that packed token t (0 <= t < cu[batch]) belongs to: the last b with cu[b] <= t,
+ * which skips the empty sequences before it. A binary search, for a kernel's thread. */
+ATTN_HD int64_t attn_seq_of(const int32_t *cu, int64_t batch, int64_t t)
+{
+    int64_t lo = 0, hi = batch;
+    while (lo < hi) {
+        int64_t mid = (lo + hi + 1) / 2;
+        if (cu[mid] <= t) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
 }
 
 /* Where rows live, in elements from the tensor's start: query row i of sequence b, head h, in

@@ -185,34 +185,55 @@ static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
 
 static size_t reference_bound(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }
 
-/* naive.cu: the scaled scores and their masked copy, in the problem's dtype, and repeat_kv's
- * copies of k and v under grouped-query attention. */
-static size_t naive_bound(const attn_problem *p)
+/* kernels/serving_pad.cuh: a serving batch's padded tensors in front of the dense problem's
+ * workspace: q and out (ragged; out in elements of out_bytes), k and v (paged or ragged). */
+static size_t serving_pad_bound(const attn_problem *p, size_t out_bytes)
 {
-    size_t b = 2 * align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
+    const attn_problem d = attn_padded(p);
+    const size_t esz = attn_dtype_bytes(p->dtype);
+    size_t b = 0;
+    if (p->ragged)
+        b += align256((size_t)attn_q_elems(&d) * esz) + align256((size_t)attn_out_elems(&d) * out_bytes);
+    if (p->ragged || p->page_size > 0)
+        b += align256((size_t)attn_k_elems(&d) * esz) + align256((size_t)attn_v_elems(&d) * esz);
+    return b;
+}
+
+/* naive.cu: the scaled scores and their masked copy, in the problem's dtype, and repeat_kv's
+ * copies of k and v under grouped-query attention; a serving batch's padded tensors first. */
+static size_t naive_bound(const attn_problem *serving)
+{
+    const attn_problem dense = attn_padded(serving), *p = &dense;
+    size_t b = serving_pad_bound(serving, attn_dtype_bytes(serving->dtype)) +
+               2 * align256((size_t)attn_scores_elems(p) * attn_dtype_bytes(p->dtype));
     if (attn_kv_heads(p) != p->heads)
         b += align256((size_t)(p->batch * p->heads * p->seq_kv * p->head_dim) * attn_dtype_bytes(p->dtype)) +
              align256((size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p)) * attn_dtype_bytes(p->dtype));
     return b;
 }
 
-/* math.cu's math_plan: fp32 copies of q, k, v (16-bit only), their repeats (grouped K/V),
- * q and k times √scale, a caller's window mask and its zero, the mask planes (masked only),
- * scores, softmax, the -inf flags, the row flags, fp32 out (16-bit). */
-static size_t math_bound(const attn_problem *p)
+/* math.cu's math_plan: a serving batch's padded tensors (out in fp32 room), then fp32 copies
+ * of q, k, v (16-bit only), their repeats (grouped K/V), q and k times √scale, a caller's mask
+ * (a window's, or a ragged batch's one plane per sequence and its lengths) and its zero, the
+ * mask planes (masked only), scores, softmax, the -inf flags, the row flags, fp32 out (16-bit). */
+static size_t math_bound(const attn_problem *serving)
 {
-    const int up = p->dtype != ATTN_FP32, windowed = p->window_keys > 0;
+    const attn_problem dense = attn_padded(serving), *p = &dense;
+    const int up = p->dtype != ATTN_FP32, windowed = p->window_keys > 0 || serving->ragged;
     const int masked = p->mask != ATTN_MASK_NONE || windowed, grouped = attn_kv_heads(p) != p->heads;
-    const size_t plane = (size_t)(p->seq_q * p->seq_kv), n = (size_t)attn_scores_elems(p);
+    const size_t planes = serving->ragged ? (size_t)p->batch : 1;
+    const size_t plane = planes * (size_t)(p->seq_q * p->seq_kv), n = (size_t)attn_scores_elems(p);
     const size_t q4 = (size_t)attn_q_elems(p) * 4;
     const size_t k_rep4 = (size_t)(p->batch * p->heads * p->seq_kv * p->head_dim) * 4;
     const size_t v_rep4 = (size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p)) * 4;
-    size_t b = align256(q4) + align256(k_rep4) + 2 * align256(3 * sizeof(float));
+    size_t b = serving_pad_bound(serving, sizeof(float)) + align256(q4) + align256(k_rep4) +
+               2 * align256(3 * sizeof(float));
     if (up)
         b += align256(q4) + align256((size_t)attn_k_elems(p) * 4) + align256((size_t)attn_v_elems(p) * 4) +
              align256((size_t)attn_out_elems(p) * 4);
     if (grouped) b += align256(k_rep4) + align256(v_rep4);
     if (masked) b += 3 * align256(plane) + align256(plane * 4);
+    if (serving->ragged) b += 2 * align256((size_t)(p->batch + 1) * sizeof(int32_t));
     b += 2 * align256(n * 4) + align256(n) + align256((size_t)(p->batch * p->heads * p->seq_q));
     return b;
 }
@@ -262,6 +283,7 @@ const variant_info variant_info_naive = {
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1, /* cuBLAS and plain CUDA kernels: any GPU the worker runs on */
     .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED, /* PyTorch's padded route (kernels/serving_pad.cuh) */
     .workspace_bound = naive_bound,
 };
 
@@ -272,6 +294,7 @@ const variant_info variant_info_naive_inplace = {
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
     .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
     .workspace_bound = naive_bound,
 };
 
@@ -282,6 +305,7 @@ const variant_info variant_info_math = {
     .dtypes = ALL_DTYPES,
     .head_dim_multiple = 1,
     .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
     .workspace_bound = math_bound,
 };
 

@@ -15,7 +15,9 @@ extern "C" {
  *   masked = scores.masked_fill(mask, -inf) (out of place: a DtoD Memcpy, then the fill),
  *   p = softmax(masked, -1), out = p @ v (cuBLAS).
  * naive_inplace does masked_fill_ in place: the same without the Memcpy. The scale and the
- * fill launch once per part of PyTorch's 32-bit indexing split (kernels/index32.h). */
+ * fill launch once per part of PyTorch's 32-bit indexing split (kernels/index32.h). A paged or
+ * ragged batch is padded to its bounds first and unpadded after (kernels/serving_pad.cuh): t's
+ * cu_seqlens and block table are device arrays then. */
 size_t naive_workspace_bytes(const attn_problem *p);
 int naive_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
@@ -27,8 +29,9 @@ int naive_inplace_forward(exec_context *ctx, const attn_problem *p, const attn_t
  * with v; downcast. Passes over more than 2^31 bytes launch once per part, as PyTorch's. */
 size_t math_workspace_bytes(const attn_problem *p);
 int math_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
-/* Once per job, before the first forward (not timed): a windowed problem's bool attn_mask,
- * which SDPA's callers build once and pass on every call. 0, or -1 with ctx->error. */
+/* Once per job, before the first forward (not timed): a windowed problem's or a ragged batch's
+ * bool attn_mask, which SDPA's callers build once and pass on every call (a ragged batch's from
+ * p->seqs, the host lengths; may synchronise). 0, or -1 with ctx->error. */
 int math_prepare(exec_context *ctx, const attn_problem *p, void *workspace);
 
 /* The math path stopped before its downcast: writes the fp32 output [B,H,Sq,D] to d_out_f32.

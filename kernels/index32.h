@@ -198,6 +198,41 @@ static inline index32_iter index32_blocks_op(int64_t inner, int64_t outer, int e
     return it;
 }
 
+/* An op over [batch, heads, plane] elements (out and in: elem_bytes each) with a third operand
+ * of other_bytes per element that is [batch, 1, plane]: a padded batch's mask or bias, one plane
+ * per sequence, broadcast over the heads. Size-1 dimensions dropped and neighbours whose strides
+ * chain merged, as TensorIterator's coalescing does (heads 1 or batch 1 leave fewer dims). */
+static inline index32_iter index32_batched_mask_op(int64_t plane, int64_t heads, int64_t batch, int elem_bytes,
+                                                  int other_bytes)
+{
+    const int64_t shape[3] = {plane, heads, batch};
+    const int64_t strides[3][3] = {{elem_bytes, elem_bytes * plane, elem_bytes * plane * heads},
+                                   {elem_bytes, elem_bytes * plane, elem_bytes * plane * heads},
+                                   {other_bytes, 0, other_bytes * plane}};
+    index32_iter it;
+    memset(&it, 0, sizeof it);
+    it.nops = 3;
+    for (int d = 0; d < 3; d++) {
+        int merge = it.ndim > 0;
+        if (shape[d] == 1) continue;
+        for (int o = 0; o < 3 && merge; o++)
+            merge = strides[o][d] == it.shape[it.ndim - 1] * it.stride_bytes[o][it.ndim - 1];
+        if (merge) {
+            it.shape[it.ndim - 1] *= shape[d];
+            continue;
+        }
+        it.shape[it.ndim] = shape[d];
+        for (int o = 0; o < 3; o++) it.stride_bytes[o][it.ndim] = strides[o][d];
+        it.ndim++;
+    }
+    if (it.ndim == 0) { /* one element */
+        it.ndim = 1;
+        it.shape[0] = 1;
+        for (int o = 0; o < 3; o++) it.stride_bytes[o][0] = strides[o][0];
+    }
+    return it;
+}
+
 /* A reduction over the last dimension: `rows` rows of `len` elements of in_bytes each into
  * one out_bytes value per row (the output's stride is 0 along the reduced dimension). */
 static inline index32_iter index32_row_reduce(int64_t len, int64_t rows, int in_bytes, int out_bytes)

@@ -93,7 +93,78 @@ int inputs_launch(exec_context *ctx, void *d_buf, int64_t n, uint64_t key)
     return 0;
 }
 
+/* Every token's row of a paged k or v (tensor key `key`, rows of dim elements): the element of
+ * its contiguous twin at the twin's index, stored at the token's slot in the cache (the rest of
+ * the cache holds the filler, generated before). One thread per element of the real tokens,
+ * n = tokens · hkv · dim; token t is sequence b's key j (ragged: cu_kv; else t = b·skv + j). */
+template <attn_dtype T>
+__global__ void inputs_paged_kernel(void *cache, uint64_t key, const int32_t *table, int64_t width, int64_t ps,
+                                    const int32_t *cu_kv, int64_t batch, int64_t skv, int64_t hkv, int64_t dim,
+                                    int64_t n)
+{
+    int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const int64_t c = i % dim, row = i / dim, g = row % hkv, t = row / hkv;
+        int64_t b, j, from;
+        if (cu_kv) { /* the twin is token-major: its row is the token's */
+            b = attn_seq_of(cu_kv, batch, t), j = t - cu_kv[b];
+            from = i;
+        } else {
+            b = t / skv, j = t % skv;
+            from = ((b * hkv + g) * skv + j) * dim + c;
+        }
+        const int64_t page = table[b * width + j / ps], at = ((page * ps + j % ps) * hkv + g) * dim + c;
+        const uint32_t bits = inputs_bits<T>(key, (uint64_t)from);
+        if (T == ATTN_FP32) static_cast<uint32_t *>(cache)[at] = bits;
+        else static_cast<uint16_t *>(cache)[at] = (uint16_t)bits;
+    }
+}
+
+template <attn_dtype T>
+int inputs_paged_launch(exec_context *ctx, const attn_problem *p, const attn_tensors *seqs, void *cache, uint64_t key,
+                        int64_t dim)
+{
+    const int64_t hkv = attn_kv_heads(p), n = attn_tokens_kv(p) * hkv * dim;
+    if (n <= 0) return 0;
+    inputs_paged_kernel<T><<<inputs_grid(ctx, n), INPUTS_BLOCK, 0, ctx->stream>>>(
+        cache, key, seqs->block_table, p->seqs->pages_per_seq, p->page_size, p->ragged ? seqs->cu_seqlens_kv : NULL,
+        p->batch, p->seq_kv, hkv, dim, n);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
+/* A paged k (tensor 1) or v (tensor 2): the filler stream over the whole cache, then the rows. */
+int inputs_paged(exec_context *ctx, const attn_problem *p, const attn_tensors *seqs, uint64_t seed, void *cache,
+                 int tensor, int64_t dim)
+{
+    const uint64_t key = inputs_tensor_key(seed, tensor);
+    TRY(inputs_generate_gpu(ctx, cache, p->dtype, attn_kv_slots(p) * attn_kv_heads(p) * dim, seed,
+                            tensor == INPUTS_TENSOR_K ? SEEDED_STREAM_K_FILL : SEEDED_STREAM_V_FILL));
+    switch (p->dtype) {
+    case ATTN_BF16: return inputs_paged_launch<ATTN_BF16>(ctx, p, seqs, cache, key, dim);
+    case ATTN_FP16: return inputs_paged_launch<ATTN_FP16>(ctx, p, seqs, cache, key, dim);
+    case ATTN_FP32: return inputs_paged_launch<ATTN_FP32>(ctx, p, seqs, cache, key, dim);
+    default: return exec_fail(ctx, __FILE__, __LINE__, "inputs_generate_problem_gpu", "unknown dtype");
+    }
+}
+
 } // namespace
+
+extern "C" int inputs_generate_problem_gpu(exec_context *ctx, const attn_problem *p, const attn_tensors *seqs,
+                                           uint64_t seed, void *q, void *k, void *v)
+{
+    if (q) TRY(inputs_generate_gpu(ctx, q, p->dtype, attn_q_elems(p), seed, INPUTS_TENSOR_Q));
+    if (p->page_size > 0) {
+        if ((k || v) && (!p->seqs || !seqs || !seqs->block_table))
+            return exec_fail(ctx, __FILE__, __LINE__, "inputs_generate_problem_gpu", "a paged cache without its table");
+        if (k) TRY(inputs_paged(ctx, p, seqs, seed, k, INPUTS_TENSOR_K, p->head_dim));
+        if (v) TRY(inputs_paged(ctx, p, seqs, seed, v, INPUTS_TENSOR_V, attn_dv(p)));
+        return 0;
+    }
+    if (k) TRY(inputs_generate_gpu(ctx, k, p->dtype, attn_k_elems(p), seed, INPUTS_TENSOR_K));
+    if (v) TRY(inputs_generate_gpu(ctx, v, p->dtype, attn_v_elems(p), seed, INPUTS_TENSOR_V));
+    return 0;
+}
 
 extern "C" int inputs_generate_gpu(exec_context *ctx, void *d_buf, attn_dtype dtype, int64_t n, uint64_t seed,
                                    int tensor)

@@ -51,6 +51,13 @@ struct exec_context;
 int inputs_generate_gpu(struct exec_context *ctx, void *d_buf, attn_dtype dtype, int64_t n, uint64_t seed,
                         int tensor);
 
+/* The inputs of problem p as inputs_generate_problem_cpu makes them (the same bytes), on the
+ * GPU on ctx's stream. A paged k or v reads its layout from the device copies in `seqs` (the
+ * block table, and cu_seqlens_kv when ragged: attn_tensors' fields); p->seqs gives the table's
+ * width. Any of q, k, v may be NULL (not made). Returns 0, or -1 with ctx->error set. */
+int inputs_generate_problem_gpu(struct exec_context *ctx, const attn_problem *p, const attn_tensors *seqs,
+                                uint64_t seed, void *q, void *k, void *v);
+
 /* The same on the host, into buf (n elements of dtype). */
 void inputs_generate_cpu(void *buf, attn_dtype dtype, int64_t n, uint64_t seed, int tensor);
 

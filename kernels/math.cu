@@ -30,7 +30,11 @@
  *   - a sliding window is a bool attn_mask (causal AND window, [Sq, Skv]) that the caller
  *     builds once (math_prepare, outside the timed forward) with is_causal=False; SDPA turns
  *     it into an additive mask in the input dtype on every call (two scalar fills and where:
- *     3 launches instead of the causal path's 5), which attn.add_() then reads.
+ *     3 launches instead of the causal path's 5), which attn.add_() then reads;
+ *   - a serving batch (paged, ragged) is padded to its bounds around SDPA, PyTorch's way
+ *     (serving_pad.cuh, docs/serving.md): pages gathered, sequences padded, and a ragged
+ *     batch's padding a bool attn_mask [B, 1, Sq, Skv] (causal and window folded in) built
+ *     once as a window's is, converted per call and added with one plane per sequence.
  *
  * Expected cost on an H200 at B8 H16 S1024 D64 bf16 causal (n = 134 M scores; fp32 scores =
  * 537 MB; 4.3 TB/s; fp32 FFMA GEMMs ≈ 50 TFLOP/s):
@@ -73,6 +77,7 @@
 
 #include "kernels/decomposed.h"
 #include "kernels/elementwise.cuh"
+#include "kernels/serving_pad.cuh"
 #include "kernels/softmax.cuh"
 
 /* ---------------------------------------------------------------- kernels ---------- */
@@ -113,11 +118,13 @@ struct math_divmod {
 /* attn[u] += bias[(phase + u) mod plane] in units of W elements (W = 16 bytes of the bias when
  * both pointers are 16-aligned and plane % W == 0, else 1): PyTorch's attn.add_(attn_mask) with
  * the [Sq, Skv] mask (fp32, or the input dtype of a caller's mask) broadcast over B·H.
- * units = this part's n / W, plane_units = Sq·Skv / W, phase_units: where in the plane attn[0] is. */
-template <typename TB, int W>
+ * units = this part's n / W, plane_units = Sq·Skv / W, phase_units: where in the plane attn[0] is.
+ * BATCHED: a padded batch's [B, 1, Sq, Skv] mask, one plane per sequence broadcast over its
+ * `heads` heads; phase_units is then attn[0]'s place in the whole [B, H, Sq, Skv] tensor. */
+template <typename TB, int W, bool BATCHED>
 __global__ void __launch_bounds__(EW_THREADS)
     math_add_bias_kernel(float *attn, const TB *__restrict__ bias, int64_t units, int64_t plane_units,
-                         int64_t phase_units)
+                         int64_t phase_units, int64_t heads)
 {
     const int64_t tid = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -128,7 +135,7 @@ __global__ void __launch_bounds__(EW_THREADS)
         int64_t bu[EW_UNROLL];
 #pragma unroll
         for (int k = 0; k < EW_UNROLL; k++) {
-            bu[k] = pos.r;
+            bu[k] = BATCHED ? pos.q / heads * plane_units + pos.r : pos.r;
             pos.advance();
         }
 #pragma unroll
@@ -249,35 +256,52 @@ static int math_tril(exec_context *ctx, const ew_bool *in, ew_bool *out, int64_t
 
 /* attn [n / plane, plane] += bias [plane]: once, or once per part of PyTorch's 32-bit indexing
  * split of add_'s iteration (fp32 scores, the bias broadcast over B·H): two parts at B4 H16
- * S4096, four at B2 H16 S8192. */
-template <typename TB> static int math_add_bias(exec_context *ctx, float *attn, const TB *bias, int64_t n, int64_t plane)
+ * S4096, four at B2 H16 S8192. batched_heads > 0: the bias is a padded batch's [B, 1, plane],
+ * broadcast over that many heads (n = B·heads·plane). */
+template <typename TB>
+static int math_add_bias(exec_context *ctx, float *attn, const TB *bias, int64_t n, int64_t plane, int64_t batched_heads)
 {
     constexpr int W = 16 / (int)sizeof(typename ew_io<TB>::raw);
-    const index32_iter it = index32_blocks_op(plane, n / plane, 4, (int)sizeof(typename ew_io<TB>::raw), 0);
+    const int bias_bytes = (int)sizeof(typename ew_io<TB>::raw);
+    const bool batched = batched_heads > 0;
+    const index32_iter it = batched ? index32_batched_mask_op(plane, batched_heads, n / plane / batched_heads, 4, bias_bytes)
+                                    : index32_blocks_op(plane, n / plane, 4, bias_bytes, 0);
     return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
         float *a = attn + begin;
-        const int64_t phase = begin % plane;
+        const int64_t phase = batched ? begin : begin % plane;
         if (ew_aligned16(a) && ew_aligned16(bias) && plane % W == 0 && phase % W == 0 && count % W == 0) {
             const unsigned grid = ew_grid(ctx, count / W, EW_THREADS, EW_BLOCKS_PER_SM);
-            math_add_bias_kernel<TB, W><<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count / W, plane / W, phase / W);
+            if (batched)
+                math_add_bias_kernel<TB, W, true>
+                    <<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count / W, plane / W, phase / W, batched_heads);
+            else
+                math_add_bias_kernel<TB, W, false>
+                    <<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count / W, plane / W, phase / W, 1);
         } else {
             const unsigned grid = ew_grid(ctx, count, EW_THREADS, EW_BLOCKS_PER_SM);
-            math_add_bias_kernel<TB, 1><<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count, plane, phase);
+            if (batched)
+                math_add_bias_kernel<TB, 1, true>
+                    <<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count, plane, phase, batched_heads);
+            else
+                math_add_bias_kernel<TB, 1, false><<<grid, EW_THREADS, 0, ctx->stream>>>(a, bias, count, plane, phase, 1);
         }
         LAUNCH_TRY(ctx);
         return 0;
     });
 }
 
-/* The caller's bool attn_mask of a windowed problem: mask[i, j] = 1 where row i sees key j. */
-__global__ void __launch_bounds__(EW_THREADS) math_window_mask_kernel(ew_bool *mask, attn_problem p)
+/* The caller's bool attn_mask of a windowed problem or a padded batch: mask[b, i, j] = 1 where
+ * row i of sequence b sees key j, over `planes` planes [Sq, Skv] (one, or one per sequence:
+ * HF's [B, 1, Sq, Skv] padding AND causal AND window, cu_q/cu_kv the lengths). */
+__global__ void __launch_bounds__(EW_THREADS)
+    math_user_mask_kernel(ew_bool *mask, attn_problem p, int64_t planes, const int32_t *cu_q, const int32_t *cu_kv)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5;
-    for (int64_t i = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < p.seq_q; i += nwarps) {
+    for (int64_t r = ((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < planes * p.seq_q; r += nwarps) {
         int64_t lo, hi;
-        attn_visible_range(&p, i, &lo, &hi);
-        for (int64_t j = lane; j < p.seq_kv; j += 32) mask[i * p.seq_kv + j] = j >= lo && j < hi;
+        serving_visible(p, cu_q, cu_kv, r / p.seq_q, r % p.seq_q, &lo, &hi);
+        for (int64_t j = lane; j < p.seq_kv; j += 32) mask[r * p.seq_kv + j] = j >= lo && j < hi;
     }
 }
 
@@ -330,36 +354,48 @@ typedef struct math_layout {
     float *k32r, *v32r;         /* repeat_interleave of k and v over the query heads (grouped K/V only) */
     float *q32s, *k32s;         /* q·√scale, k·√scale (k repeated: [B,H,Skv,D]) */
     float *scalars;             /* [0] −inf and [1] 0 for the causal bias, [2] 0 for safe softmax */
-    void *bias_scalars;         /* −inf and 0 of a caller's mask's bias, in the input dtype (windowed only) */
-    ew_bool *user_mask;         /* [Sq, Skv] the caller's bool attn_mask (windowed only; math_prepare) */
+    void *bias_scalars;         /* −inf and 0 of a caller's mask's bias, in the input dtype (user mask only) */
+    ew_bool *user_mask;         /* [planes, Sq, Skv] the caller's bool attn_mask (windowed or ragged; math_prepare) */
+    int32_t *cu_q, *cu_kv;      /* [B + 1] each: the ragged batch's lengths that mask is built from (math_prepare) */
     ew_bool *mask_a, *mask_b;   /* [Sq, Skv] bools: ones, tril (causal problems only) */
-    void *bias;                 /* [Sq, Skv] additive mask: fp32 (causal), input dtype (a caller's mask) */
+    void *bias;                 /* [planes, Sq, Skv] additive mask: fp32 (causal), input dtype (a caller's mask) */
     float *attn;                /* [B·H·Sq, Skv] scores; reused for the safe-softmax result */
     float *smx;                 /* [B·H·Sq, Skv] softmax output; reused for the weights in the input dtype */
     ew_bool *neginf;            /* [B·H·Sq, Skv] isneginf(attn) */
     ew_bool *rowflag;           /* [B·H·Sq] rows that are all −inf */
     float *out32;               /* [B,H,Sq,D] fp32 output before the downcast (16-bit only) */
+    serving_pad pad;            /* a serving batch's padded tensors, first (serving_pad.cuh); padded out in fp32 room */
+    bool user_masked;           /* SDPA gets a bool attn_mask: a window, or a ragged batch's padding */
+    int64_t planes;             /* planes of that mask: B for a ragged batch (padding per sequence), else 1 */
     size_t bytes;
 } math_layout;
 
-static void math_plan(const attn_problem *p, void *base, math_layout *l)
+/* The layout of the serving problem sp (dense ones too): its padded tensors, then the dense
+ * problem's buffers. */
+static void math_plan(const attn_problem *sp, void *base, math_layout *l)
 {
-    size_t off = 0;
+    *l = math_layout{};
+    serving_pad_plan(sp, base, sizeof(float), &l->pad);
+    const attn_problem *p = &l->pad.dense;
+    size_t off = l->pad.bytes;
     auto take = [&](size_t bytes) -> void * {
         void *r = base ? (void *)((char *)base + off) : NULL;
         off += ew_align256(bytes);
         return r;
     };
     const bool up = p->dtype != ATTN_FP32;
-    const bool windowed = p->window_keys > 0;
+    const bool ragged = sp->ragged != 0;
+    const bool windowed = p->window_keys > 0 || ragged; /* a caller's mask */
     const bool masked = p->mask != ATTN_MASK_NONE || windowed;
     const bool grouped = attn_kv_heads(p) != p->heads;
+    const size_t planes = ragged ? (size_t)p->batch : 1;
     const size_t plane = (size_t)(p->seq_q * p->seq_kv);
     const size_t n = (size_t)attn_scores_elems(p);
     const size_t rows = (size_t)(p->batch * p->heads * p->seq_q);
     const size_t k_rep = (size_t)(p->batch * p->heads * p->seq_kv * p->head_dim);
     const size_t v_rep = (size_t)(p->batch * p->heads * p->seq_kv * attn_dv(p));
-    *l = math_layout{};
+    l->user_masked = windowed;
+    l->planes = (int64_t)planes;
     l->q32 = up ? (float *)take((size_t)attn_q_elems(p) * 4) : NULL;
     l->k32 = up ? (float *)take((size_t)attn_k_elems(p) * 4) : NULL;
     l->v32 = up ? (float *)take((size_t)attn_v_elems(p) * 4) : NULL;
@@ -369,10 +405,12 @@ static void math_plan(const attn_problem *p, void *base, math_layout *l)
     l->k32s = (float *)take(k_rep * 4);
     l->scalars = (float *)take(3 * sizeof(float));
     l->bias_scalars = windowed ? take(2 * sizeof(float)) : NULL;
-    l->user_mask = windowed ? (ew_bool *)take(plane) : NULL;
+    l->user_mask = windowed ? (ew_bool *)take(planes * plane) : NULL;
+    l->cu_q = ragged ? (int32_t *)take((size_t)(p->batch + 1) * sizeof(int32_t)) : NULL;
+    l->cu_kv = ragged ? (int32_t *)take((size_t)(p->batch + 1) * sizeof(int32_t)) : NULL;
     l->mask_a = masked && !windowed ? (ew_bool *)take(plane) : NULL;
     l->mask_b = masked && !windowed ? (ew_bool *)take(plane) : NULL;
-    l->bias = masked ? take(plane * (windowed ? attn_dtype_bytes(p->dtype) : 4)) : NULL;
+    l->bias = masked ? take(planes * plane * (windowed ? attn_dtype_bytes(p->dtype) : 4)) : NULL;
     l->attn = (float *)take(n * 4);
     l->smx = (float *)take(n * 4);
     l->neginf = (ew_bool *)take(n);
@@ -388,52 +426,75 @@ size_t math_workspace_bytes(const attn_problem *p)
     return l.bytes;
 }
 
-int math_prepare(exec_context *ctx, const attn_problem *p, void *workspace)
+/* The caller's bool mask, built once: a window's, or a ragged batch's padding mask (HF builds
+ * it once per batch from the lengths, which this copies next to it from the host layout). */
+int math_prepare(exec_context *ctx, const attn_problem *sp, void *workspace)
 {
     math_layout l;
 
-    if (p->window_keys <= 0) return 0;
+    if (sp->window_keys <= 0 && !sp->ragged) return 0;
     if (workspace == NULL)
         return exec_fail(ctx, __FILE__, __LINE__, "math_prepare", "no workspace (needs math_workspace_bytes)");
-    math_plan(p, workspace, &l);
-    const unsigned grid = ew_grid(ctx, p->seq_q, EW_THREADS / 32, EW_BLOCKS_PER_SM);
-    math_window_mask_kernel<<<grid, EW_THREADS, 0, ctx->stream>>>(l.user_mask, *p);
+    if (sp->ragged && !sp->seqs)
+        return exec_fail(ctx, __FILE__, __LINE__, "math_prepare", "a ragged batch without its layout (seqs)");
+    math_plan(sp, workspace, &l);
+    if (sp->ragged) {
+        const size_t bytes = (size_t)(sp->batch + 1) * sizeof(int32_t);
+        CUDA_TRY(ctx, cudaMemcpyAsync(l.cu_q, sp->seqs->cu_seqlens_q, bytes, cudaMemcpyHostToDevice, ctx->stream));
+        CUDA_TRY(ctx, cudaMemcpyAsync(l.cu_kv, sp->seqs->cu_seqlens_kv, bytes, cudaMemcpyHostToDevice, ctx->stream));
+    }
+    const attn_problem *p = &l.pad.dense;
+    const unsigned grid = ew_grid(ctx, l.planes * p->seq_q, EW_THREADS / 32, EW_BLOCKS_PER_SM);
+    math_user_mask_kernel<<<grid, EW_THREADS, 0, ctx->stream>>>(l.user_mask, *p, l.planes, l.cu_q, l.cu_kv);
     LAUNCH_TRY(ctx);
+    CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream)); /* the host arrays may go before the copy ran */
     return 0;
 }
 
 /* ---------------------------------------------------------------- forward ---------- */
 
 /* The whole path. d_out_f32 != NULL: stop before the downcast and write the fp32 result there
- * (math_forward_f32); else write t->out in p->dtype. */
+ * (math_forward_f32); else write st->out in the problem's dtype. A serving batch (paged,
+ * ragged) takes PyTorch's padded route (serving_pad.cuh) around SDPA: pages gathered and
+ * sequences padded into dense q, k, v; a ragged batch's padding a bool attn_mask [B, 1, Sq,
+ * Skv] (causal mask and window folded in, math_prepare), converted per call as a window's is;
+ * the output's real rows picked out at the end. */
 template <typename T>
-static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace,
+static int math_run(exec_context *ctx, const attn_problem *serving, const attn_tensors *st, void *workspace,
                     float *d_out_f32)
 {
     constexpr bool up = !std::is_same<T, float>::value;
     ew_nvtx range("attn_fwd");
-    TRY(ew_check_problem(ctx, p, "math"));
-    if (p->mask < ATTN_MASK_NONE || p->mask >= ATTN_MASK_COUNT)
+    if (serving->mask < ATTN_MASK_NONE || serving->mask >= ATTN_MASK_COUNT)
         return exec_fail(ctx, __FILE__, __LINE__, "math_forward", "unknown mask");
     if (workspace == NULL)
         return exec_fail(ctx, __FILE__, __LINE__, "math_forward", "no workspace (needs math_workspace_bytes)");
+    if ((serving->ragged || serving->page_size > 0) && !serving->seqs)
+        return exec_fail(ctx, __FILE__, __LINE__, "math_forward", "a serving batch without its layout (seqs)");
 
     math_layout l;
-    math_plan(p, workspace, &l);
+    attn_tensors padded;
+    math_plan(serving, workspace, &l);
+    const attn_problem *p = &l.pad.dense;
+    const attn_tensors *t = &padded;
+    TRY(ew_check_problem(ctx, p, "math"));
+    TRY(serving_pad_inputs<T>(ctx, serving, st, &l.pad, &padded));
+    const int64_t batched_heads = serving->ragged ? p->heads : 0; /* the mask's planes: one per sequence */
     const int64_t sq = p->seq_q, skv = p->seq_kv;
     const int64_t rows = p->batch * p->heads * sq;
     const int64_t n = rows * skv;
     const int64_t nq = attn_q_elems(p), nk = attn_k_elems(p), nv = attn_v_elems(p);
     const int64_t nk_rep = p->batch * p->heads * skv * p->head_dim;
 
-    if (p->window_keys > 0) {
+    if (l.user_masked) {
         /* SDPA's convert_boolean_attn_mask of the caller's mask, in the input dtype:
          * where(mask, 0.0, scalar_tensor(−inf)); both scalars become device tensors (two fills) */
         ew_nvtx r("mask_convert");
         const T *neg_inf = (const T *)l.bias_scalars, *zero = neg_inf + 1;
         TRY(ew_fill(ctx, (T *)neg_inf, 1, -INFINITY));
         TRY(ew_fill(ctx, (T *)zero, 1, 0.f));
-        TRY(ew_map(ctx, (const ew_bool *)l.user_mask, (T *)l.bias, sq * skv, math_op_bias<T>{neg_inf, zero}));
+        TRY(ew_map(ctx, (const ew_bool *)l.user_mask, (T *)l.bias, l.planes * sq * skv,
+                   math_op_bias<T>{neg_inf, zero}));
     }
     const float *q32 = (const float *)t->q, *k32 = (const float *)t->k, *v32 = (const float *)t->v;
     if (up) {
@@ -445,7 +506,7 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         k32 = l.k32;
         v32 = l.v32;
     }
-    if (p->mask != ATTN_MASK_NONE && p->window_keys <= 0) {
+    if (p->mask != ATTN_MASK_NONE && !l.user_masked) {
         /* attn_mask = ones(L, S, bool).tril(diag); bias = where(attn_mask, 0.0, scalar_tensor(−inf)) */
         ew_nvtx r("mask_build");
         const int64_t diag = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT ? skv - sq : 0;
@@ -480,12 +541,12 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         ew_nvtx r("qk_matmul");
         TRY(ew_gemm_qk(ctx, p, l.q32s, l.k32s, CUDA_R_32F, 4, l.attn, CUDA_R_32F, 4));
     }
-    if (p->window_keys > 0) {
+    if (l.user_masked) {
         ew_nvtx r("mask_add");
-        TRY(math_add_bias(ctx, l.attn, (const T *)l.bias, n, sq * skv));
+        TRY(math_add_bias(ctx, l.attn, (const T *)l.bias, n, sq * skv, batched_heads));
     } else if (p->mask != ATTN_MASK_NONE) {
         ew_nvtx r("mask_add");
-        TRY(math_add_bias(ctx, l.attn, (const float *)l.bias, n, sq * skv));
+        TRY(math_add_bias(ctx, l.attn, (const float *)l.bias, n, sq * skv, 0));
     }
     {
         ew_nvtx r("softmax");
@@ -506,7 +567,8 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         ew_nvtx r("weights_downcast");
         TRY(ew_map(ctx, (const float *)l.attn, (T *)l.smx, n, ew_op_copy{}));
     }
-    float *out32 = d_out_f32 ? d_out_f32 : (up ? l.out32 : (float *)t->out);
+    /* fp32 for verify goes through the padded output's room when ragged, then is unpadded */
+    float *out32 = d_out_f32 ? (serving->ragged ? (float *)l.pad.out : d_out_f32) : (up ? l.out32 : (float *)t->out);
     {
         ew_nvtx r("pv_matmul");
         TRY(ew_gemm_pv(ctx, p, l.attn, v32, CUDA_R_32F, 4, out32, CUDA_R_32F, 4));
@@ -515,7 +577,8 @@ static int math_run(exec_context *ctx, const attn_problem *p, const attn_tensors
         ew_nvtx r("downcast");
         TRY(ew_map(ctx, (const float *)out32, (T *)t->out, attn_out_elems(p), ew_op_copy{}));
     }
-    return 0;
+    if (d_out_f32) return serving_unpad_output(ctx, serving, out32, d_out_f32, st->cu_seqlens_q, sizeof(float));
+    return serving_unpad_output(ctx, serving, t->out, st->out, st->cu_seqlens_q, sizeof(T));
 }
 
 static int math_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace,

@@ -7,7 +7,11 @@
  *     out = p @ v                                   # cuBLAS GEMM
  *
  * naive_inplace uses masked_fill_ (in place): the same launches without the Memcpy. Without a
- * mask or window neither copies nor fills. Grouped-query attention is transformers' eager path:
+ * mask or window neither copies nor fills. A serving batch (paged, ragged) runs the same on the
+ * batch padded to its bounds, PyTorch's way (serving_pad.cuh: pages gathered by one index kernel
+ * per tensor, sequences padded by a fill and an index_put_, the padding folded into the one
+ * masked_fill, the output's real rows picked by one index kernel; docs/serving.md has the code
+ * and the counts). Grouped-query attention is transformers' eager path:
  * key_states = repeat_kv(k), value_states = repeat_kv(v) first (an expand and a reshape: one copy
  * kernel each, ew_repeat_heads), then the above over every query head. A sliding window is
  * part of the same mask. All tensors in the input dtype (bf16, fp16 or fp32; fp32
@@ -48,6 +52,7 @@
  */
 #include "kernels/decomposed.h"
 #include "kernels/elementwise.cuh"
+#include "kernels/serving_pad.cuh"
 #include "kernels/softmax.cuh"
 
 /* −inf into columns [from, to) of row r (row 16-aligned when vec_ok): the aligned middle as
@@ -77,11 +82,14 @@ __device__ __forceinline__ void naive_fill_range(T *r, int64_t from, int64_t to,
 
 /* masked_fill(mask, −inf) over the elements [e0, e1) of scores [B·H·Sq, Skv] (rows × skv): one
  * warp per row writes −inf at the columns outside attn_visible_range(row) (the causal tail and
- * the window's head), clipped to [e0, e1) in the first and last row. vec_ok: s is 16-aligned
- * and Skv % W == 0, so every row starts aligned. */
+ * the window's head), clipped to [e0, e1) in the first and last row. A padded ragged batch
+ * (cu_q, cu_kv: the device cu_seqlens; else NULL) takes each row's sequence lengths, so its
+ * padding is masked too (serving_visible). vec_ok: s is 16-aligned and Skv % W == 0, so every
+ * row starts aligned. */
 template <typename T>
 __global__ void __launch_bounds__(EW_THREADS)
-    naive_mask_fill_kernel(T *s, int64_t e0, int64_t e1, attn_problem p, int vec_ok)
+    naive_mask_fill_kernel(T *s, int64_t e0, int64_t e1, attn_problem p, const int32_t *cu_q, const int32_t *cu_kv,
+                           int vec_ok)
 {
     const int lane = threadIdx.x & 31;
     const int64_t nwarps = ((int64_t)gridDim.x * blockDim.x) >> 5, skv = p.seq_kv;
@@ -89,24 +97,29 @@ __global__ void __launch_bounds__(EW_THREADS)
     for (int64_t row = first + (((int64_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5); row < end; row += nwarps) {
         int64_t lo, hi;
         const int64_t from = e0 > row * skv ? e0 - row * skv : 0, to = e1 < (row + 1) * skv ? e1 - row * skv : skv;
-        attn_visible_range(&p, row % p.seq_q, &lo, &hi);
+        serving_visible(p, cu_q, cu_kv, row / (p.heads * p.seq_q), row % p.seq_q, &lo, &hi);
         naive_fill_range(s + row * skv, from, lo < to ? lo : to, vec_ok, lane);
         naive_fill_range(s + row * skv, hi > from ? hi : from, to, vec_ok, lane);
     }
 }
 
 /* One launch, or one per part of PyTorch's 32-bit indexing split of masked_fill_'s iteration
- * (the scores, and the [Sq, Skv] bool mask broadcast over B·H): two at B2 H16 S8192 bf16. */
-template <typename T> static int naive_mask_fill(exec_context *ctx, const attn_problem *p, T *d_scores)
+ * (the scores, and the [Sq, Skv] bool mask broadcast over B·H, or a padded batch's [B, 1, Sq,
+ * Skv] one): two at B2 H16 S8192 bf16. */
+template <typename T>
+static int naive_mask_fill(exec_context *ctx, const attn_problem *p, T *d_scores, const int32_t *cu_q,
+                           const int32_t *cu_kv)
 {
     constexpr int W = 16 / (int)sizeof(typename ew_io<T>::raw);
     const int64_t plane = p->seq_q * p->seq_kv;
     const int vec_ok = ew_aligned16(d_scores) && p->seq_kv % W == 0;
-    const index32_iter it = index32_blocks_op(plane, p->batch * p->heads, (int)sizeof(T), 1, 0);
+    const index32_iter it = cu_q ? index32_batched_mask_op(plane, p->heads, p->batch, (int)sizeof(T), 1)
+                                 : index32_blocks_op(plane, p->batch * p->heads, (int)sizeof(T), 1, 0);
     return ew_for_parts(ctx, it, [&](int64_t begin, int64_t count) {
         const int64_t rows = (begin + count + p->seq_kv - 1) / p->seq_kv - begin / p->seq_kv;
         const unsigned grid = ew_grid(ctx, rows, EW_THREADS / 32, EW_BLOCKS_PER_SM);
-        naive_mask_fill_kernel<T><<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, begin, begin + count, *p, vec_ok);
+        naive_mask_fill_kernel<T>
+            <<<grid, EW_THREADS, 0, ctx->stream>>>(d_scores, begin, begin + count, *p, cu_q, cu_kv, vec_ok);
         LAUNCH_TRY(ctx);
         return 0;
     });
@@ -124,20 +137,40 @@ static size_t naive_repeat_bytes(const attn_problem *p, int64_t head_dim)
     return ew_align256((size_t)(p->batch * p->heads * p->seq_kv * head_dim) * attn_dtype_bytes(p->dtype));
 }
 
+/* A serving batch's padded tensors first (serving_pad.cuh), then the dense problem's buffers. */
 size_t naive_workspace_bytes(const attn_problem *p)
 {
-    return 2 * naive_buffer_bytes(p) + naive_repeat_bytes(p, p->head_dim) + naive_repeat_bytes(p, attn_dv(p));
+    serving_pad sp;
+    serving_pad_plan(p, NULL, attn_dtype_bytes(p->dtype), &sp);
+    const attn_problem *d = &sp.dense;
+    return sp.bytes + 2 * naive_buffer_bytes(d) + naive_repeat_bytes(d, d->head_dim) +
+           naive_repeat_bytes(d, attn_dv(d));
 }
 
+/* A serving batch (paged, ragged) takes PyTorch's padded route (serving_pad.cuh): its pages
+ * gathered and its sequences padded into dense tensors, the padding masked with the causal mask
+ * and the window in one masked_fill, the output's real rows picked out at the end. */
 template <typename T>
-static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace, bool inplace)
+static int naive_run(exec_context *ctx, const attn_problem *serving, const attn_tensors *st, void *workspace,
+                     bool inplace)
 {
     ew_nvtx range("attn_fwd");
-    TRY(ew_check_problem(ctx, p, inplace ? "naive_inplace" : "naive"));
-    if (p->mask < ATTN_MASK_NONE || p->mask >= ATTN_MASK_COUNT)
+    if (serving->mask < ATTN_MASK_NONE || serving->mask >= ATTN_MASK_COUNT)
         return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "unknown mask");
     if (workspace == NULL)
         return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "no workspace (needs naive_workspace_bytes)");
+    if ((serving->ragged || serving->page_size > 0) && !serving->seqs)
+        return exec_fail(ctx, __FILE__, __LINE__, "naive_forward", "a serving batch without its layout (seqs)");
+
+    serving_pad sp;
+    attn_tensors padded;
+    serving_pad_plan(serving, workspace, sizeof(T), &sp);
+    const attn_problem *p = &sp.dense;
+    const attn_tensors *t = &padded;
+    TRY(ew_check_problem(ctx, p, inplace ? "naive_inplace" : "naive"));
+    TRY(serving_pad_inputs<T>(ctx, serving, st, &sp, &padded));
+    workspace = (char *)workspace + sp.bytes;
+    const int32_t *cu_q = serving->ragged ? st->cu_seqlens_q : NULL, *cu_kv = serving->ragged ? st->cu_seqlens_kv : NULL;
 
     const int64_t rows = p->batch * p->heads * p->seq_q;
     const int64_t n = rows * p->seq_kv;
@@ -164,14 +197,14 @@ static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensor
         TRY(ew_map(ctx, (const T *)d_a, d_b, n, ew_op_mul{(float)p->scale}));
     }
     T *d_masked = d_b;
-    if (p->mask != ATTN_MASK_NONE || p->window_keys > 0) {
+    if (p->mask != ATTN_MASK_NONE || p->window_keys > 0 || cu_q) {
         if (!inplace) {
             ew_nvtx r("mask_copy");
             CUDA_TRY(ctx, cudaMemcpyAsync(d_a, d_b, (size_t)n * sizeof(T), cudaMemcpyDeviceToDevice, ctx->stream));
             d_masked = d_a;
         }
         ew_nvtx r("mask_fill");
-        TRY(naive_mask_fill(ctx, p, d_masked));
+        TRY(naive_mask_fill(ctx, p, d_masked, cu_q, cu_kv));
     }
     T *d_probs = d_masked == d_a ? d_b : d_a;
     {
@@ -182,7 +215,7 @@ static int naive_run(exec_context *ctx, const attn_problem *p, const attn_tensor
         ew_nvtx r("pv_matmul");
         TRY(ew_gemm_pv(ctx, p, d_probs, v, dt, sizeof(T), t->out, dt, sizeof(T)));
     }
-    return 0;
+    return serving_unpad_output(ctx, serving, t->out, st->out, st->cu_seqlens_q, sizeof(T));
 }
 
 static int naive_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace,

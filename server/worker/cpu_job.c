@@ -118,7 +118,8 @@ static int cpu_forward(exec_context *ctx, void *arg)
  * 0, or -1 with e (413; the block table's 410, 422, 400). Free with seq_layout_free. */
 static int cpu_problem(const run_request *r, attn_problem *p, seq_layout *lay, api_error *e)
 {
-    const int32_t *table;
+    const int32_t *table, *resident;
+    int32_t *host_copy;
     int64_t width;
 
     *p = r->problem;
@@ -126,7 +127,7 @@ static int cpu_problem(const run_request *r, attn_problem *p, seq_layout *lay, a
         return api_fail(e, 413, "too_large_for_device", "", "host allocation of the block table and cu_seqlens "
                         "(%.3g GB) failed", seq_layout_bytes(p) / 1e9);
     if (!r->block_table_tensor[0] || p->page_size <= 0) return 0;
-    if (worker_tensors_block_table(r, p, &table, &width, e) != 0) {
+    if (worker_tensors_block_table(r, p, &table, &width, &resident, &host_copy, e) != 0) { /* host memory here: no copy */
         seq_layout_free(lay);
         return -1;
     }

@@ -7,7 +7,10 @@
  *
  * Order inside a job, and why:
  *   refuse early (variant, arch, memory) → 4xx, nothing allocated, nothing ran;
- *   allocate, generate the inputs from the seed on the GPU;
+ *   a serving batch's layout on the host (cu_seqlens, block table: as the cpu device builds
+ *   it), then its device copies;
+ *   allocate, generate the inputs from the seed on the GPU (a paged cache as the cpu device
+ *   makes it, byte for byte);
  *   time (measure.c: warm-up, events, stopping rule);
  *   poison the output with 0xFF bytes (NaN in bf16, fp16 and fp32) and run one more
  *   forward, profiled or plain: an element the variant never writes shows up as NaN in the
@@ -34,6 +37,7 @@
 #include "kernels/decomposed.h"
 #include "kernels/exec_context.h"
 #include "kernels/inputs.h"
+#include "kernels/seq_layout.h"
 #include "kernels/variants.h"
 #include "server/worker/clocks.h"
 #include "common/ipc.h"
@@ -277,7 +281,54 @@ static const char *gpu_impl_used(const variant *v, int cc, const attn_problem *p
 typedef struct gpu_buffers {
     void *d_q, *d_k, *d_v, *d_out, *d_ws, *d_math_ws;
     float *d_ref;
+    int32_t *d_seqs; /* a serving batch's cu_seqlens_q, cu_seqlens_kv and seeded block table */
 } gpu_buffers;
+
+/* A serving batch's layout (docs/serving.md): the host arrays every plan reads (p->seqs points
+ * at them), and where the kernels read them. Empty for a dense problem. */
+typedef struct gpu_layout {
+    seq_layout lay;
+    int32_t *table_copy;           /* an uploaded block table's host copy (checked, planned on) */
+    const int32_t *resident_table; /* that table on the device: kernels read it, nothing is copied */
+    size_t device_bytes;           /* the device copies of the rest (d_seqs) */
+} gpu_layout;
+
+static void gpu_layout_free(gpu_layout *g)
+{
+    seq_layout_free(&g->lay);
+    free(g->table_copy);
+    memset(g, 0, sizeof *g);
+}
+
+/* Build p's layout from r (seq_layout_build, as the cpu device does), an uploaded block table
+ * (block_table=tN) in place of the seeded one. 0, or -1 with e (413; the table's 410, 422,
+ * 400); g holds nothing then. */
+static int gpu_layout_build(const run_request *r, attn_problem *p, gpu_layout *g, api_error *e)
+{
+    const int32_t *table, *resident;
+    int64_t width;
+
+    memset(g, 0, sizeof *g);
+    if (seq_layout_build(&g->lay, p, r->seqlens_q.len, r->seqlens_kv.len, r->seed) != 0)
+        return api_fail(e, 413, "too_large_for_device", "", "host allocation of the block table and cu_seqlens "
+                        "(%.3g GB) failed", seq_layout_bytes(p) / 1e9);
+    if (p->ragged) g->device_bytes += 2 * (size_t)(p->batch + 1) * sizeof(int32_t);
+    if (p->page_size <= 0) return 0;
+    if (!r->block_table_tensor[0]) {
+        g->device_bytes += (size_t)(p->batch * g->lay.seqs.pages_per_seq) * sizeof(int32_t);
+        return 0;
+    }
+    if (worker_tensors_block_table(r, p, &table, &width, &resident, &g->table_copy, e) != 0) {
+        gpu_layout_free(g);
+        p->seqs = NULL;
+        return -1;
+    }
+    free(g->lay.block_table); /* the seeded one: the upload's stands in for it */
+    g->lay.block_table = NULL;
+    g->lay.seqs.block_table = table, g->lay.seqs.pages_per_seq = width;
+    g->resident_table = resident;
+    return 0;
+}
 
 /* cudaMalloc that reports an out-of-memory as 413 (the request, not the worker, is at
  * fault) and clears the runtime's last error so a later launch check does not see it. */
@@ -309,20 +360,94 @@ static void gpu_buffers_free(gpu_worker *w, gpu_buffers *b)
 {
     /* cudaFree synchronises the device: queued work of a failed job ends first. */
     gpu_free(w, b->d_q), gpu_free(w, b->d_k), gpu_free(w, b->d_v), gpu_free(w, b->d_out);
-    gpu_free(w, b->d_ws), gpu_free(w, b->d_math_ws), gpu_free(w, b->d_ref);
+    gpu_free(w, b->d_ws), gpu_free(w, b->d_math_ws), gpu_free(w, b->d_ref), gpu_free(w, b->d_seqs);
     memset(b, 0, sizeof *b);
 }
 
-/* Inputs from the seed, on the worker's stream. */
-static int gpu_make_inputs(exec_context *ctx, const run_request *r, gpu_buffers *b)
+/* The layout's arrays where the kernels read them (t's cu_seqlens_q/kv, block_table): copied
+ * into b->d_seqs (g->device_bytes) on the worker's stream, so the kernels after them find them
+ * (the host arrays live as long as the job); the resident table as it is. */
+static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu_layout *g, const gpu_buffers *b,
+                             attn_tensors *t)
 {
-    const attn_problem *p = &r->problem;
-    /* A resident input has no buffer here: it is not generated. */
-    if (b->d_q) TRY(inputs_generate_gpu(ctx, b->d_q, p->dtype, attn_q_elems(p), r->seed, INPUTS_TENSOR_Q));
-    if (b->d_k) TRY(inputs_generate_gpu(ctx, b->d_k, p->dtype, attn_k_elems(p), r->seed, INPUTS_TENSOR_K));
-    if (b->d_v) TRY(inputs_generate_gpu(ctx, b->d_v, p->dtype, attn_v_elems(p), r->seed, INPUTS_TENSOR_V));
-    CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
+    int32_t *d = b->d_seqs;
+    size_t cu = (size_t)(p->batch + 1) * sizeof(int32_t);
+
+    t->cu_seqlens_q = t->cu_seqlens_kv = t->block_table = NULL;
+    if (p->ragged) {
+        CUDA_TRY(ctx, cudaMemcpyAsync(d, p->seqs->cu_seqlens_q, cu, cudaMemcpyHostToDevice, ctx->stream));
+        CUDA_TRY(ctx, cudaMemcpyAsync(d + p->batch + 1, p->seqs->cu_seqlens_kv, cu, cudaMemcpyHostToDevice,
+                                      ctx->stream));
+        t->cu_seqlens_q = d, t->cu_seqlens_kv = d + p->batch + 1;
+        d += 2 * (p->batch + 1);
+    }
+    if (p->page_size <= 0) return 0;
+    if (g->resident_table) {
+        t->block_table = g->resident_table;
+        return 0;
+    }
+    CUDA_TRY(ctx, cudaMemcpyAsync(d, p->seqs->block_table,
+                                  (size_t)(p->batch * p->seqs->pages_per_seq) * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, ctx->stream));
+    t->block_table = d;
     return 0;
+}
+
+/* Whether two sequences of p (or two entries of one row) use the same page: an uploaded table
+ * may share pages (docs/api.md). Then tokens meet in a slot, and the cpu path's order (the
+ * later sequence's token stays) is what the cache must hold. 1, 0, or -1 out of memory. */
+static int gpu_pages_shared(const attn_problem *p)
+{
+    unsigned char *seen = calloc((size_t)(p->num_pages > 0 ? p->num_pages : 1), 1);
+    int64_t b, j, w = p->seqs->pages_per_seq;
+    int shared = 0;
+
+    if (!seen) return -1;
+    for (b = 0; b < p->batch && !shared; b++)
+        for (j = 0; j < (attn_seqlen_kv(p, b) + p->page_size - 1) / p->page_size && !shared; j++)
+            shared = seen[p->seqs->block_table[b * w + j]]++ != 0;
+    free(seen);
+    return shared;
+}
+
+/* A paged k and v made on the host by the cpu path itself and copied up: for a cache whose
+ * pages are shared, where the GPU's threads would race for a slot. */
+static int gpu_paged_from_host(exec_context *ctx, const run_request *r, const attn_problem *p, gpu_buffers *b)
+{
+    size_t esz = attn_dtype_bytes(p->dtype);
+    size_t kb = (size_t)attn_k_elems(p) * esz, vb = (size_t)attn_v_elems(p) * esz;
+    void *h = malloc(kb > vb ? kb : vb);
+    cudaError_t ce = cudaSuccess;
+
+    if (!h) return exec_fail(ctx, __FILE__, __LINE__, "malloc(paged cache)", "out of memory");
+    /* On the worker's stream, each copy done before h is reused: ordered with the kernels */
+    if (b->d_k) {
+        inputs_generate_problem_cpu(p, r->seed, NULL, h, NULL);
+        ce = cudaMemcpyAsync(b->d_k, h, kb, cudaMemcpyHostToDevice, ctx->stream);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(ctx->stream);
+    }
+    if (ce == cudaSuccess && b->d_v) {
+        inputs_generate_problem_cpu(p, r->seed, NULL, NULL, h);
+        ce = cudaMemcpyAsync(b->d_v, h, vb, cudaMemcpyHostToDevice, ctx->stream);
+        if (ce == cudaSuccess) ce = cudaStreamSynchronize(ctx->stream);
+    }
+    free(h);
+    if (ce != cudaSuccess) return exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemcpy(paged cache, HtoD)", ce);
+    return 0;
+}
+
+/* Inputs from the seed, on the worker's stream, in p's layout (the layout's arrays in t): the
+ * bytes inputs_generate_problem_cpu makes. */
+static int gpu_make_inputs(exec_context *ctx, const run_request *r, const attn_problem *p, const attn_tensors *t,
+                           gpu_buffers *b)
+{
+    int shared = p->page_size > 0 && r->block_table_tensor[0] && (b->d_k || b->d_v) ? gpu_pages_shared(p) : 0;
+
+    if (shared < 0) return exec_fail(ctx, __FILE__, __LINE__, "gpu_pages_shared", "out of memory");
+    /* A resident input has no buffer here: it is not generated. */
+    TRY(inputs_generate_problem_gpu(ctx, p, t, r->seed, b->d_q, shared ? NULL : b->d_k, shared ? NULL : b->d_v));
+    CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
+    return shared ? gpu_paged_from_host(ctx, r, p, b) : 0;
 }
 
 /* Poison, then the one forward whose output is summarised: profiled when asked. */
@@ -368,6 +493,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
     const attn_problem *p = &problem;
     const variant *v = variant_find(r->backend);
     gpu_buffers b;
+    gpu_layout lay;
     gpu_job job;
     timing_stats ts;
     profile_result prof;
@@ -389,6 +515,8 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
     *output_fd = -1;
     *fatal = 0;
     memset(&b, 0, sizeof b);
+    memset(&lay, 0, sizeof lay);
+    memset(&job, 0, sizeof job);
     memset(&prof, 0, sizeof prof);
     exec_clear_error(ctx);
     (void)cudaGetLastError(); /* nothing stale from an earlier job reaches this one's checks */
@@ -423,6 +551,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
         }
     }
     if (worker_tensors_inputs(r, &res_q, &res_k, &res_v, e) != 0) return NULL;
+    if (gpu_layout_build(r, &problem, &lay, e) != 0) return NULL; /* from here on, lay is freed at refused */
     if (res_q) q_bytes = 0; /* nothing to allocate for a resident input */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
     verify_gpu = r->verify && run_request_macs(r) > r->verify_cpu_max_macs;
@@ -433,18 +562,18 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
     /* In double: a request near the bounds must not wrap size_t before it is refused. */
     need = (res_q ? 0.0 : (double)attn_q_elems(p) * esz) + (res_k ? 0.0 : (double)attn_k_elems(p) * esz) +
            (res_v ? 0.0 : (double)attn_v_elems(p) * esz) + (double)attn_out_elems(p) * esz + (double)ws_bytes +
-           (double)ref_bytes + (double)math_ws_bytes;
+           (double)ref_bytes + (double)math_ws_bytes + (double)lay.device_bytes;
     ce = cudaMemGetInfo(&free_b, &total_b);
     if (ce != cudaSuccess) {
         exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemGetInfo(&free_b, &total_b)", ce);
         gpu_fail_500(w, e, "cuda_error");
         *fatal = ctx->sticky;
-        return NULL;
+        goto refused;
     }
     if (need > (double)free_b) {
         api_fail(e, 413, "too_large_for_device", "", "needs %.2f GiB, cuda:%d has %.2f GiB free", need / GIB,
                  ctx->device, (double)free_b / GIB);
-        return NULL;
+        goto refused;
     }
 
     snprintf(range, sizeof range, "run %s B%lld H%lld Sq%lld Skv%lld D%lld %s %s", v->info->name, (long long)p->batch,
@@ -457,11 +586,12 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
         gpu_alloc(w, &b.d_v, res_v ? 0 : v_bytes, "v", e) || gpu_alloc(w, &b.d_out, out_bytes, "out", e) ||
         gpu_alloc(w, &b.d_ws, ws_bytes, "the workspace", e) ||
         gpu_alloc(w, (void **)&b.d_ref, ref_bytes, "the fp32 reference", e) ||
-        gpu_alloc(w, &b.d_math_ws, math_ws_bytes, "the reference workspace", e))
+        gpu_alloc(w, &b.d_math_ws, math_ws_bytes, "the reference workspace", e) ||
+        gpu_alloc(w, (void **)&b.d_seqs, lay.device_bytes, "cu_seqlens and the block table", e))
         goto cleanup;
     phases_mark(ph, "alloc");
 
-    if (gpu_make_inputs(ctx, r, &b) != 0) {
+    if (gpu_layout_upload(ctx, p, &lay, &b, &job.t) != 0 || gpu_make_inputs(ctx, r, p, &job.t, &b) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
     }
@@ -549,6 +679,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
 cleanup:
     profile_free(&prof);
     gpu_buffers_free(w, &b);
+    gpu_layout_free(&lay);
     nvtxRangePop();
     phases_mark(ph, "free");
     if (res) cJSON_AddItemToObject(res, "worker_ms", phases_json(ph));
@@ -558,6 +689,10 @@ cleanup:
         *output_fd = -1;
     }
     return res;
+
+refused: /* after the layout, before anything was allocated or pushed */
+    gpu_layout_free(&lay);
+    return NULL;
 }
 
 /* ------------------------------------------------------------ fault injection --------- */

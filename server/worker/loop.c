@@ -189,6 +189,11 @@ static void worker_handle_verify(worker_state *w, double job, const cJSON *msg, 
         worker_send_error(w, job, &e);
         return;
     }
+    if (r.block_table_tensor[0]) { /* likewise: a GPU run's table is on its GPU's worker */
+        api_fail(&e, 422, "unsupported", "block_table", "verify of a run whose block table is a resident tensor");
+        worker_send_error(w, job, &e);
+        return;
+    }
     verify = cpu_worker_verify(&r, fd, (size_t)bytes->valuedouble, w->s->cpu_threads, &e);
     if (!verify) {
         worker_send_outcome(w, job, &e, 0);

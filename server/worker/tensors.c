@@ -358,6 +358,28 @@ int worker_tensors_inputs(const run_request *r, const void **q, const void **k, 
     return 0;
 }
 
+/* A resident int32 tensor's first n entries on the host: the tensor itself on the cpu device,
+ * else copied from the device into *copy (freed by the caller; NULL on the cpu device). Small
+ * next to K/V (lengths, a block table): copied once per run. 0, or -1 with e (500). */
+static int wt_host_int32(const int32_t *t, int64_t n, int32_t **copy, const int32_t **host, api_error *e)
+{
+    size_t bytes = (size_t)(n > 0 ? n : 0) * sizeof *t;
+    cudaError_t ce;
+
+    *copy = NULL, *host = t;
+    if (!wt_on_gpu) return 0;
+    *copy = malloc(bytes ? bytes : 1);
+    if (!*copy) return api_fail(e, 500, "internal", "", "out of memory copying %zu bytes of an int32 tensor", bytes);
+    ce = bytes ? cudaMemcpy(*copy, t, bytes, cudaMemcpyDeviceToHost) : cudaSuccess;
+    if (ce != cudaSuccess) {
+        free(*copy);
+        *copy = NULL;
+        return wt_cuda_failed(ce, "copying an int32 tensor to the host", bytes, e);
+    }
+    *host = *copy;
+    return 0;
+}
+
 int worker_tensors_lengths(run_request *r, api_error *e)
 {
     run_seqlens *sides[2] = {&r->seqlens_q, &r->seqlens_kv};
@@ -367,50 +389,61 @@ int worker_tensors_lengths(run_request *r, api_error *e)
     if (!run_request_lengths_pending(r)) return 0;
     for (i = 0; i < 2; i++) {
         size_t bytes = 0;
-        const int32_t *len;
+        const int32_t *len, *host;
+        int32_t *copy;
+        int64_t n;
+        int rc;
         if (sides[i]->kind != RUN_SEQLENS_TENSOR) continue;
-        /* Lengths are read on the host: a GPU worker's tensors are device memory, and no GPU
-         * variant takes a ragged batch yet (run_request_check refuses it before this matters). */
-        if (wt_on_gpu)
-            return api_fail(e, 422, "unsupported", names[i], "%s (tensor %s): lengths in a resident tensor run on the "
-                            "cpu device only", names[i], sides[i]->tensor);
         len = worker_tensors_find(sides[i]->tensor, &bytes);
         if (!len)
             return api_fail(e, 410, "gone", names[i], "tensor %s (%s) is no longer on this worker (it restarted)",
                             sides[i]->tensor, names[i]);
-        if (run_request_tensor_lengths(r, sides[i], len, (int64_t)(bytes / sizeof *len), e) != 0) return -1;
+        /* Lengths are planned on the host: a GPU worker's are copied (no more than a batch holds;
+         * a longer tensor is refused by its count before any entry is read). */
+        n = (int64_t)(bytes / sizeof *len);
+        if (wt_host_int32(len, n <= RUN_MAX_SEQS ? n : 0, &copy, &host, e) != 0) return -1;
+        rc = run_request_tensor_lengths(r, sides[i], host, n, e);
+        free(copy);
+        if (rc != 0) return -1;
     }
     return run_request_resolve_serving(r, e);
 }
 
 int worker_tensors_block_table(const run_request *r, const attn_problem *p, const int32_t **table, int64_t *width,
-                               api_error *e)
+                               const int32_t **resident, int32_t **host_copy, api_error *e)
 {
     size_t bytes = 0;
-    const int32_t *t = worker_tensors_find(r->block_table_tensor, &bytes);
+    const int32_t *d = worker_tensors_find(r->block_table_tensor, &bytes), *t;
     int64_t n, w, b, j;
 
-    *table = NULL, *width = 0;
-    if (!t)
+    *table = NULL, *width = 0, *resident = NULL, *host_copy = NULL;
+    if (!d)
         return api_fail(e, 410, "gone", "block_table", "tensor %s (block_table) is no longer on this worker (it "
                         "restarted)", r->block_table_tensor);
-    if (wt_on_gpu)
-        return api_fail(e, 422, "unsupported", "block_table", "an uploaded block table runs on the cpu device only");
-    n = (int64_t)(bytes / sizeof *t);
+    n = (int64_t)(bytes / sizeof *d);
+    if (wt_host_int32(d, n, host_copy, &t, e) != 0) return -1; /* checked and planned on the host */
     w = n / p->batch;
-    if (bytes % sizeof *t || n % p->batch || w < (p->seq_kv + p->page_size - 1) / p->page_size)
-        return api_fail(e, 422, "shape_mismatch", "block_table", "block_table (tensor %s) has %zu bytes; batch %lld "
-                        "rows of at least %lld int32 pages are needed", r->block_table_tensor, bytes,
-                        (long long)p->batch, (long long)((p->seq_kv + p->page_size - 1) / p->page_size));
+    if (bytes % sizeof *t || n % p->batch || w < (p->seq_kv + p->page_size - 1) / p->page_size) {
+        api_fail(e, 422, "shape_mismatch", "block_table", "block_table (tensor %s) has %zu bytes; batch %lld rows of "
+                 "at least %lld int32 pages are needed", r->block_table_tensor, bytes, (long long)p->batch,
+                 (long long)((p->seq_kv + p->page_size - 1) / p->page_size));
+        goto refused;
+    }
     /* Every entry, used or not: a kernel that reads a whole row stays inside the cache. */
     for (b = 0; b < p->batch; b++)
         for (j = 0; j < w; j++)
-            if (t[b * w + j] < 0 || t[b * w + j] >= p->num_pages)
-                return api_fail(e, 400, "out_of_range", "block_table", "block_table (tensor %s) [%lld][%lld] is %d, "
-                                "outside the cache's pages 0..%lld", r->block_table_tensor, (long long)b,
-                                (long long)j, (int)t[b * w + j], (long long)p->num_pages - 1);
-    *table = t, *width = w;
+            if (t[b * w + j] < 0 || t[b * w + j] >= p->num_pages) {
+                api_fail(e, 400, "out_of_range", "block_table", "block_table (tensor %s) [%lld][%lld] is %d, outside "
+                         "the cache's pages 0..%lld", r->block_table_tensor, (long long)b, (long long)j,
+                         (int)t[b * w + j], (long long)p->num_pages - 1);
+                goto refused;
+            }
+    *table = t, *width = w, *resident = d;
     return 0;
+refused:
+    free(*host_copy);
+    *host_copy = NULL;
+    return -1;
 }
 
 int worker_tensors_keep_output(const run_request *r, void *out, size_t bytes, cJSON *output, api_error *e)

@@ -41,19 +41,23 @@ struct run_request;
 int worker_tensors_inputs(const struct run_request *r, const void **q, const void **k, const void **v, api_error *e);
 
 /* Lengths a run takes from resident int32 tensors (`seqlens_q=t4`, RUN_SEQLENS_TENSOR): read
- * here, where the bytes are, into r, and the serving checks run over them
+ * here, where the bytes are (a GPU worker copies them to the host), into r, and the serving
+ * checks run over them
  * (run_request_resolve_serving). 0 (nothing to do, or done), or -1 with e: 410 when a tensor
  * is not on this worker, 400 when a length or their sum is out of range. */
 int worker_tensors_lengths(struct run_request *r, api_error *e);
 
 /* A paged run's uploaded block table (r->block_table_tensor; p the run's problem, its lengths
- * in p->seqs): *table points at it and *width is its row length, once every entry is a page
- * of the cache ([0, num_pages)) and each row has the pages its sequence's keys need. Host
- * memory on the cpu device. 0, or -1 with e: 410 gone, 422 shape_mismatch, 400 out_of_range
- * naming the first entry outside the cache. */
+ * in p->seqs): *table points at its entries on the host and *width is its row length, once
+ * every entry is a page of the cache ([0, num_pages)) and each row has the pages its
+ * sequence's keys need; *resident is the tensor where kernels read it (device memory on a GPU
+ * worker). On the cpu device both are the tensor; a GPU worker copies it to the host once,
+ * into *host_copy, which the caller frees (NULL on the cpu device, and on a refusal). 0, or -1
+ * with e: 410 gone, 422 shape_mismatch, 400 out_of_range naming the first entry outside the
+ * cache. */
 struct attn_problem;
 int worker_tensors_block_table(const struct run_request *r, const struct attn_problem *p, const int32_t **table,
-                               int64_t *width, api_error *e);
+                               int64_t *width, const int32_t **resident, int32_t **host_copy, api_error *e);
 
 /* After a successful run with r->keep_output: keep out (allocated the worker's way) as
  * r->output_tensor and add "tensor": id to the output object. 0 (out is the table's), or -1

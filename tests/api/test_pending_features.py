@@ -34,3 +34,38 @@ def test_the_setting_offers_them(start_server):
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
     r = api.post("/v1/runs", json=dict(GQA_RUN, head_dim_v=32))  # not pending: still refused
     assert r.status_code == 422 and r.json()["error"]["field"] == "head_dim_v", r.text
+
+
+SERVING = [({"seqlens_kv": [3, 0, 4], "seqlens_q": "1,0,1"}, "seqlens_kv"), ({"seqlens_q": "3,4"}, "seqlens_q"),
+           ({"page_size": 16, "seq_kv": 33}, "page_size"),
+           ({"page_size": 1, "seqlens_kv": [5, 1], "num_pages": 9}, "seqlens_kv")]
+PADDED_ROUTE = ("naive", "naive_inplace", "math")
+
+
+def test_padded_route_is_pending_for_the_decomposed_variants(api):
+    """naive, naive_inplace and math take paged and ragged batches by PyTorch's padded route:
+    listed as pending, refused 422 until a GPU session validates them."""
+    for name in PADDED_ROUTE:
+        v = variant(api, name)
+        assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
+        assert not {"page_size", "seqlens"} & set(v["features"]), v
+    for name in ("flash", "efficient", "cudnn"):
+        assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
+
+
+def test_the_setting_offers_the_padded_route(start_server):
+    """With the setting, naive, naive_inplace and math take serving batches as far as the device
+    (503 here: no GPU); the fused variants still refuse them by name."""
+    api = Api(start_server(extra=["--pending-features", "true"]).url)
+    for name in PADDED_ROUTE:
+        assert {"page_size", "seqlens"} <= set(variant(api, name)["features"]), name
+        for extra, _ in SERVING:
+            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
+            r = api.post("/v1/runs", json=body)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
+    for name in ("flash", "efficient", "cudnn"):
+        for extra, field in SERVING:
+            r = api.post("/v1/runs", json=dict({"backend": name, "dtype": "bf16", "head_dim": 64}, **extra))
+            assert r.status_code == 422, (name, extra, r.text)
+            err = r.json()["error"]
+            assert err["code"] == "unsupported" and err["field"] == field, (name, err)

@@ -18,6 +18,7 @@ if nvidia-smi -L; then export ATTND_REQUIRE_GPU=${ATTND_REQUIRE_GPU:-1}; fi
 
 BIN=${ATTND_BIN:-build/attnd}
 case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
+export ATTND_BIN="$BIN" # tests that start a server of their own (other settings) start this one
 # Few files under $OUT (the lent machine sends back only so many): gpu-tests.log,
 # gpu-facts.json, attnd-stderr.log, bench.log and the bench report (.md, .json).
 DATA=$(mktemp -d /tmp/attnd-gpu-data.XXXXXX)

@@ -150,6 +150,42 @@ static void test_workspace_bounds(void)
                               attn_mask_name(p.mask), shape, bound, exact);
                     }
     }
+    /* Serving batches (pending on the GPU variants: offered here): the padded route's tensors
+     * come on top of the dense problem's workspace; ragged, paged, both. */
+    variant_info_offer_pending(1);
+    for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
+        const variant *v = variant_find(names[n]);
+        for (int dt = 0; dt < ATTN_DTYPE_COUNT; dt++)
+            for (int m = 0; m < ATTN_MASK_COUNT; m++)
+                for (int layout = 1; layout < 4; layout++)
+                    for (int shape = 0; shape < 2; shape++) {
+                        attn_problem p = attn_mha(3, 4, 9, 33, 64, (attn_dtype)dt, (attn_mask)m, 0.125);
+                        char why[256];
+                        p.kv_heads = shape ? 2 : 0, p.head_dim_v = shape ? 32 : 0, p.window_keys = shape ? 4 : 0;
+                        if (layout & 1) p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 13, p.total_kv = 50;
+                        if (layout & 2) p.page_size = 16, p.num_pages = 12;
+                        if (variant_info_check(v->info, &p, 0, why, sizeof why) != 0) continue;
+                        size_t exact = v->workspace_bytes(&p);
+                        size_t bound = v->info->workspace_bound ? v->info->workspace_bound(&p) : 0;
+                        attn_problem dense = attn_padded(&p);
+                        CHECK(bound >= exact, "%s serving layout %d %s %s shape %d: bound %zu < workspace %zu", names[n],
+                              layout, attn_dtype_name(p.dtype), attn_mask_name(p.mask), shape, bound, exact);
+                        if (strcmp(names[n], "reference") != 0)
+                            CHECK(exact > v->workspace_bytes(&dense), "%s layout %d: the padded tensors take room",
+                                  names[n], layout);
+                    }
+    }
+    variant_info_offer_pending(0);
+}
+
+/* A packed token's sequence: the last one starting at or before it, past the empty ones. */
+static void test_seq_of(void)
+{
+    static const int32_t cu[6] = {0, 3, 3, 3, 4, 11}; /* lengths 3, 0, 0, 1, 7 */
+    static const int64_t want[11] = {0, 0, 0, 3, 4, 4, 4, 4, 4, 4, 4};
+    for (int64_t t = 0; t < 11; t++)
+        CHECK(attn_seq_of(cu, 5, t) == want[t], "token %lld: sequence %lld, want %lld", (long long)t,
+              (long long)attn_seq_of(cu, 5, t), (long long)want[t]);
 }
 
 /* `impl`: the kernels number their families as attn_problem.impl does (1 + the index of the
@@ -257,6 +293,7 @@ int main(void)
     test_pairs_and_flops();
     test_variants();
     test_workspace_bounds();
+    test_seq_of();
     test_impls();
     test_serving_work();
     return CHECK_DONE();

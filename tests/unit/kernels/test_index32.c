@@ -143,10 +143,30 @@ static void test_bench_shapes(void)
     }
 }
 
+/* A padded batch's [B, 1, Sq, Skv] mask over [B, H, Sq, Skv] scores: three dimensions, fewer
+ * where heads or batch is 1 (coalesced as TensorIterator does); split on the batch first. */
+static void test_batched_mask(void)
+{
+    index32_iter it = index32_batched_mask_op(100, 4, 3, 2, 1);
+    CHECK(it.ndim == 3 && it.shape[0] == 100 && it.shape[1] == 4 && it.shape[2] == 3 && it.stride_bytes[2][1] == 0 &&
+              it.stride_bytes[2][2] == 100,
+          "B3 H4: three dims, the mask broadcast over the heads");
+    it = index32_batched_mask_op(100, 1, 3, 2, 1);
+    CHECK(it.ndim == 1 && it.shape[0] == 300, "one head: one dimension of 300, got %d dims", it.ndim);
+    it = index32_batched_mask_op(100, 4, 1, 2, 1);
+    CHECK(it.ndim == 2 && it.shape[0] == 100 && it.shape[1] == 4, "one sequence: the [Sq, Skv] mask broadcast");
+    it = index32_batched_mask_op(1, 1, 1, 2, 1);
+    CHECK(it.ndim == 1 && it.shape[0] == 1 && parts(it) == 1, "one element");
+    /* 2^31 bf16 scores: B4 H16 Sq1 Skv 2^25 splits into parts of whole sequences */
+    it = index32_batched_mask_op((int64_t)1 << 25, 16, 4, 2, 1);
+    CHECK(parts(it) == 2, "B4 H16 Skv 2^25 bf16: %lld parts, want 2 (two sequences each)", (long long)parts(it));
+}
+
 int main(void)
 {
     test_limits();
     test_order();
     test_bench_shapes();
+    test_batched_mask();
     return CHECK_DONE();
 }
