@@ -19,3 +19,13 @@ if [ "${GPU_FLASHINFER:-1}" = 1 ]; then
     nice make BUILD="$B" GENCODE="$GENCODE" flashinfer
 fi
 echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check"
+# A call carries 64 MiB of working tree at most, and a build is ~45 MB: GPU_PACK=FILE (under
+# build/) packs it, and the build before when BASE_BUILD names one inside the repository
+# (e.g. build/base), into one xz tarball of ~13 MB a build; carry FILE, and gpu-session.sh
+# unpacks it when given GPU_PACK=FILE there.
+if [ -n "${GPU_PACK:-}" ]; then
+    base=()
+    [ -n "${BASE_BUILD:-}" ] && base=("$BASE_BUILD/attnd" "$BASE_BUILD/attnd-worker" "$BASE_BUILD/fused_check")
+    tar -cf - "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/lib" "${base[@]}" | xz -T0 -6 > "$GPU_PACK"
+    echo "packed: $GPU_PACK ($(du -h "$GPU_PACK" | cut -f1))"
+fi

@@ -6,6 +6,7 @@
 #   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
 #   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
+#   GPU_PACK     a tarball of the builds from scripts/gpu-build.sh (GPU_PACK=… there), unpacked first
 #   PHASES       which of: ab throughput fused sanitize unit tests pending targets bench (default: all
 #                but targets and bench). A lent call runs 10 minutes at most: all of them take longer,
 #                so split them over calls, e.g. "fused pending unit", then "ab throughput sanitize",
@@ -31,6 +32,8 @@
 set -u
 cd "$(dirname "$0")/.."
 B=${GPU_BUILD:-build/test}
+# GPU_PACK: the tarball scripts/gpu-build.sh packed (the builds, under 64 MiB to carry).
+if [ -n "${GPU_PACK:-}" ]; then tar -xJf "$GPU_PACK" || { echo "gpu-session: cannot unpack $GPU_PACK" >&2; exit 2; }; fi
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 PHASES=${PHASES:-"ab throughput fused sanitize unit tests pending"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
