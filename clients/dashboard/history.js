@@ -13,7 +13,7 @@ const COMPARE_RUNS = 100;        // GET /v1/compare takes at most this many runs
 const compared = new Map();      // "base|run" of GET /v1/compare -> its answer, or "pending"
 
 const SERIES_GROUP = ["backend", "impl", "gpu", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim",
-                      "head_dim_v", "window", "dtype", "mask"];
+                      "head_dim_v", "window", "dtype", "mask", "page_size", "ragged"];
 const HISTORY_FILTERS = ["backend", "dtype", "mask", "gpu", "commit", "tag"];
 const SERIES_RUNS = 1000;        // the newest this many runs of a series are drawn
 
@@ -23,8 +23,16 @@ let seriesShown = "";            // its key
 let historyNote = "";            // what the view says instead of a chart (an error, nothing found)
 let seriesListAt = 0;            // when the list was read (ms), to re-read it when runs come
 
-const seriesKeyOf = (rec) => `${setupOf(rec).backend} · ${gpuOf(rec) || "?"} · ${shapeOf(rec)}`;
-const seriesKeyOfGroup = (g) => `${g.backend}${g.impl ? `:${g.impl}` : ""} · ${g.gpu || "?"} · ${shapeOf({ params: g })}`;
+// A series' shape: a ragged batch is one series whatever its lengths (the groups say only
+// whether a run was ragged), a paged cache one per page size.
+const seriesShapeOf = (p, ragged) =>
+  shapeOf({ params: Object.assign({}, p, { seqlens_q: null, seqlens_kv: null }) }) + (ragged ? " ragged" : "");
+const seriesKeyOf = (rec) => {
+  const p = rec.params || {};
+  return `${setupOf(rec).backend} · ${gpuOf(rec) || "?"} · ${seriesShapeOf(p, p.seqlens_q != null || p.seqlens_kv != null)}`;
+};
+const seriesKeyOfGroup = (g) =>
+  `${g.backend}${g.impl ? `:${g.impl}` : ""} · ${g.gpu || "?"} · ${seriesShapeOf(g, g.ragged === true)}`;
 
 function historyFilters() {
   const f = {};

@@ -645,6 +645,36 @@ def test_history_view_filters_series_and_baseline(two_nodes, browser):
     assert "tag=b" in browser.eval("location.hash")
 
 
+def test_history_keeps_paged_and_ragged_runs_apart(start_server, browser):
+    """A paged cache and a ragged batch of one shape are series of their own (the groups say
+    page_size and ragged), and each series draws its runs: mixed with the contiguous runs, a
+    paged run's time would read as a change of the contiguous ones."""
+    srv = start_server()
+    api = Api(srv.url)
+    base = dict(SHAPE, backend="reference", device="cpu", **CALM)
+    plain = api.run_ok(**base)
+    paged = [api.run_ok(**dict(base, page_size=4)) for _ in range(2)]
+    ragged = api.run_ok(**dict(base, seqlens_q="24,12", seqlens_kv="24,20", batch=2))
+    gpu = plain["device"]["name"]
+    series = {
+        "plain": "reference · %s · %s" % (gpu, SHAPE_TEXT),
+        "paged": "reference · %s · %s P4" % (gpu, SHAPE_TEXT),
+        "ragged": "reference · %s · %s ragged" % (gpu, SHAPE_TEXT.replace("B1", "B2")),
+    }
+    _open(browser, srv.url + "/#series=%s" % quote(series["paged"]))
+    browser.wait_for("document.querySelectorAll('#chart-history circle.run').length === 2", "the paged series' runs")
+    drawn = browser.eval("[...document.querySelectorAll('#chart-history circle.run')].map((c) => Number(c.dataset.run))")
+    assert sorted(drawn) == sorted(r["id"] for r in paged), drawn
+    options = dict(browser.eval("[...document.querySelectorAll('#h-series option')].map((o) => [o.value, o.textContent])"))
+    for name, count in (("plain", 1), ("paged", 2), ("ragged", 1)):
+        assert series[name] in options and options[series[name]].startswith(series[name] + " — %d run" % count), \
+            (name, options)
+    browser.eval("(() => { const s = document.querySelector('#h-series'); s.value = %s;"
+                 " s.dispatchEvent(new Event('change')); })()" % json.dumps(series["ragged"]))
+    browser.wait_for("document.querySelectorAll('#chart-history circle.run').length === 1", "the ragged series' run")
+    assert browser.eval("Number(document.querySelector('#chart-history circle.run').dataset.run)") == ragged["id"]
+
+
 def test_study_view(api, browser):
     """The profiling study's own form: bars with error bars on a log axis, kernels per
     forward, a stacked bar of the top kernels, the table. Runs once the server has
