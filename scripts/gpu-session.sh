@@ -96,7 +96,7 @@ if has unit; then
 fi
 
 if has tests; then
-    SKIP_BENCH=1 TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-300} bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
+    SKIP_BENCH=1 TESTS_TIMEOUT_S=${TESTS_TIMEOUT_S:-480} bash tests/gpu/run.sh > "$OUT/run.log" 2>&1
     note "tests/gpu" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/gpu-tests.log" | tail -n 1)"
     grep -E '^(FAILED|ERROR)' "$OUT/gpu-tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done
 fi
