@@ -10,7 +10,7 @@
 #   PHASES       which of: ab throughput fused sanitize unit tests pending targets bench (default: all
 #                but targets and bench). A lent call runs 10 minutes at most: all of them take longer,
 #                so split them over calls, e.g. "fused pending unit", then "ab throughput sanitize",
-#                then "tests targets"
+#                then "tests", then "targets"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
