@@ -176,6 +176,16 @@ int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
                  "strides are 32-bit)");
         return -1;
     }
+    if (p->page_size > 0) {
+        const int64_t g = p->heads / hkv;
+        if (p->seq_q > 1 || !(g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) {
+            snprintf(why, why_len, "flashinfer runs a paged cache by its batch decode only (seq_q 1, query heads per "
+                     "K/V head 1, 2, 3, 4, 6, 8 or 16; got seq_q %lld, %lld): its paged prefill "
+                     "(BatchPrefillWithPagedKVCacheDispatched) is not wired in attnd's module",
+                     (long long)p->seq_q, (long long)g);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -249,21 +259,32 @@ static size_t cudnn_bound(const attn_problem *p)
 
 /* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
  * for a decode (seq_q 1, a group size FlashInfer's decode kernel takes), DecodePlan's buffers
- * at their largest (each sequence split into at most ⌈pages/8⌉ chunks of 16-key pages, a
- * partial output of head_dim + 1 floats per head and chunk) and the page table. Looser than
- * the module's own attnd_fi_decode_layout_of, which the worker allocates. */
+ * at their largest (each sequence split into at most ⌈pages/max(128/page, 1)⌉ chunks of
+ * pages of page_size keys, or 16 for a contiguous cache; a partial output of head_dim + 1
+ * floats per head and chunk) and the page table; for a ragged batch, the batch prefill's plan
+ * (Hopper: 7 int32 per query tile of 128 rows and head; FA2: 3 per tile of 16 packed rows,
+ * and the two indptrs). Looser than the module's own layouts (flashinfer_layout.h), which
+ * the worker allocates. */
 static size_t flashinfer_bound(const attn_problem *p)
 {
     const int64_t g = p->heads / attn_kv_heads(p);
-    const size_t staged = align256((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
-    size_t pages, chunks, decode;
+    const size_t staged = p->ragged || p->page_size > 0
+                              ? 0
+                              : align256((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
+    const size_t page = p->page_size > 0 ? (size_t)p->page_size : 16, min_pages = 128 / page > 1 ? 128 / page : 1;
+    const size_t rows = (size_t)(p->batch * p->seq_q), b1 = (size_t)p->batch + 1; /* rows bound total_q */
+    size_t pages, chunks, decode = 0, ragged = 0, bound = staged;
 
-    if (p->seq_q != 1 || !(g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) return staged;
-    pages = (size_t)(p->seq_kv + 15) / 16;
-    chunks = (size_t)p->batch * ((pages + 7) / 8);
-    decode = (size_t)p->heads * chunks * ((size_t)p->head_dim + 1) * 4 + 16 * chunks + 4 * (size_t)p->batch * (pages + 2) +
-             8192;
-    return decode > staged ? decode : staged;
+    if (p->seq_q == 1 && (g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) {
+        pages = ((size_t)p->seq_kv + page - 1) / page;
+        chunks = (size_t)p->batch * ((pages + min_pages - 1) / min_pages);
+        decode = (size_t)p->heads * chunks * ((size_t)p->head_dim + 1) * 4 + 16 * chunks +
+                 4 * (size_t)p->batch * (pages + 2) + 8192;
+    }
+    if (p->ragged)
+        ragged = 28 * (size_t)p->heads * (rows / 128 + b1) + 12 * (rows * (size_t)g / 16 + b1) + 8 * b1 + 8192;
+    if (decode > bound) bound = decode;
+    return ragged > bound ? ragged : bound;
 }
 
 const variant_info variant_info_reference = {
@@ -384,13 +405,16 @@ const variant_info variant_info_flashinfer = {
     .name = "flashinfer",
     .summary = "FlashInfer, the attention library of vLLM and SGLang, built from its wheel's headers into a "
                "module loaded at run time: decode (seq_q 1) through its plan and batch decode over a paged "
-               "view of the cache, prefill through its single-request kernels (the FA3 template on Hopper, "
-               "FA2 elsewhere)",
+               "view of the cache (or a paged cache's block table), prefill through its single-request kernels "
+               "(the FA3 template on Hopper, FA2 elsewhere), a ragged batch through its batch prefill",
     .dtypes = HALF_DTYPES,
     .min_cc = 80,
     .max_head_dim = 256,
     .head_dim_multiple = 64,
     .features = VARIANT_GQA,
+    /* Paged decode through the block table; ragged batches through the batch prefill
+     * (kernels/flashinfer/): pending their checks on a GPU (tests/gpu/test_flashinfer.py). */
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_flashinfer,
     .workspace_bound = flashinfer_bound,
     .library = "FlashInfer",

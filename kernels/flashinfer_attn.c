@@ -26,7 +26,8 @@ static int flashinfer_current_cc(void)
 
 /* p as FlashInfer's problem: its causal mask is bottom-right; top-left causal is the same mask
  * over the first seq_q keys (row i sees keys 0..i either way), which is all of them a
- * top-left row may see. */
+ * top-left row may see. A serving batch hands over its host arrays (p->seqs, built before the
+ * worker asks) and leaves the cut per sequence to the module (top_left). */
 static attnd_fi_case flashinfer_case(const attn_problem *p, int cc)
 {
     attnd_fi_case c;
@@ -42,6 +43,17 @@ static attnd_fi_case flashinfer_case(const attn_problem *p, int cc)
     c.kv_len = p->mask == ATTN_MASK_CAUSAL && p->seq_q < p->seq_kv ? p->seq_q : p->seq_kv;
     c.sm_scale = p->scale;
     c.cc = cc;
+    if (p->ragged || p->page_size > 0) {
+        c.kv_len = p->seq_kv;
+        c.ragged = p->ragged != 0;
+        c.top_left = p->mask == ATTN_MASK_CAUSAL;
+        c.page_size = p->page_size, c.num_pages = p->num_pages;
+        c.total_q = p->total_q, c.total_kv = p->total_kv;
+        if (p->seqs) {
+            c.cu_seqlens_q = p->seqs->cu_seqlens_q, c.cu_seqlens_kv = p->seqs->cu_seqlens_kv;
+            c.block_table = p->seqs->block_table, c.pages_per_seq = p->seqs->pages_per_seq;
+        }
+    }
     return c;
 }
 

@@ -9,6 +9,11 @@
  *       once per sequence;
  *   else (8.x): the FA2 SinglePrefillWithKVCacheDispatched once per sequence, then a transpose
  *       of its token-major output.
+ * A serving batch (docs/serving.md) hands the module its host cu_seqlens and block table:
+ *   one query row in every sequence: the same decode over the paged cache through its block
+ *       table (NHD), or over a ragged cache as pages of 16 tokens;
+ *   any other ragged batch: BatchPrefillWithRaggedKVCacheDispatched (Hopper or FA2) after its
+ *       plan, one launch for the batch; a paged prefill is refused.
  * Masks: FlashInfer's causal mask is bottom-right aligned. causal_bottom_right is it; causal
  * (top-left) is it over the first seq_q keys, which are all a top-left row may see when
  * seq_q <= seq_kv; both need seq_q <= seq_kv (common/variant_info.c refuses the rest).

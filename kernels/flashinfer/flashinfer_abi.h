@@ -11,6 +11,12 @@
  * of a sequence sees keys 0..kv_len-1 of it, and with `causal` FlashInfer's mask, which is
  * bottom-right aligned (row i sees keys 0..i+kv_len-Sq). kernels/flashinfer_attn.c maps
  * attnd's masks onto that.
+ *
+ * A serving batch (docs/serving.md) keeps attnd's layouts too: ragged, q [total_q,H,D], k and v
+ * [total_kv,Hkv,D], out [total_q,H,D], token-major and packed by cu_seqlens; paged, k and v
+ * [num_pages,page_size,Hkv,D] (NHD) and a block table [B, pages_per_seq]. The case carries the
+ * host copies of those arrays: the module plans and builds FlashInfer's own index arrays from
+ * them in attnd_fi_prepare and uploads them into the workspace.
  */
 #ifndef FLASHINFER_ABI_H
 #define FLASHINFER_ABI_H
@@ -23,7 +29,7 @@ extern "C" {
 #endif
 
 /* Raised whenever a function or the case below changes: the loader refuses another number. */
-#define ATTND_FI_ABI 1
+#define ATTND_FI_ABI 2
 
 /* The module is compiled with hidden visibility: these functions are all it exports. */
 #define ATTND_FI_EXPORT __attribute__((visibility("default")))
@@ -39,12 +45,23 @@ typedef struct attnd_fi_case {
     int64_t kv_len;   /* keys each row may see, from key 0 (at most seq_kv; k/v keep seq_kv rows) */
     double sm_scale;
     int cc;           /* the device's compute capability, major*10 + minor */
+    /* A serving batch: all zero (NULL) for a dense problem, whose kv_len above says what a
+     * causal row sees. seq_q and seq_kv are then the bounds of every sequence. */
+    int ragged;                  /* lengths per sequence: q, k, v, out token-major, packed by cu_seqlens */
+    int top_left;                /* attnd's causal (top-left): sequence b's rows see its first qo_len(b) keys */
+    int64_t page_size, num_pages; /* paged: k, v [num_pages, page_size, kv_heads, D] (NHD) */
+    int64_t total_q, total_kv;   /* ragged: Σ lengths */
+    const int32_t *cu_seqlens_q, *cu_seqlens_kv; /* host, [batch + 1] each (ragged) */
+    const int32_t *block_table;  /* host, [batch, pages_per_seq] (paged) */
+    int64_t pages_per_seq;
 } attnd_fi_case;
 
 /* The FlashInfer entry point a case calls (attnd_fi_route). */
 #define ATTND_FI_ROUTE_PREFILL_SM90 1 /* hopper/prefill_sm90.cuh SinglePrefillWithKVCacheDispatched, per sequence */
 #define ATTND_FI_ROUTE_PREFILL_SM80 2 /* prefill.cuh SinglePrefillWithKVCacheDispatched (FA2), per sequence */
 #define ATTND_FI_ROUTE_DECODE 3       /* decode.cuh BatchDecodeWithPagedKVCacheDispatched after DecodePlan */
+#define ATTND_FI_ROUTE_RAGGED_SM90 4  /* hopper/prefill_sm90.cuh BatchPrefillWithRaggedKVCacheDispatched after PrefillSM90Plan */
+#define ATTND_FI_ROUTE_RAGGED_SM80 5  /* prefill.cuh BatchPrefillWithRaggedKVCacheDispatched (FA2) after PrefillPlan */
 
 /* ATTND_FI_ABI of the module. */
 ATTND_FI_EXPORT int attnd_fi_abi(void);
@@ -60,18 +77,19 @@ ATTND_FI_EXPORT const char *attnd_fi_build(void);
 ATTND_FI_EXPORT int attnd_fi_route(const attnd_fi_case *c, char *why, size_t why_len);
 
 /* Device bytes one forward of c needs besides q, k, v and out (FlashInfer's plan buffers,
- * the paged view of the cache, the FA2 output's staging), at most; 0 on a refused case. */
+ * the page table, the ragged indptrs, the FA2 output's staging), at most; 0 on a refused
+ * case. A bound from c's sizes alone, never from its per-sequence arrays. */
 ATTND_FI_EXPORT size_t attnd_fi_workspace_bytes(const attnd_fi_case *c);
 
 /* Once per job, after the workspace is allocated and before the first forward: FlashInfer's
- * plan (DecodePlan and the page table, copied into the workspace). Synchronises stream.
- * 0, or -1 with why. */
+ * plan (DecodePlan and the page table, or the batch prefill's plan and indptrs, copied into
+ * the workspace). Synchronises stream. 0, or -1 with why. */
 ATTND_FI_EXPORT int attnd_fi_prepare(const attnd_fi_case *c, void *workspace, size_t workspace_bytes, void *stream,
                                      char *why, size_t why_len);
 
 /* One forward of c on stream: launches only, no allocation or synchronisation, so it can be
- * captured into a CUDA graph. The decode route needs the attnd_fi_prepare of the same case
- * and workspace. 0, or -1 with why. */
+ * captured into a CUDA graph. The decode and ragged routes need the attnd_fi_prepare of the
+ * same case and workspace. 0, or -1 with why. */
 ATTND_FI_EXPORT int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const void *v, void *out,
                                      void *workspace, void *stream, char *why, size_t why_len);
 

@@ -3,10 +3,14 @@
  * of attention/decode.cuh), as csrc/batch_decode.cu calls them for
  * flashinfer.BatchDecodeWithPagedKVCacheWrapper.plan() and .run().
  *
- * The cache is paged in FlashInfer's API, so attnd's contiguous k and v [B,Hkv,Skv,D] are
+ * The cache is paged in FlashInfer's API. attnd's paged cache [num_pages,page_size,Hkv,D] is
+ * its NHD layout, read through the block table. attnd's contiguous k and v [B,Hkv,Skv,D] are
  * handed over as a paged cache over the same memory (nothing is copied): HND pages of
  * ATTND_FI_DECODE_PAGE keys, page ids counted in rows of the [B·Hkv·Skv, D] view (the page
- * stride is D, the head stride Skv·D), so sequence b's page j is row b·Hkv·Skv + j·page.
+ * stride is D, the head stride Skv·D), so sequence b's page j is row b·Hkv·Skv + j·page; a
+ * ragged [total_kv,Hkv,D] likewise as NHD pages whose ids count tokens (the page stride is
+ * one token, Hkv·D), so sequence b's page j is token cu_seqlens_kv[b] + j·page. The table
+ * (indptr, ids, each last page's keys) is built on the host in prepare and uploaded.
  * FlashInfer's plan then splits long sequences into chunks of pages when batch × kv_heads
  * CTAs would leave SMs idle, and a merge kernel combines the chunks.
  *
@@ -36,51 +40,49 @@ using Variant = DefaultAttention</*use_custom_mask=*/false, /*use_sliding_window
 template <typename DType>
 using Params = BatchDecodeParams<DType, DType, DType, int32_t>;
 
-/* The paged view's indptr (pages per sequence, prefix sums) on the host, for the plan. */
-std::vector<int32_t> decode_indptr(const attnd_fi_case &c, const attnd_fi_decode_layout &l)
+/* FlashInfer's page table of the case, on the host: indptr (pages per sequence, prefix sums),
+ * the page ids, the keys on each last page (1..page; 0 for a sequence of no keys). Three caches:
+ *   dense [B,Hkv,Skv,D]: HND pages of ATTND_FI_DECODE_PAGE keys over it, ids in rows of D;
+ *   paged [num_pages,page_size,Hkv,D]: its own pages, the block table's first ⌈len/page⌉ ids;
+ *   ragged [total_kv,Hkv,D]: NHD pages of ATTND_FI_DECODE_PAGE keys over it, ids in tokens. */
+struct page_table {
+    std::vector<int32_t> indptr, indices, last_page_len;
+};
+
+int is_serving(const attnd_fi_case &c) { return c.ragged || c.page_size > 0; }
+
+page_table page_table_of(const attnd_fi_case &c, int64_t page)
 {
-    std::vector<int32_t> indptr((size_t)c.batch + 1);
-    for (int64_t b = 0; b <= c.batch; b++) indptr[(size_t)b] = (int32_t)(b * l.pages_per_seq);
-    return indptr;
+    page_table t;
+
+    t.indptr.assign(1, 0);
+    for (int64_t b = 0; b < c.batch; b++) {
+        const int64_t len = is_serving(c) ? attnd_fi_kv_seen(c, b) : c.kv_len, pages = (len + page - 1) / page;
+        for (int64_t j = 0; j < pages; j++) {
+            int64_t id;
+            if (c.page_size > 0) id = c.block_table[b * c.pages_per_seq + j];
+            else if (c.ragged) id = c.cu_seqlens_kv[b] + j * page;
+            else id = b * c.kv_heads * c.seq_kv + j * page;
+            t.indices.push_back((int32_t)id);
+        }
+        t.indptr.push_back((int32_t)t.indices.size());
+        t.last_page_len.push_back((int32_t)(pages ? len - (pages - 1) * page : 0));
+    }
+    return t;
 }
 
-/* The page table into the workspace: indptr, the page ids, the keys on each last page. */
-cudaError_t upload_page_table(const attnd_fi_case &c, const attnd_fi_decode_layout &l, char *ws, cudaStream_t s)
+/* The page table into the workspace (the layout has room for pages_per_seq a sequence). */
+cudaError_t upload_page_table(const page_table &pt, const attnd_fi_decode_layout &l, char *ws, cudaStream_t s)
 {
-    const int64_t page = ATTND_FI_DECODE_PAGE, last = c.kv_len - (l.pages_per_seq - 1) * page;
-    std::vector<int32_t> indptr = decode_indptr(c, l), indices, last_page_len((size_t)c.batch, (int32_t)last);
-    cudaError_t e;
-
-    indices.reserve((size_t)(c.batch * l.pages_per_seq));
-    for (int64_t b = 0; b < c.batch; b++)
-        for (int64_t j = 0; j < l.pages_per_seq; j++) indices.push_back((int32_t)(b * c.kv_heads * c.seq_kv + j * page));
-    e = cudaMemcpyAsync(ws + l.indptr_off, indptr.data(), indptr.size() * 4, cudaMemcpyHostToDevice, s);
+    cudaError_t e = cudaMemcpyAsync(ws + l.indptr_off, pt.indptr.data(), pt.indptr.size() * 4, cudaMemcpyHostToDevice, s);
+    if (e == cudaSuccess && !pt.indices.empty())
+        e = cudaMemcpyAsync(ws + l.indices_off, pt.indices.data(), pt.indices.size() * 4, cudaMemcpyHostToDevice, s);
     if (e == cudaSuccess)
-        e = cudaMemcpyAsync(ws + l.indices_off, indices.data(), indices.size() * 4, cudaMemcpyHostToDevice, s);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(ws + l.last_page_len_off, last_page_len.data(), last_page_len.size() * 4,
+        e = cudaMemcpyAsync(ws + l.last_page_len_off, pt.last_page_len.data(), pt.last_page_len.size() * 4,
                             cudaMemcpyHostToDevice, s);
-    /* The host vectors die here: the copies must have read them. */
+    /* The host vectors die after the plan: the copies must have read them. */
     if (e == cudaSuccess) e = cudaStreamSynchronize(s);
     return e;
-}
-
-/* The pinned buffer DecodePlan fills before copying it into the int buffer; kept for the
- * process, grown when a plan needs more. Prepare synchronises after each plan, so it is free
- * again when the next one writes it. */
-void *pinned_plan_buffer(size_t bytes, cudaError_t *e)
-{
-    static void *buf;
-    static size_t have;
-    *e = cudaSuccess;
-    if (bytes <= have) return buf;
-    if (buf) cudaFreeHost(buf);
-    buf = nullptr;
-    have = 0;
-    *e = cudaMallocHost(&buf, bytes);
-    if (*e != cudaSuccess) return nullptr;
-    have = bytes;
-    return buf;
 }
 
 template <typename DType>
@@ -89,20 +91,20 @@ cudaError_t plan(const attnd_fi_case &c, void *workspace, cudaStream_t s, attnd_
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     const attnd_fi_decode_layout l = attnd_fi_decode_layout_of(&c);
     char *ws = (char *)workspace;
-    std::vector<int32_t> indptr = decode_indptr(c, l);
+    page_table pt = page_table_of(c, l.page);
     DecodePlanInfo info;
-    cudaError_t e = upload_page_table(c, l, ws, s);
+    cudaError_t e = upload_page_table(pt, l, ws, s);
     void *pinned;
 
     if (e != cudaSuccess) return e;
-    pinned = pinned_plan_buffer(l.int_bytes, &e);
+    pinned = attnd_fi_pinned_buffer(l.int_bytes, &e);
     if (!pinned) return e;
     DISPATCH_GQA_GROUP_SIZE(c.heads / c.kv_heads, GROUP_SIZE, {
         auto work_estimation = BatchDecodeWithPagedKVCacheWorkEstimationDispatched<
             GROUP_SIZE, D, PosEncodingMode::kNone, Variant, Params<DType>>;
         e = DecodePlan<D, PosEncodingMode::kNone, Variant, Params<DType>>(
-            ws + l.float_off, l.float_bytes, ws + l.int_off, pinned, l.int_bytes, info, indptr.data(),
-            (uint32_t)c.batch, (uint32_t)c.heads, ATTND_FI_DECODE_PAGE, /*enable_cuda_graph=*/false, s,
+            ws + l.float_off, l.float_bytes, ws + l.int_off, pinned, l.int_bytes, info, pt.indptr.data(),
+            (uint32_t)c.batch, (uint32_t)c.heads, (uint32_t)l.page, /*enable_cuda_graph=*/false, s,
             work_estimation);
     });
     if (e == cudaSuccess) e = cudaStreamSynchronize(s); /* the plan's copy out of the pinned buffer */
@@ -120,14 +122,19 @@ cudaError_t run(const attnd_fi_case &c, const attnd_fi_tensors &t, const attnd_f
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     const attnd_fi_decode_layout l = attnd_fi_decode_layout_of(&c);
     char *ws = (char *)t.workspace, *int_buf = ws + l.int_off, *float_buf = ws + l.float_off;
-    /* Strides of the paged view: page (in rows of D), head, key within the page. */
-    const int64_t strides[3] = {D, c.seq_kv * D, D};
+    /* Strides {page, then HND's head, key or NHD's key, head}: the dense view's pages are rows
+     * of D (HND), the ragged view's tokens (NHD), a paged cache's its pages (NHD). */
+    const int64_t token = c.kv_heads * D;
+    const int64_t dense[3] = {D, c.seq_kv * D, D}, ragged[3] = {token, token, D},
+                  paged[3] = {c.page_size * token, token, D};
+    const int64_t *strides = c.page_size > 0 ? paged : c.ragged ? ragged : dense;
+    const QKVLayout layout = is_serving(c) ? QKVLayout::kNHD : QKVLayout::kHND;
     DecodePlanInfo info;
     DType *tmp_v = nullptr;
     float *tmp_s = nullptr;
 
     info.FromVector(std::vector<int64_t>(pl.info, pl.info + 10));
-    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, ATTND_FI_DECODE_PAGE, D, (uint32_t)c.batch, QKVLayout::kHND,
+    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, (uint32_t)l.page, D, (uint32_t)c.batch, layout,
                                   (DType *)t.k, (DType *)t.v, strides, (int32_t *)(ws + l.indices_off),
                                   (int32_t *)(ws + l.indptr_off), (int32_t *)(ws + l.last_page_len_off));
     Params<DType> p((DType *)t.q, /*q_rope_offset=*/nullptr, kv, (DType *)t.out, /*lse=*/nullptr,

@@ -1,15 +1,24 @@
-/* flashinfer_layout.h — where the module's decode route keeps things in the workspace: plain
- * C, so that the unit tests can hold common/variant_info.c's bound (what the front reserves)
- * against it without the module.
+/* flashinfer_layout.h — where the module's decode and ragged routes keep things in the
+ * workspace: plain C, so that the unit tests can hold common/variant_info.c's bound (what the
+ * front reserves) against it without the module. Every size is a bound from the case's sizes
+ * (batch, heads, the length bounds, total_q), never from its per-sequence arrays, so that the
+ * front can reserve it before the lengths exist.
  *
- * The contiguous cache is handed to FlashInfer's decode as pages of ATTND_FI_DECODE_PAGE keys
- * over the same memory (vLLM's default block size): its plan may then split a long sequence
- * into chunks of pages. The workspace holds, each 256-byte aligned: DecodePlan's int buffer
- * (the schedule), its float buffer (split-KV partial outputs), and the page table (indptr,
- * page ids, keys on each last page), sized for the largest plan DecodePlan can make: each
- * sequence splits into at most ⌈pages / max(128 / page, 1)⌉ chunks (scheduler.cuh,
+ * Decode. A contiguous cache is handed to FlashInfer's decode as pages of
+ * ATTND_FI_DECODE_PAGE keys over the same memory (vLLM's default block size); a paged cache
+ * as its own pages: its plan may then split a long sequence into chunks of pages. The
+ * workspace holds, each 256-byte aligned: DecodePlan's int buffer (the schedule), its float
+ * buffer (split-KV partial outputs), and the page table (indptr, page ids, keys on each last
+ * page), sized for the largest plan DecodePlan can make: each sequence splits into at most
+ * ⌈pages / max(128 / page, 1)⌉ chunks (scheduler.cuh,
  * PartitionPagedKVCacheBinarySearchMinNumPagePerBatch never goes below that many pages per
  * chunk), and each buffer it carves is given its alignment (16) on top.
+ *
+ * Ragged prefill. The batch prefill's plan writes its schedule into an int buffer: on Hopper
+ * (PrefillSM90Plan) seven int32 arrays of one entry per (query tile of 128 or more rows,
+ * query head) and one per SM; FA2 (PrefillPlan, split-KV off) three of one entry per query
+ * tile of at least 16 packed rows (rows × group size), and the output indptr. FA2 also reads
+ * q_indptr and kv_indptr on the device: they follow, 256-byte aligned.
  */
 #ifndef FLASHINFER_LAYOUT_H
 #define FLASHINFER_LAYOUT_H
@@ -21,23 +30,34 @@
 #include "kernels/flashinfer/flashinfer_abi.h"
 
 #define ATTND_FI_DECODE_PAGE 16
+#define ATTND_FI_MAX_SMS 1024 /* PrefillSM90Plan's per-SM array, bounded: the module refuses a device with more */
 
 /* Byte offsets into the workspace, and its size. */
 typedef struct attnd_fi_decode_layout {
     size_t int_off, int_bytes, float_off, float_bytes;
     size_t indptr_off, indices_off, last_page_len_off, total;
-    int64_t pages_per_seq; /* pages of ATTND_FI_DECODE_PAGE keys covering kv_len */
+    int64_t pages_per_seq; /* pages covering kv_len (at most) */
+    int64_t page;          /* keys a page: the cache's page_size, or ATTND_FI_DECODE_PAGE for a contiguous one */
 } attnd_fi_decode_layout;
+
+/* The ragged routes' offsets and size. */
+typedef struct attnd_fi_ragged_layout {
+    size_t int_off, int_bytes;         /* the plan's int buffer */
+    size_t qo_indptr_off, kv_indptr_off; /* FA2: [batch + 1] int32 each */
+    size_t total;
+} attnd_fi_ragged_layout;
 
 static inline size_t attnd_fi_align256(size_t n) { return (n + 255) / 256 * 256; }
 
 static inline attnd_fi_decode_layout attnd_fi_decode_layout_of(const attnd_fi_case *c)
 {
     attnd_fi_decode_layout l;
-    const int64_t page = ATTND_FI_DECODE_PAGE, min_pages = 128 / page > 1 ? 128 / page : 1;
+    const int64_t page = c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE;
+    const int64_t min_pages = 128 / page > 1 ? 128 / page : 1;
     size_t chunks, at = 0;
 
     memset(&l, 0, sizeof l);
+    l.page = page;
     l.pages_per_seq = (c->kv_len + page - 1) / page;
     chunks = (size_t)c->batch * (size_t)((l.pages_per_seq + min_pages - 1) / min_pages);
     /* request_indices, kv_tile_indices and o_indptr (chunks + 1) int32, the chunk size, the
@@ -55,6 +75,32 @@ static inline attnd_fi_decode_layout attnd_fi_decode_layout_of(const attnd_fi_ca
     at += attnd_fi_align256((size_t)c->batch * (size_t)l.pages_per_seq * 4);
     l.last_page_len_off = at;
     at += attnd_fi_align256((size_t)c->batch * 4);
+    l.total = at;
+    return l;
+}
+
+/* sm90: PrefillSM90Plan's layout (1) or FA2's PrefillPlan's (0). */
+static inline attnd_fi_ragged_layout attnd_fi_ragged_layout_of(const attnd_fi_case *c, int sm90)
+{
+    attnd_fi_ragged_layout l;
+    size_t at = 0, n;
+
+    memset(&l, 0, sizeof l);
+    if (sm90) {
+        /* query tiles of at least 128 rows, one per head: Σ ⌈qo_len / 128⌉ ≤ total/128 + batch */
+        n = (size_t)c->heads * ((size_t)c->total_q / 128 + (size_t)c->batch + 1);
+        l.int_bytes = 7 * (n * 4 + 16) + (ATTND_FI_MAX_SMS + 1) * 4 + 16;
+    } else {
+        /* query tiles of at least 16 packed rows: Σ ⌈qo_len·group / 16⌉ ≤ total·group/16 + batch */
+        n = (size_t)c->total_q * (size_t)(c->heads / c->kv_heads) / 16 + (size_t)c->batch + 1;
+        l.int_bytes = 3 * (n * 4 + 16) + ((size_t)c->batch + 1) * 4 + 16 + 4 + 16;
+    }
+    l.int_off = at;
+    at += attnd_fi_align256(l.int_bytes);
+    l.qo_indptr_off = at;
+    at += sm90 ? 0 : attnd_fi_align256(((size_t)c->batch + 1) * 4);
+    l.kv_indptr_off = at;
+    at += sm90 ? 0 : attnd_fi_align256(((size_t)c->batch + 1) * 4);
     l.total = at;
     return l;
 }

@@ -27,14 +27,15 @@
 
 namespace {
 
-/* The last prepared decode plan: prepare and the forwards of one job run on one worker
- * thread, but the lock keeps a stray caller from reading a half-written plan. */
+/* The last prepared plan (decode or ragged): prepare and the forwards of one job run on one
+ * worker thread, but the lock keeps a stray caller from reading a half-written plan. */
 std::mutex plan_lock;
 attnd_fi_case planned_case;
 void *planned_workspace;
 attnd_fi_decode_plan planned;
+attnd_fi_ragged_plan planned_ragged;
 int have_plan;
-char described[256];
+char described[320];
 
 void say(char *why, size_t why_len, const char *text)
 {
@@ -45,8 +46,13 @@ int same_case(const attnd_fi_case &a, const attnd_fi_case &b)
 {
     return a.dtype == b.dtype && a.causal == b.causal && a.batch == b.batch && a.heads == b.heads &&
            a.kv_heads == b.kv_heads && a.seq_q == b.seq_q && a.seq_kv == b.seq_kv && a.head_dim == b.head_dim &&
-           a.kv_len == b.kv_len && a.sm_scale == b.sm_scale && a.cc == b.cc;
+           a.kv_len == b.kv_len && a.sm_scale == b.sm_scale && a.cc == b.cc && a.ragged == b.ragged &&
+           a.top_left == b.top_left && a.page_size == b.page_size && a.num_pages == b.num_pages &&
+           a.total_q == b.total_q && a.total_kv == b.total_kv && a.cu_seqlens_q == b.cu_seqlens_q &&
+           a.cu_seqlens_kv == b.cu_seqlens_kv && a.block_table == b.block_table && a.pages_per_seq == b.pages_per_seq;
 }
+
+int is_serving(const attnd_fi_case &c) { return c.ragged || c.page_size > 0; }
 
 /* FlashInfer's CUDA-core decode kernel is compiled for these query heads per K/V head
  * (utils.cuh DISPATCH_GQA_GROUP_SIZE); others throw "Unsupported group_size". */
@@ -59,6 +65,58 @@ int have_code_for(int cc)
     if (cc == 90) return ATTND_FI_HAVE_SM90;
     if (cc >= 80 && cc < 90) return ATTND_FI_HAVE_SM80;
     return 0;
+}
+
+/* A serving batch's route, or 0 with why: decode when every sequence has one query row
+ * (over a paged cache through its block table, over a ragged one as pages of its tokens),
+ * else the batch prefill over the ragged tensors; its per-sequence limits. */
+int serving_route_of(const attnd_fi_case &c, char *why, size_t why_len)
+{
+    char text[320];
+    int decode = 1, same_lengths = 1;
+
+    if ((c.ragged && (!c.cu_seqlens_q || !c.cu_seqlens_kv)) || (c.page_size > 0 && !c.block_table)) {
+        say(why, why_len, "FlashInfer's module plans a serving batch from its cu_seqlens and block table, which "
+                          "this case lacks");
+        return 0;
+    }
+    if (c.page_size > 0 && c.page_size * c.kv_heads * c.head_dim > UINT32_MAX) {
+        say(why, why_len, "FlashInfer's paged_kv_t takes a 32-bit page stride: page_size*kv_heads*head_dim must "
+                          "stay below 2^32");
+        return 0;
+    }
+    for (int64_t b = 0; b < c.batch; b++) {
+        const int64_t q = attnd_fi_qo_len(c, b), kv = attnd_fi_kv_len(c, b);
+        if (c.causal && q > kv) {
+            snprintf(text, sizeof text, "FlashInfer's causal mask is bottom-right aligned and needs each sequence's "
+                     "queries <= its keys (sequence %lld: %lld > %lld)", (long long)b, (long long)q, (long long)kv);
+            say(why, why_len, text);
+            return 0;
+        }
+        if (q > 0 && attnd_fi_kv_seen(c, b) == 0) {
+            snprintf(text, sizeof text, "sequence %lld has queries and no keys: FlashInfer's kernels define no "
+                     "output for a row that sees no key", (long long)b);
+            say(why, why_len, text);
+            return 0;
+        }
+        decode = decode && q == 1;
+        same_lengths = same_lengths && q == kv;
+    }
+    if (decode && decode_group_ok(c.heads / c.kv_heads) && c.heads * c.head_dim <= INT32_MAX) return ATTND_FI_ROUTE_DECODE;
+    if (c.page_size > 0) {
+        say(why, why_len, "flashinfer runs a paged cache by its batch decode only (one query row in every sequence, "
+                          "query heads per K/V head 1, 2, 3, 4, 6, 8 or 16): its paged prefill "
+                          "(BatchPrefillWithPagedKVCacheDispatched) is not wired in attnd's module");
+        return 0;
+    }
+    if (c.cc == 90) return ATTND_FI_ROUTE_RAGGED_SM90;
+    if (c.top_left && !same_lengths) {
+        say(why, why_len, "FlashInfer's FA2 ragged prefill takes each sequence's keys as all of kv_indptr[b]..[b+1] "
+                          "and a bottom-right causal mask: top-left causal needs equal query and key lengths in every "
+                          "sequence before compute capability 9.0");
+        return 0;
+    }
+    return ATTND_FI_ROUTE_RAGGED_SM80;
 }
 
 /* The route, or 0 with why. */
@@ -99,6 +157,7 @@ int route_of(const attnd_fi_case &c, char *why, size_t why_len)
         say(why, why_len, text);
         return 0;
     }
+    if (is_serving(c)) return serving_route_of(c, why, why_len);
     /* Decode: one query row over the cache, in the paged view (page ids are int32 rows). */
     if (c.seq_q == 1 && decode_group_ok(c.heads / c.kv_heads) && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX &&
         c.heads * d <= INT32_MAX)
@@ -139,6 +198,44 @@ run_fn run_of(const attnd_fi_case &c)
     return c.head_dim == 64 ? attnd_fi_decode_run_d64 : c.head_dim == 128 ? attnd_fi_decode_run_d128 : attnd_fi_decode_run_d256;
 }
 
+typedef cudaError_t (*ragged_plan_fn)(const attnd_fi_case &, void *, cudaStream_t, attnd_fi_ragged_plan *);
+typedef cudaError_t (*ragged_run_fn)(const attnd_fi_case &, const attnd_fi_tensors &, const attnd_fi_ragged_plan &,
+                                     cudaStream_t);
+
+ragged_plan_fn ragged_plan_of(const attnd_fi_case &c, int route)
+{
+#if ATTND_FI_HAVE_SM90
+    if (route == ATTND_FI_ROUTE_RAGGED_SM90)
+        return c.head_dim == 64 ? attnd_fi_ragged_sm90_plan_d64
+               : c.head_dim == 128 ? attnd_fi_ragged_sm90_plan_d128 : attnd_fi_ragged_sm90_plan_d256;
+#endif
+#if ATTND_FI_HAVE_SM80
+    if (route == ATTND_FI_ROUTE_RAGGED_SM80)
+        return c.head_dim == 64 ? attnd_fi_ragged_sm80_plan_d64
+               : c.head_dim == 128 ? attnd_fi_ragged_sm80_plan_d128 : attnd_fi_ragged_sm80_plan_d256;
+#endif
+    (void)c;
+    (void)route;
+    return nullptr;
+}
+
+ragged_run_fn ragged_run_of(const attnd_fi_case &c, int route)
+{
+#if ATTND_FI_HAVE_SM90
+    if (route == ATTND_FI_ROUTE_RAGGED_SM90)
+        return c.head_dim == 64 ? attnd_fi_ragged_sm90_run_d64
+               : c.head_dim == 128 ? attnd_fi_ragged_sm90_run_d128 : attnd_fi_ragged_sm90_run_d256;
+#endif
+#if ATTND_FI_HAVE_SM80
+    if (route == ATTND_FI_ROUTE_RAGGED_SM80)
+        return c.head_dim == 64 ? attnd_fi_ragged_sm80_run_d64
+               : c.head_dim == 128 ? attnd_fi_ragged_sm80_run_d128 : attnd_fi_ragged_sm80_run_d256;
+#endif
+    (void)c;
+    (void)route;
+    return nullptr;
+}
+
 /* "call: FlashInfer's message" into why; -1. */
 int failed(char *why, size_t why_len, const char *call, const char *message)
 {
@@ -152,6 +249,21 @@ int cuda_failed(char *why, size_t why_len, const char *call, cudaError_t e)
 }
 
 } // namespace
+
+void *attnd_fi_pinned_buffer(size_t bytes, cudaError_t *e)
+{
+    static void *buf;
+    static size_t have;
+    *e = cudaSuccess;
+    if (bytes <= have) return buf;
+    if (buf) cudaFreeHost(buf);
+    buf = nullptr;
+    have = 0;
+    *e = cudaMallocHost(&buf, bytes);
+    if (*e != cudaSuccess) return nullptr;
+    have = bytes;
+    return buf;
+}
 
 extern "C" {
 
@@ -176,6 +288,10 @@ size_t attnd_fi_workspace_bytes(const attnd_fi_case *c)
     switch (route_of(*c, NULL, 0)) {
     case ATTND_FI_ROUTE_DECODE:
         return attnd_fi_decode_layout_of(c).total;
+    case ATTND_FI_ROUTE_RAGGED_SM90:
+        return attnd_fi_ragged_layout_of(c, 1).total;
+    case ATTND_FI_ROUTE_RAGGED_SM80:
+        return attnd_fi_ragged_layout_of(c, 0).total;
     case ATTND_FI_ROUTE_PREFILL_SM80: /* the FA2 output, token-major, before the transpose */
         return attnd_fi_align256((size_t)(c->batch * c->heads * c->seq_q * c->head_dim) * 2);
     default:
@@ -188,23 +304,36 @@ int attnd_fi_prepare(const attnd_fi_case *c, void *workspace, size_t workspace_b
 {
     char reason[320];
     attnd_fi_decode_plan p;
+    attnd_fi_ragged_plan rp;
+    const char *call = "DecodePlan";
     cudaError_t e;
+    int route;
 
-    if (!c || route_of(*c, reason, sizeof reason) == 0) return failed(why, why_len, "attnd_fi_prepare", c ? reason : "no case");
+    if (!c || (route = route_of(*c, reason, sizeof reason)) == 0)
+        return failed(why, why_len, "attnd_fi_prepare", c ? reason : "no case");
     if (workspace_bytes < attnd_fi_workspace_bytes(c))
         return failed(why, why_len, "attnd_fi_prepare", "the workspace is smaller than attnd_fi_workspace_bytes");
-    if (route_of(*c, NULL, 0) != ATTND_FI_ROUTE_DECODE) return 0; /* prefill plans nothing */
+    if (route == ATTND_FI_ROUTE_PREFILL_SM90 || route == ATTND_FI_ROUTE_PREFILL_SM80) return 0; /* plans nothing */
     memset(&p, 0, sizeof p);
+    memset(&rp, 0, sizeof rp);
     try {
-        e = plan_of(*c)(*c, workspace, (cudaStream_t)stream, &p);
+        if (route == ATTND_FI_ROUTE_DECODE) {
+            e = plan_of(*c)(*c, workspace, (cudaStream_t)stream, &p);
+        } else {
+            ragged_plan_fn fn = ragged_plan_of(*c, route);
+            call = route == ATTND_FI_ROUTE_RAGGED_SM90 ? "PrefillSM90Plan" : "PrefillPlan";
+            if (!fn) return failed(why, why_len, call, "not compiled into this module");
+            e = fn(*c, workspace, (cudaStream_t)stream, &rp);
+        }
     } catch (const std::exception &ex) {
-        return failed(why, why_len, "DecodePlan", ex.what());
+        return failed(why, why_len, call, ex.what());
     }
-    if (e != cudaSuccess) return cuda_failed(why, why_len, "DecodePlan", e);
+    if (e != cudaSuccess) return cuda_failed(why, why_len, call, e);
     std::lock_guard<std::mutex> hold(plan_lock);
     planned_case = *c;
     planned_workspace = workspace;
     planned = p;
+    planned_ragged = rp;
     have_plan = 1;
     return 0;
 }
@@ -221,17 +350,26 @@ int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const
     if (!c || (route = route_of(*c, reason, sizeof reason)) == 0)
         return failed(why, why_len, "attnd_fi_forward", c ? reason : "no case");
     try {
-        if (route == ATTND_FI_ROUTE_DECODE) {
+        if (route == ATTND_FI_ROUTE_DECODE || route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_RAGGED_SM80) {
             attnd_fi_decode_plan p;
+            attnd_fi_ragged_plan rp;
             {
                 std::lock_guard<std::mutex> hold(plan_lock);
                 if (!have_plan || planned_workspace != workspace || !same_case(planned_case, *c))
                     return failed(why, why_len, "attnd_fi_forward",
-                                  "no DecodePlan for this case and workspace: call attnd_fi_prepare first");
+                                  "no plan for this case and workspace: call attnd_fi_prepare first");
                 p = planned;
+                rp = planned_ragged;
             }
-            entry = "BatchDecodeWithPagedKVCacheDispatched";
-            e = run_of(*c)(*c, t, p, (cudaStream_t)stream);
+            if (route == ATTND_FI_ROUTE_DECODE) {
+                entry = "BatchDecodeWithPagedKVCacheDispatched";
+                e = run_of(*c)(*c, t, p, (cudaStream_t)stream);
+            } else {
+                ragged_run_fn fn = ragged_run_of(*c, route);
+                entry = "BatchPrefillWithRaggedKVCacheDispatched";
+                if (!fn) return failed(why, why_len, entry, "not compiled into this module");
+                e = fn(*c, t, rp, (cudaStream_t)stream);
+            }
         } else {
             prefill_fn fn = prefill_of(*c, route);
             if (!fn) return failed(why, why_len, entry, "not compiled into this module");
@@ -251,8 +389,10 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
     case ATTND_FI_ROUTE_DECODE:
         if (have_plan && same_case(planned_case, *c))
             snprintf(described, sizeof described,
-                     "decode.cuh BatchDecodeWithPagedKVCacheDispatched (FlashInfer %s): HND pages of %d keys, %lld "
-                     "CTAs per kv head (sequences x chunks)%s", ATTND_FI_VERSION, ATTND_FI_DECODE_PAGE,
+                     "decode.cuh BatchDecodeWithPagedKVCacheDispatched (FlashInfer %s): %s pages of %lld keys%s, "
+                     "%lld CTAs per kv head (sequences x chunks)%s", ATTND_FI_VERSION, is_serving(*c) ? "NHD" : "HND",
+                     (long long)(c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE),
+                     c->page_size > 0 ? " through the block table" : c->ragged ? " over the ragged cache" : "",
                      (long long)planned.chunks,
                      planned.split ? ", split-KV with VariableLengthMergeStates" : ", no split");
         else
@@ -262,6 +402,15 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
     case ATTND_FI_ROUTE_PREFILL_SM90:
         snprintf(described, sizeof described, "hopper/prefill_sm90.cuh SinglePrefillWithKVCacheDispatched (FlashInfer "
                  "%s), %lld call(s)", ATTND_FI_VERSION, (long long)c->batch);
+        break;
+    case ATTND_FI_ROUTE_RAGGED_SM90:
+        snprintf(described, sizeof described, "hopper/prefill_sm90.cuh BatchPrefillWithRaggedKVCacheDispatched "
+                 "(FlashInfer %s) after PrefillSM90Plan: one launch for %lld sequences", ATTND_FI_VERSION,
+                 (long long)c->batch);
+        break;
+    case ATTND_FI_ROUTE_RAGGED_SM80:
+        snprintf(described, sizeof described, "prefill.cuh BatchPrefillWithRaggedKVCacheDispatched, FA2 (FlashInfer "
+                 "%s) after PrefillPlan: one launch for %lld sequences", ATTND_FI_VERSION, (long long)c->batch);
         break;
     case ATTND_FI_ROUTE_PREFILL_SM80:
         snprintf(described, sizeof described, "prefill.cuh SinglePrefillWithKVCacheDispatched, FA2 (FlashInfer %s), "

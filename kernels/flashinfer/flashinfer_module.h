@@ -33,6 +33,35 @@ struct attnd_fi_decode_plan {
     int split;      /* split-KV with a merge kernel */
 };
 
+/* FlashInfer's PrefillPlanSM90Info or PrefillPlanInfo (scheduler.cuh), as their ToVector
+ * gives them, from prepare to the forwards of one job. */
+struct attnd_fi_ragged_plan {
+    int64_t info[16];
+    int64_t ctas;  /* FA2: CTAs per KV head (query tiles); Hopper: work items (tiles × heads) */
+    int split;     /* FA2: split-KV with a merge kernel (never: the plan is made with it off) */
+};
+
+/* Sequence b's query rows, its keys, and the keys its rows see (top-left causal: its first
+ * qo_len keys), from the case's host arrays; the bounds for a dense case. */
+static inline int64_t attnd_fi_qo_len(const attnd_fi_case &c, int64_t b)
+{
+    return c.ragged ? (int64_t)c.cu_seqlens_q[b + 1] - c.cu_seqlens_q[b] : c.seq_q;
+}
+static inline int64_t attnd_fi_kv_len(const attnd_fi_case &c, int64_t b)
+{
+    return c.ragged ? (int64_t)c.cu_seqlens_kv[b + 1] - c.cu_seqlens_kv[b] : c.seq_kv;
+}
+static inline int64_t attnd_fi_kv_seen(const attnd_fi_case &c, int64_t b)
+{
+    const int64_t q = attnd_fi_qo_len(c, b), kv = attnd_fi_kv_len(c, b);
+    return c.top_left && q < kv ? q : kv;
+}
+
+/* A page-locked host buffer of at least bytes for a plan to fill before its copy to the
+ * device; kept for the process. Prepare synchronises after each plan, so it is free again
+ * when the next one writes it. NULL with *e when it cannot be had. */
+void *attnd_fi_pinned_buffer(size_t bytes, cudaError_t *e);
+
 #define ATTND_FI_CAT2(a, b) a##b
 #define ATTND_FI_CAT(a, b) ATTND_FI_CAT2(a, b)
 /* attnd_fi_prefill_sm90_d + 128 → attnd_fi_prefill_sm90_d128 */
@@ -46,7 +75,15 @@ struct attnd_fi_decode_plan {
     cudaError_t attnd_fi_decode_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,         \
                                           attnd_fi_decode_plan *plan);                                   \
     cudaError_t attnd_fi_decode_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,               \
-                                         const attnd_fi_decode_plan &plan, cudaStream_t s);
+                                         const attnd_fi_decode_plan &plan, cudaStream_t s);              \
+    cudaError_t attnd_fi_ragged_sm90_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,    \
+                                               attnd_fi_ragged_plan *plan);                              \
+    cudaError_t attnd_fi_ragged_sm90_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,          \
+                                              const attnd_fi_ragged_plan &plan, cudaStream_t s);          \
+    cudaError_t attnd_fi_ragged_sm80_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,    \
+                                               attnd_fi_ragged_plan *plan);                              \
+    cudaError_t attnd_fi_ragged_sm80_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,          \
+                                              const attnd_fi_ragged_plan &plan, cudaStream_t s);
 ATTND_FI_DECLARE(64)
 ATTND_FI_DECLARE(128)
 ATTND_FI_DECLARE(256)

@@ -36,6 +36,7 @@
 #include "kernels/cudnn_sdpa.h"
 #include "kernels/decomposed.h"
 #include "kernels/exec_context.h"
+#include "kernels/flashinfer_loader.h"
 #include "kernels/inputs.h"
 #include "kernels/seq_layout.h"
 #include "kernels/variants.h"
@@ -176,6 +177,14 @@ static void gpu_cudnn_version(char *out, size_t len)
     if (cudnn_load(why, sizeof why) == 0) cudnn_version_string(out, len);
 }
 
+/* FlashInfer's version when attnd's module loads here ("0.7.4"), else "" (it is optional). */
+static void gpu_flashinfer_version(char *out, size_t len)
+{
+    char why[512];
+    out[0] = '\0';
+    if (flashinfer_load(why, sizeof why) == 0) snprintf(out, len, "%s", flashinfer_version());
+}
+
 /* "library": {"name", "requested", "version", "path"} of what v loaded in this worker (the
  * cuDNN that made the numbers), as GET /v1/variants shows it. */
 static void gpu_add_library(cJSON *res, const variant *v)
@@ -239,6 +248,8 @@ cJSON *gpu_worker_device_json(gpu_worker *w)
     json_add_string_or_null(o, "cublas", buf);
     gpu_cudnn_version(buf, sizeof buf);
     json_add_string_or_null(o, "cudnn", buf);
+    gpu_flashinfer_version(buf, sizeof buf);
+    json_add_string_or_null(o, "flashinfer", buf);
     return o;
 }
 
@@ -542,16 +553,17 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
                  w->profile_error);
         return NULL;
     }
-    if (v->library_check) { /* the library's own verdict, before anything is allocated */
+    if (worker_tensors_inputs(r, &res_q, &res_k, &res_v, e) != 0) return NULL;
+    if (gpu_layout_build(r, &problem, &lay, e) != 0) return NULL; /* from here on, lay is freed at refused */
+    if (v->library_check) { /* the library's own verdict, before anything is allocated; after the
+                             * layout, whose per-sequence lengths and block table it may judge */
         char why[512];
         int rc = v->library_check(p, why, sizeof why);
         if (rc != 0) {
             api_fail(e, rc > 0 ? 422 : 500, rc > 0 ? "unsupported" : "library_error", "", "%s", why);
-            return NULL;
+            goto refused;
         }
     }
-    if (worker_tensors_inputs(r, &res_q, &res_k, &res_v, e) != 0) return NULL;
-    if (gpu_layout_build(r, &problem, &lay, e) != 0) return NULL; /* from here on, lay is freed at refused */
     if (res_q) q_bytes = 0; /* nothing to allocate for a resident input */
     ws_bytes = v->workspace_bytes ? v->workspace_bytes(p) : 0;
     verify_gpu = r->verify && run_request_macs(r) > r->verify_cpu_max_macs;

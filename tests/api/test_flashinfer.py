@@ -6,7 +6,9 @@ and a wrong one is reported by name. Stub modules, compiled here from C with the
 ABI (kernels/flashinfer/flashinfer_abi.h), stand in for the real one: the version and file it
 reports, and the refusal of another ABI. tests/gpu runs the real module.
 """
+import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -15,6 +17,8 @@ import pytest
 from attnd_api_helpers import REPO, Api, AttndServer, attnd_bin, check_against_openapi, error_of
 
 ABI_HEADER = os.path.join(REPO, "kernels", "flashinfer", "flashinfer_abi.h")
+with open(ABI_HEADER) as _f:
+    ABI = int(re.search(r"#define ATTND_FI_ABI (\d+)", _f.read()).group(1))  # this attnd's interface number
 
 
 def flashinfer_row(url):
@@ -133,7 +137,7 @@ def build_stub(tmp_path, abi):
 def test_stub_module_is_loaded_and_reported(start_server, tmp_path):
     """A module that loads: its version and file are in `library`; what keeps the variant
     unavailable here is the missing GPU, not the module."""
-    lib = build_stub(tmp_path, abi=1)
+    lib = build_stub(tmp_path, abi=ABI)
     srv = start_server(env={"ATTND_FLASHINFER_LIBRARY": str(lib)})
     row = flashinfer_row(srv.url)
     assert row["library"] == {"name": "FlashInfer", "requested": str(lib), "version": "0.0.0-stub",
@@ -146,7 +150,10 @@ def test_module_of_another_abi_is_refused(start_server, tmp_path):
     srv = start_server(extra=["--flashinfer-library", str(lib)])
     row = flashinfer_row(srv.url)
     assert row["available"] is False, row
-    assert row["why"] == "%s speaks ABI 99; this attnd needs ABI 1: rebuild it (make flashinfer)" % lib, row
+    assert row["why"] == "%s speaks ABI 99; this attnd needs ABI %d: rebuild it (make flashinfer)" % (lib, ABI), row
+    old = build_stub(tmp_path, abi=ABI - 1)  # a module built before paged and ragged batches
+    srv = start_server(extra=["--flashinfer-library", str(old)])
+    assert "speaks ABI %d; this attnd needs ABI %d" % (ABI - 1, ABI) in flashinfer_row(srv.url)["why"]
 
 
 def test_the_session_servers_row(server):
@@ -160,3 +167,20 @@ def test_the_session_servers_row(server):
     else:
         assert os.path.isabs(lib["path"]) and os.path.exists(lib["path"]), lib
         assert row["why"] == "no GPU device is up on this server", row
+
+
+def test_device_lists_flashinfer_beside_cudnn(server_without_module):
+    """GET /v1/device: a GPU's object names FlashInfer's version (`flashinfer`) beside cuDNN's,
+    null where the module does not load. Documented in the Device schema; every device this
+    server lists conforms, and a GPU listed without the module says null (this machine lists
+    none: tests/gpu/test_flashinfer_serving.py checks a GPU's against the module's version)."""
+    srv, _ = server_without_module
+    with open(os.path.join(REPO, "docs", "openapi.json")) as f:
+        props = json.load(f)["components"]["schemas"]["Device"]["properties"]
+    for key in ("cudnn", "flashinfer"):
+        assert props[key].get("nullable") is True and props[key]["type"] == "string", props[key]
+    devs = Api(srv.url).get("/v1/device").json()["devices"]
+    for d in devs:
+        check_against_openapi(d, "Device")
+        if d["id"].startswith("cuda") and d.get("state") == "up":
+            assert "flashinfer" in d and d["flashinfer"] is None, d

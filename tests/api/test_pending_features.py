@@ -69,3 +69,36 @@ def test_the_setting_offers_the_padded_route(start_server):
             assert r.status_code == 422, (name, extra, r.text)
             err = r.json()["error"]
             assert err["code"] == "unsupported" and err["field"] == field, (name, err)
+
+
+FI_RUN = {"backend": "flashinfer", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
+# (extra, field refused without the setting): paged decode, ragged decode, ragged prefill
+FI_SERVING = [({"seq_q": 1, "page_size": 16, "seq_kv": 33}, "page_size"),
+              ({"seq_q": 1, "page_size": 1, "seqlens_kv": [5, 1], "num_pages": 9}, "seqlens_kv"),
+              ({"seqlens_q": [5, 0, 1], "seqlens_kv": [9, 0, 17]}, "seqlens_kv")]
+
+
+def test_flashinfer_serving_batches_are_pending(api):
+    """flashinfer's paged decode and ragged batches (kernels/flashinfer/): listed as pending,
+    refused 422 naming the field until a GPU session validates them."""
+    v = variant(api, "flashinfer")
+    assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
+    assert not {"page_size", "seqlens"} & set(v["features"]), v
+    for extra, field in FI_SERVING:
+        r = api.post("/v1/runs", json=dict(FI_RUN, **extra))
+        assert r.status_code == 422, (extra, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "unsupported" and err["field"] == field, (extra, err)
+
+
+def test_the_setting_offers_flashinfer_serving(start_server):
+    """With the setting, flashinfer's serving batches get as far as the device (503 here); a paged
+    prefill, which the module does not wire, is still refused by name."""
+    api = Api(start_server(extra=["--pending-features", "true"]).url)
+    assert {"page_size", "seqlens"} <= set(variant(api, "flashinfer")["features"])
+    for extra, _ in FI_SERVING:
+        r = api.post("/v1/runs", json=dict(FI_RUN, **extra))
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
+    r = api.post("/v1/runs", json=dict(FI_RUN, seq_q=4, seq_kv=64, page_size=16))
+    err = r.json()["error"]
+    assert r.status_code == 422 and "BatchPrefillWithPagedKVCacheDispatched" in err["message"], (r.status_code, err)

@@ -191,6 +191,38 @@ static void test_limits(void)
     CHECK(variant_info_check(v, &p, 75, why, sizeof why) == -1 && strstr(why, "8.0"), "%s", why);
 }
 
+/* Paged and ragged batches: pending features (offered only with pending_features on), and the
+ * front's own refusal of what the module does not wire (a paged prefill). */
+static void test_serving_limits(void)
+{
+    const variant_info *v = &variant_info_flashinfer;
+    char why[512];
+    attn_problem p = attn_mha(4, 32, 1, 1000, 128, ATTN_BF16, ATTN_MASK_NONE, 0.088);
+
+    CHECK(!(v->features & (VARIANT_PAGED | VARIANT_RAGGED)) &&
+              (v->pending_features & (VARIANT_PAGED | VARIANT_RAGGED)) == (VARIANT_PAGED | VARIANT_RAGGED),
+          "paged and ragged are pending for flashinfer, not offered");
+    p.kv_heads = 8, p.page_size = 16, p.num_pages = 300;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "paged K/V cache"),
+          "paged refused without pending features: %s", why);
+    variant_info_offer_pending(1);
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged GQA decode with pending features: %s", why);
+    p.page_size = 1, p.num_pages = 4000;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "page_size 1: %s", why);
+    p.seq_q = 4;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
+          "paged prefill: %s", why);
+    p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5 */
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "got seq_q 1, 5"),
+          "paged decode of a group FlashInfer's decode has no kernel for: %s", why);
+    p = attn_mha(16, 32, 8192, 8192, 128, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
+    p.kv_heads = 8, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = p.total_kv = 60000;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "ragged prefill: %s", why);
+    variant_info_offer_pending(0);
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "ragged batches"),
+          "ragged refused without pending features: %s", why);
+}
+
 /* The front reserves workspace_bound; the worker allocates what the module asks, which for a
  * decode is attnd_fi_decode_layout_of and for an 8.x prefill the staged output. */
 static void test_bound_covers_the_module(void)
@@ -217,6 +249,47 @@ static void test_bound_covers_the_module(void)
                     p.seq_q = 7;
                     need = attnd_fi_align256((size_t)attn_out_elems(&p) * 2);
                     CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "prefill staging");
+                }
+}
+
+/* The same for serving batches: a paged decode's page table and plan at every page size, and a
+ * ragged batch's plan on either architecture, whatever its lengths (the layouts bound them
+ * from the sizes alone). */
+static void test_bound_covers_serving(void)
+{
+    static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 17, 129, 4096, 8191};
+    static const int64_t pages[] = {1, 16, 64, 256};
+    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1}};
+    static const int64_t dims[] = {64, 128, 256};
+    for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
+        for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
+            for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
+                for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
+                    attn_problem p = attn_mha(batches[b], heads[h][0], 1, seqs[s], dims[d], ATTN_BF16, ATTN_MASK_NONE, 0.1);
+                    attnd_fi_case c;
+                    size_t need;
+                    p.kv_heads = heads[h][1];
+                    memset(&c, 0, sizeof c);
+                    c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1, c.seq_kv = p.seq_kv;
+                    c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
+                    for (size_t g = 0; g < sizeof pages / sizeof pages[0]; g++) {
+                        p.page_size = c.page_size = pages[g];
+                        need = attnd_fi_decode_layout_of(&c).total;
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "paged decode B%lld Skv%lld page %lld",
+                              (long long)p.batch, (long long)p.seq_kv, (long long)p.page_size);
+                    }
+                    p.page_size = c.page_size = 0;
+                    p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, c.ragged = 1;
+                    p.total_kv = c.total_kv = p.batch * p.seq_kv;
+                    need = attnd_fi_decode_layout_of(&c).total; /* a ragged decode: its cache as 16-key pages */
+                    p.total_q = c.total_q = p.batch;
+                    CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged decode");
+                    p.seq_q = c.seq_q = seqs[s];
+                    p.total_q = c.total_q = p.batch * p.seq_q - (p.batch > 1); /* one sequence a row short */
+                    need = attnd_fi_ragged_layout_of(&c, 1).total;
+                    if (attnd_fi_ragged_layout_of(&c, 0).total > need) need = attnd_fi_ragged_layout_of(&c, 0).total;
+                    CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged prefill B%lld Sq%lld",
+                          (long long)p.batch, (long long)p.seq_q);
                 }
 }
 
@@ -277,6 +350,50 @@ static void test_real_module(const char *path)
         EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "compute capability 10.0"), "cc 10.0: %s", why);
         c.cc = sm90 ? 80 : 90;
         EXPECT((api->route(&c, why, sizeof why) == 0) == !(sm90 && sm80), "the other architecture: %s", why);
+        {
+            /* Serving batches, with the host arrays the worker hands over: 3 sequences of 1000,
+             * 17 and 1 keys in pages of 16 (not multiples of the page), a cache of 70 pages. */
+            static const int32_t cu_q1[] = {0, 1, 2, 3}, cu_kv[] = {0, 1000, 1017, 1018};
+            static const int32_t cu_q[] = {0, 7, 7, 8}, cu_q_long[] = {0, 7, 25, 26};
+            int32_t table[3 * 63];
+            for (int i = 0; i < 3 * 63; i++) table[i] = (i * 37) % 70;
+            memset(&c, 0, sizeof c);
+            c.dtype = 0, c.batch = 3, c.heads = 32, c.kv_heads = 4, c.seq_q = 1, c.seq_kv = c.kv_len = 1000;
+            c.head_dim = 128, c.sm_scale = 0.088, c.cc = sm90 ? 90 : 80;
+            c.page_size = 16, c.num_pages = 70, c.block_table = table, c.pages_per_seq = 63;
+            c.ragged = 1, c.cu_seqlens_q = cu_q1, c.cu_seqlens_kv = cu_kv, c.total_q = 3, c.total_kv = 1018;
+            EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "paged ragged decode: %s", why);
+            EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_layout_of(&c).total && attnd_fi_decode_layout_of(&c).page == 16,
+                   "paged decode workspace %zu", api->workspace_bytes(&c));
+            EXPECT(strstr(api->describe(&c), "BatchDecodeWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
+            EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
+                       strstr(why, "attnd_fi_prepare first"),
+                   "a paged forward without its plan: %s", why);
+            c.block_table = NULL;
+            EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "block table"), "no table: %s", why);
+            c.block_table = table, c.page_size = (int64_t)1 << 28;
+            EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "32-bit page stride"), "huge page: %s", why);
+            c.page_size = 16, c.cu_seqlens_q = cu_q, c.seq_q = 7, c.total_q = 8;
+            EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
+                   "paged prefill: %s", why);
+            c.page_size = 0, c.block_table = NULL, c.num_pages = 0, c.pages_per_seq = 0;
+            EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_RAGGED_SM90 : ATTND_FI_ROUTE_RAGGED_SM80),
+                   "ragged prefill, a sequence of no queries: %s", why);
+            EXPECT(api->workspace_bytes(&c) == attnd_fi_ragged_layout_of(&c, sm90).total, "ragged workspace %zu",
+                   api->workspace_bytes(&c));
+            EXPECT(strstr(api->describe(&c), "BatchPrefillWithRaggedKVCacheDispatched") &&
+                       strstr(api->describe(&c), "one launch for 3 sequences"),
+                   "%s", api->describe(&c));
+            c.causal = 1, c.cu_seqlens_q = cu_q_long, c.seq_q = 18, c.total_q = 26;
+            EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "sequence 1: 18 > 17"),
+                   "causal, more queries than keys in one sequence: %s", why);
+            {
+                static const int32_t cu_kv0[] = {0, 1000, 1000, 1001};
+                c.causal = 0, c.cu_seqlens_q = cu_q_long, c.cu_seqlens_kv = cu_kv0, c.total_kv = 1001;
+                EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "sequence 1 has queries and no keys"),
+                       "queries without keys: %s", why);
+            }
+        }
 #undef EXPECT
         fflush(stdout); /* _exit flushes nothing */
         _exit(fails ? 1 : 0);
@@ -301,7 +418,9 @@ int main(void)
         printf("  (no ATTND_FLASHINFER_LIBRARY: the built module's host side not checked)\n");
     test_variant_without_module();
     test_limits();
+    test_serving_limits();
     test_bound_covers_the_module();
+    test_bound_covers_serving();
     {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);

@@ -1,0 +1,177 @@
+"""The `flashinfer` variant over serving batches (docs/flashinfer.md, "Serving batches"): paged
+decode through the real block table (BatchDecodeWithPagedKVCacheDispatched over the NHD cache,
+paged_kv_t built on the host in prepare), ragged decode, and ragged prefill
+(BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
+are pending until this passes: it runs on the session's server where that one offers them
+(scripts/gpu-session.sh's pending phase), else on one of its own with --pending-features true
+(as tests/gpu/test_serving.py); it skips where flashinfer is unavailable (make flashinfer).
+
+- verify=true against the fp64 reference, bf16 and fp16, head dims 64 and 128: page_size 1, 16
+  and 64, seq_kv not a multiple of the page, more pages than used, GQA groups 4 and 8, ragged
+  lengths with sequences of 1 query or key and empty ones, every mask it takes;
+- a paged decode at pages of 16 and its contiguous twin give equal fingerprints (both are
+  FlashInfer's decode over 16-key pages, split alike: only the addresses differ); other page
+  sizes agree within verify's tolerance;
+- an uploaded block table and lengths give the generated run's fingerprint;
+- kernels per forward as CUPTI measures them: the decode kernel (+ the merge when the plan
+  splits), one batch prefill kernel for a whole ragged batch;
+- what it refuses, by name: a paged prefill, a sequence with queries and no keys, a causal
+  sequence with more queries than keys; GET /v1/device's `flashinfer` is the module's version.
+"""
+import os
+
+import numpy as np
+import pytest
+
+from attnd_gpu_helpers import error_of, fact, fresh_seed
+from test_serving import case_id, pending_server, run_ok, upload  # puts tests/api on the path too
+from attnd_api_helpers import Api, load_gen  # noqa: E402
+
+DECODE_GROUPS = {1, 2, 3, 4, 6, 8, 16}
+# (case): decode cases have one query row a sequence; the rest are ragged prefills
+CASES = [
+    dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=33, page_size=1),                  # GQA 4, page 1
+    dict(batch=3, heads=16, kv_heads=2, seq_q=1, seq_kv=1000, page_size=16, num_pages=200),  # GQA 8, spare pages
+    dict(batch=2, heads=8, kv_heads=2, seq_q=1, seq_kv=4097, page_size=64),               # long: split-KV
+    dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 16, 17, 40], page_size=16),         # ragged paged decode
+    dict(heads=16, kv_heads=2, seq_q=1, seqlens_kv=[1, 16, 17, 300], page_size=64),
+    dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 129, 17]),                          # ragged contiguous decode
+    dict(heads=8, kv_heads=2, seqlens_q=[5, 0, 1, 7], seqlens_kv=[33, 0, 17, 9]),         # ragged prefill
+    dict(heads=16, kv_heads=2, seqlens_q=[1, 300, 64, 1], seqlens_kv=[1, 300, 700, 2]),
+    dict(heads=4, kv_heads=4, seqlens_q="9,1,130", seq_kv=130),
+]
+MASKS = ["none", "causal", "causal_bottom_right"]
+
+
+def offers_flashinfer_serving(api):
+    try:
+        devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+        vs = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
+    except Exception:  # noqa: BLE001 — not reachable: start one of our own
+        return False
+    return "cuda:0" in devs and {"page_size", "seqlens"} <= set(vs["flashinfer"]["features"])
+
+
+@pytest.fixture(scope="module")
+def fapi():
+    """The session's server where it offers flashinfer's pending features, else one of ours; a
+    skip where flashinfer is unavailable there."""
+    url, srv = os.environ.get("ATTND_URL"), None
+    if url and offers_flashinfer_serving(Api(url.rstrip("/"))):
+        api = Api(url.rstrip("/"))
+    else:
+        srv, api = pending_server()
+    try:
+        row = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}["flashinfer"]
+        if not row["available"]:
+            pytest.skip("flashinfer not available: %s" % row["why"])
+        yield api
+    finally:
+        if srv:
+            srv.stop()
+            srv.cleanup()
+
+
+def is_decode(case):
+    return case.get("seq_q") == 1 and case["heads"] // case["kv_heads"] in DECODE_GROUPS
+
+
+def allowed(case, mask):
+    """Whether the mask applies: causal needs each sequence's queries <= its keys."""
+    if mask == "none" or "seqlens_q" not in case:
+        return True
+    lq = [int(x) for x in str(case["seqlens_q"]).strip("[]").split(",")] if isinstance(case["seqlens_q"], str) \
+        else case["seqlens_q"]
+    lkv = case.get("seqlens_kv") or [case["seq_kv"]] * len(lq)
+    return all(q <= kv for q, kv in zip(lq, lkv))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_verify_against_the_reference(fapi, case):
+    failures = []
+    for i, (dtype, mask) in enumerate((d, m) for d in ("bf16", "fp16") for m in MASKS):
+        if not allowed(case, mask):
+            continue
+        d = (64, 128)[(i + CASES.index(case)) % 2]
+        body = dict(case, backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, head_dim=d,
+                    seed=fresh_seed(), warmup=1, iters=2, verify=True, profile=True)
+        r = fapi.run(body=body, timeout=300)
+        what = "%s %s %s D%d" % (case_id(case), dtype, mask, d)
+        if r.status_code != 200:
+            failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:400]))
+            continue
+        rec = r.json()
+        ver, engine, k = rec.get("verify") or {}, rec.get("engine") or "", rec["kernels"]
+        if not ver.get("pass") or rec["output"]["nan"]:
+            failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
+        want = "BatchDecodeWithPagedKVCacheDispatched" if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
+        if want not in engine:
+            failures.append("%s: engine %r does not name %s" % (what, engine, want))
+        names = [t["name"] for t in k["table"] if t["kind"] == "kernel"]
+        if is_decode(case):
+            ok = k["per_forward"] == (2 if "split-KV" in engine else 1)
+        else:
+            ok = k["per_forward"] == 1  # one launch for the whole ragged batch
+        if not ok:
+            failures.append("%s: %d kernels per forward %r (%s)" % (what, k["per_forward"], names, engine))
+        fact("flashinfer serving %s kernels" % what, "%d: %s | %s rel_l2 %.2e" % (
+            k["per_forward"], ", ".join(n[:50] for n in names), engine[:100], ver.get("rel_l2_err", -1)))
+    assert not failures, "\n".join(failures)
+
+
+@pytest.mark.parametrize("twin", [dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=1000, mask="none"),
+                                  dict(batch=2, heads=16, kv_heads=2, seq_q=1, seq_kv=4097, mask="causal_bottom_right")],
+                         ids=["gqa4", "gqa8_split"])
+def test_paged_decode_gives_the_contiguous_fingerprint(fapi, twin):
+    """Pages of 16 keys: the contiguous run is the same decode over 16-key pages (HND view), the
+    same plan and the same key order: equal fingerprints. Pages of 1 and 64 change the plan's
+    chunks (a reduction order): verify's tolerance, and the fingerprints are reported."""
+    body = dict(twin, backend="flashinfer", device="cuda:0", dtype="bf16", head_dim=128, seed=fresh_seed(),
+                warmup=0, iters=1)
+    flat = run_ok(fapi, body)
+    paged = run_ok(fapi, dict(body, page_size=16))
+    assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], (flat.get("engine"), paged.get("engine"))
+    for ps in (1, 64):
+        other = run_ok(fapi, dict(body, page_size=ps, verify=True))
+        assert other["verify"]["pass"], (ps, other["verify"])
+        fact("flashinfer paged decode page %d vs contiguous" % ps, "%s %s" % (
+            other["output"]["fingerprint"] == flat["output"]["fingerprint"], other.get("engine")))
+
+
+def test_uploaded_table_gives_the_generated_fingerprint(fapi):
+    """A block table and lengths uploaded as int32 tensors (read through the worker's host copy)
+    give the run over the seeded table's fingerprint when they are that table."""
+    gen = load_gen()
+    seed = fresh_seed() % (2 ** 62)
+    spec = dict(seq_q=1, seqlens_kv=[33, 1, 17, 16], page_size=16, num_pages=12)
+    lay = gen.serving_layout(seed, **spec)
+    table = upload(fapi, lay["block_table"].astype(np.int32), "int32")
+    lkv = upload(fapi, np.asarray(lay["seqlens_kv"], np.int32), "int32")
+    try:
+        base = dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=8, kv_heads=2, head_dim=64,
+                    mask="none", seed=seed, warmup=0, iters=1)
+        want = run_ok(fapi, dict(base, **spec))
+        got = run_ok(fapi, dict(base, **dict(spec, seqlens_kv=lkv, block_table=table)))
+        assert got["output"]["fingerprint"] == want["output"]["fingerprint"]
+    finally:
+        for tid in (table, lkv):
+            fapi.request("DELETE", "/v1/tensors/%s" % tid)
+
+
+@pytest.mark.parametrize("body,needle", [
+    (dict(batch=2, seq_q=4, seq_kv=64, page_size=16), "BatchPrefillWithPagedKVCacheDispatched"),
+    (dict(seqlens_q=[3, 2], seqlens_kv=[8, 0]), "sequence 1 has queries and no keys"),
+    (dict(seqlens_q=[3, 5], seqlens_kv=[8, 4], mask="causal_bottom_right"), "sequence 1: 5 > 4"),
+], ids=["paged_prefill", "queries_without_keys", "causal_more_queries"])
+def test_refusals_name_the_reason(fapi, body, needle):
+    r = fapi.run(body=dict(dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=4, kv_heads=2,
+                                head_dim=64, iters=1), **body))
+    err = error_of(r)
+    assert r.status_code == 422 and needle in err["message"], (r.status_code, err)
+
+
+def test_device_names_the_flashinfer_version(fapi):
+    devs = {d["id"]: d for d in fapi.get("/v1/device").json()["devices"]}
+    row = {v["name"]: v for v in fapi.get("/v1/variants").json()["variants"]}["flashinfer"]
+    assert devs["cuda:0"]["flashinfer"] == row["library"]["version"], (devs["cuda:0"], row["library"])
+    fact("flashinfer version on cuda:0", devs["cuda:0"]["flashinfer"])
