@@ -773,6 +773,8 @@ static int set_impl(run_request *r, const run_param *p, const run_value *v, api_
     if (variant_info_impl_check(variant_info_find(r->backend), v->s, why, sizeof why) != 0)
         return api_fail(e, 400, "bad_value", p->name, "%s", why);
     snprintf(r->impl, sizeof r->impl, "%s", v->s);
+    /* the problem carries it too: a family's own limits and workspace (variant_info.h) */
+    r->problem.impl = variant_info_impl_find(variant_info_find(r->backend), v->s) + 1;
     return 0;
 }
 

@@ -60,7 +60,58 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "flash supports head_dim 32, 64, 96, 128, 256, not %lld (use efficient)", (long long)d);
         return -1;
     }
+    if (flash_splitkv_is(p) && flash_splitkv_check(p, why, why_len) != 0) return -1;
     return fused_limits_check("flash", p, 64, why, why_len);
+}
+
+/* Whether p asks for flash's split-KV decode: impl is 1 + its index in flash_impls. */
+int flash_splitkv_is(const attn_problem *p)
+{
+    return p->impl != ATTN_IMPL_DEFAULT && p->impl == variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
+}
+
+int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
+{
+    const double scale_log2 = p->scale * 1.4426950408889634;
+    if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q) {
+        snprintf(why, why_len, "flash impl splitkv is the decode kernel: seq_q up to %d (decode and speculative "
+                 "decode), got %lld; the other impls run longer queries", FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q);
+        return -1;
+    }
+    if (p->head_dim != 64 && p->head_dim != 128) {
+        snprintf(why, why_len, "flash impl splitkv supports head_dim 64 and 128, not %lld (its accumulators stay in "
+                 "registers; the other impls run the rest)", (long long)p->head_dim);
+        return -1;
+    }
+    if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
+        snprintf(why, why_len, "flash impl splitkv supports dtypes fp16 and bf16, not %s", attn_dtype_name(p->dtype));
+        return -1;
+    }
+    if (p->ragged || p->page_size > 0) {
+        snprintf(why, why_len, "flash impl splitkv runs a contiguous dense batch (no page_size or seqlens)");
+        return -1;
+    }
+    if (p->seq_kv > INT32_MAX - 64 || p->heads > INT32_MAX / FLASH_SPLITKV_MAX_SEQ_Q) {
+        snprintf(why, why_len, "flash impl splitkv supports seq_kv below 2^31 - 64 and heads below 2^27");
+        return -1;
+    }
+    if (!(scale_log2 > -3.4e38 && scale_log2 < 3.4e38)) {
+        snprintf(why, why_len, "flash impl splitkv needs a scale finite in fp32, got %g", p->scale);
+        return -1;
+    }
+    return 0;
+}
+
+int64_t flash_splitkv_max_splits(const attn_problem *p)
+{
+    const int64_t hkv = attn_kv_heads(p), group = hkv > 0 ? p->heads / hkv : 1;
+    const int64_t row_tiles = (group * p->seq_q + 15) / 16, ctas = p->batch * hkv * row_tiles;
+    int64_t s = FLASH_SPLITKV_MAX_SPLITS;
+    const int64_t by_keys = (p->seq_kv + FLASH_SPLITKV_MIN_SPLIT_KEYS - 1) / FLASH_SPLITKV_MIN_SPLIT_KEYS;
+    const int64_t by_ctas = ctas > 0 ? (FLASH_SPLITKV_TARGET_CTAS + ctas - 1) / ctas : 1;
+    if (s > by_keys) s = by_keys;
+    if (s > by_ctas) s = by_ctas;
+    return s < 1 ? 1 : s;
 }
 
 /* Keys a windowed graph may have: cuDNN computes the window's bound as FLOAT col + L (the
@@ -192,6 +243,26 @@ int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
 /* ---- workspace bounds: the formulas of the kernels' layouts, each buffer 256-byte aligned */
 
 static size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* flash_splitkv_workspace_bytes's layout (variant_info.h). */
+size_t flash_splitkv_lse_offset(const attn_problem *p)
+{
+    const int64_t s = flash_splitkv_max_splits(p);
+    return s > 1 ? align256((size_t)(s * p->batch * p->heads * p->seq_q * p->head_dim) * sizeof(float)) : 0;
+}
+
+size_t flash_splitkv_workspace_bytes(const attn_problem *p)
+{
+    const int64_t s = flash_splitkv_max_splits(p);
+    if (s <= 1) return 0;
+    return flash_splitkv_lse_offset(p) + align256((size_t)(s * p->batch * p->heads * p->seq_q) * sizeof(float));
+}
+
+/* flash: the split-KV decode's partials when impl asks for it; the other families need none. */
+static size_t flash_bound(const attn_problem *p)
+{
+    return flash_splitkv_is(p) && flash_splitkv_check(p, NULL, 0) == 0 ? flash_splitkv_workspace_bytes(p) : 0;
+}
 
 static size_t reference_bound(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }
 
@@ -352,6 +423,9 @@ static const variant_impl flash_impls[] = {
            "the default on sm_86 and sm_89", NULL},
     {"legacy", "v3: mma.sync from a 2-stage cp.async ring, head_dim 32/64/256 compiled in; the only "
                "kernel at head_dim 32 and 256", NULL},
+    {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64 and 128; the key range split across "
+                "one-warp CTAs that share each K/V load among a group's query heads, then a combine "
+                "kernel; never the default yet (pending its measurements on a GPU)", NULL},
 };
 
 #define IMPLS(a) .impls = (a), .impl_count = sizeof(a) / sizeof((a)[0])
@@ -384,6 +458,7 @@ const variant_info variant_info_flash = {
     .features = 0,
     .pending_features = VARIANT_GQA | VARIANT_WINDOW, /* as efficient's */
     .check = variant_check_flash,
+    .workspace_bound = flash_bound,
     IMPLS(flash_impls),
 };
 

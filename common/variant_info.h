@@ -104,6 +104,22 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
 int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);
 int variant_check_flash(const attn_problem *p, char *why, size_t why_len);
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len);
+/* flash's split-KV decode (impl "splitkv", kernels/flash_splitkv.cu): its limits (seq_q up to
+ * FLASH_SPLITKV_MAX_SEQ_Q, head_dim 64 and 128), which variant_check_flash applies when
+ * p->impl names it; the most splits of the key range it may use for p (each at least
+ * FLASH_SPLITKV_MIN_SPLIT_KEYS keys; no more than fill FLASH_SPLITKV_TARGET_CTAS CTAs); and its
+ * workspace for that many: partial outputs [splits, batch·heads·seq_q, head_dim] fp32, then
+ * their log-sum-exps [splits, batch·heads·seq_q] fp32 at flash_splitkv_lse_offset, each
+ * 256-byte aligned; 0 bytes when it never splits. */
+#define FLASH_SPLITKV_MAX_SEQ_Q 16
+#define FLASH_SPLITKV_MIN_SPLIT_KEYS 256
+#define FLASH_SPLITKV_TARGET_CTAS 8192 /* one-warp CTAs: ~5 waves of an H200 (132 SMs x 12) */
+#define FLASH_SPLITKV_MAX_SPLITS 64
+int flash_splitkv_is(const attn_problem *p);
+int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len);
+int64_t flash_splitkv_max_splits(const attn_problem *p);
+size_t flash_splitkv_lse_offset(const attn_problem *p);
+size_t flash_splitkv_workspace_bytes(const attn_problem *p);
 /* What attnd's FlashInfer module (kernels/flashinfer/) is built for and how attnd's masks map
  * onto FlashInfer's; the module answers for the device (kernels/flashinfer_attn.h). */
 int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len);

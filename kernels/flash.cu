@@ -161,10 +161,10 @@ static const bool flash_have_wgmma = true;
 static const bool flash_have_wgmma = false;
 #endif
 
+/* Only the split-KV decode has one: its partial outputs (flash_splitkv.cu). */
 size_t flash_workspace_bytes(const attn_problem *p)
 {
-    (void)p;
-    return 0;
+    return flash_splitkv_is(p) && flash_splitkv_check(p, NULL, 0) == 0 ? flash_splitkv_workspace_bytes(p) : 0;
 }
 
 static bool flash_hopper(int cc) { return cc == 90 && flash_have_wgmma; }
@@ -173,7 +173,7 @@ int flash_impl_runnable(int impl, int cc)
 {
     if (cc < 80) return 0;
     if (impl == FLASH_IMPL_TMA || impl == FLASH_IMPL_WGMMA) return flash_hopper(cc);
-    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_GENERIC;
+    return impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_W8 || impl == FLASH_IMPL_GENERIC || impl == FLASH_IMPL_SPLITKV;
 }
 
 /* The kernel family for this problem: the one p->impl asks for, else the default (on sm_90a v6,
@@ -193,6 +193,7 @@ static int flash_impl(int cc, const attn_problem *p)
 int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
+    if (f == FLASH_IMPL_SPLITKV) return f;
     switch (p->head_dim) {
     case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
     case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
@@ -237,8 +238,8 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
 int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
     char why[200];
-    (void)workspace;
     if (variant_check_flash(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "needs compute capability 8.0+");
+    if (flash_impl(ctx->cc, p) == FLASH_IMPL_SPLITKV) return flash_splitkv_forward(ctx, p, t, workspace);
     return p->dtype == ATTN_BF16 ? flash_dispatch<true>(ctx, p, t) : flash_dispatch<false>(ctx, p, t);
 }

@@ -4,7 +4,8 @@
  *   efficient (efficient.cu): the general memory-efficient kernel. fp32 (CUDA cores, FFMA),
  *     fp16 and bf16 (mma.sync m16n8k16, fp32 accumulate); any head_dim ≤ 256 that is a
  *     multiple of 8 (runs the next bucket of 32 with zero-filled columns); any mask.
- *   flash (flash.cu): fp16 and bf16, head_dim 32, 64, 96, 128, 256 exactly. On sm_90a
+ *   flash (flash.cu): fp16 and bf16, head_dim 32, 64, 96, 128, 256 exactly. Its split-KV decode
+ *     (flash_splitkv.cu, impl splitkv) is the one kernel here with a workspace and two launches. On sm_90a
  *     TMA + wgmma kernels with warp-specialised consumers (FA3's structure, flash_tma.cuh) or
  *     wgmma alone (flash_wgmma.cuh); elsewhere FA2's: mma.sync fed by ldmatrix from a
  *     cp.async K/V ring (flash_exact.cuh, flash_kernel.cuh). The families are listed below.
@@ -40,6 +41,8 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
  * generic mma.sync kernel of flash_kernel.cuh; its API name is "legacy"). TMA (v6) and WGMMA
  * (v5) need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps x 32
  * rows or 8 x 16) exist at 96 and 128 only.
+ * SPLITKV is the decode kernel (flash_splitkv.cu: seq_q ≤ 16, head_dim 64/128, any sm_80+),
+ * chosen only by name: no default picks it until it is measured on a GPU.
  * FLASH_IMPL_DEFAULT: the per-problem default (v6, else v5, on sm_90a; else w4, w8 on
  * sm_86/sm_89). */
 enum {
@@ -48,13 +51,18 @@ enum {
     FLASH_IMPL_WGMMA = 2,
     FLASH_IMPL_W4 = 3,
     FLASH_IMPL_W8 = 4,
-    FLASH_IMPL_GENERIC = 5
+    FLASH_IMPL_GENERIC = 5,
+    FLASH_IMPL_SPLITKV = 6
 };
 /* 1 when family impl can run on a device of compute capability cc in this binary. */
 int flash_impl_runnable(int impl, int cc);
 /* The family flash_forward runs for p on cc: p->impl, fallbacks applied (a family that cannot
  * run here means the default; tma at head_dim 96 runs w4, w4 at 64 runs legacy, …). */
 int flash_impl_used(int cc, const attn_problem *p);
+
+/* The split-KV decode (flash_splitkv.cu), which flash_forward runs for impl SPLITKV: its
+ * workspace is common/variant_info.h's flash_splitkv_workspace_bytes. */
+int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace);
 
 /* Same for `efficient` (variant_info_efficient.impls): EXACT (v2, head dim compiled in) at
  * head_dim 128 in 16 bits, the default; BUCKET (v1, head_dim rounded up to a bucket of 32; its

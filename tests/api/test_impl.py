@@ -9,7 +9,7 @@ import pytest
 
 from attnd_api_helpers import REPO, check_against_openapi, error_of, tiny
 
-IMPLS = {"flash": ["tma", "wgmma", "w4", "w8", "legacy"], "efficient": ["exact", "legacy"]}
+IMPLS = {"flash": ["tma", "wgmma", "w4", "w8", "legacy", "splitkv"], "efficient": ["exact", "legacy"]}
 SINGLE = ("reference", "naive", "naive_inplace", "math", "cudnn")
 
 
@@ -35,7 +35,7 @@ def test_variants_list_implementations(api):
     for name in ("tma", "wgmma"):
         needs = next(i for i in by_name["flash"]["impls"] if i["name"] == name)["needs"]
         assert "9.0" in needs and "sm_90a" in needs, needs
-    for name in ("w4", "w8", "legacy"):
+    for name in ("w4", "w8", "legacy", "splitkv"):
         assert next(i for i in by_name["flash"]["impls"] if i["name"] == name)["needs"] is None
 
 
@@ -70,6 +70,39 @@ def test_impl_must_be_a_string(api, value):
     assert err["code"] == "bad_value" and err["field"] == "impl", err
 
 
+DECODE = dict(backend="flash", impl="splitkv", batch=2, heads=8, seq_q=1, seq_kv=4096, head_dim=128, dtype="bf16")
+
+
+@pytest.mark.parametrize("change,field,words", [
+    (dict(seq_q=17), "seq_q", ["seq_q up to 16", "got 17"]),
+    (dict(seq_q=4096, seq_kv=4096), "seq_q", ["seq_q up to 16"]),
+    (dict(head_dim=96), "head_dim", ["head_dim 64 and 128", "not 96"]),
+    (dict(head_dim=256), "head_dim", ["head_dim 64 and 128", "not 256"]),
+])
+def test_splitkv_refuses_what_it_does_not_run(api, change, field, words):
+    """flash's split-KV decode has no fallback: its limits are 422s before any device is
+    chosen (the other impls fall back to a kernel that runs the problem)."""
+    params = dict(DECODE, **change)
+    for r in (api.run(dict(params)), api.run(body=dict(params))):
+        assert r.status_code == 422, r.text
+        err = error_of(r)
+        assert err["code"] == "unsupported" and err["field"] == field, err
+        for w in words:
+            assert w in err["message"], err
+        # the same problem under the default family is no refusal of the problem (503: no GPU here)
+        plain = dict(params)
+        del plain["impl"]
+        assert api.run(plain).status_code == 503, plain
+
+
+@pytest.mark.parametrize("seq_q,mask", [(1, "none"), (16, "causal_bottom_right"), (4, "causal")])
+def test_splitkv_decode_is_a_gpu_run(api, seq_q, mask):
+    """Within its limits it takes the path of any GPU run: 503 without a device."""
+    r = api.run(dict(DECODE, seq_q=seq_q, mask=mask))
+    assert r.status_code == 503, r.text
+    assert error_of(r)["code"] == "no_device", r.text
+
+
 def last_run_id(api):
     after = 0
     while True:
@@ -91,8 +124,9 @@ def test_refused_impl_stores_nothing(api):
 @pytest.mark.parametrize("backend", sorted(IMPLS))
 def test_gpu_runs_naming_an_implementation_refuse_like_any_gpu_run(api, backend, device):
     """Without a GPU, impl changes nothing of the refusal: 503 no_device by default or for a
-    cuda device not served, 422 unsupported on the cpu device."""
-    base = {"backend": backend}
+    cuda device not served, 422 unsupported on the cpu device. A decode (seq_q 1): within the
+    limits of every implementation (splitkv's are seq_q up to 16)."""
+    base = {"backend": backend, "seq_q": 1}
     if device:
         base["device"] = device
     plain = api.run(dict(base))

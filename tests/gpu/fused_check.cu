@@ -11,8 +11,9 @@
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
  * (only small correctness cases: for compute-sanitizer),
  * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
- * the repeats go round the variants, A B then B A), --shape B,H,S,D,causal|none (time that
- * shape only; bf16), --window-ms N (each timing the mean over an N ms window of back-to-back
+ * the repeats go round the variants, A B then B A), --shape B,H,S,D,MASK (time that shape
+ * only; bf16; MASK none, causal or causal_bottom_right; S may be Sq:Skv, e.g. 1:4096 for a
+ * decode), --window-ms N (each timing the mean over an N ms window of back-to-back
  * forwards: sustained load at the power limit, not a burst); --shape takes ,Hkv[,W] after the mask for
  * grouped K/V heads and a window of W keys (B,H,S,D,causal,Hkv,W).
  *
@@ -82,6 +83,24 @@ static int flash_check_d96_128(const attn_problem *p, char *why, size_t why_len)
         return -1;
     }
     return variant_check_flash(p, why, why_len);
+}
+/* The split-KV decode (flash_splitkv.cu): only where it runs (seq_q ≤ 16, head_dim 64/128);
+ * its workspace is the partial outputs of its splits. */
+static int flash_check_splitkv(const attn_problem *p, char *why, size_t why_len)
+{
+    attn_problem q = *p;
+    q.impl = FLASH_IMPL_SPLITKV;
+    if (flash_splitkv_check(&q, why, why_len) != 0) {
+        why[0] = '\0'; /* silent skip */
+        return -1;
+    }
+    return variant_check_flash(&q, why, why_len);
+}
+static size_t flash_splitkv_ws(const attn_problem *p)
+{
+    attn_problem q = *p;
+    q.impl = FLASH_IMPL_SPLITKV;
+    return flash_workspace_bytes(&q);
 }
 static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_len)
 {
@@ -202,6 +221,7 @@ static const fused_variant check_variants[] = {
     {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
     {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
+    {"flash@splitkv", flash_check_splitkv, flash_fwd_impl<FLASH_IMPL_SPLITKV>, flash_splitkv_ws},
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
@@ -530,12 +550,12 @@ static void verify(device_problem &dp, int row_step)
 }
 
 static int time_repeats = 1; /* --repeats N: each variant timed N times (median of 20 each) */
-/* --shape B,H,S,D,causal|none[,Hkv[,W]]: time this shape only (default: the seven of
- * docs/fused.md), with Hkv K/V heads and a window of W keys when given */
+/* --shape B,H,S,D,MASK[,Hkv[,W]]: time this shape only (default: the seven of docs/fused.md),
+ * with Hkv K/V heads and a window of W keys when given; S is Sq:Skv for a decode */
 static struct {
-    long long B, H, S, D, Hkv, W;
+    long long B, H, Sq, S, D, Hkv, W;
     attn_mask mask;
-} one_shape = {0, 0, 0, 0, 0, -1, ATTN_MASK_NONE};
+} one_shape = {0, 0, 0, 0, 0, 0, -1, ATTN_MASK_NONE};
 /* --window-ms N: each timing is a sustained window instead (below). */
 static int window_ms = 0;
 /* n forwards between one event pair: their milliseconds (< 0: a forward failed). */
@@ -585,16 +605,20 @@ static double time_once(const fused_variant &v, const attn_problem *p, attn_tens
 /* The repeats go round the variants, in reverse order every other round (A B, B A, A B, ...):
  * a variant timed right after another inherits its heat and its clock, so timing each
  * variant's repeats back to back, always in the same order, favoured whichever came first. */
-/* window: keys before a query that stay visible; < 0: none. kv_heads 0: heads. */
+/* window: keys before a query that stay visible; < 0: none. kv_heads 0: heads. Sq 0: S (else
+ * S is the keys); the last column is the bytes of q, k, v and out over the time: what a decode,
+ * which streams K and V once, is bounded by. */
 static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, int64_t kv_heads = 0,
-                       int64_t window = -1)
+                       int64_t window = -1, int64_t Sq = 0)
 {
     device_problem dp;
-    problem_setup(dp, B, H, S, S, D, ATTN_BF16, m, kv_heads, window >= 0 ? window + 1 : 0);
+    problem_setup(dp, B, H, Sq > 0 ? Sq : S, S, D, ATTN_BF16, m, kv_heads, window >= 0 ? window + 1 : 0);
     verify(dp, 97);
     const attn_problem *p = &dp.p;
     const double flops = attn_flops(p); /* the visible pairs: windows and masks counted */
-    char heads[48], mask[48];
+    const double bytes = (double)(attn_q_elems(p) + attn_k_elems(p) + attn_v_elems(p) + attn_out_elems(p)) * 2;
+    char heads[48], mask[48], seq[48];
+    snprintf(seq, sizeof seq, Sq > 0 ? "%lld:%lld" : "%lld", (long long)(Sq > 0 ? Sq : S), (long long)S);
     snprintf(heads, sizeof heads, kv_heads > 0 && kv_heads != H ? "%lld/%lld" : "%lld", (long long)H,
              (long long)kv_heads);
     snprintf(mask, sizeof mask, window >= 0 ? "%s w%lld" : "%s", attn_mask_name(m), (long long)window);
@@ -623,8 +647,9 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, 
         std::vector<double> &r = reps[i];
         std::sort(r.begin(), r.end());
         const double us = r[r.size() / 2];
-        printf("| %lld | %s | %lld | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f |\n", (long long)B, heads, (long long)S,
-               (long long)D, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12);
+        printf("| %lld | %s | %s | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f | %.2f |\n", (long long)B, heads, seq,
+               (long long)D, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12,
+               bytes / (us * 1e-6) / 1e12);
     }
     CHECK_CUDA(cudaEventDestroy(e0));
     CHECK_CUDA(cudaEventDestroy(e1));
@@ -643,20 +668,22 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
         else if (strcmp(argv[i], "--window-ms") == 0 && i + 1 < argc) window_ms = std::max(0, atoi(argv[++i]));
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
-            char mask[16] = "";
+            char mask[32] = "", seq[64] = "";
             const char *arg = argv[++i];
             int used = 0;
-            if (sscanf(arg, "%lld,%lld,%lld,%lld,%15[a-z]%n", &one_shape.B, &one_shape.H, &one_shape.S, &one_shape.D,
+            if (sscanf(arg, "%lld,%lld,%63[0-9:],%lld,%31[a-z_]%n", &one_shape.B, &one_shape.H, seq, &one_shape.D,
                        mask, &used) != 5 ||
+                (strchr(seq, ':') ? sscanf(seq, "%lld:%lld", &one_shape.Sq, &one_shape.S) != 2 || one_shape.Sq < 1
+                                  : sscanf(seq, "%lld", &one_shape.S) != 1) ||
                 one_shape.B < 1 || one_shape.H < 1 || one_shape.S < 1 || one_shape.D < 1 ||
-                (strcmp(mask, "causal") != 0 && strcmp(mask, "none") != 0) ||
+                attn_mask_parse(mask, &one_shape.mask) != 0 ||
                 (arg[used] == ',' && sscanf(arg + used + 1, "%lld,%lld", &one_shape.Hkv, &one_shape.W) < 1) ||
                 (arg[used] != ',' && arg[used] != '\0') || one_shape.Hkv < 0 ||
                 (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0)) {
-                fprintf(stderr, "--shape %s: want B,H,S,D,causal|none[,Hkv[,W]] (Hkv dividing H)\n", arg);
+                fprintf(stderr, "--shape %s: want B,H,S,D,MASK[,Hkv[,W]] (S or Sq:Skv; MASK none, causal or "
+                        "causal_bottom_right; Hkv dividing H)\n", arg);
                 return 2;
             }
-            one_shape.mask = strcmp(mask, "causal") == 0 ? ATTN_MASK_CAUSAL : ATTN_MASK_NONE;
         }
 #ifdef FUSED_CHECK_CUDNN
         else if (strcmp(argv[i], "--cudnn") == 0 && i + 1 < argc) {
@@ -670,7 +697,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N] [--shape B,H,S,D,causal|none]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W]]]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -753,6 +780,27 @@ int main(int argc, char **argv)
                 problem_free(dp);
             }
 
+    /* Decode and speculative decode (flash@splitkv, kernels/flash_splitkv.cu): Sq 1, 2, 4, 16
+     * over keys that end mid-block, span one block, or many splits; groups of 1-8 query heads
+     * per K/V head (8 x 16 = 128 packed rows: 8 row tiles); every mask (top-left causal sees
+     * only the first Sq keys; bottom-right is decode's own) and a window of 33. One key (one
+     * split: one launch) up to 9000 (many splits and the combine). */
+    if (!timing_only)
+        for (attn_dtype t : {ATTN_BF16, ATTN_FP16})
+            for (int64_t D : {128, 64})
+                for (int64_t G : {1, 2, 4, 8})
+                    for (int64_t Sq : {1, 2, 4, 16})
+                        for (int64_t Skv : {1, 63, 64, 65, 1000, 4097, 9000})
+                            for (int64_t W : {0, 33})
+                                for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                                    if (D == 64 && (G == 2 || G == 8 || W > 0)) continue; /* D64: fewer */
+                                    if (too_big(2, 2 * G, Sq, Skv)) continue;
+                                    device_problem dp;
+                                    problem_setup(dp, 2, 2 * G, Sq, Skv, D, t, (attn_mask)m, 2, W);
+                                    verify(dp, 1);
+                                    problem_free(dp);
+                                }
+
     /* a client-given scale: negative, and larger than 1/sqrt(D) (the online max must follow
      * the scaled scores; an exponent far above 0 would overflow the sums), and large enough
      * that most exponentials underflow */
@@ -771,6 +819,11 @@ int main(int argc, char **argv)
                     dp.p.scale = sc;
                     verify(dp, 1);
                     problem_free(dp);
+                    if (t == ATTN_FP32) continue;
+                    problem_setup(dp, 3, 8, 4, 1000, D, t, (attn_mask)m, 2); /* a split decode (splitkv) */
+                    dp.p.scale = sc;
+                    verify(dp, 1);
+                    problem_free(dp);
                 }
 
     if (!quick) {
@@ -780,9 +833,11 @@ int main(int argc, char **argv)
         else
             printf("\ntiming (bf16, median of 20 after 5 warm-ups, CUDA events, hot L2; %d repeat(s): median, range)\n",
                    time_repeats);
-        printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s |\n|---|---|---|---|---|---|---|---|---|\n");
+        printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s | TB/s |\n"
+               "|---|---|---|---|---|---|---|---|---|---|\n");
         if (one_shape.B > 0) {
-            time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask, one_shape.Hkv, one_shape.W);
+            time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask, one_shape.Hkv, one_shape.W,
+                       one_shape.Sq);
         } else {
             time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
             time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);

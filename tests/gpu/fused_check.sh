@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build and run the fused-kernel harness (tests/gpu/fused_check.cu) on a machine with a GPU.
 # Usage: tests/gpu/fused_check.sh [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N]
-#        [--shape B,H,S,D,causal|none[,Hkv[,W]]]
+#        [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W]]]
 #        [--window-ms N] [--cudnn DIR]
 # (--quick: correctness only; --timing-only: only the timed shapes, verified; --only: the variants
 # so named, or starting so when the name ends in *; --repeats: each timing N times, median and

@@ -196,11 +196,12 @@ static void test_impls(void)
     const variant *flash = variant_find("flash"), *efficient = variant_find("efficient");
     attn_problem p;
 
-    CHECK(variant_info_flash.impl_count == 5 && !strcmp(variant_info_flash.impls[FLASH_IMPL_TMA - 1].name, "tma") &&
+    CHECK(variant_info_flash.impl_count == 6 && !strcmp(variant_info_flash.impls[FLASH_IMPL_TMA - 1].name, "tma") &&
               !strcmp(variant_info_flash.impls[FLASH_IMPL_WGMMA - 1].name, "wgmma") &&
               !strcmp(variant_info_flash.impls[FLASH_IMPL_W4 - 1].name, "w4") &&
               !strcmp(variant_info_flash.impls[FLASH_IMPL_W8 - 1].name, "w8") &&
-              !strcmp(variant_info_flash.impls[FLASH_IMPL_GENERIC - 1].name, "legacy"),
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_GENERIC - 1].name, "legacy") &&
+              !strcmp(variant_info_flash.impls[FLASH_IMPL_SPLITKV - 1].name, "splitkv"),
           "flash's impls follow FLASH_IMPL_*");
     CHECK(variant_info_efficient.impl_count == 2 &&
               !strcmp(variant_info_efficient.impls[EFFICIENT_IMPL_EXACT - 1].name, "exact") &&
@@ -225,10 +226,62 @@ static void test_impls(void)
           "0 is no family");
     p.impl = FLASH_IMPL_W4, p.head_dim = 32;
     CHECK(flash->impl_used(80, &p) == FLASH_IMPL_GENERIC, "head_dim 32 has one kernel");
-    p.impl = EFFICIENT_IMPL_BUCKET, p.head_dim = 128;
+    p.impl = FLASH_IMPL_SPLITKV, p.head_dim = 128;
+    CHECK(flash->impl_runnable(FLASH_IMPL_SPLITKV, 80) && flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV &&
+              flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV,
+          "splitkv runs where it is asked for, on sm_80 and sm_90 alike");
+    p.impl = FLASH_IMPL_DEFAULT, p.seq_q = 1;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(90, &p) != FLASH_IMPL_SPLITKV,
+          "no default picks splitkv, not even for a decode");
+    p.impl = EFFICIENT_IMPL_BUCKET, p.head_dim = 128, p.seq_q = 256;
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient's bucket kernel forced");
     p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "fp32 runs the bucket kernel");
+}
+
+/* flash's split-KV decode: its limits only when impl names it; the most splits (at least 256
+ * keys each, at most 64, no more than fill 8192 CTAs) and its workspace for them, which is
+ * also the front's bound; 0 bytes where it never splits. */
+static void test_splitkv(void)
+{
+    const variant *flash = variant_find("flash");
+    char why[256];
+    attn_problem p = attn_mha(64, 32, 1, 4096, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
+
+    CHECK(!flash_splitkv_is(&p) && flash->workspace_bytes(&p) == 0, "the default family: not splitkv, no workspace");
+    p.impl = FLASH_IMPL_SPLITKV;
+    CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "MHA decode: %s", why);
+    /* 64·32 CTAs of one row tile: ⌈8192 / 2048⌉ = 4 splits at most */
+    CHECK(flash_splitkv_max_splits(&p) == 4, "MHA B64 H32 Skv4096: %lld splits", (long long)flash_splitkv_max_splits(&p));
+    CHECK(flash_splitkv_lse_offset(&p) == (size_t)4 * 64 * 32 * 128 * 4 &&
+              flash->workspace_bytes(&p) == (size_t)4 * 64 * 32 * 129 * 4 &&
+              variant_info_flash.workspace_bound(&p) == flash->workspace_bytes(&p),
+          "partials of 4 splits: %zu bytes", flash->workspace_bytes(&p));
+    p.kv_heads = 8, p.seq_kv = 8192; /* GQA: 64·8 CTAs: 16 splits */
+    CHECK(flash_splitkv_max_splits(&p) == 16, "GQA B64 H32 Hkv8 Skv8192: %lld", (long long)flash_splitkv_max_splits(&p));
+    p.batch = 1, p.kv_heads = 1, p.heads = 8, p.seq_kv = 1000000; /* one CTA: capped at 64 */
+    CHECK(flash_splitkv_max_splits(&p) == FLASH_SPLITKV_MAX_SPLITS, "one K/V head: the cap");
+    p.seq_kv = 256; /* one split's worth of keys: one launch, no workspace */
+    CHECK(flash_splitkv_max_splits(&p) == 1 && flash->workspace_bytes(&p) == 0 &&
+              variant_info_flash.workspace_bound(&p) == 0,
+          "256 keys: no split");
+    p.seq_kv = 257, p.seq_q = 16, p.heads = 64, p.kv_heads = 8; /* 8 x 16 rows: 8 row tiles */
+    CHECK(flash_splitkv_max_splits(&p) == 2 && variant_check_flash(&p, why, sizeof why) == 0, "257 keys: 2 splits");
+
+    p.seq_q = 17;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "seq_q up to 16") &&
+              flash->workspace_bytes(&p) == 0 && variant_info_flash.workspace_bound(&p) == 0,
+          "seq_q 17 refused, no workspace: %s", why);
+    p.impl = FLASH_IMPL_DEFAULT;
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0, "the other families run it: %s", why);
+    p.impl = FLASH_IMPL_SPLITKV, p.seq_q = 1;
+    for (int64_t d = 32; d <= 256; d += 32) {
+        p.head_dim = d;
+        const int ok = variant_check_flash(&p, why, sizeof why) == 0;
+        CHECK(ok == (d == 64 || d == 128), "head_dim %lld: %s", (long long)d, ok ? "runs" : why);
+    }
+    p.head_dim = 128, p.scale = 1e300;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "scale"), "a scale past fp32: %s", why);
 }
 
 /* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
@@ -295,6 +348,7 @@ int main(void)
     test_workspace_bounds();
     test_seq_of();
     test_impls();
+    test_splitkv();
     test_serving_work();
     return CHECK_DONE();
 }

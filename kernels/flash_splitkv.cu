@@ -1,0 +1,306 @@
+/* flash_splitkv.cu — flash's split-KV decode (impl "splitkv", FlashDecoding): a few query
+ * rows (seq_q ≤ 16) over a long K/V cache, where the plain grid of one CTA per 128-row query
+ * tile leaves most SMs idle and the work is streaming K and V from memory.
+ *
+ * Design (docs/fused.md, "Split-KV decode"):
+ *   - One warp per CTA. A CTA owns one K/V head of one sequence, a tile of 16 query rows and
+ *     a chunk of the keys (its split). Its rows are the query heads of the K/V head's group
+ *     times the query tokens, packed as FlashAttention-3's PackGQA does (row p = token p / G,
+ *     head p % G of the group): every K/V element is read from global memory once per split
+ *     and row tile, and serves every query head of the group.
+ *   - No shared memory: each lane loads its part of a 16-key block with 16-byte loads straight
+ *     into the registers mma.sync m16n8k16 reads (flash_mma.cuh's fragment layouts). The dot
+ *     products do not care about the order of head dims, nor P·V about the order of keys, so
+ *     the dims are permuted to make K's B fragments contiguous 16-byte chunks (Q's A fragments
+ *     use the same permutation) and V's B fragments are pairs of rows joined by one byte_perm.
+ *   - Online softmax per row in log2 space (FA2's); the CTA writes its normalised partial O
+ *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits.
+ *     With one split the CTA writes O itself: one launch.
+ *   - The key range split is the union of what the rows see (a top-left causal decode sees
+ *     only its first seq_q keys); the split count fills the GPU's CTA slots in near-whole
+ *     waves (flash_splitkv_splits), at most flash_splitkv_max_splits, which sizes the
+ *     workspace (common/variant_info.c).
+ * Head dims 64 and 128 (256 would hold 128 fp32 accumulators and 64 Q registers per lane:
+ * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, no smem).
+ */
+#include "kernels/fused.h"
+
+#include <cmath>
+#include <stdint.h>
+#include <type_traits>
+
+#include "kernels/flash_mma.cuh"
+
+#define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
+#define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
+#define SPLITKV_COMBINE_WARPS 4
+
+struct splitkv_params {
+    const void *q, *k, *v;
+    void *out;
+    float *part_o;   /* [splits, out_rows, D] normalised partial outputs (splits > 1) */
+    float *part_lse; /* [splits, out_rows] their log2-sum-exp of the scaled scores; -inf: no key */
+    attn_problem prob; /* for attn_visible_range: the mask, window and lengths */
+    int heads, kv_heads, group, seq_q, seq_kv, rows, row_tiles, splits;
+    int key_begin, split_keys; /* split s covers [key_begin + s·split_keys, + split_keys) ∩ [0, seq_kv) */
+    int64_t out_rows;          /* batch·heads·seq_q */
+    float scale_log2;
+};
+
+__device__ __forceinline__ uint4 splitkv_load(const uint4 *base, int64_t i, bool ok)
+{
+    return ok ? base[i] : make_uint4(0, 0, 0, 0);
+}
+
+/* The keys [lo, hi) packed row p of the tile sees within [k0, k1); empty for a padding row. */
+__device__ __forceinline__ void splitkv_row_range(const splitkv_params &P, int p, int k0, int k1, int &lo, int &hi)
+{
+    lo = k0, hi = k0;
+    if (p >= P.rows) return;
+    int64_t l, h;
+    attn_visible_range(&P.prob, p / P.group, &l, &h);
+    lo = (int)(l > k0 ? l : k0);
+    hi = (int)(h < k1 ? h : k1);
+    if (hi < lo) hi = lo;
+}
+
+template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params P)
+{
+    typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
+    constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
+    constexpr int VG = D / 64;  /* 64-dim groups of a V row: a lane loads dims 64·j + 8g .. +7 */
+    constexpr int VPR = D / 8;  /* uint4 per row */
+    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+
+    /* row tiles of one split adjacent in launch order: they read the same K/V (from L2) */
+    int64_t idx = blockIdx.x;
+    const int tile = (int)(idx % P.row_tiles);
+    idx /= P.row_tiles;
+    const int split = (int)(idx % P.splits);
+    idx /= P.splits;
+    const int hk = (int)(idx % P.kv_heads);
+    const int64_t b = idx / P.kv_heads;
+    const int k0 = P.key_begin + split * P.split_keys;
+    const int k1 = min(P.seq_kv, k0 + P.split_keys);
+
+    /* this lane's two rows (g and g + 8 of the tile) and their output rows [b, h, token] */
+    int prow[2], lo[2], hi[2];
+    int64_t orow[2];
+    uint4 qf[2][KCH];
+    for (int r = 0; r < 2; ++r) {
+        const int p = tile * SPLITKV_ROWS + g + 8 * r;
+        prow[r] = p;
+        orow[r] = p < P.rows ? (b * P.heads + (int64_t)hk * P.group + p % P.group) * P.seq_q + p / P.group : 0;
+        splitkv_row_range(P, p, k0, k1, lo[r], hi[r]);
+        const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
+        for (int c = 0; c < KCH; ++c) qf[r][c] = splitkv_load(qrow, c * 4 + t, p < P.rows);
+    }
+    /* the keys any row of the tile sees, in whole 16-key blocks */
+    int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
+    if (lo[1] < hi[1]) first = min(first, lo[1]), last = max(last, hi[1]);
+    for (int o = 16; o > 0; o >>= 1) {
+        first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+
+    const int64_t kv_head = b * P.kv_heads + hk;
+    const uint4 *kbase = reinterpret_cast<const uint4 *>(P.k) + kv_head * P.seq_kv * VPR;
+    const uint4 *vbase = reinterpret_cast<const uint4 *>(P.v) + kv_head * P.seq_kv * VPR;
+    float o[D / 8][4];
+    for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+
+    for (int kb = first < last ? first & ~(SPLITKV_KEYS - 1) : last; kb < last; kb += SPLITKV_KEYS) {
+        /* every load of the block first: V's are in flight during Q·Kᵀ and the softmax */
+        uint4 kf[2][KCH], vf[4][VG];
+        for (int n = 0; n < 2; ++n) {
+            const int key = kb + 8 * n + g;
+            for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, (int64_t)key * VPR + c * 4 + t, key < P.seq_kv);
+        }
+        for (int i = 0; i < 4; ++i) {
+            const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
+            for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, (int64_t)key * VPR + j * 8 + g, key < P.seq_kv);
+        }
+        /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
+        float s[2][4];
+        for (int n = 0; n < 2; ++n) {
+            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+            for (int c = 0; c < KCH; ++c) {
+                const uint32_t a_lo[4] = {qf[0][c].x, qf[1][c].x, qf[0][c].y, qf[1][c].y};
+                const uint32_t a_hi[4] = {qf[0][c].z, qf[1][c].z, qf[0][c].w, qf[1][c].w};
+                flash_mma<BF16>(s[n], a_lo, kf[n][c].x, kf[n][c].y);
+                flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
+            }
+        }
+        /* online softmax, log2 space; keys outside a row's range are -inf */
+        float alpha[2];
+        for (int r = 0; r < 2; ++r) {
+            float mx = -INFINITY;
+            for (int n = 0; n < 2; ++n)
+                for (int e = 0; e < 2; ++e) {
+                    const int key = kb + 8 * n + 2 * t + e;
+                    float &x = s[n][2 * r + e];
+                    x = key >= lo[r] && key < hi[r] ? x * P.scale_log2 : -INFINITY;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            const float m_new = fmaxf(m[r], mx), base = m_new == -INFINITY ? 0.f : m_new;
+            alpha[r] = flash_exp2(m[r] - base); /* 0 while the row had no key */
+            m[r] = m_new;
+            float sum = 0.f;
+            for (int n = 0; n < 2; ++n)
+                for (int e = 0; e < 2; ++e) {
+                    float &x = s[n][2 * r + e];
+                    x = flash_exp2(x - base);
+                    sum += x;
+                }
+            l[r] = l[r] * alpha[r] + sum;
+        }
+        /* O = O·alpha + P·V; P's A fragment is the two S tiles (flash_mma.cuh) */
+        const uint32_t pa[4] = {flash_pack2<BF16>(s[0][0], s[0][1]), flash_pack2<BF16>(s[0][2], s[0][3]),
+                                flash_pack2<BF16>(s[1][0], s[1][1]), flash_pack2<BF16>(s[1][2], s[1][3])};
+        for (int j = 0; j < VG; ++j) {
+            const uint32_t w0[4] = {vf[0][j].x, vf[0][j].y, vf[0][j].z, vf[0][j].w};
+            const uint32_t w1[4] = {vf[1][j].x, vf[1][j].y, vf[1][j].z, vf[1][j].w};
+            const uint32_t w2[4] = {vf[2][j].x, vf[2][j].y, vf[2][j].z, vf[2][j].w};
+            const uint32_t w3[4] = {vf[3][j].x, vf[3][j].y, vf[3][j].z, vf[3][j].w};
+            for (int e = 0; e < 8; ++e) { /* n-block 8j + e: column n ↔ dim 64j + 8n + e */
+                const unsigned sel = e & 1 ? 0x7632u : 0x5410u;
+                float *acc = o[8 * j + e];
+                acc[0] *= alpha[0], acc[1] *= alpha[0], acc[2] *= alpha[1], acc[3] *= alpha[1];
+                flash_mma<BF16>(acc, pa, __byte_perm(w0[e >> 1], w1[e >> 1], sel),
+                                __byte_perm(w2[e >> 1], w3[e >> 1], sel));
+            }
+        }
+    }
+
+    /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    for (int r = 0; r < 2; ++r) {
+        if (prow[r] >= P.rows) continue;
+        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
+        if (P.splits == 1) {
+            T *out = reinterpret_cast<T *>(P.out) + orow[r] * D;
+            for (int n = 0; n < D / 8; ++n) {
+                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
+                out[d] = (T)(o[n][2 * r] * inv);
+                out[d + 8] = (T)(o[n][2 * r + 1] * inv);
+            }
+        } else {
+            const int64_t w = (int64_t)split * P.out_rows + orow[r];
+            float *po = P.part_o + w * D;
+            for (int n = 0; n < D / 8; ++n) {
+                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
+                po[d] = o[n][2 * r] * inv;
+                po[d + 8] = o[n][2 * r + 1] * inv;
+            }
+            if (t == 0) P.part_lse[w] = l[r] > 0.f ? m[r] + log2f(l[r]) : -INFINITY;
+        }
+    }
+}
+
+/* One warp per output row: O = Σ_s 2^(lse_s − L)·O_s / Σ_s 2^(lse_s − L), L = max_s lse_s;
+ * a row no split saw a key of is zeros. */
+template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE_WARPS) flash_splitkv_combine(const splitkv_params P)
+{
+    constexpr int E = D / 32;
+    const int lane = threadIdx.x & 31;
+    const int64_t row = (int64_t)blockIdx.x * SPLITKV_COMBINE_WARPS + (threadIdx.x >> 5);
+    if (row >= P.out_rows) return;
+    float L = -INFINITY;
+    for (int s = 0; s < P.splits; ++s) L = fmaxf(L, P.part_lse[(int64_t)s * P.out_rows + row]);
+    float acc[E], sum = 0.f;
+    for (int e = 0; e < E; ++e) acc[e] = 0.f;
+    if (L != -INFINITY)
+        for (int s = 0; s < P.splits; ++s) {
+            const int64_t w = (int64_t)s * P.out_rows + row;
+            const float wt = exp2f(P.part_lse[w] - L);
+            if (wt == 0.f) continue;
+            sum += wt;
+            const float *po = P.part_o + w * D + lane * E;
+            for (int e = 0; e < E; ++e) acc[e] += wt * po[e];
+        }
+    const float inv = sum > 0.f ? 1.f / sum : 0.f;
+    T *out = reinterpret_cast<T *>(P.out) + row * D + lane * E;
+    for (int e = 0; e < E; ++e) out[e] = (T)(acc[e] * inv);
+}
+
+/* The smallest split count whose CTAs fill the device's slots in near-whole waves (the last
+ * wave ≥ 90% full), else the fullest; FlashAttention-3's num_splits_heuristic, with 0.9. */
+static int flash_splitkv_splits(int64_t ctas, int64_t slots, int64_t max_splits)
+{
+    int best = 1;
+    double best_eff = 0;
+    for (int64_t s = 1; s <= max_splits; ++s) {
+        const double w = (double)(ctas * s) / (double)slots, eff = w / ceil(w);
+        if (eff >= 0.9) return (int)s;
+        if (eff > best_eff) best = (int)s, best_eff = eff;
+    }
+    return best;
+}
+
+template <int D, bool BF16>
+static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
+    splitkv_params P;
+    P.q = t->q, P.k = t->k, P.v = t->v, P.out = t->out;
+    P.prob = attn_padded(p);
+    P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
+    P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;
+    P.rows = P.group * P.seq_q;
+    P.row_tiles = (P.rows + SPLITKV_ROWS - 1) / SPLITKV_ROWS;
+    P.out_rows = p->batch * p->heads * p->seq_q;
+    P.scale_log2 = (float)(p->scale * 1.4426950408889634);
+
+    /* the keys some row sees: the range to split (whole blocks) */
+    int64_t first = p->seq_kv, last = 0;
+    for (int64_t i = 0; i < p->seq_q; ++i) {
+        int64_t lo, hi;
+        attn_visible_range(p, i, &lo, &hi);
+        if (lo < hi) first = first < lo ? first : lo, last = last > hi ? last : hi;
+    }
+    if (last <= first) first = 0, last = 0;
+    P.key_begin = (int)(first & ~(int64_t)(SPLITKV_KEYS - 1));
+    const int64_t span = last - P.key_begin, blocks = (span + SPLITKV_KEYS - 1) / SPLITKV_KEYS;
+
+    static int ctas_per_sm = 0; /* per instantiation; the same on every device of one architecture */
+    if (ctas_per_sm == 0)
+        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16>, 32, 0));
+    const int64_t base = p->batch * P.kv_heads * P.row_tiles;
+    int64_t max_splits = flash_splitkv_max_splits(p);
+    if (max_splits > blocks) max_splits = blocks > 0 ? blocks : 1;
+    int splits = workspace ? flash_splitkv_splits(base, (int64_t)ctx->sm_count * (ctas_per_sm > 0 ? ctas_per_sm : 1), max_splits) : 1;
+    P.split_keys = (int)((blocks + splits - 1) / splits) * SPLITKV_KEYS;
+    P.splits = splits = P.split_keys > 0 ? (int)((span + P.split_keys - 1) / P.split_keys) : 1;
+    if (splits < 1) P.splits = splits = 1;
+    P.part_o = (float *)workspace;
+    P.part_lse = workspace ? (float *)((char *)workspace + flash_splitkv_lse_offset(p)) : NULL;
+
+    const int64_t grid = base * splits;
+    if (grid > INT32_MAX)
+        return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "more CTAs than one launch takes (2^31 - 1)");
+    flash_splitkv_kernel<D, BF16><<<(unsigned)grid, 32, 0, ctx->stream>>>(P);
+    LAUNCH_TRY(ctx);
+    if (splits == 1) return 0;
+    const int64_t combine = (P.out_rows + SPLITKV_COMBINE_WARPS - 1) / SPLITKV_COMBINE_WARPS;
+    flash_splitkv_combine<D, T><<<(unsigned)combine, 32 * SPLITKV_COMBINE_WARPS, 0, ctx->stream>>>(P);
+    LAUNCH_TRY(ctx);
+    return 0;
+}
+
+int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    char why[200];
+    if (flash_splitkv_check(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", why);
+    if (flash_splitkv_max_splits(p) > 1 && !workspace)
+        return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "no workspace (needs flash_workspace_bytes)");
+    const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->head_dim == 64)
+        return bf16 ? flash_splitkv_launch<64, true>(ctx, p, t, workspace) : flash_splitkv_launch<64, false>(ctx, p, t, workspace);
+    return bf16 ? flash_splitkv_launch<128, true>(ctx, p, t, workspace) : flash_splitkv_launch<128, false>(ctx, p, t, workspace);
+}

@@ -1,0 +1,102 @@
+"""flash's split-KV decode (impl=splitkv, kernels/flash_splitkv.cu) through the API on a GPU:
+decode and speculative-decode shapes verify against the reference, run the kernels it names
+(one launch when the keys are not split, the split kernel and its combine when they are:
+the profiled forward's kernel table) and report impl_used splitkv; grouped K/V heads run on a
+server offering flash's pending GQA; seq_q above 16 is refused. The timed comparison with
+cudnn is fused_check's (docs/fused.md, "Split-KV decode")."""
+import pytest
+
+from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant
+from test_serving import pending_server, run_ok  # puts tests/api on the path too
+from test_variants import check_verified
+
+SPLIT, COMBINE = "flash_splitkv_kernel", "flash_splitkv_combine"
+
+
+def kernel_names(rec):
+    assert rec["kernels"] is not None, "profile=true gave no kernel table"
+    return [r["name"] for r in rec["kernels"]["table"] if r["kind"] == "kernel"]
+
+
+def runs_splitkv(api):
+    v = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}["flash"]
+    entry = next(i for i in v["impls"] if i["name"] == "splitkv")
+    return "cuda:0" in entry["devices"]
+
+
+def check_decode(api, shape, mask, dtype, kernels):
+    params = dict(shape, backend="flash", impl="splitkv", mask=mask, dtype=dtype, seed=fresh_seed(), warmup=1,
+                  iters=3, verify=True, profile=True, device="cuda:0")
+    rec = run_ok(api, params)
+    check_verified(rec, shape, dtype)
+    assert rec["impl_used"] == "splitkv", rec.get("impl_used")
+    names = kernel_names(rec)
+    assert len(names) == len(kernels) and all(k in n for k, n in zip(kernels, names)), (kernels, names)
+    return rec
+
+
+# (shape, kernels): seq_kv ≤ 256 is never split (one launch); a handful of K/V heads over a long
+# cache always is (the split count fills the SMs); 16 query rows, 2 row tiles.
+MHA = [
+    (dict(batch=2, heads=8, seq_q=1, seq_kv=200, head_dim=128), [SPLIT]),
+    (dict(batch=2, heads=8, seq_q=1, seq_kv=4097, head_dim=128), [SPLIT, COMBINE]),
+    (dict(batch=3, heads=4, seq_q=16, seq_kv=1000, head_dim=64), [SPLIT, COMBINE]),
+    (dict(batch=1, heads=2, seq_q=2, seq_kv=9000, head_dim=128), [SPLIT, COMBINE]),
+]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("mask", ["none", "causal_bottom_right", "causal"])
+@pytest.mark.parametrize("case", range(len(MHA)))
+def test_splitkv_mha_decode(gapi, variants, case, mask, dtype):
+    need_variant(variants, "flash")
+    if not runs_splitkv(gapi):
+        pytest.fail("cuda:0's worker does not run flash splitkv (it needs compute capability 8.0)")
+    shape, kernels = MHA[case]
+    if mask == "causal":
+        kernels = [SPLIT]  # top-left causal: the rows see only the first seq_q keys, one split
+    check_decode(gapi, shape, mask, dtype, kernels)
+
+
+@pytest.fixture(scope="module")
+def papi():
+    """A server offering flash's pending features (grouped K/V heads, windows)."""
+    srv, api = pending_server()
+    try:
+        yield api
+    finally:
+        srv.stop()
+        srv.cleanup()
+
+
+@pytest.mark.parametrize("mask,window", [("none", None), ("causal_bottom_right", None), ("causal_bottom_right", 32)])
+@pytest.mark.parametrize("group,seq_q", [(4, 1), (4, 4), (8, 16), (2, 2), (1, 1)])
+def test_splitkv_gqa_decode(papi, group, seq_q, mask, window):
+    """The query heads of a K/V group share each K/V load (PackGQA): group × seq_q rows per
+    CTA, 8 × 16 = 128 in 8 row tiles."""
+    shape = dict(batch=2, heads=8 * group, kv_heads=8, seq_q=seq_q, seq_kv=4097, head_dim=128)
+    if window:
+        shape["window"] = window
+    rec = check_decode(papi, shape, mask, "bf16", [SPLIT, COMBINE])
+    fact("flash splitkv GQA group %d seq_q %d %s median_us" % (group, seq_q, mask), rec["timing"]["median_us"])
+
+
+def test_splitkv_refuses_long_queries(gapi, variants):
+    need_variant(variants, "flash")
+    r = gapi.run(params=dict(backend="flash", impl="splitkv", batch=1, heads=4, seq_q=17, seq_kv=4096,
+                             head_dim=128, dtype="bf16", device="cuda:0"))
+    assert r.status_code == 422, r.text
+    err = error_of(r)
+    assert err["code"] == "unsupported" and err["field"] == "seq_q" and "up to 16" in err["message"], err
+
+
+def test_splitkv_mha_decode_bandwidth(gapi, variants):
+    """The measured MHA decode of issue's table (B64 H32 Skv4096 D128: flash 1000 us, cudnn 966
+    us): a fact for the summary, not a pass mark (fused_check times it against cudnn)."""
+    need_variant(variants, "flash")
+    shape = dict(batch=64, heads=32, seq_q=1, seq_kv=4096, head_dim=128)
+    rec = gapi.run_ok(backend="flash", impl="splitkv", dtype="bf16", seed=fresh_seed(), warmup=3, iters=20, **shape)
+    us = rec["timing"]["median_us"]
+    kv_bytes = 2 * 64 * 32 * 4096 * 128 * 2
+    fact("flash splitkv MHA decode B64 H32 Skv4096 median_us", us)
+    fact("flash splitkv MHA decode B64 H32 Skv4096 K/V TB/s", kv_bytes / (us * 1e-6) / 1e12)
