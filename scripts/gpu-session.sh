@@ -13,6 +13,8 @@
 #                then "tests", then "targets"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
+#   DECODE_SHAPES the targets phase's decode shapes for flash@splitkv against cudnn (default the issue's
+#                MHA and GQA decode), B,H,Sq:Skv,D,mask[,Hkv]
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
@@ -119,6 +121,13 @@ if has targets; then
             --variants "flash,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
             --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
         grep -E '^flash:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "target $shape" "$line"; done
+    done
+    # Decode: the split-KV kernel (impl=splitkv, named only until measured) against cudnn.
+    for shape in ${DECODE_SHAPES:-64,32,1:4096,128,none 64,32,1:8192,128,none,8}; do
+        timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
+            --variants "flash@splitkv,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
+            --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
+        grep -E '^flash@splitkv:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "decode $shape" "$line"; done
     done
 fi
 
