@@ -215,9 +215,9 @@ def test_cancel_a_queued_and_a_running_study(start_server):
     srv = start_server(extra=["--cpu-threads", "1"])
     api = Api(srv.url)
     running = post_study(api, **slow_params(tags=["slow"]))
+    wait_running(api, running["id"])  # else it may still wait, and the next one queues second
     queued = post_study(api, **study_params())
     assert queued["queue_position"] == 1
-    wait_running(api, running["id"])
     live = api.get("/v1/studies/%d" % queued["id"]).json()
     assert live["status"] == "queued" and live["queue_position"] == 1
 
