@@ -113,7 +113,7 @@ static const setting_def setting_table[] = {
      "accept the `fault` run parameter (crash|hang|sticky); for tests only", NULL},
     {"pending_features", SETTING_BOOL, FIELD(pending_features), "false", 0, 1, "",
      "offer the features whose kernels are written but not yet validated on a GPU (GET /v1/variants lists "
-     "them as pending_features): for the GPU session that validates them, never in service", NULL},
+     "them as pending_features): for the run on a GPU that validates them, never in service", NULL},
     {"models_file", SETTING_STRING, FIELD(models_file), "", 0, 0, "path",
      "the model presets that model=NAME takes (GET /v1/models); default: config/models.json found in the "
      "current directory or beside the binary", NULL},

@@ -32,7 +32,7 @@ typedef struct settings {
     long long verify_cpu_max_macs;/* verify on the cpu device up to this many B·H·Sq·Skv·D */
     int cpu_threads;              /* threads of the cpu reference; 0: one per core */
     int enable_fault_injection;   /* accept the `fault` run parameter (tests only) */
-    int pending_features;         /* offer the variants' pending_features (the GPU session that validates them) */
+    int pending_features;         /* offer the variants' pending_features (the run on a GPU that validates them) */
     char dashboard_dir[512];      /* static files of GET /; "": found beside the binary or cwd */
     char models_file[512];        /* model presets (model=NAME); "": config/models.json beside the binary or cwd */
     char cudnn_library[512];      /* libcudnn.so.9 or its directory; "": the loader's search */

@@ -46,7 +46,7 @@ typedef struct variant_info {
     int head_dim_multiple;/* head_dim must be a multiple of this (1: any) */
     unsigned features;    /* VARIANT_GQA, _HEAD_DIM_V, _WINDOW, _PAGED, _RAGGED bits: the others are refused */
     /* Bits whose kernels are written but not yet validated on a GPU: offered only where the
-     * pending_features setting is on (the GPU session that validates them), else refused. */
+     * pending_features setting is on (scripts/gpu-session.sh's pending phase), else refused. */
     unsigned pending_features;
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */

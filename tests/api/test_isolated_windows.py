@@ -1,4 +1,4 @@
-"""bench/isolated_windows.py's reading of fused_check: the GPU session's A/B and targets tables
+"""bench/isolated_windows.py's reading of fused_check: scripts/gpu-session.sh's A/B and targets tables
 come from it, so a row it cannot read must say why instead of printing an empty cell."""
 import importlib.util
 import os

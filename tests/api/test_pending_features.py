@@ -1,6 +1,6 @@
 """Features whose kernels are written but not yet validated on a GPU (variant_info's
 pending_features): listed by GET /v1/variants, refused 422 naming the field, and offered only
-by a server started with the pending_features setting, as the GPU session that validates them
+by a server started with the pending_features setting, as scripts/gpu-session.sh's pending phase
 starts it. On this GPU-less machine an offered feature gets as far as the device (503)."""
 from attnd_api_helpers import Api
 
@@ -44,7 +44,7 @@ PADDED_ROUTE = ("naive", "naive_inplace", "math")
 
 def test_padded_route_is_pending_for_the_decomposed_variants(api):
     """naive, naive_inplace and math take paged and ragged batches by PyTorch's padded route:
-    listed as pending, refused 422 until a GPU session validates them."""
+    listed as pending, refused 422 until they are validated on a GPU."""
     for name in PADDED_ROUTE:
         v = variant(api, name)
         assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
@@ -80,7 +80,7 @@ FI_SERVING = [({"seq_q": 1, "page_size": 16, "seq_kv": 33}, "page_size"),
 
 def test_flashinfer_serving_batches_are_pending(api):
     """flashinfer's paged decode and ragged batches (kernels/flashinfer/): listed as pending,
-    refused 422 naming the field until a GPU session validates them."""
+    refused 422 naming the field until they are validated on a GPU."""
     v = variant(api, "flashinfer")
     assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
     assert not {"page_size", "seqlens"} & set(v["features"]), v
