@@ -82,8 +82,9 @@ int pool_run_async(const run_request *r, cJSON **response);
 int pool_run_admissible(const run_request *r, cJSON **response);
 
 /* pool_run_async when r->async_run, else pool_run_sync, with on_end (NULL: none) called at
- * the run's end (pool_run_end_fn, pool_hooks.h). */
-int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response);
+ * the run's end before it is visible (pool_run_end_fn, pool_hooks.h), and on_stored (NULL:
+ * none) once after, when GET /v1/runs/ID reads the end: for a caller that goes on from it. */
+int pool_run(const run_request *r, pool_run_end_fn on_end, pool_run_end_fn on_stored, cJSON **response);
 
 /* pool_run, and while a synchronous run waits, gone(client) is asked every 200 ms. A client
  * gone while its run is queued cancels it at once: its queue slot is freed, it is stored

@@ -296,6 +296,7 @@ static void job_refused_by_worker(pool_job *j, const cJSON *reply)
         queue_end_hook(j, POOL_RUN_REFUSED, NULL);
         pthread_mutex_lock(&queue_mu);
         run_record_delete(&j->rec);
+        queue_stored_hook(j, POOL_RUN_REFUSED, NULL);
         queue_finish_locked(j, http, body);
         pthread_mutex_unlock(&queue_mu);
     } else {

@@ -34,7 +34,9 @@ typedef enum pool_run_outcome {
  * kept); borrowed. generation: the worker generation (pool_device_generation) the run ran
  * on, -1 when it never reached a worker. It may be called with the pool's lock held (a
  * device that goes down refuses its queue under it): it must not call pool_* functions, and
- * must be quick. */
+ * must be quick. The stored hook (pool_run's on_stored) has this type and these rules too,
+ * and is called once after the end hook, when the final record is stored (or the refused
+ * run's row deleted): from then on GET /v1/runs/ID reads the end. */
 typedef void (*pool_run_end_fn)(const run_request *r, pool_run_outcome outcome, const cJSON *record,
                                 int generation);
 

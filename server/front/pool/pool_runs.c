@@ -16,10 +16,12 @@
 
 #define POOL_CLIENT_POLL_MS 200 /* how often a waiting synchronous run asks whether its client left */
 
-/* A run refused before it became a job: its end hook, on the caller's thread (no lock). */
-static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end)
+/* A run refused before it became a job: its end and stored hooks, on the caller's thread (no
+ * lock): nothing of it was stored. */
+static void pool_end_unqueued(const run_request *r, pool_run_end_fn on_end, pool_run_end_fn on_stored)
 {
     if (on_end) on_end(r, POOL_RUN_REFUSED, NULL, -1);
+    if (on_stored) on_stored(r, POOL_RUN_REFUSED, NULL, -1);
 }
 
 /* The synchronous caller's wait for j's end (queue_mu held, and held again on return).
@@ -231,10 +233,10 @@ int pool_run_admissible(const run_request *r, cJSON **response)
     return status;
 }
 
-/* Queue r (pool_run). detach: answer 202 once it is queued. on_end: its end hook or NULL.
- * gone/client: the synchronous caller's client (pool_run_watched), NULL when none. */
+/* Queue r (pool_run). detach: answer 202 once it is queued. on_end, on_stored: its hooks or
+ * NULL. gone/client: the synchronous caller's client (pool_run_watched), NULL when none. */
 static int pool_submit(const run_request *r, cJSON **response, int detach, pool_run_end_fn on_end,
-                       pool_client_gone_fn gone, const void *client)
+                       pool_run_end_fn on_stored, pool_client_gone_fn gone, const void *client)
 {
     worker_slot *w;
     pool_job *j;
@@ -247,7 +249,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
      * before anything is stored or queued. */
     status = store_refusal(code, sizeof code, message, sizeof message);
     if (status) {
-        pool_end_unqueued(r, on_end);
+        pool_end_unqueued(r, on_end, on_stored);
         *response = queue_error_body(code, message, NULL);
         return status;
     }
@@ -256,7 +258,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     status = pool_refusal_locked(r, w, response);
     if (status) {
         pthread_mutex_unlock(&queue_mu);
-        pool_end_unqueued(r, on_end);
+        pool_end_unqueued(r, on_end, on_stored);
         return status;
     }
     w->queued++; /* reserved now, so concurrent requests cannot overfill the queue */
@@ -272,7 +274,7 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         pthread_mutex_lock(&queue_mu);
         w->queued--;
         pthread_mutex_unlock(&queue_mu);
-        pool_end_unqueued(r, on_end);
+        pool_end_unqueued(r, on_end, on_stored);
         if (!j) {
             *response = queue_error_body("out_of_memory", "out of memory", NULL);
             return 500;
@@ -284,7 +286,8 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
         return status ? status : 500;
     }
     j->id = j->rec.id;
-    j->on_end = on_end; /* from here every end of j calls it (queue_end_hook) */
+    j->on_end = on_end; /* from here every end of j calls them (queue_end_hook, queue_stored_hook) */
+    j->on_stored = on_stored;
 
     pthread_mutex_lock(&queue_mu);
     if (queue_stopping || queue_draining) { /* the server began to stop while we stored */
@@ -317,19 +320,25 @@ static int pool_submit(const run_request *r, cJSON **response, int detach, pool_
     return status;
 }
 
-int pool_run_sync(const run_request *r, cJSON **response) { return pool_submit(r, response, 0, NULL, NULL, NULL); }
-
-int pool_run_async(const run_request *r, cJSON **response) { return pool_submit(r, response, 1, NULL, NULL, NULL); }
-
-int pool_run(const run_request *r, pool_run_end_fn on_end, cJSON **response)
+int pool_run_sync(const run_request *r, cJSON **response)
 {
-    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, NULL, NULL);
+    return pool_submit(r, response, 0, NULL, NULL, NULL, NULL);
+}
+
+int pool_run_async(const run_request *r, cJSON **response)
+{
+    return pool_submit(r, response, 1, NULL, NULL, NULL, NULL);
+}
+
+int pool_run(const run_request *r, pool_run_end_fn on_end, pool_run_end_fn on_stored, cJSON **response)
+{
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, on_stored, NULL, NULL);
 }
 
 int pool_run_watched(const run_request *r, pool_run_end_fn on_end, pool_client_gone_fn gone, const void *client,
                      cJSON **response)
 {
-    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, r->async_run ? NULL : gone, client);
+    return pool_submit(r, response, r->async_run ? 1 : 0, on_end, NULL, r->async_run ? NULL : gone, client);
 }
 
 int pool_cancel(long long id)

@@ -10,7 +10,8 @@
  *             went away while queued (client_gone), an async run queued when the server
  *             stops (shutting_down)                   → stored "cancelled" with that code
  * (an async run keeps a refusal after its 202 as "failed"). Whichever way a run ends, its
- * end hook is called once, by queue_end_hook, before the end is stored or handed to a waiter.
+ * end hook is called once, by queue_end_hook, before the end is stored or handed to a waiter,
+ * and its stored hook once, by queue_stored_hook, after it is stored (or its row deleted).
  */
 #include "server/front/pool/queue.h"
 
@@ -170,6 +171,15 @@ void queue_end_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record)
     fn(&j->rec.request, outcome, record, j->generation);
 }
 
+void queue_stored_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record)
+{
+    pool_run_end_fn fn = j->on_stored;
+
+    if (j->kind != JOB_RUN || !fn) return;
+    j->on_stored = NULL;
+    fn(&j->rec.request, outcome, record, j->generation);
+}
+
 cJSON *queue_end_run(pool_job *j, pool_run_outcome outcome)
 {
     cJSON *record;
@@ -181,6 +191,7 @@ cJSON *queue_end_run(pool_job *j, pool_run_outcome outcome)
     record = run_record_to_json(&j->rec);
     queue_end_hook(j, outcome, record); /* a kept output is registered before "done" is readable */
     run_record_store(&j->rec, record);
+    queue_stored_hook(j, outcome, record);
     metrics_observe_run(&j->rec);
     return record;
 }
@@ -222,6 +233,7 @@ void queue_refuse_locked(pool_job *j, int http_status, const char *code, const c
     }
     queue_end_hook(j, POOL_RUN_REFUSED, NULL);
     run_record_delete(&j->rec);
+    queue_stored_hook(j, POOL_RUN_REFUSED, NULL);
     queue_finish_locked(j, http_status, queue_error_body(code, message, field));
 }
 

@@ -36,6 +36,7 @@ typedef struct pool_job {
     int generation;        /* JOB_TENSOR, JOB_RUN: the worker generation (slot restarts) it ran on; -1 before */
     double queued_s;       /* clock_monotonic_s when it joined its queue (the record's service.queued_ms) */
     pool_run_end_fn on_end; /* JOB_RUN: the end hook, NULL once called or when none */
+    pool_run_end_fn on_stored; /* JOB_RUN: the hook once the end is stored, NULL once called or when none */
     /* The end, handed to the waiter under queue_mu. */
     int finished;
     int http_status;
@@ -104,6 +105,8 @@ void queue_free_job(pool_job *j); /* a JOB_RUN from queue_new_run_job, and its r
 
 /* The run's end hook, once (pool_hooks.h): record is the final record, NULL when refused. */
 void queue_end_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record);
+/* The run's stored hook, once: after its final record is stored (or its row deleted, refused). */
+void queue_stored_hook(pool_job *j, pool_run_outcome outcome, const cJSON *record);
 
 /* The run's final state (outcome DONE, FAILED or CANCELLED; an error set before for the last
  * two): finished now, the end hook, stored, counted in the metrics. Returns the final record

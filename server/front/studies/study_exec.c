@@ -3,8 +3,9 @@
  * study's record stored at each change.
  *
  * A run is submitted as an async run so that its id is known while it waits in its queue (a
- * cancel of the study cancels it there); the pool's end hook (study_run_end) hands its final
- * record to this thread, which waits for it. One study executes at a time in a process (the
+ * cancel of the study cancels it there); the pool's stored hook (study_run_stored) hands its
+ * final record to this thread, which waits for it: once the run's end is readable, so a study
+ * is never final before its runs are. One study executes at a time in a process (the
  * server's runner thread, or attnd batch's), so the hook finds it without a search.
  */
 #include "server/front/studies/study.h"
@@ -46,9 +47,12 @@ void study_unlock(void) { pthread_mutex_unlock(&study_mu); }
 /* The pool's end hook of a study's run (pool_run_end_fn): its resident inputs released as for
  * any run, and its final record handed to the executing study. Quick and without pool calls:
  * the pool may hold its lock. */
-static void study_run_end(const run_request *r, pool_run_outcome outcome, const cJSON *record, int generation)
+/* The stored hook of a study's run (pool_run): its end is readable now, so the study may go
+ * on (its own end hook is tensors_finish_run, as for any run). */
+static void study_run_stored(const run_request *r, pool_run_outcome outcome, const cJSON *record, int generation)
 {
-    tensors_finish_run(r, outcome, record, generation);
+    (void)outcome;
+    (void)generation;
     study_lock();
     if (exec_current && exec_current->id == r->study_id) {
         cJSON_Delete(exec_record);
@@ -122,25 +126,6 @@ static int study_cancelled(study *s)
     return cancel;
 }
 
-/* The pool calls a run's end hook before it stores the run's final record (a kept output must
- * be registered before "done" is readable), so a study that went on at once could be final
- * while GET /v1/runs/ID of its last run still read "running". Wait, briefly, for the store. */
-#define STUDY_STORE_WAIT_MS 5000
-
-static void study_wait_run_stored(long long id)
-{
-    char status[32];
-    int waited_us = 0;
-
-    while (waited_us < STUDY_STORE_WAIT_MS * 1000) {
-        if (store_get_run_status(id, status, sizeof status) != 1) return; /* refused: its row is gone */
-        if (!strcmp(status, "done") || !strcmp(status, "failed") || !strcmp(status, "cancelled")) return;
-        usleep(200);
-        waited_us += 200;
-    }
-    log_warn("study: run %lld's final record was not stored within %d ms", id, STUDY_STORE_WAIT_MS);
-}
-
 /* Submit run k and wait for its end. Returns 1 when the study must stop (the server is
  * stopping), else 0; run k's state is taken either way. */
 static int study_run_one(study *s, int k, const study_hooks *hooks)
@@ -167,7 +152,7 @@ static int study_run_one(study *s, int k, const study_hooks *hooks)
         study_lock();
         exec_ended = 0;
         study_unlock();
-        status = pool_run(&r, study_run_end, &response);
+        status = pool_run(&r, tensors_finish_run, study_run_stored, &response);
         if (status == 202) break;
         study_error_of(response, code, sizeof code, message, sizeof message);
         cJSON_Delete(response);
@@ -210,7 +195,6 @@ static int study_run_one(study *s, int k, const study_hooks *hooks)
         snprintf(s->cancel_code, sizeof s->cancel_code, "shutting_down");
     }
     study_unlock();
-    if (record) study_wait_run_stored(run->id);
     if (hooks && hooks->run_ended) hooks->run_ended(s, k, record, hooks->arg);
     cJSON_Delete(record);
     return stop;
