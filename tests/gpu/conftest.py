@@ -13,6 +13,7 @@
 Test modules import the helpers below as `attnd_gpu_helpers` (pytest imports every
 conftest.py as "conftest"). The server machinery is tests/api/conftest.py's.
 """
+import contextlib
 import importlib.util
 import json
 import os
@@ -149,3 +150,77 @@ def _write_facts():
 
 __all__ = ["Api", "GpuApi", "error_of", "fresh_seed", "fact", "need_variant", "macs", "GPU_VARIANTS", "STUDY",
            "VERIFY_CPU_MAX_MACS"]
+
+
+# ---- servers offering pending features, and runs posted as JSON bodies (the serving modules)
+
+def pending_server(extra=()):
+    """attnd on every device with the pending features offered: (server, api), or a skip where
+    it has no cuda:0 (a failure with ATTND_REQUIRE_GPU=1)."""
+    srv = AttndServer(devices="all", extra=["--pending-features", "true", "--job-timeout-s", "120"] + list(extra))
+    try:
+        srv.start()
+    except Exception as exc:  # a machine without the binary or without CUDA
+        srv.cleanup()
+        if os.environ.get("ATTND_REQUIRE_GPU") == "1":
+            pytest.fail("cannot start attnd with --pending-features true: %s" % exc, pytrace=False)
+        pytest.skip("cannot start attnd with --pending-features true: %s" % exc)
+    api = Api(srv.url)
+    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+    if "cuda:0" not in devs:
+        srv.stop()
+        srv.cleanup()
+        if os.environ.get("ATTND_REQUIRE_GPU") == "1":
+            pytest.fail("ATTND_REQUIRE_GPU=1 but the server has no cuda:0 (%s)" % devs, pytrace=False)
+        pytest.skip("the server has no cuda:0 (devices: %s)" % devs)
+    return srv, api
+
+
+@contextlib.contextmanager
+def server_offering(offers):
+    """The session's server (ATTND_URL) where offers(api) holds (scripts/gpu-session.sh's pending
+    phase starts it with the pending features), else a pending_server of the caller's own,
+    stopped on leaving."""
+    url = os.environ.get("ATTND_URL")
+    if url:
+        try:
+            if offers(Api(url.rstrip("/"))):
+                yield Api(url.rstrip("/"))
+                return
+        except requests.RequestException:  # not reachable: start one of our own
+            pass
+    srv, api = pending_server()
+    try:
+        yield api
+    finally:
+        srv.stop()
+        srv.cleanup()
+
+
+def variant_features(api, name):
+    """The features GET /v1/variants gives variant name on api's server (empty when unknown)."""
+    vs = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
+    return set(vs.get(name, {}).get("features", []))
+
+
+def post_run_ok(api, body):
+    """A run posted as a JSON body that must end done; its record."""
+    r = api.run(body=body, timeout=300)
+    assert r.status_code == 200, (body, r.status_code, r.text[:1500])
+    rec = r.json()
+    assert rec["status"] == "done", rec
+    return rec
+
+
+def case_id(c):
+    return "-".join("%s%s" % (k, v) for k, v in sorted(c.items())).replace(" ", "")
+
+
+def upload(api, array, dtype):
+    """array (numpy) as a resident tensor on cuda:0; its id."""
+    import numpy as np
+
+    r = api.post("/v1/tensors", params={"dtype": dtype, "shape": ",".join(str(n) for n in array.shape),
+                                        "device": "cuda:0"}, data=np.ascontiguousarray(array).tobytes(), timeout=120)
+    assert r.status_code == 201, r.text[:500]
+    return r.json()["id"]

@@ -18,14 +18,11 @@ are pending until this passes: it runs on the session's server where that one of
 - what it refuses, by name: a paged prefill, a sequence with queries and no keys, a causal
   sequence with more queries than keys; GET /v1/device's `flashinfer` is the module's version.
 """
-import os
-
 import numpy as np
 import pytest
 
-from attnd_gpu_helpers import error_of, fact, fresh_seed
-from test_serving import case_id, pending_server, run_ok, upload  # puts tests/api on the path too
-from attnd_api_helpers import Api, load_gen  # noqa: E402
+from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, post_run_ok, server_offering, upload, variant_features
+from attnd_api_helpers import load_gen  # noqa: E402
 
 DECODE_GROUPS = {1, 2, 3, 4, 6, 8, 16}
 # (case): decode cases have one query row a sequence; the rest are ragged prefills
@@ -44,32 +41,18 @@ MASKS = ["none", "causal", "causal_bottom_right"]
 
 
 def offers_flashinfer_serving(api):
-    try:
-        devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-        vs = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
-    except Exception:  # noqa: BLE001 — not reachable: start one of our own
-        return False
-    return "cuda:0" in devs and {"page_size", "seqlens"} <= set(vs["flashinfer"]["features"])
+    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+    return "cuda:0" in devs and {"page_size", "seqlens"} <= variant_features(api, "flashinfer")
 
 
 @pytest.fixture(scope="module")
 def fapi():
-    """The session's server where it offers flashinfer's pending features, else one of ours; a
-    skip where flashinfer is unavailable there."""
-    url, srv = os.environ.get("ATTND_URL"), None
-    if url and offers_flashinfer_serving(Api(url.rstrip("/"))):
-        api = Api(url.rstrip("/"))
-    else:
-        srv, api = pending_server()
-    try:
+    """A server offering flashinfer's pending features; a skip where flashinfer is unavailable."""
+    with server_offering(offers_flashinfer_serving) as api:
         row = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}["flashinfer"]
         if not row["available"]:
             pytest.skip("flashinfer not available: %s" % row["why"])
         yield api
-    finally:
-        if srv:
-            srv.stop()
-            srv.cleanup()
 
 
 def is_decode(case):
@@ -128,11 +111,11 @@ def test_paged_decode_gives_the_contiguous_fingerprint(fapi, twin):
     chunks (a reduction order): verify's tolerance, and the fingerprints are reported."""
     body = dict(twin, backend="flashinfer", device="cuda:0", dtype="bf16", head_dim=128, seed=fresh_seed(),
                 warmup=0, iters=1)
-    flat = run_ok(fapi, body)
-    paged = run_ok(fapi, dict(body, page_size=16))
+    flat = post_run_ok(fapi, body)
+    paged = post_run_ok(fapi, dict(body, page_size=16))
     assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], (flat.get("engine"), paged.get("engine"))
     for ps in (1, 64):
-        other = run_ok(fapi, dict(body, page_size=ps, verify=True))
+        other = post_run_ok(fapi, dict(body, page_size=ps, verify=True))
         assert other["verify"]["pass"], (ps, other["verify"])
         fact("flashinfer paged decode page %d vs contiguous" % ps, "%s %s" % (
             other["output"]["fingerprint"] == flat["output"]["fingerprint"], other.get("engine")))
@@ -150,8 +133,8 @@ def test_uploaded_table_gives_the_generated_fingerprint(fapi):
     try:
         base = dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=8, kv_heads=2, head_dim=64,
                     mask="none", seed=seed, warmup=0, iters=1)
-        want = run_ok(fapi, dict(base, **spec))
-        got = run_ok(fapi, dict(base, **dict(spec, seqlens_kv=lkv, block_table=table)))
+        want = post_run_ok(fapi, dict(base, **spec))
+        got = post_run_ok(fapi, dict(base, **dict(spec, seqlens_kv=lkv, block_table=table)))
         assert got["output"]["fingerprint"] == want["output"]["fingerprint"]
     finally:
         for tid in (table, lkv):

@@ -23,10 +23,11 @@ import sys
 import numpy as np
 import pytest
 
-from attnd_gpu_helpers import error_of, fact, fresh_seed
+from attnd_gpu_helpers import (case_id, error_of, fact, fresh_seed, pending_server, post_run_ok, server_offering,
+                                upload, variant_features)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "api"))
-from attnd_api_helpers import Api, AttndServer, load_gen  # noqa: E402
+from attnd_api_helpers import load_gen  # noqa: E402
 
 VARIANTS = ["naive", "naive_inplace", "math"]
 GQA = dict(heads=4, kv_heads=2, head_dim=64, warmup=0, iters=1, device="cuda:0")
@@ -44,71 +45,23 @@ CASES = [
 ]
 
 
-def pending_server(extra=()):
-    """attnd on every device with the pending features offered: (server, api), or a skip where
-    it has no cuda:0."""
-    srv = AttndServer(devices="all", extra=["--pending-features", "true", "--job-timeout-s", "120"] + list(extra))
-    try:
-        srv.start()
-    except Exception as exc:  # a machine without the binary or without CUDA
-        srv.cleanup()
-        if os.environ.get("ATTND_REQUIRE_GPU") == "1":
-            pytest.fail("cannot start attnd with --pending-features true: %s" % exc, pytrace=False)
-        pytest.skip("cannot start attnd with --pending-features true: %s" % exc)
-    api = Api(srv.url)
-    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-    if "cuda:0" not in devs:
-        srv.stop()
-        srv.cleanup()
-        if os.environ.get("ATTND_REQUIRE_GPU") == "1":
-            pytest.fail("ATTND_REQUIRE_GPU=1 but the server has no cuda:0 (%s)" % devs, pytrace=False)
-        pytest.skip("the server has no cuda:0 (devices: %s)" % devs)
-    return srv, api
-
-
 def offers_serving(api):
     """Whether api's server has cuda:0 and offers naive, naive_inplace and math serving batches."""
-    try:
-        devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-        vs = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
-    except Exception:  # noqa: BLE001 — not reachable: start one of our own
-        return False
-    return "cuda:0" in devs and all({"page_size", "seqlens"} <= set(vs[n]["features"]) for n in VARIANTS)
+    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+    return "cuda:0" in devs and all({"page_size", "seqlens"} <= variant_features(api, n) for n in VARIANTS)
 
 
 @pytest.fixture(scope="module")
 def sapi():
-    """The session's server (ATTND_URL) where it offers the pending features (scripts/gpu-session.sh's
-    pending phase), else a server of this module's own that does."""
-    url = os.environ.get("ATTND_URL")
-    if url and offers_serving(Api(url.rstrip("/"))):
-        yield Api(url.rstrip("/"))
-        return
-    srv, api = pending_server()
-    try:
+    with server_offering(offers_serving) as api:
         yield api
-    finally:
-        srv.stop()
-        srv.cleanup()
-
-
-def run_ok(api, body):
-    r = api.run(body=body, timeout=300)
-    assert r.status_code == 200, (body, r.status_code, r.text[:1500])
-    rec = r.json()
-    assert rec["status"] == "done", rec
-    return rec
-
-
-def case_id(c):
-    return "-".join("%s%s" % (k, v) for k, v in sorted(c.items())).replace(" ", "")
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case,names", CASES, ids=[case_id(c) for c, _ in CASES])
 def test_verify_against_the_reference(sapi, case, names, dtype):
     for name in names:
-        rec = run_ok(sapi, dict(GQA, backend=name, dtype=dtype, seed=fresh_seed(), verify=True, **case))
+        rec = post_run_ok(sapi, dict(GQA, backend=name, dtype=dtype, seed=fresh_seed(), verify=True, **case))
         assert rec["verify"] is not None and rec["verify"]["pass"], (name, case, rec["verify"])
         assert rec["output"]["nan"] == 0, (name, case, rec["output"])
 
@@ -120,7 +73,7 @@ def test_gpu_fp32_reference_takes_the_layouts(sapi):
     try:
         for case, names in CASES[3:6]:
             for name in names:
-                rec = run_ok(api, dict(GQA, backend=name, dtype="bf16", seed=fresh_seed(), verify=True, **case))
+                rec = post_run_ok(api, dict(GQA, backend=name, dtype="bf16", seed=fresh_seed(), verify=True, **case))
                 assert rec["verify"]["reference"] == "gpu_math_fp32" and rec["verify"]["pass"], (name, case, rec["verify"])
     finally:
         srv.stop()
@@ -137,17 +90,10 @@ def test_paged_run_gives_the_contiguous_fingerprint(sapi, name, twin):
     masked, its probability exactly 0)."""
     seed = fresh_seed()
     body = dict(GQA, backend=name, dtype="bf16", seed=seed, **twin)
-    flat = run_ok(sapi, body)
+    flat = post_run_ok(sapi, body)
     for ps in (1, 16):
-        paged = run_ok(sapi, dict(body, page_size=ps))
+        paged = post_run_ok(sapi, dict(body, page_size=ps))
         assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], (name, twin, ps)
-
-
-def upload(api, array, dtype):
-    r = api.post("/v1/tensors", params={"dtype": dtype, "shape": ",".join(str(n) for n in array.shape),
-                                        "device": "cuda:0"}, data=np.ascontiguousarray(array).tobytes(), timeout=120)
-    assert r.status_code == 201, r.text[:500]
-    return r.json()["id"]
 
 
 def test_uploaded_case_gives_the_generated_fingerprint(sapi):
@@ -165,16 +111,16 @@ def test_uploaded_case_gives_the_generated_fingerprint(sapi):
     try:
         for name in VARIANTS:
             base = dict(GQA, backend=name, dtype="bf16", mask="causal", seed=seed)
-            want = run_ok(sapi, dict(base, **spec))
-            got = run_ok(sapi, dict(base, q=ids[0], k=ids[1], v=ids[2], block_table=table, seqlens_q=lq,
+            want = post_run_ok(sapi, dict(base, **spec))
+            got = post_run_ok(sapi, dict(base, q=ids[0], k=ids[1], v=ids[2], block_table=table, seqlens_q=lq,
                                     seqlens_kv=lkv, page_size=16, num_pages=12))
             assert got["output"]["fingerprint"] == want["output"]["fingerprint"], name
             if name == "naive":  # the cpu worker that verifies holds neither table nor lengths: said so
-                checked = run_ok(sapi, dict(base, q=ids[0], k=ids[1], v=ids[2], block_table=table, seqlens_q=lq,
+                checked = post_run_ok(sapi, dict(base, q=ids[0], k=ids[1], v=ids[2], block_table=table, seqlens_q=lq,
                                             seqlens_kv=lkv, page_size=16, num_pages=12, verify=True))
                 assert "resident tensor" in checked["verify"].get("error", ""), checked["verify"]
             # generated k and v read through the uploaded table: the same cache
-            mixed = run_ok(sapi, dict(base, block_table=table, **spec))
+            mixed = post_run_ok(sapi, dict(base, block_table=table, **spec))
             assert mixed["output"]["fingerprint"] == want["output"]["fingerprint"], name
         # sequences sharing pages (allowed): a generated cache holds the later sequence's token in a
         # shared slot, as the cpu path's order leaves it (made on the host then), attnd_ref likewise
@@ -183,8 +129,8 @@ def test_uploaded_case_gives_the_generated_fingerprint(sapi):
         ids2 = [upload(sapi, a, "bf16") for a in (q2, k2, v2)] + [upload(sapi, shared, "int32")]
         try:
             base = dict(GQA, backend="naive", dtype="bf16", mask="causal", seed=seed)
-            want = run_ok(sapi, dict(base, block_table=ids2[3], **spec))
-            got = run_ok(sapi, dict(base, q=ids2[0], k=ids2[1], v=ids2[2], block_table=ids2[3], seqlens_q=lq,
+            want = post_run_ok(sapi, dict(base, block_table=ids2[3], **spec))
+            got = post_run_ok(sapi, dict(base, q=ids2[0], k=ids2[1], v=ids2[2], block_table=ids2[3], seqlens_q=lq,
                                     seqlens_kv=lkv, page_size=16, num_pages=12))
             assert got["output"]["fingerprint"] == want["output"]["fingerprint"]
         finally:
@@ -294,7 +240,7 @@ def test_kernels_per_forward_equal_pytorch(sapi, name, case, want):
 
     gen = load_gen()
     heads, d, seed = 8, 64, fresh_seed() % (2 ** 62)
-    rec = run_ok(sapi, dict(backend=name, dtype="bf16", heads=heads, head_dim=d, seed=seed, warmup=1, iters=1,
+    rec = post_run_ok(sapi, dict(backend=name, dtype="bf16", heads=heads, head_dim=d, seed=seed, warmup=1, iters=1,
                             profile=True, device="cuda:0", **case))
     ours = rec["kernels"]
     assert ours is not None and ours["dropped"] == 0, ours

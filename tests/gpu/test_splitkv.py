@@ -6,8 +6,7 @@ server offering flash's pending GQA; seq_q above 16 is refused. The timed compar
 cudnn is fused_check's (docs/fused.md, "Split-KV decode")."""
 import pytest
 
-from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant
-from test_serving import pending_server, run_ok  # puts tests/api on the path too
+from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant, post_run_ok, server_offering, variant_features
 from test_variants import check_verified
 
 SPLIT, COMBINE = "flash_splitkv_kernel", "flash_splitkv_combine"
@@ -27,7 +26,7 @@ def runs_splitkv(api):
 def check_decode(api, shape, mask, dtype, kernels):
     params = dict(shape, backend="flash", impl="splitkv", mask=mask, dtype=dtype, seed=fresh_seed(), warmup=1,
                   iters=3, verify=True, profile=True, device="cuda:0")
-    rec = run_ok(api, params)
+    rec = post_run_ok(api, params)
     check_verified(rec, shape, dtype)
     assert rec["impl_used"] == "splitkv", rec.get("impl_used")
     names = kernel_names(rec)
@@ -61,12 +60,8 @@ def test_splitkv_mha_decode(gapi, variants, case, mask, dtype):
 @pytest.fixture(scope="module")
 def papi():
     """A server offering flash's pending features (grouped K/V heads, windows)."""
-    srv, api = pending_server()
-    try:
+    with server_offering(lambda api: {"kv_heads", "window"} <= variant_features(api, "flash")) as api:
         yield api
-    finally:
-        srv.stop()
-        srv.cleanup()
 
 
 @pytest.mark.parametrize("mask,window", [("none", None), ("causal_bottom_right", None), ("causal_bottom_right", 32)])
