@@ -11,9 +11,9 @@
 #define HALF_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16))
 
 /* Limits shared by the fused kernels: K/V heads that divide the query heads (query head h
- * reads K/V head h / (heads / kv_heads)) and one head dim for q, k, v and out (the features
- * bits refuse another value head dim first; this keeps a direct call from reading past v);
- * one CTA row per query tile (gridDim.y ≤ 65535), 32-bit sequence indices and batch·heads. */
+ * reads K/V head h / (heads / kv_heads)), a value head dim that the bucketed bodies hold
+ * (8..256 in multiples of 8; the features bits decide whether it is offered), one CTA row per
+ * query tile (gridDim.y ≤ 65535), 32-bit sequence indices and batch·heads. */
 static int fused_limits_check(const char *name, const attn_problem *p, int64_t query_tile, char *why, size_t why_len)
 {
     const int64_t hkv = attn_kv_heads(p);
@@ -22,9 +22,8 @@ static int fused_limits_check(const char *name, const attn_problem *p, int64_t q
                  (long long)p->kv_heads, (long long)p->heads);
         return -1;
     }
-    if (attn_dv(p) != p->head_dim) {
-        snprintf(why, why_len, "%s runs head_dim_v equal to head_dim only; got %lld and %lld", name,
-                 (long long)attn_dv(p), (long long)p->head_dim);
+    if (attn_dv(p) < 8 || attn_dv(p) > 256 || attn_dv(p) % 8 != 0) {
+        snprintf(why, why_len, "%s supports head_dim_v 8..256 in multiples of 8, not %lld", name, (long long)attn_dv(p));
         return -1;
     }
     if (p->seq_q > INT32_MAX || p->seq_kv > INT32_MAX || (p->seq_q + query_tile - 1) / query_tile > 65535) {
@@ -56,8 +55,9 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "flash supports dtypes fp16 and bf16, not %s", attn_dtype_name(p->dtype));
         return -1;
     }
-    if (d != 32 && d != 64 && d != 96 && d != 128 && d != 256) {
-        snprintf(why, why_len, "flash supports head_dim 32, 64, 96, 128, 256, not %lld (use efficient)", (long long)d);
+    if (d != 32 && d != 64 && d != 96 && d != 128 && d != 192 && d != 256) {
+        snprintf(why, why_len, "flash supports head_dim 32, 64, 96, 128, 192, 256, not %lld (use efficient)",
+                 (long long)d);
         return -1;
     }
     if (flash_splitkv_is(p) && flash_splitkv_check(p, why, why_len) != 0) return -1;
@@ -81,6 +81,11 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
     if (p->head_dim != 64 && p->head_dim != 128) {
         snprintf(why, why_len, "flash impl splitkv supports head_dim 64 and 128, not %lld (its accumulators stay in "
                  "registers; the other impls run the rest)", (long long)p->head_dim);
+        return -1;
+    }
+    if (attn_dv(p) != p->head_dim) {
+        snprintf(why, why_len, "flash impl splitkv runs head_dim_v equal to head_dim only; got %lld and %lld (the "
+                 "default impl runs both)", (long long)attn_dv(p), (long long)p->head_dim);
         return -1;
     }
     if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
@@ -439,9 +444,10 @@ const variant_info variant_info_efficient = {
     .max_head_dim = EFFICIENT_MAX_HEAD_DIM,
     .head_dim_multiple = 8,
     .features = 0,
-    /* The kernels run grouped K/V heads and windows (fused_check has rows for them); they are
-     * offered once those rows and tests/gpu/test_models.py pass on a GPU. */
-    .pending_features = VARIANT_GQA | VARIANT_WINDOW,
+    /* The kernels run grouped K/V heads, windows and a value head dim of its own (fused_check
+     * has rows for them); they are offered once those rows and tests/gpu/test_models.py pass
+     * on a GPU. */
+    .pending_features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V,
     .check = variant_check_efficient,
     IMPLS(efficient_impls),
 };
@@ -456,7 +462,7 @@ const variant_info variant_info_flash = {
     .max_head_dim = 256,
     .head_dim_multiple = 32,
     .features = 0,
-    .pending_features = VARIANT_GQA | VARIANT_WINDOW, /* as efficient's */
+    .pending_features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V, /* as efficient's */
     .check = variant_check_flash,
     .workspace_bound = flash_bound,
     IMPLS(flash_impls),

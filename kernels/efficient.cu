@@ -2,7 +2,8 @@
  * One launch, tiles over query rows and key blocks, online softmax (running max and sum in
  * fp32), no scores in global memory, no workspace. Any head_dim ≤ 256 that is a multiple
  * of 8 (compiled for buckets of 32: head_dim 72 runs the 96 kernel, extra columns read as
- * zeros), Sq ≠ Skv, every mask, any B·H (in gridDim.x), grouped K/V heads and sliding windows.
+ * zeros), a value head dim of its own (the bucket holds both), Sq ≠ Skv, every mask, any B·H
+ * (in gridDim.x), grouped K/V heads and sliding windows.
  *
  * Versions:
  *   v1  fp16/bf16: flash_kernel.cuh in its simple shape — 64-row query tiles (4 warps x 16
@@ -51,11 +52,19 @@ template <int D> struct efficient_cfg {
  * smem, 2 CTAs per SM. The v1 bucket kernel stays selectable (impl=legacy). */
 typedef flash_exact_traits<128, 64, 4, 1, true, 2> efficient_exact_cfg_d128;
 
-/* v2 serves head_dim 128 in 16 bits unless p->impl asks for v1; v1 (or the fp32 kernel) the rest. */
+/* v2 serves head_dim 128 (with V's the same) in 16 bits unless p->impl asks for v1; v1 (or the
+ * fp32 kernel) the rest. */
 int efficient_impl_used(const attn_problem *p)
 {
-    const bool exact_applies = p->head_dim == 128 && p->dtype != ATTN_FP32;
+    const bool exact_applies = p->head_dim == 128 && attn_dv(p) == 128 && p->dtype != ATTN_FP32;
     return exact_applies && p->impl != EFFICIENT_IMPL_BUCKET ? EFFICIENT_IMPL_EXACT : EFFICIENT_IMPL_BUCKET;
+}
+
+/* The compiled head dim (in 32s) that holds both of p's: Q/K's and V's. */
+static int efficient_bucket(const attn_problem *p)
+{
+    const int64_t d = p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p);
+    return (int)((d + 31) / 32);
 }
 
 template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
@@ -64,7 +73,7 @@ template <bool BF16> static int efficient_dispatch16(exec_context *ctx, const at
     const char *who = "efficient_forward";
     if (efficient_impl_used(p) == EFFICIENT_IMPL_EXACT)
         return flash_exact_launch<efficient_exact_cfg_d128, T, BF16>(ctx, p, t, who);
-    switch ((p->head_dim + 31) / 32) {
+    switch (efficient_bucket(p)) {
     case 1: return flash_launch<efficient_cfg<32>::type, T, BF16>(ctx, p, t, who);
     case 2: return flash_launch<efficient_cfg<64>::type, T, BF16>(ctx, p, t, who);
     case 3: return flash_launch<efficient_cfg<96>::type, T, BF16>(ctx, p, t, who);
@@ -115,8 +124,10 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
     float *s_v = s_k + BN * PITCH;
     float *s_p = s_v + BN * PITCH; /* [EFF32_BM][BN+1] */
 
-    const flash_tile<float> tile = flash_tile_of<float, GQA_WINDOW>(p, EFF32_BM, p.head_dim);
-    const int m0 = tile.m0, seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = p.head_dim;
+    /* a value head dim of its own only in the general instantiation (flash_bucket_general) */
+    const int head_dim = p.head_dim, head_dim_v = GQA_WINDOW ? p.head_dim_v : head_dim;
+    const flash_tile<float> tile = flash_tile_of<float, GQA_WINDOW>(p, EFF32_BM, head_dim, head_dim_v);
+    const int m0 = tile.m0, seq_q = p.seq_q, seq_kv = p.seq_kv;
     const float *g_q = tile.q, *g_k = tile.k, *g_v = tile.v;
     float *g_o = tile.o;
 
@@ -137,7 +148,7 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
     for (int j = 0; j < n_blocks; ++j) {
         const int n0 = kn0 + j * BN;
         efficient_f32_load<D, BN>(s_k, g_k, n0, seq_kv, head_dim);
-        efficient_f32_load<D, BN>(s_v, g_v, n0, seq_kv, head_dim);
+        efficient_f32_load<D, BN>(s_v, g_v, n0, seq_kv, head_dim_v);
         __syncthreads();
 
         float s[TR::KEYS_PER_THREAD];
@@ -202,8 +213,8 @@ __global__ void __launch_bounds__(EFF32_THREADS) efficient_f32_kernel(const flas
 #pragma unroll
         for (int i = 0; i < TR::COL4_PER_THREAD; ++i) {
             const int c = (quad + 4 * i) * 4;
-            if (c < head_dim)
-                *reinterpret_cast<float4 *>(g_o + (int64_t)row * head_dim + c) =
+            if (c < head_dim_v)
+                *reinterpret_cast<float4 *>(g_o + (int64_t)row * head_dim_v + c) =
                     make_float4(o[i].x * inv, o[i].y * inv, o[i].z * inv, o[i].w * inv);
         }
     }
@@ -216,7 +227,7 @@ template <int D> static int efficient_launch_f32(exec_context *ctx, const attn_p
     flash_params kp;
     const int rc = flash_prepare_launch(ctx, pr, t, smem, "efficient_forward", &kp);
     if (rc != 0) return rc < 0 ? rc : 0;
-    auto kernel = flash_gqa_window(pr) ? efficient_f32_kernel<D, true> : efficient_f32_kernel<D, false>;
+    auto kernel = flash_bucket_general(pr) ? efficient_f32_kernel<D, true> : efficient_f32_kernel<D, false>;
     CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)((pr->seq_q + EFF32_BM - 1) / EFF32_BM));
     kernel<<<grid, EFF32_THREADS, smem, ctx->stream>>>(kp);
@@ -226,7 +237,7 @@ template <int D> static int efficient_launch_f32(exec_context *ctx, const attn_p
 
 static int efficient_dispatch32(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
-    switch ((p->head_dim + 31) / 32) {
+    switch (efficient_bucket(p)) {
     case 1: return efficient_launch_f32<32>(ctx, p, t);
     case 2: return efficient_launch_f32<64>(ctx, p, t);
     case 3: return efficient_launch_f32<96>(ctx, p, t);

@@ -61,7 +61,10 @@
  *       per score; v6 keeps the query heads of a K/V group adjacent in its tile order and takes
  *       windowed tiles longest first. Problems with neither run the dense kernels, instruction
  *       for instruction those above (cuobjdump -sass; v6's differ in constant-bank offsets of
- *       the work struct only). Not timed yet. A value head dim of its own is refused (422).
+ *       the work struct only). Not timed yet.
+ *   head_dim_v  a value head dim of its own (DeepSeek-V3's 192/128) runs v3 only, in the bucket
+ *       that holds both dims; so does head_dim 192. Correct first; a Hopper kernel is the step
+ *       that makes it fast.
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
@@ -79,13 +82,19 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32 and 256.
+/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32, 192 and 256,
+ * and the only one that runs a value head dim of its own (in the bucket that holds both dims:
+ * the configurations without head_dim==D).
  * D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
 typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_generic_cfg_d32;
 typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_generic_cfg_d64;
 typedef flash_traits<96, 128, 64, 4, 2, false, 2, false> flash_generic_cfg_d96;
 typedef flash_traits<128, 128, 48, 4, 2, false, 2, false> flash_generic_cfg_d128;
+typedef flash_traits<192, 64, 32, 4, 2, false, 1, false> flash_generic_cfg_d192; /* 72 KB */
 typedef flash_traits<256, 64, 32, 4, 2, false, 1, true> flash_generic_cfg_d256;
+/* the buckets of 64 and 256 for a value head dim of its own (those above compile head_dim in) */
+typedef flash_traits<64, 128, 64, 4, 2, true, 2, false> flash_generic_cfg_d64_dv;
+typedef flash_traits<256, 64, 32, 4, 2, false, 1, false> flash_generic_cfg_d256_dv;
 
 /* v4 (flash_exact.cuh), head_dim 96 and 128 only. ptxas, bf16, zero spills everywhere:
  *         D   BN  warps MI Q-in-regs CTAs/SM  regs sm_90 / sm_80   smem
@@ -133,11 +142,12 @@ typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d64;    
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d64_causal;         /* 113 KB */
 typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tma_cfg_d64_short;    /* 129 KB */
 
-/* Whether v6 serves this problem (head_dim 64/128; a finite nonzero scale). */
+/* Whether v6 serves this problem (head_dim 64/128, V's the same; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
 {
     const double sl2 = p->scale * 1.4426950408889634;
-    return (p->head_dim == 64 || p->head_dim == 128) && sl2 != 0.0 && std::isfinite((float)sl2);
+    return (p->head_dim == 64 || p->head_dim == 128) && attn_dv(p) == p->head_dim && sl2 != 0.0 &&
+           std::isfinite((float)sl2);
 }
 /* v6's launch for this problem (persistent grid in every configuration). Tiles of unequal cost,
  * causal or windowed, take the dynamic tile counter (a window without a causal mask: the first
@@ -183,6 +193,7 @@ static int flash_impl(int cc, const attn_problem *p)
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
+    if (attn_dv(p) != p->head_dim && f != FLASH_IMPL_SPLITKV) return FLASH_IMPL_GENERIC; /* v3 only */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
     if (f != FLASH_IMPL_DEFAULT) return f;
@@ -193,7 +204,7 @@ static int flash_impl(int cc, const attn_problem *p)
 int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
-    if (f == FLASH_IMPL_SPLITKV) return f;
+    if (f == FLASH_IMPL_SPLITKV || f == FLASH_IMPL_GENERIC) return f;
     switch (p->head_dim) {
     case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
     case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
@@ -202,10 +213,22 @@ int flash_impl_used(int cc, const attn_problem *p)
     }
 }
 
+/* A value head dim of its own: v3 in the smallest bucket that holds both dims. */
+template <class T, bool BF16> static int flash_dispatch_dv(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
+{
+    const int64_t d = p->head_dim > attn_dv(p) ? p->head_dim : attn_dv(p);
+    if (d <= 64) return flash_launch<flash_generic_cfg_d64_dv, T, BF16>(ctx, p, t, "flash_forward");
+    if (d <= 96) return flash_launch<flash_generic_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
+    if (d <= 128) return flash_launch<flash_generic_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    if (d <= 192) return flash_launch<flash_generic_cfg_d192, T, BF16>(ctx, p, t, "flash_forward");
+    return flash_launch<flash_generic_cfg_d256_dv, T, BF16>(ctx, p, t, "flash_forward");
+}
+
 template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const int impl = flash_impl(ctx->cc, p);
+    if (attn_dv(p) != p->head_dim) return flash_dispatch_dv<T, BF16>(ctx, p, t);
     switch (p->head_dim) {
     case 32: return flash_launch<flash_generic_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
@@ -230,6 +253,7 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
             return flash_exact_launch<flash_exact_cfg_d128_w4_sm90, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_W4) return flash_exact_launch<flash_exact_cfg_d128_w4, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_generic_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
+    case 192: return flash_launch<flash_generic_cfg_d192, T, BF16>(ctx, p, t, "flash_forward");
     case 256: return flash_launch<flash_generic_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
     default: return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "unsupported head_dim");
     }

@@ -21,6 +21,10 @@
  * head bh reads K/V head bh / group (group = heads / kv_heads: bh = b·H + h and H = group ·
  * Hkv, so this is b·Hkv + h / group), and the window's edge is masked. Problems with neither
  * (flash_gqa_window) run the bodies compiled with the flag false: none of it is in their code.
+ * In this body (and efficient's fp32 one) the same instantiation also runs a value head dim of
+ * its own (flash_bucket_general): V and O rows of head_dim_v, inside the same bucket D ≥ both
+ * dims; V's columns past head_dim_v are zero-filled like Q/K's past head_dim, so O's are zeros
+ * and are not stored.
  *
  * Head dims: D is the compiled bucket; head_dim ≤ D, a multiple of 8. Columns ≥ head_dim
  * are zero-filled by cp.async (src size 0), so Q·Kᵀ and P·V stay exact; k-steps wholly past
@@ -35,8 +39,8 @@
  * one __syncthreads after the wait (data visible) and one after the compute (the buffer
  * may be overwritten). STAGES 1 loads, waits, computes: no overlap (the `efficient` shape).
  *
- * Contract: q,k,v,out 16-byte aligned, contiguous (q, out [B,H,Sq,head_dim], k, v
- * [B,Hkv,Skv,head_dim]); gridDim.x = B·H,
+ * Contract: q,k,v,out 16-byte aligned, contiguous (q [B,H,Sq,head_dim], k [B,Hkv,Skv,head_dim],
+ * v [B,Hkv,Skv,head_dim_v], out [B,H,Sq,head_dim_v]); gridDim.x = B·H,
  * gridDim.y = ceil(Sq/BM) ≤ 65535; tiles are taken in reverse order of blockIdx.y so the
  * heaviest causal tiles (last rows) start first and the short ones fill the tail.
  */
@@ -63,6 +67,8 @@ typedef struct flash_params {
     /* read only by the GQA_WINDOW kernels: */
     int group;  /* query heads per K/V head (heads / kv_heads) */
     int window; /* keys a row sees at most, ending at its position; 0: no window (flash_window_keys) */
+    /* read only by the GQA_WINDOW instantiation of the bucketed bodies (flash_bucket_general): */
+    int head_dim_v; /* V's and O's row length */
 } flash_params;
 
 /* The window the kernels take: window_keys when it hides a key from some row, else 0. A row's
@@ -78,6 +84,14 @@ static inline int flash_window_keys(const attn_problem *pr)
 static inline bool flash_gqa_window(const attn_problem *pr)
 {
     return attn_kv_heads(pr) != pr->heads || flash_window_keys(pr) > 0;
+}
+
+/* Whether pr needs the general instantiation of a bucketed body (the generic flash body, efficient's
+ * 16-bit and fp32 ones): grouped K/V heads, a window, or a value head dim of its own, which only
+ * those bodies run. */
+static inline bool flash_bucket_general(const attn_problem *pr)
+{
+    return flash_gqa_window(pr) || attn_dv(pr) != pr->head_dim;
 }
 
 /* What every fused launch checks before it launches: the kernel's shared memory fits the
@@ -106,6 +120,7 @@ static inline int flash_prepare_launch(exec_context *ctx, const attn_problem *pr
     kp->scale_log2 = (float)(pr->scale * 1.4426950408889634);
     kp->group = (int)(pr->heads / attn_kv_heads(pr));
     kp->window = flash_window_keys(pr);
+    kp->head_dim_v = (int)attn_dv(pr);
     return 0;
 }
 
@@ -229,7 +244,7 @@ template <bool GQA_WINDOW> __device__ __forceinline__ int64_t flash_kv_head(cons
 }
 
 /* This CTA's tile: query rows [m0, m0 + BM) of head blockIdx.x (b·h), that head's Q and O and
- * its K/V head's K and V in global memory (row stride head_dim). Tiles are taken in reverse
+ * its K/V head's K and V in global memory (row stride head_dim; V and O head_dim_v). Tiles are taken in reverse
  * order of blockIdx.y, so the heaviest causal tiles (the last rows) start first and the short
  * ones fill the tail; under `none` with GQA_WINDOW in order, since there a window leaves the
  * first rows the most keys. */
@@ -240,15 +255,21 @@ template <class T> struct flash_tile {
 };
 
 template <class T, bool GQA_WINDOW>
-__device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim)
+__device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim, int head_dim_v)
 {
     const int64_t bh = blockIdx.x, kvh = flash_kv_head<GQA_WINDOW>(p, bh);
     const int m_block =
         GQA_WINDOW && p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
     return {static_cast<const T *>(p.q) + bh * p.seq_q * head_dim,
             static_cast<const T *>(p.k) + kvh * p.seq_kv * head_dim,
-            static_cast<const T *>(p.v) + kvh * p.seq_kv * head_dim, static_cast<T *>(p.out) + bh * p.seq_q * head_dim,
-            m_block * BM};
+            static_cast<const T *>(p.v) + kvh * p.seq_kv * head_dim_v,
+            static_cast<T *>(p.out) + bh * p.seq_q * head_dim_v, m_block * BM};
+}
+
+template <class T, bool GQA_WINDOW>
+__device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim)
+{
+    return flash_tile_of<T, GQA_WINDOW>(p, BM, head_dim, head_dim);
 }
 
 /* The keys a tile of query rows [m0, m0 + BM) reads, shared by every flash body: the key blocks
@@ -309,13 +330,20 @@ template <class T> struct flash_cta {
 };
 
 template <class T, int THREADS, bool GQA_WINDOW>
-__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_cta<T> &c)
+__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, int head_dim_v,
+                                                flash_cta<T> &c)
 {
-    c.tile = flash_tile_of<T, GQA_WINDOW>(p, BM, head_dim);
+    c.tile = flash_tile_of<T, GQA_WINDOW>(p, BM, head_dim, head_dim_v);
     c.keys = flash_tile_keys_of<GQA_WINDOW>(p, c.tile.m0, BM, BN);
     if (c.keys.n_blocks > 0) return true;
-    flash_store_zero_rows<THREADS>(c.tile.o, c.tile.m0, BM, p.seq_q, head_dim, (int)threadIdx.x);
+    flash_store_zero_rows<THREADS>(c.tile.o, c.tile.m0, BM, p.seq_q, head_dim_v, (int)threadIdx.x);
     return false;
+}
+
+template <class T, int THREADS, bool GQA_WINDOW>
+__device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, int BN, int head_dim, flash_cta<T> &c)
+{
+    return flash_cta_begin<T, THREADS, GQA_WINDOW>(p, BM, BN, head_dim, head_dim, c);
 }
 
 /* The start of the online softmax: O = 0, each row's running max −inf and sum 0. */
@@ -345,8 +373,10 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
     T *s_v = s_k + TR::STAGES * TR::KV_ELEMS;
 
     const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
+    /* a value head dim of its own only in the general instantiation (flash_bucket_general) */
+    const int head_dim_v = GQA_WINDOW && !TR::EXACT_D ? p.head_dim_v : head_dim;
     flash_cta<T> cta;
-    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, head_dim, cta)) return;
+    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, head_dim, head_dim_v, cta)) return;
     const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
     T *g_o = cta.tile.o;
     const int m0 = cta.tile.m0, n_blocks = cta.keys.n_blocks;
@@ -358,7 +388,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
 
     flash_load_tile<TR, BM>(s_q, g_q, m0, seq_q, head_dim);
     flash_load_tile<TR, BN>(s_k, g_k, kn0, seq_kv, head_dim);
-    flash_load_tile<TR, BN>(s_v, g_v, kn0, seq_kv, head_dim);
+    flash_load_tile<TR, BN>(s_v, g_v, kn0, seq_kv, head_dim_v);
     flash_cp_async_commit();
 
     float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
@@ -378,7 +408,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
             if (j + 1 < n_blocks) {
                 const int nxt = (j + 1) & 1;
                 flash_load_tile<TR, BN>(s_k + nxt * TR::KV_ELEMS, g_k, kn0 + (j + 1) * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, kn0 + (j + 1) * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, kn0 + (j + 1) * BN, seq_kv, head_dim_v);
                 flash_cp_async_commit();
                 flash_cp_async_wait<1>();
             } else {
@@ -387,7 +417,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
         } else {
             if (j > 0) {
                 flash_load_tile<TR, BN>(s_k, g_k, kn0 + j * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v, g_v, kn0 + j * BN, seq_kv, head_dim);
+                flash_load_tile<TR, BN>(s_v, g_v, kn0 + j * BN, seq_kv, head_dim_v);
                 flash_cp_async_commit();
             }
             flash_cp_async_wait<0>();
@@ -426,11 +456,11 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
         }
 
         /* O += P·V */
-        flash_block_pv<TR, MI, BN, D, BF16>(o, s, s_vj, v_row, v_chunk, head_dim);
+        flash_block_pv<TR, MI, BN, D, BF16>(o, s, s_vj, v_row, v_chunk, head_dim_v);
         __syncthreads();
     }
 
-    /* O /= l, store (rows < Sq, columns < head_dim) */
+    /* O /= l, store (rows < Sq, columns < head_dim_v) */
 #pragma unroll
     for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
@@ -438,10 +468,10 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
             const float inv = flash_row_inv(row_sum[mi][r]);
             const int row = m0 + warp_row0 + mi * 16 + g + 8 * r;
             if (row < seq_q) {
-                T *dst = g_o + (int64_t)row * head_dim + 2 * t;
+                T *dst = g_o + (int64_t)row * head_dim_v + 2 * t;
 #pragma unroll
                 for (int i = 0; i < D / 8; ++i)
-                    if (i * 8 < head_dim)
+                    if (i * 8 < head_dim_v)
                         *reinterpret_cast<uint32_t *>(dst + i * 8) =
                             flash_pack2<BF16>(o[mi][i][2 * r] * inv, o[mi][i][2 * r + 1] * inv);
             }
@@ -449,7 +479,8 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
 }
 
 /* Host side: enqueue one forward of configuration TR on ctx->stream. The caller has
- * already checked dtype, head_dim ≤ TR::D and the shape limits. */
+ * already checked dtype, head_dim and head_dim_v ≤ TR::D (both == D when TR::EXACT_D) and the
+ * shape limits. */
 #include "kernels/exec_context.h"
 
 template <class TR, class T, bool BF16>
@@ -461,7 +492,7 @@ static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_te
     flash_params kp;
     const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
     if (rc != 0) return rc < 0 ? rc : 0;
-    auto kernel = flash_gqa_window(pr) ? flash_fwd_kernel<TR, T, BF16, true> : flash_fwd_kernel<TR, T, BF16, false>;
+    auto kernel = flash_bucket_general(pr) ? flash_fwd_kernel<TR, T, BF16, true> : flash_fwd_kernel<TR, T, BF16, false>;
     CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)m_tiles);
     kernel<<<grid, TR::THREADS, smem, ctx->stream>>>(kp);

@@ -4,14 +4,15 @@
  *   efficient (efficient.cu): the general memory-efficient kernel. fp32 (CUDA cores, FFMA),
  *     fp16 and bf16 (mma.sync m16n8k16, fp32 accumulate); any head_dim ≤ 256 that is a
  *     multiple of 8 (runs the next bucket of 32 with zero-filled columns); any mask.
- *   flash (flash.cu): fp16 and bf16, head_dim 32, 64, 96, 128, 256 exactly. Its split-KV decode
+ *   flash (flash.cu): fp16 and bf16, head_dim 32, 64, 96, 128, 192, 256 exactly. Its split-KV decode
  *     (flash_splitkv.cu, impl splitkv) is the one kernel here with a workspace and two launches. On sm_90a
  *     TMA + wgmma kernels with warp-specialised consumers (FA3's structure, flash_tma.cuh) or
  *     wgmma alone (flash_wgmma.cuh); elsewhere FA2's: mma.sync fed by ldmatrix from a
  *     cp.async K/V ring (flash_exact.cuh, flash_kernel.cuh). The families are listed below.
  *
  * Both run grouped K/V heads (kv_heads < heads, read in place) and sliding windows in every
- * kernel family, not a value head dim of its own (head_dim_v ≠ head_dim).
+ * kernel family, and a value head dim of its own (head_dim_v ≠ head_dim, 8..256) in their
+ * bucketed kernels (flash's v3, efficient's v1 and fp32), in the bucket that holds both dims.
  * Both need sm_80 or newer, 16-byte aligned tensors (cudaMalloc gives 256) and follow the
  * variants.h contract: enqueue on ctx->stream, no allocation, no synchronisation.
  * Their problem limits are common/variant_info.c's (variant_check_efficient, _flash).

@@ -315,22 +315,22 @@ static void fill_normal(std::vector<uint8_t> &buf, attn_dtype t, int64_t n)
 
 /* ------------------------------------------------------------------ references */
 
-/* fp64 reference for the listed rows of every head: out_ref[bh][i][d]. Query head bh (b·H + h)
- * reads K/V head bh / (H / Hkv) = b·Hkv + h / (H / Hkv); row i sees keys [lo, hi)
- * (attn_visible_range: the mask and the window); none: zeros. */
+/* fp64 reference for the listed rows of every head: out_ref[bh][i][d] (d < head_dim_v). Query
+ * head bh (b·H + h) reads K/V head bh / (H / Hkv) = b·Hkv + h / (H / Hkv); row i sees keys
+ * [lo, hi) (attn_visible_range: the mask and the window); none: zeros. */
 static void reference_cpu(const attn_problem *p, const void *q, const void *k, const void *v,
                           const std::vector<int> &rows, std::vector<double> &ref)
 {
-    const int64_t BH = p->batch * p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim;
+    const int64_t BH = p->batch * p->heads, Sq = p->seq_q, Skv = p->seq_kv, D = p->head_dim, DV = attn_dv(p);
     const int64_t group = p->heads / attn_kv_heads(p);
-    ref.assign((size_t)(BH * rows.size() * D), 0.0);
+    ref.assign((size_t)(BH * rows.size() * DV), 0.0);
     std::vector<double> sc((size_t)std::max<int64_t>(Skv, 1));
     for (int64_t bh = 0; bh < BH; ++bh)
         for (size_t ri = 0; ri < rows.size(); ++ri) {
             const int64_t i = rows[ri], kvh = bh / group;
             int64_t lo, hi;
             attn_visible_range(p, i, &lo, &hi);
-            double *o = &ref[(size_t)((bh * rows.size() + ri) * D)];
+            double *o = &ref[(size_t)((bh * rows.size() + ri) * DV)];
             if (hi == lo) continue;
             double mx = -INFINITY, sum = 0;
             for (int64_t j = lo; j < hi; ++j) {
@@ -344,10 +344,10 @@ static void reference_cpu(const attn_problem *p, const void *q, const void *k, c
             for (int64_t j = lo; j < hi; ++j) {
                 double e = exp(sc[j] - mx);
                 sum += e;
-                for (int64_t d = 0; d < D; ++d)
-                    o[d] += e * (double)dtype_load_f32(v, p->dtype, (kvh * Skv + j) * D + d);
+                for (int64_t d = 0; d < DV; ++d)
+                    o[d] += e * (double)dtype_load_f32(v, p->dtype, (kvh * Skv + j) * DV + d);
             }
-            for (int64_t d = 0; d < D; ++d) o[d] /= sum;
+            for (int64_t d = 0; d < DV; ++d) o[d] /= sum;
         }
 }
 
@@ -361,10 +361,10 @@ __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *
     __shared__ double red[REF_THREADS];
     const int64_t bh = blockIdx.y, kvh = bh / (p.heads / attn_kv_heads(&p));
     const int ri = blockIdx.x, tid = threadIdx.x;
-    const int64_t i = rows[ri], Sq = p.seq_q, Skv = p.seq_kv, D = p.head_dim;
+    const int64_t i = rows[ri], Sq = p.seq_q, Skv = p.seq_kv, D = p.head_dim, DV = attn_dv(&p);
     int64_t lo, hi;
     attn_visible_range(&p, i, &lo, &hi);
-    double *o = out + (bh * n_rows + ri) * D;
+    double *o = out + (bh * n_rows + ri) * DV;
     double mx = -INFINITY;
     for (int64_t j = lo + tid; j < hi; j += REF_THREADS) {
         double s = 0;
@@ -394,10 +394,10 @@ __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *
         __syncthreads();
     }
     sum = red[0];
-    for (int64_t d = tid; d < D; d += REF_THREADS) {
+    for (int64_t d = tid; d < DV; d += REF_THREADS) {
         double acc = 0;
         for (int64_t j = lo; j < hi; ++j)
-            acc += ref_sc[j] * (double)dtype_load_f32(v, p.dtype, (kvh * Skv + j) * D + d);
+            acc += ref_sc[j] * (double)dtype_load_f32(v, p.dtype, (kvh * Skv + j) * DV + d);
         o[d] = hi > lo ? acc / sum : 0.0;
     }
 }
@@ -413,19 +413,19 @@ struct device_problem {
     std::vector<uint8_t> h_q, h_k, h_v;
 };
 
-/* kv_heads 0: heads; window_keys 0: none. */
+/* kv_heads 0: heads; window_keys 0: none; head_dim_v 0: head_dim. */
 static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, int64_t Skv, int64_t D, attn_dtype t,
-                          attn_mask m, int64_t kv_heads = 0, int64_t window_keys = 0)
+                          attn_mask m, int64_t kv_heads = 0, int64_t window_keys = 0, int64_t head_dim_v = 0)
 {
     dp.p = attn_mha(B, H, Sq, Skv, D, t, m, 1.0 / sqrt((double)D));
-    dp.p.kv_heads = kv_heads, dp.p.window_keys = window_keys;
+    dp.p.kv_heads = kv_heads, dp.p.window_keys = window_keys, dp.p.head_dim_v = head_dim_v;
     fill_normal(dp.h_q, t, attn_q_elems(&dp.p));
     fill_normal(dp.h_k, t, attn_k_elems(&dp.p));
     fill_normal(dp.h_v, t, attn_v_elems(&dp.p));
     CHECK_CUDA(cudaMalloc(&dp.d_q, dp.h_q.size() + 16));
     CHECK_CUDA(cudaMalloc(&dp.d_k, dp.h_k.size() + 16));
     CHECK_CUDA(cudaMalloc(&dp.d_v, dp.h_v.size() + 16));
-    CHECK_CUDA(cudaMalloc(&dp.d_out, dp.h_q.size() + 16));
+    CHECK_CUDA(cudaMalloc(&dp.d_out, (size_t)attn_out_elems(&dp.p) * attn_dtype_bytes(t) + 16));
     CHECK_CUDA(cudaMemcpy(dp.d_q, dp.h_q.data(), dp.h_q.size(), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(dp.d_k, dp.h_k.data(), dp.h_k.size(), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(dp.d_v, dp.h_v.data(), dp.h_v.size(), cudaMemcpyHostToDevice));
@@ -446,7 +446,8 @@ static const char *shape_str(const attn_problem *p)
                      attn_mask_name(p->mask), (long long)p->batch, (long long)p->heads, (long long)p->seq_q,
                      (long long)p->seq_kv, (long long)p->head_dim);
     if (attn_kv_heads(p) != p->heads || p->window_keys > 0)
-        snprintf(s + n, sizeof s - n, " Hkv%-3lld W%lld", (long long)attn_kv_heads(p), (long long)p->window_keys);
+        n += snprintf(s + n, sizeof s - n, " Hkv%-3lld W%lld", (long long)attn_kv_heads(p), (long long)p->window_keys);
+    if (attn_dv(p) != p->head_dim) snprintf(s + n, sizeof s - n, " Dv%lld", (long long)attn_dv(p));
     return s;
 }
 
@@ -482,9 +483,9 @@ static void verify(device_problem &dp, int row_step)
     std::vector<int> rows;
     for (int64_t i = 0; i < p->seq_q; i += row_step) rows.push_back((int)i);
     if (rows.back() != p->seq_q - 1) rows.push_back((int)(p->seq_q - 1));
-    const int64_t BH = p->batch * p->heads, D = p->head_dim;
+    const int64_t BH = p->batch * p->heads, D = attn_dv(p);
     std::vector<double> ref;
-    const double work = (double)BH * rows.size() * p->seq_kv * D;
+    const double work = (double)BH * rows.size() * p->seq_kv * (p->head_dim + D) / 2;
     if (work <= 3e8) {
         reference_cpu(p, dp.h_q.data(), dp.h_k.data(), dp.h_v.data(), rows, ref);
     } else {
@@ -505,7 +506,7 @@ static void verify(device_problem &dp, int row_step)
         CHECK_CUDA(cudaFree(d_ref));
     }
     const double tol = p->dtype == ATTN_BF16 ? 1.6e-2 : p->dtype == ATTN_FP16 ? 2e-3 : 1e-5;
-    std::vector<uint8_t> h_out(dp.h_q.size());
+    std::vector<uint8_t> h_out((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
     for (const fused_variant &v : run_variants()) {
         char why[256] = "";
         if (!variant_selected(v.name)) continue;
@@ -779,6 +780,27 @@ int main(int argc, char **argv)
                 verify(dp, s.Sq > 1000 ? 7 : 1);
                 problem_free(dp);
             }
+
+    /* A value head dim of its own (head_dim_v ≠ head_dim): the bucketed kernels' general
+     * instantiation (flash v3, efficient v1 and fp32). DeepSeek-V3's 192/128, V wider than Q/K,
+     * buckets from 64 to 256 (72/40 in the 64 one; 256/64 in the 256 one), with grouped heads
+     * and windows, odd sizes and Sq ≠ Skv both ways. */
+    struct dv_shape { int64_t B, H, Hkv, Sq, Skv, D, DV, W; };
+    const dv_shape dv_shapes[] = {
+        {1, 4, 4, 77, 77, 192, 128, 0},   {1, 4, 1, 1000, 1000, 192, 128, 0}, {2, 2, 2, 1, 300, 64, 128, 0},
+        {1, 2, 2, 300, 100, 128, 64, 0},  {1, 2, 1, 77, 1000, 32, 40, 33},     {1, 2, 2, 130, 130, 256, 64, 0},
+        {1, 4, 2, 1000, 77, 96, 128, 1},  {1, 2, 2, 200, 200, 128, 256, 0},   {2500, 1, 1, 17, 33, 192, 128, 5},
+    };
+    if (!timing_only)
+        for (attn_dtype t : dtypes)
+            for (const dv_shape &s : dv_shapes)
+                for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                    if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
+                    device_problem dp;
+                    problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m, s.Hkv, s.W, s.DV);
+                    verify(dp, s.Sq > 1000 ? 7 : 1);
+                    problem_free(dp);
+                }
 
     /* Decode and speculative decode (flash@splitkv, kernels/flash_splitkv.cu): Sq 1, 2, 4, 16
      * over keys that end mid-block, span one block, or many splits; groups of 1-8 query heads

@@ -237,6 +237,29 @@ static void test_impls(void)
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient's bucket kernel forced");
     p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "fp32 runs the bucket kernel");
+
+    /* A value head dim of its own: the bucketed kernels only, whatever impl asks for. */
+    char why[256];
+    p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_BF16, p.head_dim = 192, p.head_dim_v = 128;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient: 192/128 in the bucket kernel");
+    p.head_dim = 128, p.head_dim_v = 64;
+    CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient: 128/64 not the exact kernel");
+    for (int impl = FLASH_IMPL_DEFAULT; impl <= FLASH_IMPL_GENERIC; ++impl) {
+        p.impl = impl;
+        CHECK(flash->impl_used(90, &p) == FLASH_IMPL_GENERIC && flash->impl_used(80, &p) == FLASH_IMPL_GENERIC,
+              "flash 128/64 impl %d: legacy", impl);
+    }
+    p.impl = FLASH_IMPL_DEFAULT, p.head_dim = 192, p.head_dim_v = 128;
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0 && flash->impl_used(90, &p) == FLASH_IMPL_GENERIC,
+          "flash runs DeepSeek-V3's 192/128: %s", why);
+    p.head_dim_v = 0;
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0, "flash runs head_dim 192: %s", why);
+    p.head_dim_v = 260;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "head_dim_v 8..256"), "dv 260: %s", why);
+    p.head_dim_v = 36;
+    CHECK(variant_check_efficient(&p, why, sizeof why) != 0 && strstr(why, "multiples of 8"), "dv 36: %s", why);
+    p.head_dim = 128, p.head_dim_v = 64, p.impl = FLASH_IMPL_SPLITKV, p.seq_q = 1;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "head_dim_v equal"), "splitkv: %s", why);
 }
 
 /* flash's split-KV decode: its limits only when impl names it; the most splits (at least 256
