@@ -60,19 +60,35 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
                  (long long)d);
         return -1;
     }
+    if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p)) {
+        snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel only (impl "
+                 "splitkv, the default for them), not impl %s",
+                 p->impl >= 1 && (size_t)p->impl <= variant_info_flash.impl_count ? variant_info_flash.impls[p->impl - 1].name
+                                                                                  : "?");
+        return -1;
+    }
     if (flash_splitkv_is(p) && flash_splitkv_check(p, why, why_len) != 0) return -1;
     return fused_limits_check("flash", p, 64, why, why_len);
 }
 
-/* Whether p asks for flash's split-KV decode: impl is 1 + its index in flash_impls. */
+/* Whether p runs flash's split-KV decode: impl names it (impl is 1 + its index in flash_impls),
+ * or a paged or ragged batch leaves impl to the default (the one flash kernel that takes them). */
 int flash_splitkv_is(const attn_problem *p)
 {
-    return p->impl != ATTN_IMPL_DEFAULT && p->impl == variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
+    const int splitkv = variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
+    if (p->impl == ATTN_IMPL_DEFAULT) return p->ragged || p->page_size > 0;
+    return p->impl == splitkv;
 }
 
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
 {
     const double scale_log2 = p->scale * 1.4426950408889634;
+    if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q && (p->ragged || p->page_size > 0)) {
+        snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel: seq_q (the longest "
+                 "sequence's queries) up to %d, got %lld; flashinfer runs ragged prefill",
+                 FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q);
+        return -1;
+    }
     if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q) {
         snprintf(why, why_len, "flash impl splitkv is the decode kernel: seq_q up to %d (decode and speculative "
                  "decode), got %lld; the other impls run longer queries", FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q);
@@ -90,10 +106,6 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
     }
     if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
         snprintf(why, why_len, "flash impl splitkv supports dtypes fp16 and bf16, not %s", attn_dtype_name(p->dtype));
-        return -1;
-    }
-    if (p->ragged || p->page_size > 0) {
-        snprintf(why, why_len, "flash impl splitkv runs a contiguous dense batch (no page_size or seqlens)");
         return -1;
     }
     if (p->seq_kv > INT32_MAX - 64 || p->heads > INT32_MAX / FLASH_SPLITKV_MAX_SEQ_Q) {
@@ -462,7 +474,9 @@ const variant_info variant_info_flash = {
     .max_head_dim = 256,
     .head_dim_multiple = 32,
     .features = 0,
-    .pending_features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V, /* as efficient's */
+    /* as efficient's; paged and ragged batches in the split-KV decode kernel, until
+     * tests/gpu/test_splitkv.py's serving cases pass on a GPU */
+    .pending_features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V | VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_flash,
     .workspace_bound = flash_bound,
     IMPLS(flash_impls),

@@ -192,8 +192,9 @@ static int flash_impl(int cc, const attn_problem *p)
 {
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
+    if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged batch's default */
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
-    if (attn_dv(p) != p->head_dim && f != FLASH_IMPL_SPLITKV) return FLASH_IMPL_GENERIC; /* v3 only */
+    if (attn_dv(p) != p->head_dim) return FLASH_IMPL_GENERIC; /* v3 only */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
     if (f != FLASH_IMPL_DEFAULT) return f;

@@ -20,6 +20,12 @@
  *     only its first seq_q keys); the split count fills the GPU's CTA slots in near-whole
  *     waves (flash_splitkv_splits), at most flash_splitkv_max_splits, which sizes the
  *     workspace (common/variant_info.c).
+ *   - Serving batches (the SERVING instantiation): a paged K/V cache, each key's row found
+ *     through the block table (vLLM's and FlashInfer's NHD pages, any page size), and ragged
+ *     batches, token-major and located by cu_seqlens (FlashAttention's varlen), each sequence
+ *     with its own lengths, mask and window. Every sequence's keys are split over the same
+ *     bound (seq_kv); a split past a short sequence's keys writes an empty partial. Dense
+ *     problems run the instantiation without it.
  * Head dims 64 and 128 (256 would hold 128 fp32 accumulators and 64 Q registers per lane:
  * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, no smem).
  */
@@ -41,6 +47,10 @@ struct splitkv_params {
     float *part_o;   /* [splits, out_rows, D] normalised partial outputs (splits > 1) */
     float *part_lse; /* [splits, out_rows] their log2-sum-exp of the scaled scores; -inf: no key */
     attn_problem prob; /* for attn_visible_range: the mask, window and lengths */
+    /* SERVING only (attn.h's layouts): cu_q non-NULL for a ragged batch (q, out, and k, v unless
+     * paged, token-major), block_table for a paged cache of page_size tokens a page */
+    const int32_t *cu_q, *cu_kv, *block_table;
+    int page_size, pages_per_seq;
     int heads, kv_heads, group, seq_q, seq_kv, rows, row_tiles, splits;
     int key_begin, split_keys; /* split s covers [key_begin + s·split_keys, + split_keys) ∩ [0, seq_kv) */
     int64_t out_rows;          /* batch·heads·seq_q */
@@ -52,19 +62,65 @@ __device__ __forceinline__ uint4 splitkv_load(const uint4 *base, int64_t i, bool
     return ok ? base[i] : make_uint4(0, 0, 0, 0);
 }
 
-/* The keys [lo, hi) packed row p of the tile sees within [k0, k1); empty for a padding row. */
-__device__ __forceinline__ void splitkv_row_range(const splitkv_params &P, int p, int k0, int k1, int &lo, int &hi)
+/* The keys [lo, hi) packed row p of the tile sees within [k0, k1); empty for a padding row
+ * (p ≥ rows). prob: the sequence's mask, window and lengths. */
+__device__ __forceinline__ void splitkv_row_range(const splitkv_params &P, const attn_problem &prob, int rows, int p,
+                                                  int k0, int k1, int &lo, int &hi)
 {
     lo = k0, hi = k0;
-    if (p >= P.rows) return;
+    if (p >= rows) return;
     int64_t l, h;
-    attn_visible_range(&P.prob, p / P.group, &l, &h);
+    attn_visible_range(&prob, p / P.group, &l, &h);
     lo = (int)(l > k0 ? l : k0);
     hi = (int)(h < k1 ? h : k1);
     if (hi < lo) hi = lo;
 }
 
-template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params P)
+/* Sequence b's lengths and where its tokens start (SERVING: a ragged batch's cu_seqlens). */
+struct splitkv_seq {
+    int seq_q, seq_kv;
+    int64_t q0, kv0; /* its first query and key token in the packed layout */
+};
+
+template <bool SERVING> __device__ __forceinline__ splitkv_seq splitkv_seq_of(const splitkv_params &P, int64_t b)
+{
+    splitkv_seq s = {P.seq_q, P.seq_kv, 0, 0};
+    if constexpr (SERVING) {
+        if (P.cu_q) {
+            s.q0 = P.cu_q[b], s.seq_q = (int)(P.cu_q[b + 1] - s.q0);
+            s.kv0 = P.cu_kv[b], s.seq_kv = (int)(P.cu_kv[b + 1] - s.kv0);
+        }
+    }
+    return s;
+}
+
+/* The row (in 16-byte units, VPR a row) of key `key` (< the sequence's seq_kv) of K/V head hk
+ * of sequence b: SERVING through the block table or the packed tokens. */
+template <bool SERVING>
+__device__ __forceinline__ int64_t splitkv_kv_row(const splitkv_params &P, int64_t b, int hk, const splitkv_seq &s,
+                                                  int key)
+{
+    if constexpr (SERVING) {
+        if (P.page_size > 0) {
+            const int64_t page = P.block_table[b * P.pages_per_seq + key / P.page_size];
+            return (page * P.page_size + key % P.page_size) * P.kv_heads + hk;
+        }
+        if (P.cu_q) return (s.kv0 + key) * P.kv_heads + hk;
+    }
+    return (b * P.kv_heads + hk) * P.seq_kv + key;
+}
+
+/* The output row (and Q's: the same layout) of query token `token`, head `head` of sequence b. */
+template <bool SERVING>
+__device__ __forceinline__ int64_t splitkv_out_row(const splitkv_params &P, int64_t b, const splitkv_seq &s, int head,
+                                                   int token)
+{
+    if (SERVING && P.cu_q) return (s.q0 + token) * P.heads + head;
+    return (b * P.heads + head) * P.seq_q + token;
+}
+
+template <int D, bool BF16, bool SERVING>
+__global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params P)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
@@ -80,8 +136,13 @@ template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_
     idx /= P.splits;
     const int hk = (int)(idx % P.kv_heads);
     const int64_t b = idx / P.kv_heads;
+    /* the sequence's lengths, and its mask and window over them */
+    const splitkv_seq sq = splitkv_seq_of<SERVING>(P, b);
+    attn_problem prob = P.prob;
+    prob.seq_q = sq.seq_q, prob.seq_kv = sq.seq_kv;
+    const int rows = SERVING ? P.group * sq.seq_q : P.rows;
     const int k0 = P.key_begin + split * P.split_keys;
-    const int k1 = min(P.seq_kv, k0 + P.split_keys);
+    const int k1 = min(sq.seq_kv, k0 + P.split_keys);
 
     /* this lane's two rows (g and g + 8 of the tile) and their output rows [b, h, token] */
     int prow[2], lo[2], hi[2];
@@ -90,10 +151,10 @@ template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_
     for (int r = 0; r < 2; ++r) {
         const int p = tile * SPLITKV_ROWS + g + 8 * r;
         prow[r] = p;
-        orow[r] = p < P.rows ? (b * P.heads + (int64_t)hk * P.group + p % P.group) * P.seq_q + p / P.group : 0;
-        splitkv_row_range(P, p, k0, k1, lo[r], hi[r]);
+        orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
+        splitkv_row_range(P, prob, rows, p, k0, k1, lo[r], hi[r]);
         const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
-        for (int c = 0; c < KCH; ++c) qf[r][c] = splitkv_load(qrow, c * 4 + t, p < P.rows);
+        for (int c = 0; c < KCH; ++c) qf[r][c] = splitkv_load(qrow, c * 4 + t, p < rows);
     }
     /* the keys any row of the tile sees, in whole 16-key blocks */
     int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
@@ -104,8 +165,9 @@ template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_
     }
 
     const int64_t kv_head = b * P.kv_heads + hk;
-    const uint4 *kbase = reinterpret_cast<const uint4 *>(P.k) + kv_head * P.seq_kv * VPR;
-    const uint4 *vbase = reinterpret_cast<const uint4 *>(P.v) + kv_head * P.seq_kv * VPR;
+    /* dense: K/V rows from these bases; SERVING: from the tensors' starts, row by row */
+    const uint4 *kbase = reinterpret_cast<const uint4 *>(P.k) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
+    const uint4 *vbase = reinterpret_cast<const uint4 *>(P.v) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
     float o[D / 8][4];
     for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
@@ -115,11 +177,15 @@ template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_
         uint4 kf[2][KCH], vf[4][VG];
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
-            for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, (int64_t)key * VPR + c * 4 + t, key < P.seq_kv);
+            const bool ok = key < sq.seq_kv;
+            const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
+            for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, row * VPR + c * 4 + t, ok);
         }
         for (int i = 0; i < 4; ++i) {
             const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
-            for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, (int64_t)key * VPR + j * 8 + g, key < P.seq_kv);
+            const bool ok = key < sq.seq_kv;
+            const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
+            for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
         /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
         float s[2][4];
@@ -181,7 +247,7 @@ template <int D, bool BF16> __global__ void __launch_bounds__(32) flash_splitkv_
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
     for (int r = 0; r < 2; ++r) {
-        if (prow[r] >= P.rows) continue;
+        if (prow[r] >= rows) continue;
         const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
         if (P.splits == 1) {
             T *out = reinterpret_cast<T *>(P.out) + orow[r] * D;
@@ -247,30 +313,39 @@ template <int D, bool BF16>
 static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
+    const bool serving = p->ragged || p->page_size > 0;
     splitkv_params P;
     P.q = t->q, P.k = t->k, P.v = t->v, P.out = t->out;
     P.prob = attn_padded(p);
+    P.cu_q = p->ragged ? t->cu_seqlens_q : NULL, P.cu_kv = p->ragged ? t->cu_seqlens_kv : NULL;
+    P.block_table = p->page_size > 0 ? t->block_table : NULL;
+    P.page_size = (int)p->page_size, P.pages_per_seq = p->seqs ? (int)p->seqs->pages_per_seq : 0;
+    if ((p->ragged && (!P.cu_q || !P.cu_kv)) || (p->page_size > 0 && (!P.block_table || !p->seqs)))
+        return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "a serving batch without its cu_seqlens or block table");
     P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
     P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;
     P.rows = P.group * P.seq_q;
     P.row_tiles = (P.rows + SPLITKV_ROWS - 1) / SPLITKV_ROWS;
-    P.out_rows = p->batch * p->heads * p->seq_q;
+    P.out_rows = attn_tokens_q(p) * p->heads;
     P.scale_log2 = (float)(p->scale * 1.4426950408889634);
 
-    /* the keys some row sees: the range to split (whole blocks) */
+    /* the keys some row sees: the range to split (whole blocks); a serving batch's sequences
+     * differ, so there every key up to the bound */
     int64_t first = p->seq_kv, last = 0;
-    for (int64_t i = 0; i < p->seq_q; ++i) {
+    for (int64_t i = 0; i < p->seq_q && !serving; ++i) {
         int64_t lo, hi;
         attn_visible_range(p, i, &lo, &hi);
         if (lo < hi) first = first < lo ? first : lo, last = last > hi ? last : hi;
     }
+    if (serving) first = 0, last = p->seq_kv;
     if (last <= first) first = 0, last = 0;
     P.key_begin = (int)(first & ~(int64_t)(SPLITKV_KEYS - 1));
     const int64_t span = last - P.key_begin, blocks = (span + SPLITKV_KEYS - 1) / SPLITKV_KEYS;
 
-    static int ctas_per_sm = 0; /* per instantiation; the same on every device of one architecture */
+    auto kernel = serving ? flash_splitkv_kernel<D, BF16, true> : flash_splitkv_kernel<D, BF16, false>;
+    static int ctas_per_sm = 0; /* per (D, dtype); the same on every device of one architecture */
     if (ctas_per_sm == 0)
-        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16>, 32, 0));
+        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false>, 32, 0));
     const int64_t base = p->batch * P.kv_heads * P.row_tiles;
     int64_t max_splits = flash_splitkv_max_splits(p);
     if (max_splits > blocks) max_splits = blocks > 0 ? blocks : 1;
@@ -284,7 +359,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     const int64_t grid = base * splits;
     if (grid > INT32_MAX)
         return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "more CTAs than one launch takes (2^31 - 1)");
-    flash_splitkv_kernel<D, BF16><<<(unsigned)grid, 32, 0, ctx->stream>>>(P);
+    kernel<<<(unsigned)grid, 32, 0, ctx->stream>>>(P);
     LAUNCH_TRY(ctx);
     if (splits == 1) return 0;
     const int64_t combine = (P.out_rows + SPLITKV_COMBINE_WARPS - 1) / SPLITKV_COMBINE_WARPS;

@@ -51,13 +51,36 @@ def test_padded_route_is_pending_for_the_decomposed_variants(api):
         v = variant(api, name)
         assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
         assert not {"page_size", "seqlens"} & set(v["features"]), v
-    for name in ("flash", "efficient", "cudnn"):
+    for name in ("efficient", "cudnn"):
         assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
+
+
+def test_flash_serving_decode_is_pending(api, start_server):
+    """flash runs paged and ragged decode batches in its split-KV kernel: pending, refused by name
+    until validated; offered with the setting for seq_q ≤ 16 (503 here: no GPU), and a prefill
+    batch or another impl is refused by the kernel's own reason."""
+    assert {"page_size", "seqlens"} <= set(variant(api, "flash")["pending_features"])
+    decode = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128, "seq_q": 1}
+    paged = dict(decode, page_size=16, seq_kv=100)
+    r = api.post("/v1/runs", json=dict(paged, kv_heads=8))
+    assert r.status_code == 422 and r.json()["error"]["field"] == "page_size", r.text
+    papi = Api(start_server(extra=["--pending-features", "true"]).url)
+    for extra in ({"page_size": 16, "seq_kv": 100}, {"seqlens_kv": [5, 0, 300]},
+                  {"seqlens_q": [1, 4, 16], "seqlens_kv": [30, 4, 300], "page_size": 1}):
+        body = dict(decode, **extra)
+        if "seqlens_q" in extra:
+            del body["seq_q"]  # the longest sequence's
+        r = papi.post("/v1/runs", json=body)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
+    r = papi.post("/v1/runs", json=dict(decode, seq_q=17, seqlens_q=[1, 17], seqlens_kv=[30, 40]))
+    assert r.status_code == 422 and "flashinfer runs ragged prefill" in r.json()["error"]["message"], r.text
+    r = papi.post("/v1/runs", json=dict(paged, impl="w4"))
+    assert r.status_code == 422 and "not impl w4" in r.json()["error"]["message"], r.text
 
 
 def test_the_setting_offers_the_padded_route(start_server):
     """With the setting, naive, naive_inplace and math take serving batches as far as the device
-    (503 here: no GPU); the fused variants still refuse them by name."""
+    (503 here: no GPU); efficient and cudnn still refuse them by name."""
     api = Api(start_server(extra=["--pending-features", "true"]).url)
     for name in PADDED_ROUTE:
         assert {"page_size", "seqlens"} <= set(variant(api, name)["features"]), name
@@ -65,7 +88,7 @@ def test_the_setting_offers_the_padded_route(start_server):
             body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
             r = api.post("/v1/runs", json=body)
             assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
-    for name in ("flash", "efficient", "cudnn"):
+    for name in ("efficient", "cudnn"):
         for extra, field in SERVING:
             r = api.post("/v1/runs", json=dict({"backend": name, "dtype": "bf16", "head_dim": 64}, **extra))
             assert r.status_code == 422, (name, extra, r.text)

@@ -95,3 +95,56 @@ def test_splitkv_mha_decode_bandwidth(gapi, variants):
     kv_bytes = 2 * 64 * 32 * 4096 * 128 * 2
     fact("flash splitkv MHA decode B64 H32 Skv4096 median_us", us)
     fact("flash splitkv MHA decode B64 H32 Skv4096 K/V TB/s", kv_bytes / (us * 1e-6) / 1e12)
+
+
+# ---------------------------------------------------------------- serving batches (pending)
+
+@pytest.fixture(scope="module")
+def sapi():
+    """A server offering flash's pending serving features (paged caches, ragged batches)."""
+    with server_offering(lambda api: {"page_size", "seqlens", "kv_heads"} <= variant_features(api, "flash")) as api:
+        yield api
+
+
+# Decode over paged caches and ragged batches: the split-KV kernel's SERVING instantiation (the
+# default impl for them). Page sizes 1, 16 and one that does not divide the keys; lengths 0, 1
+# and past one split; speculative decode (several queries a sequence); windows; GQA groups.
+SERVING = [
+    dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=700, page_size=16),
+    dict(batch=2, heads=4, kv_heads=4, seq_q=1, seq_kv=4097, page_size=1, num_pages=9000),
+    dict(batch=2, heads=16, kv_heads=2, seq_q=4, seq_kv=1000, page_size=48, window=100),
+    dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 0, 300, 5000]),
+    dict(heads=8, kv_heads=1, seqlens_q=[1, 4, 0, 16], seqlens_kv=[33, 7, 0, 2000], page_size=16),
+    dict(heads=4, kv_heads=2, seqlens_q=[2, 3], seqlens_kv=[600, 9000], window=64),
+]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])
+@pytest.mark.parametrize("case", range(len(SERVING)), ids=lambda i: "serving%d" % i)
+@pytest.mark.parametrize("head_dim", [128, 64])
+def test_splitkv_serving_decode(sapi, case, mask, dtype, head_dim):
+    shape = dict(SERVING[case], head_dim=head_dim)
+    params = dict(shape, backend="flash", mask=mask, dtype=dtype, seed=fresh_seed(), warmup=1, iters=3, verify=True,
+                  profile=True, device="cuda:0")
+    rec = post_run_ok(sapi, params)
+    assert rec["verify"] is not None and rec["verify"]["pass"], (shape, rec["verify"])
+    assert rec["output"]["nan"] == 0 and rec["impl_used"] == "splitkv", rec.get("impl_used")
+    assert kernel_names(rec)[0].startswith(SPLIT), kernel_names(rec)
+
+
+@pytest.mark.parametrize("page_size", [1, 16, 48])
+def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
+    """A paged cache read through its block table gives the contiguous twin's output bit for bit
+    (the same keys in the same order, the same splits: mask none covers every key in both)."""
+    body = dict(backend="flash", impl="splitkv", dtype="bf16", batch=3, heads=8, kv_heads=2, seq_q=2, seq_kv=3000,
+                head_dim=128, mask="none", seed=fresh_seed(), device="cuda:0", warmup=0, iters=1)
+    flat = post_run_ok(sapi, body)
+    paged = post_run_ok(sapi, dict(body, page_size=page_size))
+    assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], page_size
+
+
+def test_splitkv_refuses_ragged_prefill(sapi):
+    r = sapi.run(body=dict(backend="flash", dtype="bf16", heads=8, kv_heads=2, head_dim=128, seqlens_q=[5, 17],
+                           seqlens_kv=[30, 40], device="cuda:0"))
+    assert r.status_code == 422 and "flashinfer runs ragged prefill" in error_of(r)["message"], r.text

@@ -151,7 +151,8 @@ static void test_workspace_bounds(void)
                     }
     }
     /* Serving batches (pending on the GPU variants: offered here): the padded route's tensors
-     * come on top of the dense problem's workspace; ragged, paged, both. */
+     * (naive, naive_inplace, math) come on top of the dense problem's workspace; flash's
+     * split-KV decode reads them in place; ragged, paged, both. */
     variant_info_offer_pending(1);
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
         const variant *v = variant_find(names[n]);
@@ -170,9 +171,12 @@ static void test_workspace_bounds(void)
                         attn_problem dense = attn_padded(&p);
                         CHECK(bound >= exact, "%s serving layout %d %s %s shape %d: bound %zu < workspace %zu", names[n],
                               layout, attn_dtype_name(p.dtype), attn_mask_name(p.mask), shape, bound, exact);
-                        if (strcmp(names[n], "reference") != 0)
+                        if (strcmp(names[n], "reference") != 0 && strcmp(names[n], "flash") != 0)
                             CHECK(exact > v->workspace_bytes(&dense), "%s layout %d: the padded tensors take room",
                                   names[n], layout);
+                        if (strcmp(names[n], "flash") == 0)
+                            CHECK(flash_splitkv_is(&p) && exact == flash_splitkv_workspace_bytes(&p),
+                                  "flash layout %d: the split-KV decode, its partials only", layout);
                     }
     }
     variant_info_offer_pending(0);
@@ -305,6 +309,21 @@ static void test_splitkv(void)
     }
     p.head_dim = 128, p.scale = 1e300;
     CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "scale"), "a scale past fp32: %s", why);
+
+    /* Serving batches: the split-KV decode is their default, and the only flash kernel for them. */
+    p.scale = 0.088, p.impl = FLASH_IMPL_DEFAULT, p.page_size = 16, p.num_pages = 300;
+    CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV && flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV,
+          "a paged decode runs splitkv by default: %s", why);
+    p.impl = FLASH_IMPL_TMA;
+    CHECK(!flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "not impl tma"),
+          "a paged batch with impl tma: %s", why);
+    p.impl = FLASH_IMPL_DEFAULT, p.page_size = 0, p.num_pages = 0;
+    p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 40, p.total_kv = 5000, p.seq_q = 17;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "paged and ragged") && strstr(why, "flashinfer"),
+          "a ragged prefill: %s", why);
+    p.seq_q = 16;
+    CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "a ragged decode: %s", why);
 }
 
 /* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
