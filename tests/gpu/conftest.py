@@ -47,8 +47,9 @@ _started_pid = None  # the front's pid when gpu_server started the server itself
 
 
 def fresh_seed():
-    """A seed never used before in this session (63 random bits)."""
-    return _rng.randrange(2 ** 63)
+    """A seed never used before in this session (53 random bits: a JSON number carries them
+    exactly, and the server refuses larger ones given as numbers)."""
+    return _rng.randrange(2 ** 53)
 
 
 def fact(key, value):

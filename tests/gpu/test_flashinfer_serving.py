@@ -143,7 +143,7 @@ def test_uploaded_table_gives_the_generated_fingerprint(fapi):
 
 @pytest.mark.parametrize("body,needle", [
     (dict(batch=2, seq_q=4, seq_kv=64, page_size=16), "BatchPrefillWithPagedKVCacheDispatched"),
-    (dict(seqlens_q=[3, 2], seqlens_kv=[8, 0]), "sequence 1 has queries and no keys"),
+    (dict(seqlens_q=[3, 2], seqlens_kv=[8, 0], mask="none"), "sequence 1 has queries and no keys"),
     (dict(seqlens_q=[3, 5], seqlens_kv=[8, 4], mask="causal_bottom_right"), "sequence 1: 5 > 4"),
 ], ids=["paged_prefill", "queries_without_keys", "causal_more_queries"])
 def test_refusals_name_the_reason(fapi, body, needle):
