@@ -12,6 +12,7 @@
 #                so split them over calls, e.g. "fused pending unit", then "ab throughput sanitize",
 #                then "tests", then "targets"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
+#   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
 #   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
 #   DECODE_SHAPES the targets phase's decode shapes for flash@splitkv against cudnn (default the issue's
 #                MHA and GQA decode), B,H,Sq:Skv,D,mask[,Hkv]
@@ -69,7 +70,7 @@ if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; the
 fi
 
 if has fused; then
-    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" stdbuf -oL "$B/fused_check" --quick ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
+    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" stdbuf -oL "$B/fused_check" --quick ${FUSED_ARGS:-} ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
     note "fused_check --quick" "rc $?; $(grep -c PASS "$OUT/fused.log") PASS, $(grep -c FAIL "$OUT/fused.log") FAIL"
     grep FAIL "$OUT/fused.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
 fi

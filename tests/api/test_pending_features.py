@@ -13,25 +13,34 @@ def variant(api, name):
 
 
 def test_pending_features_are_listed_and_refused(api):
+    """flash and efficient run grouped K/V heads and windows (validated on the H200); a value head
+    dim of their own is pending; efficient's fp32 kernel has GQA and windows pending."""
     for name in ("flash", "efficient"):
         v = variant(api, name)
-        assert {"kv_heads", "window", "head_dim_v"} <= set(v["pending_features"]), v
-        assert not {"kv_heads", "window", "head_dim_v"} & set(v["features"]), v
+        assert {"kv_heads", "window"} <= set(v["features"]) and "head_dim_v" in v["pending_features"], v
+        assert "head_dim_v" not in v["features"], v
+    assert set(variant(api, "efficient")["pending_fp32_features"]) == {"kv_heads", "window"}
+    assert variant(api, "flash")["pending_fp32_features"] == []
     assert variant(api, "cudnn")["pending_features"] == []
-    for extra, field in (({}, "kv_heads"), ({"kv_heads": 4, "window": 16}, "window"),
-                         ({"kv_heads": 4, "head_dim": 192, "head_dim_v": 128}, "head_dim_v")):
-        r = api.post("/v1/runs", json=dict(GQA_RUN, **extra))
-        assert r.status_code == 422, r.text
+    r = api.post("/v1/runs", json=dict(GQA_RUN, head_dim=192, head_dim_v=128))
+    assert r.status_code == 422, r.text
+    err = r.json()["error"]
+    assert err["code"] == "unsupported" and err["field"] == "head_dim_v", err
+    for extra, field in (({}, "kv_heads"), ({"kv_heads": 4, "window": 16}, "window")):
+        r = api.post("/v1/runs", json=dict(GQA_RUN, backend="efficient", dtype="fp32", **extra))
         err = r.json()["error"]
-        assert err["code"] == "unsupported" and err["field"] == field, err
+        assert r.status_code == 422 and err["field"] == field and "in fp32" in err["message"], err
+    for body in (GQA_RUN, dict(GQA_RUN, backend="efficient"), dict(GQA_RUN, kv_heads=4, window=16)):
+        r = api.post("/v1/runs", json=body)  # offered: as far as the device (none here)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
 
 
 def test_the_setting_offers_them(start_server):
     api = Api(start_server(extra=["--pending-features", "true"]).url)
     v = variant(api, "flash")
     assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]), v
-    for extra in ({}, {"kv_heads": 4, "window": 16}, {"head_dim": 192, "head_dim_v": 128}):
-        r = api.post("/v1/runs", json=dict(GQA_RUN, **extra))
+    for body in (dict(GQA_RUN, head_dim=192, head_dim_v=128), dict(GQA_RUN, backend="efficient", dtype="fp32")):
+        r = api.post("/v1/runs", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
     # offered, but past the kernels' limits: refused by the variant's own check, naming it
     r = api.post("/v1/runs", json=dict(GQA_RUN, head_dim_v=36))
@@ -62,7 +71,7 @@ def test_flash_serving_decode_is_pending(api, start_server):
     assert {"page_size", "seqlens"} <= set(variant(api, "flash")["pending_features"])
     decode = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128, "seq_q": 1}
     paged = dict(decode, page_size=16, seq_kv=100)
-    r = api.post("/v1/runs", json=dict(paged, kv_heads=8))
+    r = api.post("/v1/runs", json=paged)
     assert r.status_code == 422 and r.json()["error"]["field"] == "page_size", r.text
     papi = Api(start_server(extra=["--pending-features", "true"]).url)
     for extra in ({"page_size": 16, "seq_kv": 100}, {"seqlens_kv": [5, 0, 300]},

@@ -10,7 +10,8 @@
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
  * (only small correctness cases: for compute-sanitizer),
- * --only name,prefix*,... (those variants), --repeats N (each timing N times: median, range;
+ * --only name,prefix*,... (those variants), --sections dense,models,head_dim_v,decode,scales
+ * (those correctness sections), --dtype NAME (that dtype's cases), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,MASK (time that shape
  * only; bf16; MASK none, causal or causal_bottom_right; S may be Sq:Skv, e.g. 1:4096 for a
  * decode), --window-ms N (each timing the mean over an N ms window of back-to-back
@@ -657,6 +658,23 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, 
     problem_free(dp);
 }
 
+/* --sections a,b,...: the correctness sections to run (dense, models, head_dim_v, decode,
+ * scales; default all); --dtype NAME: only that dtype's cases. A GPU call short of time runs
+ * the sections a change touched. */
+static const char *sections_list = NULL;
+static int dtype_only = -1;
+
+static bool section_on(const char *name)
+{
+    if (!sections_list) return true;
+    const size_t n = strlen(name);
+    for (const char *p = sections_list; (p = strstr(p, name)) != NULL; p += n)
+        if ((p == sections_list || p[-1] == ',') && (p[n] == ',' || p[n] == '\0')) return true;
+    return false;
+}
+
+static bool dtype_on(attn_dtype t) { return dtype_only < 0 || dtype_only == (int)t; }
+
 int main(int argc, char **argv)
 {
     bool quick = false;       /* --quick: skip timing */
@@ -666,6 +684,15 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--timing-only") == 0) timing_only = true;
         else if (strcmp(argv[i], "--small") == 0) small_only = true;
         else if (strcmp(argv[i], "--only") == 0 && i + 1 < argc) only_list = argv[++i];
+        else if (strcmp(argv[i], "--sections") == 0 && i + 1 < argc) sections_list = argv[++i];
+        else if (strcmp(argv[i], "--dtype") == 0 && i + 1 < argc) {
+            attn_dtype t;
+            if (attn_dtype_parse(argv[++i], &t) != 0) {
+                fprintf(stderr, "--dtype %s: bf16, fp16 or fp32\n", argv[i]);
+                return 2;
+            }
+            dtype_only = (int)t;
+        }
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) time_repeats = std::max(1, atoi(argv[++i]));
         else if (strcmp(argv[i], "--window-ms") == 0 && i + 1 < argc) window_ms = std::max(0, atoi(argv[++i]));
         else if (strcmp(argv[i], "--shape") == 0 && i + 1 < argc) {
@@ -698,7 +725,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W]]]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--sections dense,models,head_dim_v,decode,scales] [--dtype NAME] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W]]]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -738,11 +765,11 @@ int main(int argc, char **argv)
     };
     const attn_dtype dtypes[] = {ATTN_BF16, ATTN_FP16, ATTN_FP32};
     printf("correctness (tolerances rel_l2: bf16 1.6e-2, fp16 2e-3, fp32 1e-5)\n");
-    if (!timing_only)
+    if (!timing_only && section_on("dense"))
     for (attn_dtype t : dtypes)
         for (const shape &s : shapes)
             for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
-                if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue; /* fp32 path is slow-ish */
+                if (!dtype_on(t) || (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000)) continue; /* fp32 is slow-ish */
                 if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                 device_problem dp;
                 problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m);
@@ -769,11 +796,11 @@ int main(int argc, char **argv)
         {3, 8, 2, 1500, 2100, 128, 300}, {3, 8, 1, 2100, 1500, 64, 700}, {1, 16, 4, 9000, 9000, 128, 0},
         {1, 16, 2, 9000, 9000, 64, 2000},
     };
-    if (!timing_only)
+    if (!timing_only && section_on("models"))
     for (attn_dtype t : dtypes)
         for (const model_shape &s : models)
             for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
-                if (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000) continue;
+                if (!dtype_on(t) || (t == ATTN_FP32 && s.B * s.H * s.Sq * s.Skv > 20000000)) continue;
                 if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                 device_problem dp;
                 problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m, s.Hkv, s.W);
@@ -791,11 +818,11 @@ int main(int argc, char **argv)
         {1, 2, 2, 300, 100, 128, 64, 0},  {1, 2, 1, 77, 1000, 32, 40, 33},     {1, 2, 2, 130, 130, 256, 64, 0},
         {1, 4, 2, 1000, 77, 96, 128, 1},  {1, 2, 2, 200, 200, 128, 256, 0},   {2500, 1, 1, 17, 33, 192, 128, 5},
     };
-    if (!timing_only)
+    if (!timing_only && section_on("head_dim_v"))
         for (attn_dtype t : dtypes)
             for (const dv_shape &s : dv_shapes)
                 for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
-                    if (too_big(s.B, s.H, s.Sq, s.Skv)) continue;
+                    if (!dtype_on(t) || too_big(s.B, s.H, s.Sq, s.Skv)) continue;
                     device_problem dp;
                     problem_setup(dp, s.B, s.H, s.Sq, s.Skv, s.D, t, (attn_mask)m, s.Hkv, s.W, s.DV);
                     verify(dp, s.Sq > 1000 ? 7 : 1);
@@ -807,7 +834,7 @@ int main(int argc, char **argv)
      * per K/V head (8 x 16 = 128 packed rows: 8 row tiles); every mask (top-left causal sees
      * only the first Sq keys; bottom-right is decode's own) and a window of 33. One key (one
      * split: one launch) up to 9000 (many splits and the combine). */
-    if (!timing_only)
+    if (!timing_only && section_on("decode"))
         for (attn_dtype t : {ATTN_BF16, ATTN_FP16})
             for (int64_t D : {128, 64})
                 for (int64_t G : {1, 2, 4, 8})
@@ -815,7 +842,7 @@ int main(int argc, char **argv)
                         for (int64_t Skv : {1, 63, 64, 65, 1000, 4097, 9000})
                             for (int64_t W : {0, 33})
                                 for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
-                                    if (D == 64 && (G == 2 || G == 8 || W > 0)) continue; /* D64: fewer */
+                                    if (!dtype_on(t) || (D == 64 && (G == 2 || G == 8 || W > 0))) continue; /* D64: fewer */
                                     if (too_big(2, 2 * G, Sq, Skv)) continue;
                                     device_problem dp;
                                     problem_setup(dp, 2, 2 * G, Sq, Skv, D, t, (attn_mask)m, 2, W);
@@ -827,11 +854,12 @@ int main(int argc, char **argv)
      * the scaled scores; an exponent far above 0 would overflow the sums), and large enough
      * that most exponentials underflow */
     const double scales[] = {-0.3, 0.7, 8.0};
-    if (!timing_only)
+    if (!timing_only && section_on("scales"))
     for (attn_dtype t : dtypes)
         for (int64_t D : {96, 128, 64})
             for (double sc : scales)
                 for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                    if (!dtype_on(t)) continue;
                     device_problem dp;
                     problem_setup(dp, 1, 2, 300, 260, D, t, (attn_mask)m);
                     dp.p.scale = sc;
