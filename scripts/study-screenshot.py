@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""scripts/study-screenshot.py — the dashboard's study view of a saved study record, as Chromium
+paints it: for docs/img, from a study run on a GPU (tests/gpu/test_studies.py saves the H200's
+in $OUT/studies-gpu.json) on a machine without one.
+
+attnd serves its own dashboard here; the browser's requests for that study are answered with
+the saved record (DevTools Fetch), everything else by attnd. So the picture is the dashboard's
+code over the GPU's numbers.
+
+    scripts/study-screenshot.py STUDY.json OUT.png [--attnd build/test/attnd]
+
+STUDY.json is a study record (GET /v1/studies/ID) or a file holding one under "study".
+"""
+import argparse
+import base64
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "api"))
+import conftest  # noqa: E402,F401  registers attnd_api_helpers, which test_dashboard imports
+from test_dashboard import Browser  # noqa: E402  the tests' headless Chromium over DevTools
+
+
+class StudyBrowser(Browser):
+    """A Browser whose page gets `record` for every request of /v1/studies/ID."""
+
+    def __init__(self, record):
+        self.record = json.dumps(record).encode()
+        super().__init__()
+        self._call(self.ws, "Fetch.enable", {"patterns": [{"urlPattern": "*/v1/studies/%d*" % record["id"]}]})
+
+    def _call(self, ws, method, params=None):
+        self.next_id += 1
+        mid = self.next_id
+        ws.send(json.dumps({"id": mid, "method": method, "params": params or {}}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg.get("method") == "Fetch.requestPaused":
+                self.next_id += 1  # answered without waiting: its reply is skipped below
+                ws.send(json.dumps({"id": self.next_id, "method": "Fetch.fulfillRequest", "params": {
+                    "requestId": msg["params"]["requestId"], "responseCode": 200,
+                    "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
+                    "body": base64.b64encode(self.record).decode()}}))
+                continue
+            if msg.get("id") == mid:
+                if "error" in msg:
+                    raise RuntimeError("%s: %s" % (method, msg["error"]))
+                return msg.get("result", {})
+
+
+def start_attnd(binary, data_dir):
+    """attnd on 127.0.0.1 (a free port) with the cpu device; its process and URL."""
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--log-level", "warn"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        m = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline())
+        if m:
+            return proc, m.group(0)
+    proc.kill()
+    sys.exit("attnd did not say where it listens")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("study", help="a saved study record (JSON)")
+    ap.add_argument("out", help="the PNG to write")
+    ap.add_argument("--attnd", default="build/test/attnd", help="the attnd binary that serves the dashboard")
+    args = ap.parse_args()
+    if not args.out.endswith(".png"):
+        sys.exit("OUT must end in .png")
+    with open(args.study) as f:
+        record = json.load(f)
+    record = record.get("study", record)
+    with tempfile.TemporaryDirectory() as data_dir:
+        proc, url = start_attnd(args.attnd, data_dir)
+        browser = None
+        try:
+            browser = StudyBrowser(record)
+            browser.navigate(url + "/#study=%d" % record["id"])
+            browser.wait_for("!!document.querySelector('#study') && document.querySelector('#study').dataset.status "
+                             "=== %s" % json.dumps(record["status"]), "the study view")
+            # Browser.screenshot writes NAME.png into ATTND_SCREENSHOT_DIR
+            os.environ["ATTND_SCREENSHOT_DIR"] = os.path.dirname(os.path.abspath(args.out))
+            png = browser.screenshot("#study", os.path.basename(args.out)[:-len(".png")])
+        finally:
+            if browser:
+                browser.close()
+            proc.terminate()
+            proc.wait(timeout=10)
+    print("wrote %s (%dx%d)" % (args.out, png.width, png.height))
+
+
+if __name__ == "__main__":
+    main()
