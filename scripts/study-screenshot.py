@@ -34,23 +34,14 @@ class StudyBrowser(Browser):
         super().__init__()
         self._call(self.ws, "Fetch.enable", {"patterns": [{"urlPattern": "*/v1/studies/%d*" % record["id"]}]})
 
-    def _call(self, ws, method, params=None):
-        self.next_id += 1
-        mid = self.next_id
-        ws.send(json.dumps({"id": mid, "method": method, "params": params or {}}))
-        while True:
-            msg = json.loads(ws.recv())
-            if msg.get("method") == "Fetch.requestPaused":
-                self.next_id += 1  # answered without waiting: its reply is skipped below
-                ws.send(json.dumps({"id": self.next_id, "method": "Fetch.fulfillRequest", "params": {
-                    "requestId": msg["params"]["requestId"], "responseCode": 200,
-                    "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
-                    "body": base64.b64encode(self.record).decode()}}))
-                continue
-            if msg.get("id") == mid:
-                if "error" in msg:
-                    raise RuntimeError("%s: %s" % (method, msg["error"]))
-                return msg.get("result", {})
+    def on_event(self, ws, msg):
+        if msg["method"] != "Fetch.requestPaused":
+            return super().on_event(ws, msg)
+        self.next_id += 1  # answered without waiting: the reply is skipped like any other
+        ws.send(json.dumps({"id": self.next_id, "method": "Fetch.fulfillRequest", "params": {
+            "requestId": msg["params"]["requestId"], "responseCode": 200,
+            "responseHeaders": [{"name": "Content-Type", "value": "application/json"}],
+            "body": base64.b64encode(self.record).decode()}}))
 
 
 def start_attnd(binary, data_dir):

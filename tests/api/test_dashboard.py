@@ -87,12 +87,17 @@ class Browser:
         ws.send(json.dumps({"id": mid, "method": method, "params": params or {}}))
         while True:
             msg = json.loads(ws.recv())
-            if msg.get("method") == "Runtime.exceptionThrown":
-                self.console.append(json.dumps(msg["params"])[:500])
+            if "method" in msg:
+                self.on_event(ws, msg)
             if msg.get("id") == mid:
                 if "error" in msg:
                     raise AssertionError("%s: %s" % (method, msg["error"]))
                 return msg.get("result", {})
+
+    def on_event(self, ws, msg):
+        """A DevTools event that arrived while waiting for a reply: page exceptions are kept."""
+        if msg["method"] == "Runtime.exceptionThrown":
+            self.console.append(json.dumps(msg["params"])[:500])
 
     def navigate(self, url):
         self._call(self.ws, "Page.navigate", {"url": url})
