@@ -48,8 +48,6 @@ typedef struct variant_info {
     /* Bits whose kernels are written but not yet validated on a GPU: offered only where the
      * pending_features setting is on (scripts/gpu-session.sh's pending phase), else refused. */
     unsigned pending_features;
-    /* Bits of `features` validated on a GPU in 16 bits only: pending (as above) for fp32. */
-    unsigned pending_fp32_features;
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */
     int (*check)(const attn_problem *p, char *why, size_t why_len);

@@ -58,7 +58,7 @@ def test_unavailable_without_the_module_and_says_how_to_build_it(server_without_
     assert row["library"] == {"name": "FlashInfer", "requested": expect, "version": None, "path": None}, row
     # What it runs, from common/variant_info.c.
     assert row["device"] == "cuda" and row["dtypes"] == ["bf16", "fp16"], row
-    assert row["features"] == ["kv_heads"] and row["head_dim"] == {"max": 256, "multiple": 64}, row
+    assert row["features"] == ["kv_heads", "page_size", "seqlens"] and row["head_dim"] == {"max": 256, "multiple": 64}, row
     assert row["min_compute_capability"] == "8.0" and row["impls"] == [], row
     assert "vLLM" in row["summary"] and "SGLang" in row["summary"], row["summary"]
 

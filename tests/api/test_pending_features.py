@@ -12,37 +12,17 @@ def variant(api, name):
     return v
 
 
-def test_pending_features_are_listed_and_refused(api):
-    """flash and efficient run grouped K/V heads and windows (validated on the H200); a value head
-    dim of their own is pending; efficient's fp32 kernel has GQA and windows pending."""
+def test_validated_features_are_offered(api):
+    """flash and efficient run grouped K/V heads, windows and a value head dim of their own
+    (validated on the H200): offered without the setting, as far as the device (none here); a
+    value head dim past the kernels' limits is refused by the variant's own check."""
     for name in ("flash", "efficient"):
         v = variant(api, name)
-        assert {"kv_heads", "window"} <= set(v["features"]) and "head_dim_v" in v["pending_features"], v
-        assert "head_dim_v" not in v["features"], v
-    assert set(variant(api, "efficient")["pending_fp32_features"]) == {"kv_heads", "window"}
-    assert variant(api, "flash")["pending_fp32_features"] == []
-    assert variant(api, "cudnn")["pending_features"] == []
-    r = api.post("/v1/runs", json=dict(GQA_RUN, head_dim=192, head_dim_v=128))
-    assert r.status_code == 422, r.text
-    err = r.json()["error"]
-    assert err["code"] == "unsupported" and err["field"] == "head_dim_v", err
-    for extra, field in (({}, "kv_heads"), ({"kv_heads": 4, "window": 16}, "window")):
-        r = api.post("/v1/runs", json=dict(GQA_RUN, backend="efficient", dtype="fp32", **extra))
-        err = r.json()["error"]
-        assert r.status_code == 422 and err["field"] == field and "in fp32" in err["message"], err
-    for body in (GQA_RUN, dict(GQA_RUN, backend="efficient"), dict(GQA_RUN, kv_heads=4, window=16)):
-        r = api.post("/v1/runs", json=body)  # offered: as far as the device (none here)
-        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
-
-
-def test_the_setting_offers_them(start_server):
-    api = Api(start_server(extra=["--pending-features", "true"]).url)
-    v = variant(api, "flash")
-    assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]), v
-    for body in (dict(GQA_RUN, head_dim=192, head_dim_v=128), dict(GQA_RUN, backend="efficient", dtype="fp32")):
+        assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]) and v["pending_features"] == [], v
+    for body in (GQA_RUN, dict(GQA_RUN, kv_heads=4, window=16), dict(GQA_RUN, head_dim=192, head_dim_v=128),
+                 dict(GQA_RUN, backend="efficient", dtype="fp32", window=16)):
         r = api.post("/v1/runs", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
-    # offered, but past the kernels' limits: refused by the variant's own check, naming it
     r = api.post("/v1/runs", json=dict(GQA_RUN, head_dim_v=36))
     assert r.status_code == 422 and "head_dim_v" in r.json()["error"]["message"], r.text
 
@@ -55,35 +35,33 @@ PADDED_ROUTE = ("naive", "naive_inplace", "math")
 
 def test_padded_route_is_pending_for_the_decomposed_variants(api):
     """naive, naive_inplace and math take paged and ragged batches by PyTorch's padded route:
-    listed as pending, refused 422 until they are validated on a GPU."""
+    listed as pending (their output is validated, their kernel table does not yet match
+    PyTorch's), refused 422 naming the field."""
     for name in PADDED_ROUTE:
         v = variant(api, name)
         assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
         assert not {"page_size", "seqlens"} & set(v["features"]), v
-    for name in ("efficient", "cudnn"):
+    for name in ("efficient", "cudnn", "flash", "flashinfer"):
         assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
 
 
-def test_flash_serving_decode_is_pending(api, start_server):
-    """flash runs paged and ragged decode batches in its split-KV kernel: pending, refused by name
-    until validated; offered with the setting for seq_q ≤ 16 (503 here: no GPU), and a prefill
-    batch or another impl is refused by the kernel's own reason."""
-    assert {"page_size", "seqlens"} <= set(variant(api, "flash")["pending_features"])
+def test_flash_serving_decode_is_offered(api):
+    """flash runs paged and ragged decode batches in its split-KV kernel (validated on the H200):
+    offered for seq_q ≤ 16 (503 here: no GPU); a prefill batch or another impl is refused by the
+    kernel's own reason."""
+    assert {"page_size", "seqlens"} <= set(variant(api, "flash")["features"])
     decode = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128, "seq_q": 1}
     paged = dict(decode, page_size=16, seq_kv=100)
-    r = api.post("/v1/runs", json=paged)
-    assert r.status_code == 422 and r.json()["error"]["field"] == "page_size", r.text
-    papi = Api(start_server(extra=["--pending-features", "true"]).url)
     for extra in ({"page_size": 16, "seq_kv": 100}, {"seqlens_kv": [5, 0, 300]},
                   {"seqlens_q": [1, 4, 16], "seqlens_kv": [30, 4, 300], "page_size": 1}):
         body = dict(decode, **extra)
         if "seqlens_q" in extra:
             del body["seq_q"]  # the longest sequence's
-        r = papi.post("/v1/runs", json=body)
+        r = api.post("/v1/runs", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
-    r = papi.post("/v1/runs", json=dict(decode, seq_q=17, seqlens_q=[1, 17], seqlens_kv=[30, 40]))
+    r = api.post("/v1/runs", json=dict(decode, seq_q=17, seqlens_q=[1, 17], seqlens_kv=[30, 40]))
     assert r.status_code == 422 and "flashinfer runs ragged prefill" in r.json()["error"]["message"], r.text
-    r = papi.post("/v1/runs", json=dict(paged, impl="w4"))
+    r = api.post("/v1/runs", json=dict(paged, impl="w4"))
     assert r.status_code == 422 and "not impl w4" in r.json()["error"]["message"], r.text
 
 
@@ -106,29 +84,16 @@ def test_the_setting_offers_the_padded_route(start_server):
 
 
 FI_RUN = {"backend": "flashinfer", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
-# (extra, field refused without the setting): paged decode, ragged decode, ragged prefill
+# paged decode, ragged decode, ragged prefill
 FI_SERVING = [({"seq_q": 1, "page_size": 16, "seq_kv": 33}, "page_size"),
               ({"seq_q": 1, "page_size": 1, "seqlens_kv": [5, 1], "num_pages": 9}, "seqlens_kv"),
               ({"seqlens_q": [5, 0, 1], "seqlens_kv": [9, 0, 17]}, "seqlens_kv")]
 
 
-def test_flashinfer_serving_batches_are_pending(api):
-    """flashinfer's paged decode and ragged batches (kernels/flashinfer/): listed as pending,
-    refused 422 naming the field until they are validated on a GPU."""
-    v = variant(api, "flashinfer")
-    assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
-    assert not {"page_size", "seqlens"} & set(v["features"]), v
-    for extra, field in FI_SERVING:
-        r = api.post("/v1/runs", json=dict(FI_RUN, **extra))
-        assert r.status_code == 422, (extra, r.text)
-        err = r.json()["error"]
-        assert err["code"] == "unsupported" and err["field"] == field, (extra, err)
-
-
-def test_the_setting_offers_flashinfer_serving(start_server):
-    """With the setting, flashinfer's serving batches get as far as the device (503 here); a paged
-    prefill, which the module does not wire, is still refused by name."""
-    api = Api(start_server(extra=["--pending-features", "true"]).url)
+def test_flashinfer_serving_batches_are_offered(api):
+    """flashinfer's paged decode and ragged batches (kernels/flashinfer/, validated on the H200)
+    get as far as the device (503 here); a paged prefill, which the module does not wire, is
+    refused by name."""
     assert {"page_size", "seqlens"} <= set(variant(api, "flashinfer")["features"])
     for extra, _ in FI_SERVING:
         r = api.post("/v1/runs", json=dict(FI_RUN, **extra))

@@ -132,7 +132,7 @@ def test_splitkv_serving_decode(sapi, case, mask, dtype, head_dim):
     rec = post_run_ok(sapi, params)
     assert rec["verify"] is not None and rec["verify"]["pass"], (shape, rec["verify"])
     assert rec["output"]["nan"] == 0 and rec["impl_used"] == "splitkv", rec.get("impl_used")
-    assert kernel_names(rec)[0].startswith(SPLIT), kernel_names(rec)
+    assert SPLIT in kernel_names(rec)[0], kernel_names(rec)
 
 
 @pytest.mark.parametrize("page_size", [1, 16, 48])

@@ -129,11 +129,6 @@ static cJSON *variant_json(const variant_info *v)
     for (t = 0; ok && t < (int)(sizeof feature_names / sizeof feature_names[0]); t++)
         if (v->pending_features & (1u << t))
             ok = cJSON_AddItemToArray(pending, cJSON_CreateString(feature_names[t]));
-    /* features validated in 16 bits only: pending for fp32 */
-    ok = ok && (pending = cJSON_AddArrayToObject(o, "pending_fp32_features")) != NULL;
-    for (t = 0; ok && t < (int)(sizeof feature_names / sizeof feature_names[0]); t++)
-        if (v->pending_fp32_features & (1u << t))
-            ok = cJSON_AddItemToArray(pending, cJSON_CreateString(feature_names[t]));
     ok = ok && (hd = cJSON_AddObjectToObject(o, "head_dim")) != NULL;
     ok = ok && (v->max_head_dim > 0 ? cJSON_AddNumberToObject(hd, "max", v->max_head_dim) != NULL
                                     : cJSON_AddNullToObject(hd, "max") != NULL);
