@@ -78,7 +78,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--fused-check", default="build/gpu/fused_check")
     ap.add_argument("--shape", required=True,
-                    help="B,H,S,D,MASK[,Hkv[,W]] (fused_check --shape; S may be Sq:Skv for a decode)")
+                    help="B,H,S,D,MASK[,Hkv[,W[,Dv]]] (fused_check --shape; S may be Sq:Skv for a decode)")
     ap.add_argument("--variants", required=True,
                     help="fused_check row names, comma-separated; the first is the baseline; BINARY:row takes"
                          " the row from another fused_check build (two builds side by side)")

@@ -13,7 +13,8 @@
 #                then "tests", then "targets"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
-#   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows), fused_check --shape form
+#   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows, D256, D96, DeepSeek's
+#                192/128), fused_check --shape form
 #   DECODE_SHAPES the targets phase's decode shapes for flash@splitkv against cudnn (default the issue's
 #                MHA and GQA decode), B,H,Sq:Skv,D,mask[,Hkv]
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
@@ -118,15 +119,17 @@ fi
 if has targets; then
     : > "$OUT/targets.log"
     for shape in ${TARGET_SHAPES:-2,64,8192,128,causal,8 4,32,4096,128,none,8 1,32,16384,128,causal,8,4095 \
-                   1,32,16384,128,causal,8 8,16,1024,64,causal,4}; do
+                   1,32,16384,128,causal,8 8,16,1024,64,causal,4 4,16,4096,256,causal 4,16,4096,256,none \
+                   4,32,4096,96,causal 1,128,4096,192,causal,0,-1,128}; do
         timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
             --variants "flash,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
             --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
         grep -E '^flash:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "target $shape" "$line"; done
     done
     # Decode: the split-KV kernel (impl=splitkv, named only until measured) against cudnn.
+    # fused_check fills a decode's 2-4 GB of K/V on the host, once a variant and round: minutes
     for shape in ${DECODE_SHAPES:-64,32,1:4096,128,none 64,32,1:8192,128,none,8}; do
-        timeout -k 5 150 python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
+        timeout -k 5 "${DECODE_TIMEOUT_S:-420}" python3 bench/isolated_windows.py --fused-check "$B/fused_check" --shape "$shape" \
             --variants "flash@splitkv,cudnn" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} \
             --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
         grep -E '^flash@splitkv:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "decode $shape" "$line"; done

@@ -15,8 +15,9 @@
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,MASK (time that shape
  * only; bf16; MASK none, causal or causal_bottom_right; S may be Sq:Skv, e.g. 1:4096 for a
  * decode), --window-ms N (each timing the mean over an N ms window of back-to-back
- * forwards: sustained load at the power limit, not a burst); --shape takes ,Hkv[,W] after the mask for
- * grouped K/V heads and a window of W keys (B,H,S,D,causal,Hkv,W).
+ * forwards: sustained load at the power limit, not a burst); --shape takes ,Hkv[,W[,Dv]] after the mask
+ * for grouped K/V heads, a window of W keys and a value head dim (B,H,S,D,causal,Hkv,W,Dv; Hkv 0:
+ * H, W −1: none, Dv 0: D).
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
@@ -552,12 +553,12 @@ static void verify(device_problem &dp, int row_step)
 }
 
 static int time_repeats = 1; /* --repeats N: each variant timed N times (median of 20 each) */
-/* --shape B,H,S,D,MASK[,Hkv[,W]]: time this shape only (default: the seven of docs/fused.md),
+/* --shape B,H,S,D,MASK[,Hkv[,W[,Dv]]]: time this shape only (default: the seven of docs/fused.md),
  * with Hkv K/V heads and a window of W keys when given; S is Sq:Skv for a decode */
 static struct {
-    long long B, H, Sq, S, D, Hkv, W;
+    long long B, H, Sq, S, D, Hkv, W, DV;
     attn_mask mask;
-} one_shape = {0, 0, 0, 0, 0, 0, -1, ATTN_MASK_NONE};
+} one_shape = {0, 0, 0, 0, 0, 0, -1, 0, ATTN_MASK_NONE};
 /* --window-ms N: each timing is a sustained window instead (below). */
 static int window_ms = 0;
 /* n forwards between one event pair: their milliseconds (< 0: a forward failed). */
@@ -611,15 +612,17 @@ static double time_once(const fused_variant &v, const attn_problem *p, attn_tens
  * S is the keys); the last column is the bytes of q, k, v and out over the time: what a decode,
  * which streams K and V once, is bounded by. */
 static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, int64_t kv_heads = 0,
-                       int64_t window = -1, int64_t Sq = 0)
+                       int64_t window = -1, int64_t Sq = 0, int64_t head_dim_v = 0)
 {
     device_problem dp;
-    problem_setup(dp, B, H, Sq > 0 ? Sq : S, S, D, ATTN_BF16, m, kv_heads, window >= 0 ? window + 1 : 0);
+    problem_setup(dp, B, H, Sq > 0 ? Sq : S, S, D, ATTN_BF16, m, kv_heads, window >= 0 ? window + 1 : 0, head_dim_v);
     verify(dp, 97);
     const attn_problem *p = &dp.p;
     const double flops = attn_flops(p); /* the visible pairs: windows and masks counted */
     const double bytes = (double)(attn_q_elems(p) + attn_k_elems(p) + attn_v_elems(p) + attn_out_elems(p)) * 2;
-    char heads[48], mask[48], seq[48];
+    char heads[48], mask[48], seq[48], dims[48];
+    snprintf(dims, sizeof dims, head_dim_v > 0 && head_dim_v != D ? "%lld/%lld" : "%lld", (long long)D,
+             (long long)head_dim_v);
     snprintf(seq, sizeof seq, Sq > 0 ? "%lld:%lld" : "%lld", (long long)(Sq > 0 ? Sq : S), (long long)S);
     snprintf(heads, sizeof heads, kv_heads > 0 && kv_heads != H ? "%lld/%lld" : "%lld", (long long)H,
              (long long)kv_heads);
@@ -649,8 +652,8 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, 
         std::vector<double> &r = reps[i];
         std::sort(r.begin(), r.end());
         const double us = r[r.size() / 2];
-        printf("| %lld | %s | %s | %lld | %s | %s | %.1f | %.1f–%.1f | %.1f | %.2f |\n", (long long)B, heads, seq,
-               (long long)D, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12,
+        printf("| %lld | %s | %s | %s | %s | %s | %.1f | %.1f–%.1f | %.1f | %.2f |\n", (long long)B, heads, seq,
+               dims, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12,
                bytes / (us * 1e-6) / 1e12);
     }
     CHECK_CUDA(cudaEventDestroy(e0));
@@ -705,11 +708,12 @@ int main(int argc, char **argv)
                                   : sscanf(seq, "%lld", &one_shape.S) != 1) ||
                 one_shape.B < 1 || one_shape.H < 1 || one_shape.S < 1 || one_shape.D < 1 ||
                 attn_mask_parse(mask, &one_shape.mask) != 0 ||
-                (arg[used] == ',' && sscanf(arg + used + 1, "%lld,%lld", &one_shape.Hkv, &one_shape.W) < 1) ||
+                (arg[used] == ',' &&
+                 sscanf(arg + used + 1, "%lld,%lld,%lld", &one_shape.Hkv, &one_shape.W, &one_shape.DV) < 1) ||
                 (arg[used] != ',' && arg[used] != '\0') || one_shape.Hkv < 0 ||
-                (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0)) {
-                fprintf(stderr, "--shape %s: want B,H,S,D,MASK[,Hkv[,W]] (S or Sq:Skv; MASK none, causal or "
-                        "causal_bottom_right; Hkv dividing H)\n", arg);
+                (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0) || one_shape.DV < 0) {
+                fprintf(stderr, "--shape %s: want B,H,S,D,MASK[,Hkv[,W[,Dv]]] (S or Sq:Skv; MASK none, causal or "
+                        "causal_bottom_right; Hkv dividing H, 0: H; W < 0: no window; Dv 0: D)\n", arg);
                 return 2;
             }
         }
@@ -725,7 +729,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--sections dense,models,head_dim_v,decode,scales] [--dtype NAME] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W]]]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--sections dense,models,head_dim_v,decode,scales] [--dtype NAME] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W[,Dv]]]]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -887,7 +891,7 @@ int main(int argc, char **argv)
                "|---|---|---|---|---|---|---|---|---|---|\n");
         if (one_shape.B > 0) {
             time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask, one_shape.Hkv, one_shape.W,
-                       one_shape.Sq);
+                       one_shape.Sq, one_shape.DV);
         } else {
             time_shape(8, 16, 1024, 64, ATTN_MASK_CAUSAL);
             time_shape(8, 16, 1024, 128, ATTN_MASK_CAUSAL);
