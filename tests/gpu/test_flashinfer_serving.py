@@ -2,9 +2,9 @@
 decode through the real block table (BatchDecodeWithPagedKVCacheDispatched over the NHD cache,
 paged_kv_t built on the host in prepare), ragged decode, and ragged prefill
 (BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
-are pending until this passes: it runs on the session's server where that one offers them
-(scripts/gpu-session.sh's pending phase), else on one of its own with --pending-features true
-(as tests/gpu/test_serving.py); it skips where flashinfer is unavailable (make flashinfer).
+are in `features` since this passed on the H200; it runs on the pytest session's server where
+that one offers them, else on one of its own; it skips where flashinfer is unavailable (make
+flashinfer).
 
 - verify=true against the fp64 reference, bf16 and fp16, head dims 64 and 128: page_size 1, 16
   and 64, seq_kv not a multiple of the page, more pages than used, GQA groups 4 and 8, ragged
@@ -47,7 +47,7 @@ def offers_flashinfer_serving(api):
 
 @pytest.fixture(scope="module")
 def fapi():
-    """A server offering flashinfer's pending features; a skip where flashinfer is unavailable."""
+    """A server offering flashinfer's serving features; a skip where flashinfer is unavailable."""
     with server_offering(offers_flashinfer_serving) as api:
         row = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}["flashinfer"]
         if not row["available"]:

@@ -2,7 +2,8 @@
 decode and speculative-decode shapes verify against the reference, run the kernels it names
 (one launch when the keys are not split, the split kernel and its combine when they are:
 the profiled forward's kernel table) and report impl_used splitkv; grouped K/V heads run on a
-server offering flash's pending GQA; seq_q above 16 is refused. The timed comparison with
+server offering flash's GQA; seq_q above 16 is refused; paged caches and ragged batches run its
+serving instantiation (the default impl for them). The timed comparison with
 cudnn is fused_check's (docs/fused.md, "Split-KV decode")."""
 import pytest
 
@@ -59,7 +60,7 @@ def test_splitkv_mha_decode(gapi, variants, case, mask, dtype):
 
 @pytest.fixture(scope="module")
 def papi():
-    """A server offering flash's pending features (grouped K/V heads, windows)."""
+    """A server offering flash's grouped K/V heads and windows."""
     with server_offering(lambda api: {"kv_heads", "window"} <= variant_features(api, "flash")) as api:
         yield api
 
@@ -99,11 +100,11 @@ def test_splitkv_mha_decode_bandwidth(gapi, variants):
     fact("flash splitkv MHA decode B64 H32 Skv4096 K/V TB/s", kv_bytes / (us * 1e-6) / 1e12)
 
 
-# ---------------------------------------------------------------- serving batches (pending)
+# ---------------------------------------------------------------- serving batches
 
 @pytest.fixture(scope="module")
 def sapi():
-    """A server offering flash's pending serving features (paged caches, ragged batches)."""
+    """A server offering flash's serving features (paged caches, ragged batches)."""
     with server_offering(lambda api: {"page_size", "seqlens", "kv_heads"} <= variant_features(api, "flash")) as api:
         yield api
 
