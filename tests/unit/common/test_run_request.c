@@ -784,17 +784,22 @@ static void test_serving(void)
         expect_fail(NULL, big, 400, "out_of_range", "seqlens_kv");
     }
 
-    /* Every GPU variant refuses both, naming the parameter; the reference runs them. */
+    /* The reference, flash and flashinfer run both (the GPU ones as decode: seq_q 1 here); every
+     * other variant refuses them, naming the parameter. */
     for (i = 0; i < variant_infos_count; i++) {
         const variant_info *v = variant_infos[i];
         const int runs = (v->features & VARIANT_PAGED) && (v->features & VARIANT_RAGGED);
-        CHECK(runs == v->on_cpu, "%s: paged and ragged only on the cpu reference", v->name);
-        snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64", v->name);
+        const int decode = !v->on_cpu;
+        CHECK(runs == (v->on_cpu || !strcmp(v->name, "flash") || !strcmp(v->name, "flashinfer")),
+              "%s: paged and ragged on the reference, flash and flashinfer", v->name);
+        snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64%s", v->name,
+                 runs && decode ? "&seq_q=1&mask=causal_bottom_right" : "");
         if (runs) expect_ok(q, NULL, &r);
         else expect_fail(q, NULL, 422, "unsupported", "seqlens_kv");
         snprintf(q, sizeof q, "backend=%s&seqlens_q=3,4&dtype=bf16&head_dim=64", v->name);
         if (!runs) expect_fail(q, NULL, 422, "unsupported", "seqlens_q");
-        snprintf(q, sizeof q, "backend=%s&page_size=16&dtype=bf16&head_dim=64", v->name);
+        snprintf(q, sizeof q, "backend=%s&page_size=16&dtype=bf16&head_dim=64%s", v->name,
+                 runs && decode ? "&seq_q=1&mask=causal_bottom_right" : "");
         if (runs) expect_ok(q, NULL, &r);
         else expect_fail(q, NULL, 422, "unsupported", "page_size");
     }
