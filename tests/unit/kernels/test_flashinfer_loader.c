@@ -191,22 +191,19 @@ static void test_limits(void)
     CHECK(variant_info_check(v, &p, 75, why, sizeof why) == -1 && strstr(why, "8.0"), "%s", why);
 }
 
-/* Paged and ragged batches: pending features (offered only with pending_features on), and the
- * front's own refusal of what the module does not wire (a paged prefill). */
+/* Paged and ragged batches: offered (validated on the H200), and the front's own refusal of
+ * what the module does not wire (a paged prefill). */
 static void test_serving_limits(void)
 {
     const variant_info *v = &variant_info_flashinfer;
     char why[512];
     attn_problem p = attn_mha(4, 32, 1, 1000, 128, ATTN_BF16, ATTN_MASK_NONE, 0.088);
 
-    CHECK(!(v->features & (VARIANT_PAGED | VARIANT_RAGGED)) &&
-              (v->pending_features & (VARIANT_PAGED | VARIANT_RAGGED)) == (VARIANT_PAGED | VARIANT_RAGGED),
-          "paged and ragged are pending for flashinfer, not offered");
+    CHECK((v->features & (VARIANT_PAGED | VARIANT_RAGGED)) == (VARIANT_PAGED | VARIANT_RAGGED) &&
+              !(v->pending_features & (VARIANT_PAGED | VARIANT_RAGGED)),
+          "paged and ragged are offered by flashinfer");
     p.kv_heads = 8, p.page_size = 16, p.num_pages = 300;
-    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "paged K/V cache"),
-          "paged refused without pending features: %s", why);
-    variant_info_offer_pending(1);
-    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged GQA decode with pending features: %s", why);
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged GQA decode: %s", why);
     p.page_size = 1, p.num_pages = 4000;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "page_size 1: %s", why);
     p.seq_q = 4;
@@ -218,9 +215,6 @@ static void test_serving_limits(void)
     p = attn_mha(16, 32, 8192, 8192, 128, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
     p.kv_heads = 8, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = p.total_kv = 60000;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "ragged prefill: %s", why);
-    variant_info_offer_pending(0);
-    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "ragged batches"),
-          "ragged refused without pending features: %s", why);
 }
 
 /* The front reserves workspace_bound; the worker allocates what the module asks, which for a
