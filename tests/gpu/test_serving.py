@@ -150,7 +150,11 @@ def test_uploaded_case_gives_the_generated_fingerprint(sapi):
 def torch_padded_route(torch, F, name, lay, q, k, v, heads, mask, scale):
     """The PyTorch code naive, naive_inplace and math mirror (docs/serving.md): a call() that runs
     one forward over q, k, v in attnd's serving layouts (multi-head: kv_heads = heads). The index
-    tensors and the 4-D mask are the caller's metadata, built once outside the call."""
+    tensors and the 4-D masks are the caller's metadata, built once outside the call. Pages are
+    gathered by index_select over the cache's rows (one kernel each for K and V, the issue's
+    route): advanced indexing with three broadcast index tensors would first make each of them
+    contiguous (ATen's AdvancedIndex on CUDA), three more kernels a gather that a serving stack
+    building its indices once would not run."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     dev = q.device
@@ -167,15 +171,16 @@ def torch_padded_route(torch, F, name, lay, q, k, v, heads, mask, scale):
 
     b_q, s_q = tokens(lq)
     b_kv, s_kv = tokens(lkv)
-    if ps:
+    if ps:  # the cache's row ((page·ps + slot)·heads + h) of key j of head h of sequence b, [B·H·Skv]
         pos = torch.arange(skv, device=dev)
-        page = torch.as_tensor(lay["block_table"], device=dev).long()[:, pos // ps]
-        slot, g = pos % ps, torch.arange(heads, device=dev)[:, None]
+        token = torch.as_tensor(lay["block_table"], device=dev).long()[:, pos // ps] * ps + pos % ps
+        cache_rows = (token[:, None, :] * heads + torch.arange(heads, device=dev)[None, :, None]).reshape(-1)
     rows, cols = torch.arange(sq, device=dev)[:, None], torch.arange(skv, device=dev)[None, :]
     if ragged:  # padding AND causal: [B, 1, Sq, Skv], True where a key is hidden
         lq4, lkv4 = lq[:, None, None, None], lkv[:, None, None, None]
         hi = lkv4 if mask == "none" else torch.minimum(rows + 1 + (lkv4 - lq4 if mask == "causal_bottom_right" else 0), lkv4)
         hidden = (cols >= hi).expand(b, 1, sq, skv).contiguous()
+        keep = ~hidden  # SDPA's bool attn_mask: True where a key is seen
     else:
         hidden = (cols > rows) if mask == "causal" else None
 
@@ -183,7 +188,7 @@ def torch_padded_route(torch, F, name, lay, q, k, v, heads, mask, scale):
         if name == "math":
             with sdpa_kernel(SDPBackend.MATH):
                 if ragged:
-                    return F.scaled_dot_product_attention(qp, kp, vp, attn_mask=~hidden, scale=scale)
+                    return F.scaled_dot_product_attention(qp, kp, vp, attn_mask=keep, scale=scale)
                 return F.scaled_dot_product_attention(qp, kp, vp, is_causal=mask == "causal", scale=scale)
         s = qp @ kp.transpose(-2, -1)
         s = s * scale
@@ -200,8 +205,8 @@ def torch_padded_route(torch, F, name, lay, q, k, v, heads, mask, scale):
             qp = q.new_zeros(b, heads, sq, d)
             qp.transpose(1, 2)[b_q, s_q] = q
         if ps:
-            kp = k[page[:, None, :], slot, g]
-            vp = v[page[:, None, :], slot, g]
+            kp = k.reshape(-1, d).index_select(0, cache_rows).view(b, heads, skv, d)
+            vp = v.reshape(-1, dv).index_select(0, cache_rows).view(b, heads, skv, dv)
         elif ragged:
             kp = k.new_zeros(b, heads, skv, d)
             kp.transpose(1, 2)[b_kv, s_kv] = k
