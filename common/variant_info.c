@@ -61,10 +61,9 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
         return -1;
     }
     if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p)) {
+        const char *impl = variant_info_impl_name(&variant_info_flash, p->impl);
         snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel only (impl "
-                 "splitkv, the default for them), not impl %s",
-                 p->impl >= 1 && (size_t)p->impl <= variant_info_flash.impl_count ? variant_info_flash.impls[p->impl - 1].name
-                                                                                  : "?");
+                 "splitkv, the default for them), not impl %s", impl ? impl : "?");
         return -1;
     }
     if (flash_splitkv_is(p) && flash_splitkv_check(p, why, why_len) != 0) return -1;
@@ -537,6 +536,11 @@ int variant_info_impl_find(const variant_info *v, const char *name)
     for (i = 0; name && i < v->impl_count; i++)
         if (strcmp(v->impls[i].name, name) == 0) return (int)i;
     return -1;
+}
+
+const char *variant_info_impl_name(const variant_info *v, int impl)
+{
+    return impl >= 1 && (size_t)impl <= v->impl_count ? v->impls[impl - 1].name : NULL;
 }
 
 int variant_info_impl_check(const variant_info *v, const char *impl, char *why, size_t why_len)

@@ -90,6 +90,10 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
 /* Index of implementation `name` of v, -1 when v has none of that name. */
 int variant_info_impl_find(const variant_info *v, const char *name);
 
+/* The name of attn_problem.impl value `impl` of v (1 + its index), NULL for the default (0) or
+ * a value v has no implementation for. */
+const char *variant_info_impl_name(const variant_info *v, int impl);
+
 /* 0 when `impl` names one of v's implementations; else -1 and a message that names the ones
  * v has, or the variants that have any (v has none). The device check is the caller's: the
  * workers' hellos say which implementations each device runs. */

@@ -46,7 +46,7 @@ struct splitkv_params {
     void *out;
     float *part_o;   /* [splits, out_rows, D] normalised partial outputs (splits > 1) */
     float *part_lse; /* [splits, out_rows] their log2-sum-exp of the scaled scores; -inf: no key */
-    attn_problem prob; /* for attn_visible_range: the mask, window and lengths */
+    attn_problem prob; /* for attn_visible_range_seq: the mask and window (lengths are per sequence) */
     /* SERVING only (attn.h's layouts): cu_q non-NULL for a ragged batch (q, out, and k, v unless
      * paged, token-major), block_table for a paged cache of page_size tokens a page */
     const int32_t *cu_q, *cu_kv, *block_table;
@@ -62,15 +62,15 @@ __device__ __forceinline__ uint4 splitkv_load(const uint4 *base, int64_t i, bool
     return ok ? base[i] : make_uint4(0, 0, 0, 0);
 }
 
-/* The keys [lo, hi) packed row p of the tile sees within [k0, k1); empty for a padding row
- * (p ≥ rows). prob: the sequence's mask, window and lengths. */
-__device__ __forceinline__ void splitkv_row_range(const splitkv_params &P, const attn_problem &prob, int rows, int p,
-                                                  int k0, int k1, int &lo, int &hi)
+/* The keys [lo, hi) packed row p of the tile sees within [k0, k1), for a sequence of sq queries
+ * and skv keys; empty for a padding row (p ≥ rows). */
+__device__ __forceinline__ void splitkv_row_range(const splitkv_params &P, int sq, int skv, int rows, int p, int k0,
+                                                  int k1, int &lo, int &hi)
 {
     lo = k0, hi = k0;
     if (p >= rows) return;
     int64_t l, h;
-    attn_visible_range(&prob, p / P.group, &l, &h);
+    attn_visible_range_seq(&P.prob, sq, skv, p / P.group, &l, &h);
     lo = (int)(l > k0 ? l : k0);
     hi = (int)(h < k1 ? h : k1);
     if (hi < lo) hi = lo;
@@ -136,10 +136,7 @@ __global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params 
     idx /= P.splits;
     const int hk = (int)(idx % P.kv_heads);
     const int64_t b = idx / P.kv_heads;
-    /* the sequence's lengths, and its mask and window over them */
-    const splitkv_seq sq = splitkv_seq_of<SERVING>(P, b);
-    attn_problem prob = P.prob;
-    prob.seq_q = sq.seq_q, prob.seq_kv = sq.seq_kv;
+    const splitkv_seq sq = splitkv_seq_of<SERVING>(P, b); /* the sequence's lengths */
     const int rows = SERVING ? P.group * sq.seq_q : P.rows;
     const int k0 = P.key_begin + split * P.split_keys;
     const int k1 = min(sq.seq_kv, k0 + P.split_keys);
@@ -152,7 +149,7 @@ __global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params 
         const int p = tile * SPLITKV_ROWS + g + 8 * r;
         prow[r] = p;
         orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
-        splitkv_row_range(P, prob, rows, p, k0, k1, lo[r], hi[r]);
+        splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[r], hi[r]);
         const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
         for (int c = 0; c < KCH; ++c) qf[r][c] = splitkv_load(qrow, c * 4 + t, p < rows);
     }

@@ -15,14 +15,10 @@ import argparse
 import base64
 import json
 import os
-import re
-import subprocess
 import sys
-import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "api"))
-import conftest  # noqa: E402,F401  registers attnd_api_helpers, which test_dashboard imports
+import conftest  # noqa: E402  the tests' attnd process (AttndServer); registers attnd_api_helpers
 from test_dashboard import Browser  # noqa: E402  the tests' headless Chromium over DevTools
 
 
@@ -44,19 +40,6 @@ class StudyBrowser(Browser):
             "body": base64.b64encode(self.record).decode()}}))
 
 
-def start_attnd(binary, data_dir):
-    """attnd on 127.0.0.1 (a free port) with the cpu device; its process and URL."""
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--data-dir", data_dir, "--log-level", "warn"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        m = re.search(r"http://127\.0\.0\.1:\d+", proc.stdout.readline())
-        if m:
-            return proc, m.group(0)
-    proc.kill()
-    sys.exit("attnd did not say where it listens")
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("study", help="a saved study record (JSON)")
@@ -68,22 +51,22 @@ def main():
     with open(args.study) as f:
         record = json.load(f)
     record = record.get("study", record)
-    with tempfile.TemporaryDirectory() as data_dir:
-        proc, url = start_attnd(args.attnd, data_dir)
-        browser = None
-        try:
-            browser = StudyBrowser(record)
-            browser.navigate(url + "/#study=%d" % record["id"])
-            browser.wait_for("!!document.querySelector('#study') && document.querySelector('#study').dataset.status "
-                             "=== %s" % json.dumps(record["status"]), "the study view")
-            # Browser.screenshot writes NAME.png into ATTND_SCREENSHOT_DIR
-            os.environ["ATTND_SCREENSHOT_DIR"] = os.path.dirname(os.path.abspath(args.out))
-            png = browser.screenshot("#study", os.path.basename(args.out)[:-len(".png")])
-        finally:
-            if browser:
-                browser.close()
-            proc.terminate()
-            proc.wait(timeout=10)
+    os.environ["ATTND_BIN"] = os.path.abspath(args.attnd)  # the binary AttndServer starts
+    server = conftest.AttndServer().start()
+    browser = None
+    try:
+        browser = StudyBrowser(record)
+        browser.navigate(server.url + "/#study=%d" % record["id"])
+        browser.wait_for("!!document.querySelector('#study') && document.querySelector('#study').dataset.status "
+                         "=== %s" % json.dumps(record["status"]), "the study view")
+        # Browser.screenshot writes NAME.png into ATTND_SCREENSHOT_DIR
+        os.environ["ATTND_SCREENSHOT_DIR"] = os.path.dirname(os.path.abspath(args.out))
+        png = browser.screenshot("#study", os.path.basename(args.out)[:-len(".png")])
+    finally:
+        if browser:
+            browser.close()
+        server.stop()
+        server.cleanup()
     print("wrote %s (%dx%d)" % (args.out, png.width, png.height))
 
 

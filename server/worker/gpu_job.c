@@ -284,8 +284,7 @@ static int gpu_forward(exec_context *ctx, void *arg)
  * impl_used. NULL for variants with one implementation. */
 static const char *gpu_impl_used(const variant *v, int cc, const attn_problem *p)
 {
-    int i = v->impl_used ? v->impl_used(cc, p) : ATTN_IMPL_DEFAULT;
-    return i >= 1 && (size_t)i <= v->info->impl_count ? v->info->impls[i - 1].name : NULL;
+    return variant_info_impl_name(v->info, v->impl_used ? v->impl_used(cc, p) : ATTN_IMPL_DEFAULT);
 }
 
 /* Device buffers of one job; all NULL until allocated, freed by gpu_job_free. */

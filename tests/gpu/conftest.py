@@ -47,7 +47,7 @@ _started_pid = None  # the front's pid when gpu_server started the server itself
 
 
 def fresh_seed():
-    """A seed never used before in this session (53 random bits: a JSON number carries them
+    """A seed never used before in this pytest run (53 random bits: a JSON number carries them
     exactly, and the server refuses larger ones given as numbers)."""
     return _rng.randrange(2 ** 53)
 
@@ -179,7 +179,7 @@ def pending_server(extra=()):
 
 @contextlib.contextmanager
 def server_offering(offers):
-    """The session's server (ATTND_URL) where offers(api) holds (scripts/gpu-session.sh's pending
+    """The pytest run's server (ATTND_URL) where offers(api) holds (scripts/gpu-session.sh's pending
     phase starts it with the pending features), else a pending_server of the caller's own,
     stopped on leaving."""
     url = os.environ.get("ATTND_URL")

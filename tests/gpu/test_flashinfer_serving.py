@@ -2,7 +2,7 @@
 decode through the real block table (BatchDecodeWithPagedKVCacheDispatched over the NHD cache,
 paged_kv_t built on the host in prepare), ragged decode, and ragged prefill
 (BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
-are in `features` since this passed on the H200; it runs on the pytest session's server where
+are in `features` since this passed on the H200; it runs on the pytest run's server where
 that one offers them, else on one of its own; it skips where flashinfer is unavailable (make
 flashinfer).
 

@@ -1,6 +1,6 @@
 """Serving batches on the GPU: naive, naive_inplace and math over paged K/V caches and ragged
 batches by PyTorch's padded route (kernels/serving_pad.cuh, docs/serving.md). Their feature bits
-are pending until this passes: the module runs on the session's server (ATTND_URL) where that
+are pending until this passes: the module runs on the pytest run's server (ATTND_URL) where that
 one offers them (scripts/gpu-session.sh's pending phase), else starts its own with
 --pending-features true (ATTND_BIN, all devices: tests/gpu/run.sh); it skips where the server
 has no cuda:0 (fails with ATTND_REQUIRE_GPU=1).
