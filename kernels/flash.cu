@@ -143,13 +143,26 @@ typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d128_c
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d64;                 /* 113 KB */
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d64_causal;         /* 113 KB */
 typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tma_cfg_d64_short;    /* 129 KB */
+/* The other head dims cuDNN runs, FA3's tiles for them (its tile_size_fwd_sm90): 128 query rows
+ * in 2 consumer warpgroups, Q read from shared memory past D128 (no registers left for it), O
+ * stored from the accumulators where the rings leave no room for its staging tile (192, 256).
+ * D256: 80-key blocks, the most that fit two stages (225 KB), FA3's choice.
+ *                                    D    WGs  BN  stages scheduler       TREE   DV   smem */
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_STATIC> flash_tma_cfg_d256;                   /* 225 KB */
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d256_causal;           /* 225 KB */
+typedef flash_tma_traits<192, 2, 128, 2, FLASH_TMA_DYNAMIC, false, 128> flash_tma_cfg_d192_v128; /* 209 KB */
+typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d96;                   /* 193 KB */
 
-/* Whether v6 serves this problem (head_dim 64/128, V's the same; a finite nonzero scale). */
+/* The head dims v6 is built for: 64, 96, 128, 256 with V's the same, and DeepSeek-V3's 192/128. */
+static bool flash_tma_dims(int64_t d, int64_t dv)
+{
+    return (d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128);
+}
+/* Whether v6 serves this problem (its head dims; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
 {
     const double sl2 = p->scale * 1.4426950408889634;
-    return (p->head_dim == 64 || p->head_dim == 128) && attn_dv(p) == p->head_dim && sl2 != 0.0 &&
-           std::isfinite((float)sl2);
+    return flash_tma_dims(p->head_dim, attn_dv(p)) && sl2 != 0.0 && std::isfinite((float)sl2);
 }
 /* v6's launch for this problem (persistent grid in every configuration). Tiles of unequal cost,
  * causal or windowed, take the dynamic tile counter (a window without a causal mask: the first
@@ -157,6 +170,11 @@ static bool flash_tma_applies(const attn_problem *p)
 template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
     const bool dynamic = p->mask != ATTN_MASK_NONE || flash_window_keys(p) > 0;
+    if (p->head_dim == 256)
+        return dynamic ? flash_tma_launch<flash_tma_cfg_d256_causal, T, BF16>(ctx, p, t, "flash_forward")
+                       : flash_tma_launch<flash_tma_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
+    if (p->head_dim == 192) return flash_tma_launch<flash_tma_cfg_d192_v128, T, BF16>(ctx, p, t, "flash_forward");
+    if (p->head_dim == 96) return flash_tma_launch<flash_tma_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     if (p->head_dim == 128)
         return dynamic ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
                        : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
@@ -196,9 +214,9 @@ static int flash_impl(int cc, const attn_problem *p)
     int f = p->impl;
     if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged batch's default */
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
-    if (attn_dv(p) != p->head_dim) return FLASH_IMPL_GENERIC; /* v3 only */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
+    if (attn_dv(p) != p->head_dim && f != FLASH_IMPL_TMA) return FLASH_IMPL_GENERIC; /* v6 (192/128) or v3 */
     if (f != FLASH_IMPL_DEFAULT) return f;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
 }
@@ -207,9 +225,9 @@ static int flash_impl(int cc, const attn_problem *p)
 int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
-    if (f == FLASH_IMPL_SPLITKV || f == FLASH_IMPL_GENERIC) return f;
+    if (f == FLASH_IMPL_SPLITKV || f == FLASH_IMPL_GENERIC || f == FLASH_IMPL_TMA) return f;
     switch (p->head_dim) {
-    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
+    case 64: return f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
     case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
     case 128: return f;
     default: return FLASH_IMPL_GENERIC;
@@ -231,23 +249,22 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const int impl = flash_impl(ctx->cc, p);
+    if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
     if (attn_dv(p) != p->head_dim) return flash_dispatch_dv<T, BF16>(ctx, p, t);
     switch (p->head_dim) {
     case 32: return flash_launch<flash_generic_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
-        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wg_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_generic_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
     case 96:
         if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
-        /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
-        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA || impl == FLASH_IMPL_TMA)
+        /* no v5 kernel at 96: v4 */
+        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA)
             return flash_exact_launch<flash_exact_cfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_generic_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
-        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wg_cfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");

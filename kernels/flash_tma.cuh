@@ -1,4 +1,5 @@
-/* flash_tma.cuh — the `flash` kernel v6 for Hopper (sm_90a), head dim 64 and 128:
+/* flash_tma.cuh — the `flash` kernel v6 for Hopper (sm_90a), head dims 64, 96, 128, 192 (with a
+ * value head dim of 128) and 256:
  * FlashAttention-3's structure (its flash_fwd_kernel_sm90.h; versions and measurements:
  * kernels/flash.cu, docs/fused.md). v5 (flash_wgmma.cuh) put both products on wgmma but kept
  * FA2's machine: every thread copies K/V with cp.async and one CTA barrier per key block holds
@@ -17,9 +18,9 @@
  * B·Hkv K/V heads and the producer loads a tile's key blocks n_min.. of its query head's K/V
  * head; the consumers mask the window's edge.
  *
- * Contract (flash_tma_launch checks): head_dim == TR::D, 16-bit types, q,k,v,out 16-byte
- * aligned contiguous (q, out [B,H,Sq,D], k, v [B,Hkv,Skv,D]), scale ≠ 0 and finite, sm_90 and
- * a binary with sm_90a code.
+ * Contract (flash_tma_launch checks): head_dim == TR::D, head_dim_v == TR::DV, 16-bit types,
+ * q,k,v,out 16-byte aligned contiguous (q [B,H,Sq,D], k [B,Hkv,Skv,D], v [B,Hkv,Skv,DV], out
+ * [B,H,Sq,DV]), scale ≠ 0 and finite, sm_90 and a binary with sm_90a code.
  */
 #ifndef FLASH_TMA_CUH
 #define FLASH_TMA_CUH
@@ -43,8 +44,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
     flash_tma_smem sm; /* (flash_tma_traits.cuh) */
     sm.q = (raw + 1023u) & ~1023u;
     sm.k = sm.q + TR::Q_BYTES;
-    sm.v = sm.k + TR::STAGES * TR::KV_BYTES;
-    sm.o = sm.v + TR::STAGES * TR::KV_BYTES;
+    sm.v = sm.k + TR::STAGES * TR::K_BYTES;
+    sm.o = sm.v + TR::STAGES * TR::V_BYTES;
     sm.bars = sm.o + TR::O_BYTES;
     sm.o_ptr = flash_tma_smem_base + (sm.o - raw);
     sm.tile_slot = reinterpret_cast<volatile int *>(flash_tma_smem_base + (sm.bars - raw) + TR::TILE_SLOT);
@@ -99,7 +100,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
         flash_tma_tile<GQA_WINDOW>(a, tile, bh, m_block);
         const int m0 = m_block * TR::BM;
         const flash_tile_keys keys = flash_tile_keys_of<GQA_WINDOW>(a.p, m0, TR::BM, TR::BN);
-        T *g_o = static_cast<T *>(a.p.out) + (int64_t)bh * a.p.seq_q * TR::D;
+        T *g_o = static_cast<T *>(a.p.out) + (int64_t)bh * a.p.seq_q * TR::DV;
         if (keys.n_blocks == 0) { /* no row sees a key */
             flash_tma_store_zeros<TR>(g_o, m0, a.p.seq_q, c, tid - 128 * wg);
             flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
@@ -120,7 +121,7 @@ __global__ void __launch_bounds__(TR::THREADS, 1)
 struct flash_tma_map_cache {
     const void *q, *k, *v;
     int64_t bh, kv_bh, seq_q, seq_kv;
-    int d, bm, bn;
+    int d, dv, bm, bn;
     bool bf16, valid;
     flash_tma_maps maps;
 };
@@ -131,6 +132,7 @@ template <class TR, class T, bool BF16>
 static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
     if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
+    if (attn_dv(pr) != TR::DV) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim_v differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the TMA kernel runs on sm_90 only");
     flash_tma_params params;
     flash_tma_work &a = params.work;
@@ -146,27 +148,27 @@ static int flash_tma_launch(exec_context *ctx, const attn_problem *pr, const att
     a.n_tiles = (int)(bh * m_tiles);
     /* L2 sections of whole K/V groups (FLASH_TMA_L2_SECTION_BYTES); a STATIC section is one
      * query head, and the group's next query head follows it in the order at once */
-    const int64_t kv_head_bytes = std::max<int64_t>(2 * pr->seq_kv * TR::D * 2, 1);
+    const int64_t kv_head_bytes = std::max<int64_t>(pr->seq_kv * (TR::D + TR::DV) * 2, 1);
     const int64_t kv_heads_per_sec = std::max<int64_t>(1, TR::L2_SECTION_BYTES / kv_head_bytes);
     a.sec_heads = TR::L2_SECTION_BYTES == 0 ? 1 : (int)std::min<int64_t>(bh, group * kv_heads_per_sec);
     a.m_ascending = pr->mask == ATTN_MASK_NONE;
 
     static thread_local flash_tma_map_cache cache = {};
     if (!(cache.valid && cache.q == t->q && cache.k == t->k && cache.v == t->v && cache.bh == bh &&
-          cache.kv_bh == kv_bh && cache.seq_q == pr->seq_q && cache.seq_kv == pr->seq_kv && cache.d == TR::D &&
+          cache.kv_bh == kv_bh && cache.seq_q == pr->seq_q && cache.seq_kv == pr->seq_kv && cache.d == TR::D && cache.dv == TR::DV &&
           cache.bm == TR::BM && cache.bn == TR::BN && cache.bf16 == BF16)) {
         cache.valid = false;
         const uint64_t skv_rows = (uint64_t)std::max<int64_t>(pr->seq_kv, 1);
         int e = tma_encode_3d(&cache.maps.q, t->q, BF16, TR::D, (uint64_t)pr->seq_q, (uint64_t)bh, TR::BM);
         if (e == 0) e = tma_encode_3d(&cache.maps.k, t->k, BF16, TR::D, skv_rows, (uint64_t)kv_bh, TR::BN);
-        if (e == 0) e = tma_encode_3d(&cache.maps.v, t->v, BF16, TR::D, skv_rows, (uint64_t)kv_bh, TR::BN);
+        if (e == 0) e = tma_encode_3d(&cache.maps.v, t->v, BF16, TR::DV, skv_rows, (uint64_t)kv_bh, TR::BN);
         if (e != 0) {
             char why[96];
             snprintf(why, sizeof why, "cuTensorMapEncodeTiled failed (CUresult %d)", e);
             return exec_fail(ctx, __FILE__, __LINE__, who, why);
         }
         cache.q = t->q, cache.k = t->k, cache.v = t->v, cache.bh = bh, cache.kv_bh = kv_bh, cache.seq_q = pr->seq_q;
-        cache.seq_kv = pr->seq_kv, cache.d = TR::D, cache.bm = TR::BM, cache.bn = TR::BN, cache.bf16 = BF16;
+        cache.seq_kv = pr->seq_kv, cache.d = TR::D, cache.dv = TR::DV, cache.bm = TR::BM, cache.bn = TR::BN, cache.bf16 = BF16;
         cache.valid = true;
     }
     params.maps = cache.maps;

@@ -11,20 +11,33 @@
 
 #include "kernels/flash_tma_traits.cuh"
 
-/* Key block j of head bh from `map` into ring stage it % STAGES, once the consumers have
- * released it (a fresh "empty" barrier passes parity 1 at once: the first pass never waits). */
-template <class TR>
+/* Key block j of head bh from `map` into ring stage it % STAGES (BYTES a stage, PANELS 64-column
+ * panels a row: K's or V's), once the consumers have released it (a fresh "empty" barrier
+ * passes parity 1 at once: the first pass never waits). */
+template <class TR, uint32_t BYTES, int PANELS>
 __device__ __forceinline__ void flash_tma_load_kv(const flash_tma_smem &sm, const CUtensorMap *map, uint32_t ring,
                                                   int full, int empty, uint32_t it, int j, int bh)
 {
     const int st = (int)(it % TR::STAGES);
     tma_mbar_wait(sm.bar(empty + st), ((it / TR::STAGES) & 1) ^ 1);
-    tma_mbar_expect_tx(sm.bar(full + st), TR::KV_BYTES);
+    tma_mbar_expect_tx(sm.bar(full + st), BYTES);
 #pragma unroll
-    for (int h = 0; h < TR::PANELS; ++h) {
-        const uint32_t dst = ring + st * TR::KV_BYTES + h * TR::BN * 128;
+    for (int h = 0; h < PANELS; ++h) {
+        const uint32_t dst = ring + st * BYTES + h * TR::BN * 128;
         tma_load_3d(dst, map, sm.bar(full + st), 64 * h, j * TR::BN, bh);
     }
+}
+template <class TR>
+__device__ __forceinline__ void flash_tma_load_k(const flash_tma_maps &maps, const flash_tma_smem &sm, uint32_t it,
+                                                 int j, int kvh)
+{
+    flash_tma_load_kv<TR, TR::K_BYTES, TR::PANELS>(sm, &maps.k, sm.k, TR::BAR_K_FULL, TR::BAR_K_EMPTY, it, j, kvh);
+}
+template <class TR>
+__device__ __forceinline__ void flash_tma_load_v(const flash_tma_maps &maps, const flash_tma_smem &sm, uint32_t it,
+                                                 int j, int kvh)
+{
+    flash_tma_load_kv<TR, TR::V_BYTES, TR::PANELS_V>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, it, j, kvh);
 }
 
 /* One tile's loads (rows m0.. of query head bh; key blocks n_min.. n_min + n_blocks − 1, at
@@ -41,11 +54,10 @@ __device__ __forceinline__ void flash_tma_load(const flash_tma_maps &maps, const
     /* not unrolled: the producer has 24 registers, and ptxas spilled this loop unrolled */
 #pragma unroll 1
     for (int j = 0; j < n_blocks; ++j, ++kv_iter) {
-        flash_tma_load_kv<TR>(sm, &maps.k, sm.k, TR::BAR_K_FULL, TR::BAR_K_EMPTY, kv_iter, n_min + j, kvh);
-        if (j > 0)
-            flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_min + j - 1, kvh);
+        flash_tma_load_k<TR>(maps, sm, kv_iter, n_min + j, kvh);
+        if (j > 0) flash_tma_load_v<TR>(maps, sm, kv_iter - 1, n_min + j - 1, kvh);
     }
-    flash_tma_load_kv<TR>(sm, &maps.v, sm.v, TR::BAR_V_FULL, TR::BAR_V_EMPTY, kv_iter - 1, n_min + n_blocks - 1, kvh);
+    flash_tma_load_v<TR>(maps, sm, kv_iter - 1, n_min + n_blocks - 1, kvh);
 }
 
 #endif

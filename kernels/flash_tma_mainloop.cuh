@@ -37,7 +37,7 @@ struct flash_tma_consumer {
  * kernel holds them, as FA3's holds tOrO and softmax; S too, because declared inside
  * flash_tma_mma it compiles to other SASS (register allocation) than the measured kernel's. */
 template <class TR> struct flash_tma_regs {
-    float o[TR::D / 2];
+    float o[TR::DV / 2];
     flash_wg_rows st;
     float s[TR::BN / 2];
 };
@@ -120,14 +120,19 @@ __device__ __forceinline__ void flash_tma_softmax_any(float (&s)[TR::BN / 2], fl
 }
 
 /* Issue S = Q·Kᵀ (one group) from this warpgroup's Q rows at s_qw and the K tile at s_kt: one
- * m64nBNk16 per 16 columns of D (32 bytes into a 128-byte row, then the next 64-column panel).
+ * m64nBNk16 per 16 columns of D (32 bytes into a 128-byte row, then the next 64-column panel;
+ * at D 96 the last panel's second half, TMA's zeros, is never read).
  * Each descriptor is encoded once and advanced by constants: the issue, which the ping-pong
  * passes round, is the products and little else. */
 template <class TR, bool BF16>
 __device__ __forceinline__ void flash_tma_issue_s(float (&s)[TR::BN / 2], const uint32_t (&qf)[TR::D / 16][4],
                                                   uint32_t s_qw, uint32_t s_kt)
 {
-    const uint64_t qa = wgmma_desc_sw128(s_qw, 16, 1024), kb = wgmma_desc_sw128(s_kt, 16, 1024);
+    uint64_t qa = wgmma_desc_sw128(s_qw, 16, 1024);
+    const uint64_t kb = wgmma_desc_sw128(s_kt, 16, 1024);
+    /* Past D128 the compiler would hold every k step's Q descriptor across the key loop, and
+     * spill: encoded again per block, each costs an add where it is used */
+    if constexpr (TR::D > 128) asm volatile("" : "+l"(qa));
 #pragma unroll
     for (int ks = 0; ks < TR::D / 16; ++ks) {
         const uint32_t col = (ks & 3) * 32, panel = ks >> 2;
@@ -157,19 +162,29 @@ __device__ __forceinline__ void flash_tma_load_q(uint32_t (&qf)[TR::D / 16][4], 
     }
 }
 
-/* Issue O += P·V (one group) from the V tile at s_vt: one m64nDk16 per 16 keys (D 128: the
- * product spans both 64-column panels, whose distance is the descriptor's leading offset). */
+/* Issue O += P·V (one group) from the V tile at s_vt: one m64nDVk16 per 16 keys. Past 64
+ * columns the product spans several 64-column panels, whose distance is the descriptor's
+ * leading offset; DV 256 is two n128 products, the second on O's columns 128.. from the third
+ * panel on (an accumulator of n128 is the first or second half of an n256 one, wgmma.cuh). */
 template <class TR, bool BF16>
-__device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::D / 2], const uint32_t (&pa)[TR::BN / 16][4],
+__device__ __forceinline__ void flash_tma_issue_pv(float (&o)[TR::DV / 2], const uint32_t (&pa)[TR::BN / 16][4],
                                                    uint32_t s_vt)
 {
-    const uint64_t vb = wgmma_desc_sw128(s_vt, TR::D == 128 ? TR::BN * 128 : 1024, 1024);
+    constexpr int DV = TR::DV, PANEL = TR::BN * 128;
+    const uint64_t vb = wgmma_desc_sw128(s_vt, DV > 64 ? PANEL : 1024, 1024);
 #pragma unroll
     for (int kk = 0; kk < TR::BN / 16; ++kk) {
-        if constexpr (TR::D == 128)
-            wgmma_rs_tb128<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
-        else
-            wgmma_rs_tb<BF16>(o, pa[kk], wgmma_desc_advance(vb, kk * 16 * 128));
+        const uint64_t vd = wgmma_desc_advance(vb, kk * 16 * 128);
+        if constexpr (DV == 256) {
+            wgmma_rs_tb128<BF16>(*reinterpret_cast<float(*)[64]>(&o[0]), pa[kk], vd);
+            wgmma_rs_tb128<BF16>(*reinterpret_cast<float(*)[64]>(&o[64]), pa[kk], wgmma_desc_advance(vd, 2 * PANEL));
+        } else if constexpr (DV == 128) {
+            wgmma_rs_tb128<BF16>(o, pa[kk], vd);
+        } else if constexpr (DV == 96) {
+            wgmma_rs_tb96<BF16>(o, pa[kk], vd);
+        } else {
+            wgmma_rs_tb<BF16>(o, pa[kk], vd);
+        }
     }
     wgmma_commit();
 }
@@ -211,8 +226,8 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
                                               const flash_tma_consumer &c, int m0, const flash_tile_keys &keys,
                                               uint32_t &kv_iter)
 {
-    constexpr int D = TR::D, BN = TR::BN, STAGES = TR::STAGES;
-    float(&o)[D / 2] = r.o, (&s)[BN / 2] = r.s;
+    constexpr int D = TR::D, DV = TR::DV, BN = TR::BN, STAGES = TR::STAGES;
+    float(&o)[DV / 2] = r.o, (&s)[BN / 2] = r.s;
     flash_wg_rows &st = r.st;
     const int n_blocks = keys.n_blocks, kn0 = keys.n_min * BN; /* kn0: the first key this tile reads */
     uint32_t qf[D / 16][4];
@@ -222,7 +237,7 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
         flash_tma_release(c, sm.bar(TR::BAR_Q_EMPTY));
     }
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+    for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
     uint32_t pa[BN / 16][4];
     st = {{-INFINITY, -INFINITY}, {0.f, 0.f}};
     float alpha[2];
@@ -232,7 +247,7 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
     tma_mbar_wait(sm.bar(TR::BAR_K_FULL + kst), (kv_iter / STAGES) & 1);
     flash_tma_turn_begin(c);
     wgmma_fence();
-    flash_tma_issue_s<TR, BF16>(s, qf, c.s_qw, sm.k + kst * TR::KV_BYTES);
+    flash_tma_issue_s<TR, BF16>(s, qf, c.s_qw, sm.k + kst * TR::K_BYTES);
     flash_tma_turn_end(c);
     wgmma_wait<0>();
     flash_tma_fence(s);
@@ -251,8 +266,8 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
         tma_mbar_wait(sm.bar(TR::BAR_V_FULL + vst), vph);
         flash_tma_turn_begin(c);
         wgmma_fence();
-        flash_tma_issue_s<TR, BF16>(s, qf, c.s_qw, sm.k + kst * TR::KV_BYTES);
-        flash_tma_issue_pv<TR, BF16>(o, pa, sm.v + vst * TR::KV_BYTES);
+        flash_tma_issue_s<TR, BF16>(s, qf, c.s_qw, sm.k + kst * TR::K_BYTES);
+        flash_tma_issue_pv<TR, BF16>(o, pa, sm.v + vst * TR::V_BYTES);
         flash_tma_turn_end(c);
         wgmma_wait<1>(); /* S_j; the previous block's P·V still running */
         flash_tma_fence(s);
@@ -264,7 +279,7 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
         wgmma_wait<0>(); /* that P·V: O and P free, its V read */
         flash_tma_fence(o);
         flash_tma_release(c, sm.bar(TR::BAR_V_EMPTY + vst));
-        flash_tma_rescale<D>(o, alpha);
+        flash_tma_rescale<DV>(o, alpha);
         flash_tma_pack_p<BN, BF16>(s, pa);
         vst = kst;
         vph = (kv_iter / STAGES) & 1;
@@ -273,7 +288,7 @@ __device__ __forceinline__ void flash_tma_mma(flash_tma_regs<TR> &r, const flash
     tma_mbar_wait(sm.bar(TR::BAR_V_FULL + vst), vph);
     flash_tma_turn_begin(c);
     wgmma_fence();
-    flash_tma_issue_pv<TR, BF16>(o, pa, sm.v + vst * TR::KV_BYTES);
+    flash_tma_issue_pv<TR, BF16>(o, pa, sm.v + vst * TR::V_BYTES);
     flash_tma_turn_end(c);
     wgmma_wait<0>();
     flash_tma_fence(o);

@@ -22,25 +22,28 @@ enum { FLASH_TMA_STATIC = 0, FLASH_TMA_DYNAMIC = 1 };
  * heads of one group, adjacent in the section, take a query block one after the other. */
 #define FLASH_TMA_L2_SECTION_BYTES (16ll << 20)
 
-/* D head dim, WGS consumer warpgroups (64 rows each), BN keys per block, STAGES of the K and V
- * rings, SCHED (above); TREE: the softmax's row max and row sum as pairwise trees (5 dependent
- * steps for a thread's 32 values of a row instead of 16: a shorter softmax, which bounds short
- * D64 tiles). */
-template <int D_, int WGS_, int BN_, int STAGES_, int SCHED_ = FLASH_TMA_STATIC, bool TREE_ = false>
+/* D head dim of Q and K, DV of V and O (DeepSeek-V3's 192 / 128), WGS consumer warpgroups (64
+ * rows each), BN keys per block, STAGES of the K and V rings, SCHED (above); TREE: the softmax's
+ * row max and row sum as pairwise trees (5 dependent steps for a thread's 32 values of a row
+ * instead of 16: a shorter softmax, which bounds short D64 tiles; BN a power of two). A head
+ * dim that is not a multiple of 64 (96) fills its last 64-column panel partly: TMA writes zeros
+ * past the row's end, and the products read only the columns that exist. */
+template <int D_, int WGS_, int BN_, int STAGES_, int SCHED_ = FLASH_TMA_STATIC, bool TREE_ = false, int DV_ = D_>
 struct flash_tma_traits {
-    static constexpr int D = D_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
+    static constexpr int D = D_, DV = DV_, WGS = WGS_, BN = BN_, STAGES = STAGES_, SCHED = SCHED_;
     static constexpr bool TREE = TREE_;
     /* Constants that tests/gpu/fused_check.cu redefines in configurations of its own: the L2
      * section (0: one head); how far (log2 units) a row max may outgrow the one P is taken
      * against before O is rescaled (flash_wg_new_max); Q·Kᵀ with Q from registers, loaded once a
-     * tile, which only the 240-register split of 2 consumer warpgroups has room for
-     * (docs/fused.md, "Fewer instructions"). */
+     * tile, which only the 240-register split of 2 consumer warpgroups has room for, and only up
+     * to head dim 128 (docs/fused.md, "Fewer instructions"). */
     static constexpr long long L2_SECTION_BYTES = SCHED == FLASH_TMA_STATIC ? 0 : FLASH_TMA_L2_SECTION_BYTES;
     static constexpr int RESCALE_SLACK = 8;
-    static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128;
+    static constexpr bool Q_IN_REGS = WGS_ == 2 && BN_ == 128 && D_ <= 128;
     static constexpr int BM = 64 * WGS, THREADS = 128 * (WGS + 1);
-    static constexpr int PANELS = D / 64; /* 64-column swizzled panels per row */
-    static constexpr uint32_t Q_BYTES = BM * D * 2, KV_BYTES = BN * D * 2, O_BYTES = BM * D * 2;
+    /* 64-column swizzled panels per row of Q and K, and of V and O */
+    static constexpr int PANELS = (D + 63) / 64, PANELS_V = (DV + 63) / 64;
+    static constexpr uint32_t Q_BYTES = BM * PANELS * 128, K_BYTES = BN * PANELS * 128, V_BYTES = BN * PANELS_V * 128;
     /* registers per thread after setmaxnreg: producer / consumers (FA3's split; 65536 in all) */
     static constexpr int PRODUCER_REGS = WGS == 2 ? 24 : 32, CONSUMER_REGS = WGS == 2 ? 240 : 160;
     /* The mbarriers (8 bytes each, after the tiles): Q full and empty, then full[STAGES] and
@@ -49,12 +52,21 @@ struct flash_tma_traits {
                          BAR_V_FULL = 2 + 2 * STAGES, BAR_V_EMPTY = 2 + 3 * STAGES;
     static constexpr uint32_t BARS_BYTES = 256;
     static constexpr uint32_t TILE_SLOT = BARS_BYTES - 8;
-    static constexpr size_t SMEM_BYTES = 1024 + Q_BYTES + 2 * STAGES * (size_t)KV_BYTES + O_BYTES + BARS_BYTES;
-    static_assert(D == 64 || D == 128, "head_dim 64 or 128");
-    static_assert(BN == 64 || BN == 128, "key blocks of 64 or 128");
+    static constexpr size_t SMEM_MAX = 232448; /* sm_90's opt-in per CTA (227 KB) */
+    static constexpr size_t SMEM_NO_O = 1024 + Q_BYTES + (size_t)STAGES * (K_BYTES + V_BYTES) + BARS_BYTES;
+    /* O staged in shared memory for 16-byte row stores where it fits (not at head dim 192 and
+     * 256, whose rings fill the rest); otherwise stored from the accumulators */
+    static constexpr bool STAGE_O = SMEM_NO_O + (size_t)BM * PANELS_V * 128 <= SMEM_MAX;
+    static constexpr uint32_t O_BYTES = STAGE_O ? BM * PANELS_V * 128 : 0;
+    static constexpr size_t SMEM_BYTES = SMEM_NO_O + O_BYTES;
+    static_assert(D == 64 || D == 96 || D == 128 || D == 192 || D == 256, "head_dim 64, 96, 128, 192 or 256");
+    static_assert(DV == 64 || DV == 96 || DV == 128 || DV == 256, "head_dim_v 64, 96, 128 or 256");
+    static_assert(BN == 64 || BN == 80 || BN == 128, "key blocks of 64, 80 or 128");
+    static_assert(!TREE || (BN & (BN - 1)) == 0, "tree reductions over a power of two");
     static_assert(WGS == 2 || WGS == 3, "2 or 3 consumer warpgroups");
     static_assert(8 * (2 + 4 * STAGES) <= (int)TILE_SLOT, "barriers fit");
     static_assert(128 * PRODUCER_REGS + 128 * WGS * CONSUMER_REGS <= 65536, "register split");
+    static_assert(SMEM_BYTES <= SMEM_MAX, "shared memory");
 };
 
 /* The tensor maps of Q, K and V (tma.cuh), which TMA reads where they are: in the kernel's
@@ -84,8 +96,8 @@ struct flash_tma_params {
 };
 
 /* Shared memory (flash_tma_kernel lays it out): 1024-byte aligned tiles, 128-byte swizzle,
- * 64-column panels: Q BM·D·2, K and V STAGES x BN·D·2 each, O's staging tile BM·D·2 (the
- * epilogue's), then the barriers. */
+ * 64-column panels: Q BM·D·2, K STAGES x BN·D·2, V STAGES x BN·DV·2, O's staging tile BM·DV·2
+ * (the epilogue's, where STAGE_O), then the barriers. */
 struct flash_tma_smem {
     uint32_t q, k, v, o, bars; /* shared-window addresses */
     uint8_t *o_ptr;            /* the O tile for ordinary stores and loads */

@@ -25,8 +25,8 @@
  *     leading offset is unused.
  *   MN-major operand (V as B with the transpose bit: keys are the reduction dimension, the
  *     head dim is contiguous): 8-key groups 1024 bytes apart; one k16 step = 16 rows = 2048
- *     bytes; at n64 one sub-tile (wgmma_rs_tb), at n128 two, their distance in the leading
- *     byte offset (wgmma_rs_tb128).
+ *     bytes; at n64 one sub-tile (wgmma_rs_tb), at n96 and n128 two, their distance in the
+ *     leading byte offset (wgmma_rs_tb96, wgmma_rs_tb128).
  *
  * Fragment layouts (PTX ISA, "Matrix fragments for wgmma .m64nNk16"), warp w of the group,
  * g = lane / 4, t = lane % 4 — the mma.sync m16n8k16 layouts of flash_mma.cuh, warp w owning
@@ -86,10 +86,20 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
     "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
         "+f"(d[i + 7])
 #define WGMMA_ACC32(d) WGMMA_ACC8(d, 0), WGMMA_ACC8(d, 8), WGMMA_ACC8(d, 16), WGMMA_ACC8(d, 24)
+#define WGMMA_ACC40(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32)
+#define WGMMA_ACC48(d) WGMMA_ACC40(d), WGMMA_ACC8(d, 40)
 #define WGMMA_ACC64(d) WGMMA_ACC32(d), WGMMA_ACC8(d, 32), WGMMA_ACC8(d, 40), WGMMA_ACC8(d, 48), WGMMA_ACC8(d, 56)
 #define WGMMA_REGS32                                                                                         \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define WGMMA_REGS40                                                                                         \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
+    "%32, %33, %34, %35, %36, %37, %38, %39}"
+#define WGMMA_REGS48                                                                                         \
+    "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
+    "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
+    "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}"
 #define WGMMA_REGS64                                                                                         \
     "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "                                \
     "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "                       \
@@ -102,8 +112,18 @@ template <int N, bool BF16>
 __device__ __forceinline__ void wgmma_ss(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b, int accumulate)
 {
 #if WGMMA_AVAILABLE
-    static_assert(N == 64 || N == 128, "N 64 or 128");
-    if constexpr (N == 128 && BF16) {
+    static_assert(N == 64 || N == 80 || N == 128, "N 64, 80 or 128");
+    if constexpr (N == 80 && BF16) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16 " WGMMA_REGS40 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC40(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    } else if constexpr (N == 80) {
+        asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n"
+                     "wgmma.mma_async.sync.aligned.m64n80k16.f32.f16.f16 " WGMMA_REGS40 ", %40, %41, p, 1, 1, 0, 0;\n}\n"
+                     : WGMMA_ACC40(d)
+                     : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+    } else if constexpr (N == 128 && BF16) {
         asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
                      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " WGMMA_REGS64 ", %64, %65, p, 1, 1, 0, 0;\n}\n"
                      : WGMMA_ACC64(d)
@@ -189,6 +209,27 @@ __device__ __forceinline__ void wgmma_rs_tb128(float (&d)[64], const uint32_t (&
         asm volatile("wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " WGMMA_REGS64
                      ", {%64, %65, %66, %67}, %68, 1, 1, 1, 1;\n"
                      : WGMMA_ACC64(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    }
+#endif
+}
+
+/* d += A·B, m64 x n96 x k16, A from registers, B MN-major with the transpose bit over one whole
+ * 64-column sub-tile and the first half of the next (head dim 96: TMA zero-filled the rest),
+ * their distance in the leading byte offset as for n128. Always accumulates. */
+template <bool BF16>
+__device__ __forceinline__ void wgmma_rs_tb96(float (&d)[48], const uint32_t (&a)[4], uint64_t desc_b)
+{
+#if WGMMA_AVAILABLE
+    if constexpr (BF16) {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16 " WGMMA_REGS48
+                     ", {%48, %49, %50, %51}, %52, 1, 1, 1, 1;\n"
+                     : WGMMA_ACC48(d)
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
+    } else {
+        asm volatile("wgmma.mma_async.sync.aligned.m64n96k16.f32.f16.f16 " WGMMA_REGS48
+                     ", {%48, %49, %50, %51}, %52, 1, 1, 1, 1;\n"
+                     : WGMMA_ACC48(d)
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
     }
 #endif

@@ -164,7 +164,7 @@ template <class TR> static int flash_tma_fwd(exec_context *c, const attn_problem
 }
 template <class TR> static int flash_tma_check(const attn_problem *p, char *why, size_t why_len)
 {
-    if (p->scale == 0.0) { /* v6 needs a nonzero scale (flash.cu routes 0 to v5) */
+    if (p->scale == 0.0 || attn_dv(p) != TR::DV) { /* v6 needs a nonzero scale (flash.cu routes 0 to v5) */
         why[0] = '\0';
         return -1;
     }
@@ -181,6 +181,14 @@ typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC, true> tma_d128_w2_tre
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
 typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
+/* head dims 96, 192 with V's 128, 256 (flash.cu ships t96w2d, t192v128w2d, t256w2_bn80 and
+ * t256w2d_bn80); 64-key blocks at 256 for comparison */
+typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_DYNAMIC> tma_d96_w2d;
+typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_STATIC> tma_d96_w2;
+typedef flash_tma_traits<192, 2, 128, 2, FLASH_TMA_DYNAMIC, false, 128> tma_d192_v128_w2d;
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_STATIC> tma_d256_w2_bn80;
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_DYNAMIC> tma_d256_w2d_bn80;
+typedef flash_tma_traits<256, 2, 64, 2, FLASH_TMA_DYNAMIC> tma_d256_w2d_bn64;
 /* The traits' derived constants redefined: "_l2sN" L2 sections of N MB (the defaults: one head
  * for static tiles, 16 MB for dynamic), "_eager" O rescaled whenever a row max moves (no
  * slack, v5's rule), "_qs" Q read from shared memory by every Q·Kᵀ (not held in registers, as
@@ -216,6 +224,19 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
     return -1;
 #endif
 }
+/* v6's other head dims (flash.cu's flash_tma_dims): 96, 256 and 192 with V's 128 */
+static int flash_check_hopper_tma(const attn_problem *p, char *why, size_t why_len)
+{
+    why[0] = '\0';
+    const int64_t d = p->head_dim, dv = attn_dv(p);
+    if (fused_cc != 90 || p->scale == 0.0) return -1;
+    if (!((d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128))) return -1;
+#ifdef FLASH_HAVE_SM90A
+    return variant_check_flash(p, why, why_len);
+#else
+    return -1;
+#endif
+}
 
 static const fused_variant check_variants[] = {
     {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
@@ -231,7 +252,7 @@ static const fused_variant check_variants[] = {
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
     {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_WGMMA>},
-    {"flash@tma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_TMA>},
+    {"flash@tma", flash_check_hopper_tma, flash_fwd_impl<FLASH_IMPL_TMA>},
     TMA_VARIANT("flash@t128w2", tma_d128_w2),
     TMA_VARIANT("flash@t128w2d", tma_d128_w2d),
     TMA_VARIANT("flash@t64w3", tma_d64_w3),
@@ -254,6 +275,12 @@ static const fused_variant check_variants[] = {
     TMA_VARIANT("flash@t128w2_qs", tma_d128_w2_qs),
     TMA_VARIANT("flash@t128w2d_qs", tma_d128_w2d_qs),
     TMA_VARIANT("flash@t64w2s3d_tree_qs", tma_d64_w2s3d_tree_qs),
+    TMA_VARIANT("flash@t96w2d", tma_d96_w2d),
+    TMA_VARIANT("flash@t96w2", tma_d96_w2),
+    TMA_VARIANT("flash@t192v128w2d", tma_d192_v128_w2d),
+    TMA_VARIANT("flash@t256w2_bn80", tma_d256_w2_bn80),
+    TMA_VARIANT("flash@t256w2d_bn80", tma_d256_w2d_bn80),
+    TMA_VARIANT("flash@t256w2d_bn64", tma_d256_w2d_bn64),
 };
 
 #ifdef FUSED_CHECK_CUDNN
@@ -782,6 +809,8 @@ int main(int argc, char **argv)
          * and L2 sections of heads with a partial last one (11 heads of 4.6 MB K+V: 7 + 4;
          * 19 of 2.3 MB: 14 + 5) */
         {3, 5, 1500, 2100, 128}, {3, 5, 2100, 1500, 64}, {1, 11, 9000, 9000, 128}, {1, 19, 9000, 9000, 64},
+        /* v6 at 96 and 256 likewise (256: 80-key blocks, O stored from the accumulators) */
+        {3, 5, 1500, 2100, 256}, {3, 5, 2100, 1500, 96}, {1, 3, 4097, 4097, 256},
     };
     const attn_dtype dtypes[] = {ATTN_BF16, ATTN_FP16, ATTN_FP32};
     printf("correctness (tolerances rel_l2: bf16 1.6e-2, fp16 2e-3, fp32 1e-5)\n");
@@ -837,6 +866,7 @@ int main(int argc, char **argv)
         {1, 4, 4, 77, 77, 192, 128, 0},   {1, 4, 1, 1000, 1000, 192, 128, 0}, {2, 2, 2, 1, 300, 64, 128, 0},
         {1, 2, 2, 300, 100, 128, 64, 0},  {1, 2, 1, 77, 1000, 32, 40, 33},     {1, 2, 2, 130, 130, 256, 64, 0},
         {1, 4, 2, 1000, 77, 96, 128, 1},  {1, 2, 2, 200, 200, 128, 256, 0},   {2500, 1, 1, 17, 33, 192, 128, 5},
+        {3, 5, 5, 1500, 2100, 192, 128, 0}, {1, 8, 2, 2100, 1500, 192, 128, 300}, {1, 6, 6, 4097, 4097, 192, 128, 0},
     };
     if (!timing_only && section_on("head_dim_v"))
         for (attn_dtype t : dtypes)
