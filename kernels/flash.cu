@@ -1,6 +1,7 @@
 /* flash.cu — the `flash` variant: fused forward for fp16/bf16 (kernel bodies in
  * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh (with
- * flash_tma_{traits,load,mainloop,epilogue}.cuh) and flash_wgmma.cuh for 64/128; primitives in
+ * flash_tma_{traits,load,mainloop,epilogue}.cuh) for 64/96/128/256 and 192 with a value head dim
+ * of 128, and flash_wgmma.cuh for 64/128; primitives in
  * flash_mma.cuh, wgmma.cuh and tma.cuh). This file
  * picks the kernel and its configuration per problem.
  *
@@ -64,14 +65,19 @@
  *       the work struct only). Measured (H200, sustained, against cudnn in the same call):
  *       GQA B2 H64 Hkv8 S8192 D128 causal 0.895 of cudnn's time, B4 H32 Hkv8 S4096 full 0.921,
  *       a 4096-key window over S16384 0.873 (bench/results/nvidia-h200/2026-12-05-717cfd2-models-serving.md).
- *   head_dim_v  a value head dim of its own (DeepSeek-V3's 192/128) runs v3 only, in the bucket
- *       that holds both dims; so does head_dim 192. Correct first; a Hopper kernel is the step
- *       that makes it fast.
+ *   head_dim_v  a value head dim of its own runs v3, in the bucket that holds both dims, except
+ *       DeepSeek-V3's 192/128 on Hopper (v6 below).
+ *   v6 at 96, 192/128 and 256  K and V rings of their own widths, a last 64-column panel half
+ *       filled at 96 (TMA's zero fill; Q·Kᵀ reads only the columns that exist, P·V is one n96
+ *       product), O stored from the accumulators where the rings leave no room for its staging
+ *       tile, FA3's tiles (80-key blocks at 256). Before: v4 at 96 (1.52x cudnn's time, causal
+ *       B4 H32 S4096), v3 at 256 (2.42x causal, 2.84x full, B4 H16 S4096) and 192. Measured:
+ *       bench/results/nvidia-h200/2026-12-05-d6114e7-v6-head-dims.md.
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
- * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 needs up to 225 KB, v6 up to 193
- * KB: sm_90 only.
+ * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 and v6 need up to 225 KB: sm_90
+ * only.
  */
 #include "kernels/fused.h"
 
@@ -84,9 +90,9 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32, 192 and 256,
- * and the only one that runs a value head dim of its own (in the bucket that holds both dims:
- * the configurations without head_dim==D).
+/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32 and, off
+ * Hopper, at 192 and 256 and for a value head dim of its own (in the bucket that holds both
+ * dims: the configurations without head_dim==D).
  * D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
 typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_generic_cfg_d32;
 typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_generic_cfg_d64;

@@ -13,6 +13,8 @@
 #                then "tests", then "targets"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
+#   SANITIZE_TOOLS, SANITIZE_ARGS  the sanitize phase's compute-sanitizer tools (default memcheck
+#                racecheck synccheck) and more fused_check arguments (e.g. "--sections dense")
 #   TARGET_SHAPES the targets phase's shapes (default today's models: GQA, windows, D256, D96, DeepSeek's
 #                192/128), fused_check --shape form
 #   DECODE_SHAPES the targets phase's decode shapes for flash@splitkv against cudnn (default the issue's
@@ -78,10 +80,10 @@ fi
 
 if has sanitize; then
     : > "$OUT/sanitize.log"
-    for tool in memcheck racecheck synccheck; do
+    for tool in ${SANITIZE_TOOLS:-memcheck racecheck synccheck}; do
         echo "== $tool" >> "$OUT/sanitize.log"
         timeout -k 5 "${SANITIZE_TIMEOUT_S:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 \
-            "$B/fused_check" --quick --small --only 'flash@*' > "$OUT/sanitize.$tool" 2>&1
+            "$B/fused_check" --quick --small --only 'flash@*' ${SANITIZE_ARGS:-} > "$OUT/sanitize.$tool" 2>&1
         rc=$?
         grep -E 'SUMMARY|ERROR SUMMARY|hazard' "$OUT/sanitize.$tool" | tail -n 3 >> "$OUT/sanitize.log"
         grep -E '^=+ (Error|Warning|Invalid|Race)' "$OUT/sanitize.$tool" | sort | uniq -c | sort -rn | head -n 5 >> "$OUT/sanitize.log"
