@@ -260,6 +260,9 @@ int store_sqlite_open(const char *data_dir, int outbox, char *err, size_t err_le
         SQL_CHECK(sqlite3_busy_timeout(store_sqlite_db, 5000)) < 0 ||
         SQL_CHECK(sqlite3_exec(store_sqlite_db, "PRAGMA journal_mode=WAL", NULL, NULL, NULL)) < 0 ||
         SQL_CHECK(sqlite3_exec(store_sqlite_db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL)) < 0 ||
+        /* a run's update journals its statement (the tag triggers): in memory, not in a file
+         * created and unlinked in /var/tmp per statement */
+        SQL_CHECK(sqlite3_exec(store_sqlite_db, "PRAGMA temp_store=MEMORY", NULL, NULL, NULL)) < 0 ||
         store_migrate() < 0) {
         snprintf(err, err_len, "%s: %s", store_sqlite_file, store_sqlite_error[0] ? store_sqlite_error : "cannot open");
         store_sqlite_close();
