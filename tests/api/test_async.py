@@ -116,6 +116,11 @@ def test_sync_run_cancelled_while_queued_gets_409(hang_api):
     api = hang_api
     hang = submit(api, **tiny(fault="hang"))
     result = {}
+    # a run is stored running once its worker has held it 20 ms: till then it lists as queued
+    deadline = time.monotonic() + 10
+    while api.get("/v1/runs/%d" % hang["id"]).json()["status"] != "running":
+        assert time.monotonic() < deadline, "the hanging run never started"
+        time.sleep(0.02)
 
     def sync_run():
         result["r"] = Api(api.url).run(params=tiny(seed=5), timeout=60)

@@ -109,6 +109,17 @@ def test_service_says_where_the_time_went(api):
     assert w["measure"] >= 0.9 * rec["timing"]["total_ms"], (w, rec["timing"]["total_ms"])
 
 
+def test_running_is_stored_only_for_runs_that_take_a_while(api):
+    """The dispatcher stores a run `running` once its worker has held it 20 ms: a small run's
+    final record is its only write after the queued one (store_running_ms 0), a longer one
+    is stored running while it runs."""
+    fast = api.run_ok(**tiny(seed=21, iters=3, warmup=0))["service"]
+    if fast["exchange_ms"] < 15:  # a loaded machine may hold even a tiny run past 20 ms
+        assert fast["store_running_ms"] == 0, fast
+    slow = api.run_ok(**tiny(seed=22, heads=2, seq=256, head_dim=16, iters=400, warmup=0))["service"]
+    assert slow["exchange_ms"] > 40 and slow["store_running_ms"] > 0, slow
+
+
 def test_get_returns_same_record(api):
     rec = api.run_ok(**tiny(seed=11))
     r = api.get("/v1/runs/%d" % rec["id"])

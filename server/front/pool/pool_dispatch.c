@@ -11,6 +11,7 @@
  */
 #include "server/front/pool/pool_dispatch.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -27,6 +28,10 @@
 #include "server/front/pool/queue.h"
 
 #define POOL_HELLO_TRIES 3       /* failed hellos in a row before a slot is marked down */
+/* A run is stored "running" once its worker has held it this long without answering: most
+ * small runs answer first, and their final record is then their only store write after the
+ * queued one (each write rewrites the record's indexes; docs/operations.md, "Throughput"). */
+#define POOL_RUNNING_AFTER_MS 20
 #define POOL_RETRY_PAUSE_MS 1000 /* between failed hellos */
 
 static pool_restart_fn dispatch_restart_hook;
@@ -101,18 +106,39 @@ typedef enum exchange_outcome {
     EXCHANGE_LOST     /* the socket broke or the worker crashed: it was reaped */
 } exchange_outcome;
 
-/* Send msg (+fd) and wait for the answer with this job's id, under job_timeout_s. On
- * TIMEOUT and LOST the worker is already gone (killed/reaped, slot marked for restart) and
- * how describes it ("crashed (signal 11, Segmentation fault)"). */
+/* A run the worker holds: stored "running" after POOL_RUNNING_AFTER_MS without an answer.
+ * Returns the milliseconds the store write took (0: none was needed). */
+static double slot_store_running(worker_slot *w, pool_job *run)
+{
+    struct pollfd pfd = {w->sock, POLLIN, 0};
+    double t0;
+
+    if (poll(&pfd, 1, POOL_RUNNING_AFTER_MS) != 0) return 0.0; /* answered (or broke): no write */
+    t0 = clock_monotonic_s();
+    run_record_save(&run->rec);
+    return (clock_monotonic_s() - t0) * 1e3;
+}
+
+/* Send msg (+fd) and wait for the answer with this job's id, under job_timeout_s; a run
+ * (running non-NULL) is stored "running" meanwhile if it takes a while (*store_ms: how long
+ * that took). On TIMEOUT and LOST the worker is already gone (killed/reaped, slot marked for
+ * restart) and how describes it ("crashed (signal 11, Segmentation fault)"). */
 static exchange_outcome slot_exchange(worker_slot *w, long long job_id, cJSON *msg, int fd, cJSON **reply,
-                                      int *reply_fd, char *how, size_t how_len)
+                                      int *reply_fd, char *how, size_t how_len, pool_job *running, double *store_ms)
 {
     int rc = ipc_send_json(w->sock, msg, fd);
     int status;
+    double t0 = clock_monotonic_s(), store = 0.0;
 
     *reply = NULL;
     *reply_fd = -1;
-    if (rc == IPC_OK) rc = ipc_recv_json(w->sock, reply, reply_fd, queue_settings.job_timeout_s * 1000);
+    if (rc == IPC_OK && running) store = slot_store_running(w, running);
+    if (store_ms) *store_ms = store;
+    if (rc == IPC_OK) {
+        /* the job's whole timeout counts from its send */
+        int left_ms = queue_settings.job_timeout_s * 1000 - (int)((clock_monotonic_s() - t0) * 1e3);
+        rc = ipc_recv_json(w->sock, reply, reply_fd, left_ms > 0 ? left_ms : 0);
+    }
     if (rc == IPC_OK) {
         const cJSON *job = cJSON_GetObjectItem(*reply, "job");
         if (cJSON_IsNumber(job) && (long long)job->valuedouble == job_id) return EXCHANGE_REPLY;
@@ -209,7 +235,7 @@ static void slot_run_verify(worker_slot *w, pool_job *v)
 
     cJSON_AddItemToObject(msg, "request", run_request_to_json(&v->checked->request));
     cJSON_AddNumberToObject(msg, "bytes", (double)v->bytes);
-    out = slot_exchange(w, v->id, msg, v->fd, &reply, &reply_fd, how, sizeof how);
+    out = slot_exchange(w, v->id, msg, v->fd, &reply, &reply_fd, how, sizeof how, NULL, NULL);
     cJSON_Delete(msg);
     if (reply_fd >= 0) close(reply_fd);
 
@@ -309,7 +335,7 @@ static void job_refused_by_worker(pool_job *j, const cJSON *reply)
 
 /* The record's "service": where the run's time went from its queue to its answer, the
  * worker's phases (its result's worker_ms) included (docs/api.md). */
-static void add_service(cJSON *result, const pool_job *j, double taken_s, double saved_s, double answered_s,
+static void add_service(cJSON *result, const pool_job *j, double taken_s, double store_running_ms, double answered_s,
                         double verified_s)
 {
     cJSON *service = cJSON_CreateObject(), *worker = cJSON_DetachItemFromObject(result, "worker_ms");
@@ -319,8 +345,8 @@ static void add_service(cJSON *result, const pool_job *j, double taken_s, double
         return;
     }
     cJSON_AddNumberToObject(service, "queued_ms", (taken_s - j->queued_s) * 1e3);
-    cJSON_AddNumberToObject(service, "store_running_ms", (saved_s - taken_s) * 1e3);
-    cJSON_AddNumberToObject(service, "exchange_ms", (answered_s - saved_s) * 1e3);
+    cJSON_AddNumberToObject(service, "store_running_ms", store_running_ms);
+    cJSON_AddNumberToObject(service, "exchange_ms", (answered_s - taken_s) * 1e3 - store_running_ms);
     if (verified_s > answered_s) cJSON_AddNumberToObject(service, "cpu_verify_ms", (verified_s - answered_s) * 1e3);
     cJSON_AddItemToObject(service, "worker_ms", worker ? worker : cJSON_CreateNull());
     cJSON_AddItemToObject(result, "service", service);
@@ -333,7 +359,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     int reply_fd = -1;
     exchange_outcome out;
     proto_type type;
-    double taken_s = clock_monotonic_s(), saved_s, answered_s, verified_s = 0.0;
+    double taken_s = clock_monotonic_s(), store_running_ms = 0.0, answered_s, verified_s = 0.0;
 
     j->rec.queue_wait_s = taken_s - j->queued_s;
     /* running: the device as it said hello this time, and the generation it runs on */
@@ -342,13 +368,11 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     j->generation = w->restarts;
     pthread_mutex_unlock(&queue_mu);
     run_record_set_device(&j->rec, device);
-    j->rec.status = RUN_RUNNING;
-    run_record_save(&j->rec);
-    saved_s = clock_monotonic_s();
+    j->rec.status = RUN_RUNNING; /* stored once the worker has held it a while (slot_exchange) */
 
     msg = dispatch_message(PROTO_RUN, j->id);
     cJSON_AddItemToObject(msg, "request", run_request_to_json(&j->rec.request));
-    out = slot_exchange(w, j->id, msg, -1, &reply, &reply_fd, how, sizeof how);
+    out = slot_exchange(w, j->id, msg, -1, &reply, &reply_fd, how, sizeof how, j, &store_running_ms);
     cJSON_Delete(msg);
     answered_s = clock_monotonic_s();
     if (out != EXCHANGE_REPLY) {
@@ -378,7 +402,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
             else
                 cJSON_AddItemToObject(result, "verify", verify);
         }
-        add_service(result, j, taken_s, saved_s, answered_s, verified_s);
+        add_service(result, j, taken_s, store_running_ms, answered_s, verified_s);
         job_done(j, result);
     } else if (type == PROTO_ERROR) {
         job_refused_by_worker(j, reply);
@@ -411,7 +435,7 @@ static void slot_run_tensor(worker_slot *w, pool_job *j)
     pthread_mutex_lock(&queue_mu);
     j->generation = w->restarts;
     pthread_mutex_unlock(&queue_mu);
-    out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how);
+    out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how, NULL, NULL);
     if (out != EXCHANGE_REPLY) {
         lost_message(w, out, how, text, sizeof text);
         log_warn("worker %s: %s", w->name, text);
