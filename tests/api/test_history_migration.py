@@ -52,7 +52,7 @@ def test_sqlite_history_of_version_3_is_migrated(start_server, tmp_path):
     srv = start_server(extra=["--cpu-threads", "1"], data_dir=data)
     check_old_runs(Api(srv.url))
     db = sqlite3.connect(os.path.join(data, "attnd.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (6,)  # the newest
+    assert db.execute("PRAGMA user_version").fetchone() == (7,)  # the newest
     db.close()
 
 

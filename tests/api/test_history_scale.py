@@ -92,10 +92,13 @@ def sqlite_load(path):
     columns, record = row_values(pg=False)
     db = sqlite3.connect(path)
     with db:
-        db.execute("INSERT INTO runs(id, created, backend, device, status, record, uuid, node, version, median_us)"
-                   " SELECT i, created, backend, device, status, " + record + ", NULL, node, 3, median FROM"
+        # params: the copy of the record's params the filters' columns are computed from (schema 7)
+        db.execute("INSERT INTO runs(id, created, backend, device, status, record, uuid, node, version, median_us,"
+                   " params) SELECT i, created, backend, device, status, rec, NULL, node, 3, median,"
+                   " json_extract(rec, '$.params') FROM"
+                   " (SELECT i, created, backend, device, status, node, median, " + record + " AS rec FROM"
                    " (WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < " + str(N) + ")"
-                   "  SELECT i, " + columns + " FROM c)")
+                   "  SELECT i, " + columns + " FROM c))")
     db.close()
 
 

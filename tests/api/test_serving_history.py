@@ -171,7 +171,7 @@ def test_sqlite_history_of_version_5_is_migrated(start_server, tmp_path):
     srv = start_server(extra=["--cpu-threads", "1"], data_dir=data)
     check_old_runs(Api(srv.url))
     db = sqlite3.connect(os.path.join(data, "attnd.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (6,)  # the newest
+    assert db.execute("PRAGMA user_version").fetchone() == (7,)  # the newest
     # the filters walk their indexes
     plan = db.execute("EXPLAIN QUERY PLAN SELECT id FROM runs WHERE ragged = 1 ORDER BY id").fetchall()
     assert "runs_ragged_id" in str(plan), plan

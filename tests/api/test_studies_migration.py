@@ -48,7 +48,7 @@ def test_sqlite_history_of_version_4_is_migrated(start_server, tmp_path):
     srv = start_server(extra=["--cpu-threads", "1"], data_dir=data)
     check_history_with_a_study(Api(srv.url))
     db = sqlite3.connect(os.path.join(data, "attnd.db"))
-    assert db.execute("PRAGMA user_version").fetchone() == (6,)  # the newest
+    assert db.execute("PRAGMA user_version").fetchone() == (7,)  # the newest
     assert db.execute("SELECT count(*) FROM studies").fetchone() == (1,)
     db.close()
 

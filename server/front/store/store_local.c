@@ -85,7 +85,8 @@ int store_local_open(const char *data_dir, int outbox, char *err, size_t err_len
     if (store_sqlite_open(data_dir, outbox, err, err_len) != 0) goto out;
     if (SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
                                      "INSERT INTO runs(created, backend, device, status, record, uuid, node, version,"
-                                     " median_us) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8)",
+                                     " median_us, params) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, ?8,"
+                                     " json_extract(?5, '$.params'))",
                                      -1, &st_insert, NULL)) < 0 ||
         SQL_CHECK(sqlite3_prepare_v2(store_sqlite_db,
                                      "UPDATE runs SET status = ?1, record = ?2, median_us = ?4, version = version + 1"

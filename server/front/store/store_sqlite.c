@@ -186,6 +186,56 @@ static const char *const store_schema_v6 =
     "CREATE INDEX runs_ragged_id ON runs(ragged, id);"
     "PRAGMA user_version = 6;";
 
+/* Version 7: the columns of version 4 and 6 that come from the request, computed from params,
+ * a copy of the record's params written once at insert, instead of from the record itself. An
+ * UPDATE of the record (running, done) then leaves their 13 indexes alone: computed from the
+ * record, every store write of a run rewrote each of their pages. impl, device_name and
+ * build_commit, which the run fills in or the record alone holds, stay computed from it. */
+static const char *const store_schema_v7 =
+    "ALTER TABLE runs ADD COLUMN params TEXT;"
+    "UPDATE runs SET params = json_extract(record, '$.params');"
+    "DROP INDEX runs_batch_id; ALTER TABLE runs DROP COLUMN batch;"
+    "ALTER TABLE runs ADD COLUMN batch INTEGER GENERATED ALWAYS AS (json_extract(params, '$.batch')) VIRTUAL;"
+    "CREATE INDEX runs_batch_id ON runs(batch, id);"
+    "DROP INDEX runs_heads_id; ALTER TABLE runs DROP COLUMN heads;"
+    "ALTER TABLE runs ADD COLUMN heads INTEGER GENERATED ALWAYS AS (json_extract(params, '$.heads')) VIRTUAL;"
+    "CREATE INDEX runs_heads_id ON runs(heads, id);"
+    "DROP INDEX runs_kv_heads_id; ALTER TABLE runs DROP COLUMN kv_heads;"
+    "ALTER TABLE runs ADD COLUMN kv_heads INTEGER GENERATED ALWAYS AS (coalesce(json_extract(params, '$.kv_heads'), json_extract(params, '$.heads'))) VIRTUAL;"
+    "CREATE INDEX runs_kv_heads_id ON runs(kv_heads, id);"
+    "DROP INDEX runs_seq_q_id; ALTER TABLE runs DROP COLUMN seq_q;"
+    "ALTER TABLE runs ADD COLUMN seq_q INTEGER GENERATED ALWAYS AS (json_extract(params, '$.seq_q')) VIRTUAL;"
+    "CREATE INDEX runs_seq_q_id ON runs(seq_q, id);"
+    "DROP INDEX runs_seq_kv_id; ALTER TABLE runs DROP COLUMN seq_kv;"
+    "ALTER TABLE runs ADD COLUMN seq_kv INTEGER GENERATED ALWAYS AS (json_extract(params, '$.seq_kv')) VIRTUAL;"
+    "CREATE INDEX runs_seq_kv_id ON runs(seq_kv, id);"
+    "DROP INDEX runs_head_dim_id; ALTER TABLE runs DROP COLUMN head_dim;"
+    "ALTER TABLE runs ADD COLUMN head_dim INTEGER GENERATED ALWAYS AS (json_extract(params, '$.head_dim')) VIRTUAL;"
+    "CREATE INDEX runs_head_dim_id ON runs(head_dim, id);"
+    "DROP INDEX runs_head_dim_v_id; ALTER TABLE runs DROP COLUMN head_dim_v;"
+    "ALTER TABLE runs ADD COLUMN head_dim_v INTEGER GENERATED ALWAYS AS (coalesce(json_extract(params, '$.head_dim_v'), json_extract(params, '$.head_dim'))) VIRTUAL;"
+    "CREATE INDEX runs_head_dim_v_id ON runs(head_dim_v, id);"
+    "DROP INDEX runs_window_size_id; ALTER TABLE runs DROP COLUMN window_size;"
+    "ALTER TABLE runs ADD COLUMN window_size INTEGER GENERATED ALWAYS AS (json_extract(params, '$.window')) VIRTUAL;"
+    "CREATE INDEX runs_window_size_id ON runs(window_size, id);"
+    "DROP INDEX runs_dtype_id; ALTER TABLE runs DROP COLUMN dtype;"
+    "ALTER TABLE runs ADD COLUMN dtype TEXT GENERATED ALWAYS AS (json_extract(params, '$.dtype')) VIRTUAL;"
+    "CREATE INDEX runs_dtype_id ON runs(dtype, id);"
+    "DROP INDEX runs_mask_id; ALTER TABLE runs DROP COLUMN mask;"
+    "ALTER TABLE runs ADD COLUMN mask TEXT GENERATED ALWAYS AS (json_extract(params, '$.mask')) VIRTUAL;"
+    "CREATE INDEX runs_mask_id ON runs(mask, id);"
+    "DROP INDEX runs_page_size_id; ALTER TABLE runs DROP COLUMN page_size;"
+    "ALTER TABLE runs ADD COLUMN page_size INTEGER GENERATED ALWAYS AS (coalesce(json_extract(params, '$.page_size'), 0)) VIRTUAL;"
+    "CREATE INDEX runs_page_size_id ON runs(page_size, id);"
+    "DROP INDEX runs_num_pages_id; ALTER TABLE runs DROP COLUMN num_pages;"
+    "ALTER TABLE runs ADD COLUMN num_pages INTEGER GENERATED ALWAYS AS (json_extract(params, '$.num_pages')) VIRTUAL;"
+    "CREATE INDEX runs_num_pages_id ON runs(num_pages, id);"
+    "DROP INDEX runs_ragged_id; ALTER TABLE runs DROP COLUMN ragged;"
+    "ALTER TABLE runs ADD COLUMN ragged INTEGER GENERATED ALWAYS AS (coalesce(json_type(params, '$.seqlens_q'), 'null') <> 'null'"
+    " OR coalesce(json_type(params, '$.seqlens_kv'), 'null') <> 'null') VIRTUAL;"
+    "CREATE INDEX runs_ragged_id ON runs(ragged, id);"
+    "PRAGMA user_version = 7;";
+
 /* One migration step, in a transaction. 0, or -1. */
 static int store_migrate_step(const char *sql, int version)
 {
@@ -214,6 +264,7 @@ static int store_migrate(void)
     if (version < 4 && store_migrate_step(store_schema_v4, 4) != 0) return -1;
     if (version < 5 && store_migrate_step(store_schema_v5, 5) != 0) return -1;
     if (version < 6 && store_migrate_step(store_schema_v6, 6) != 0) return -1;
+    if (version < 7 && store_migrate_step(store_schema_v7, 7) != 0) return -1;
     return 0;
 }
 
