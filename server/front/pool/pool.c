@@ -25,6 +25,7 @@
 #include "server/front/pool/children.h"
 #include "server/front/metrics.h"
 #include "server/front/pool/pool_dispatch.h"
+#include "server/front/pool/pool_finish.h"
 #include "server/front/pool/queue.h"
 
 static const char *const slot_state_names[] = {"starting", "up", "down"}; /* slot_state */
@@ -145,6 +146,7 @@ int pool_start(const settings *s, char *err, size_t err_len)
     }
     metrics_set_device_source(pool_metrics_devices);
 
+    if (pool_finish_start(err, err_len) != 0) return -1;
     pthread_mutex_lock(&queue_mu);
     queue_slots = slots; /* an earlier pool's slots are left allocated: see queue.h */
     queue_nslots = n_gpu + 1;
@@ -213,6 +215,7 @@ void pool_stop(void)
 
     for (i = 0; i < n; i++)
         if (queue_slots[i].thread_started) pthread_join(queue_slots[i].thread, NULL);
+    pool_finish_stop(); /* the runs the dispatchers handed over end before the pool does */
 
     pthread_mutex_lock(&queue_mu);
     for (i = 0; i < n; i++) queue_slots[i].thread_started = 0;

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/proto.h"
 #include "server/front/pool/children.h"
+#include "server/front/pool/pool_finish.h"
 #include "server/front/pool/queue.h"
 
 #define POOL_HELLO_TRIES 3       /* failed hellos in a row before a slot is marked down */
@@ -285,17 +286,6 @@ static int refusal_from_reply(const cJSON *reply, cJSON **body)
     return http;
 }
 
-static void job_done(pool_job *j, cJSON *result)
-{
-    cJSON *record;
-
-    run_record_set_result(&j->rec, result);
-    record = queue_end_run(j, POOL_RUN_DONE);
-    pthread_mutex_lock(&queue_mu);
-    queue_finish_locked(j, 200, record);
-    pthread_mutex_unlock(&queue_mu);
-}
-
 static void job_failed(pool_job *j, const char *code, const char *message)
 {
     cJSON *record = queue_end_run_with_error(j, POOL_RUN_FAILED, code, message);
@@ -403,7 +393,7 @@ static void slot_run_job(worker_slot *w, pool_job *j)
                 cJSON_AddItemToObject(result, "verify", verify);
         }
         add_service(result, j, taken_s, store_running_ms, answered_s, verified_s);
-        job_done(j, result);
+        pool_finish_done(j, result); /* stored and answered there: this thread takes the next job */
     } else if (type == PROTO_ERROR) {
         job_refused_by_worker(j, reply);
     } else if (type == PROTO_FAILED) {
