@@ -76,10 +76,10 @@ int pool_finish_start(char *err, size_t err_len)
 
 void pool_finish_done(pool_job *j, cJSON *result)
 {
-    finished_run *f = malloc(sizeof *f);
+    finished_run *f = finish_started ? malloc(sizeof *f) : NULL;
 
-    if (!f) { /* no memory to hand it over: end it here */
-        log_warn("run %lld: ended on its dispatcher's thread (out of memory)", j->id);
+    if (!f) { /* no thread, or no memory to hand it over: end it here */
+        if (finish_started) log_warn("run %lld: ended on its dispatcher's thread (out of memory)", j->id);
         finish_run(j, result);
         return;
     }

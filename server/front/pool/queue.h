@@ -1,7 +1,8 @@
 /* queue.h — the pool's shared state (pool.h is its API): one worker_slot per device, each
  * with its bounded FIFO of jobs; the one lock that guards every slot, queue and job
  * hand-over; and how a job ends once it was queued (done, failed, cancelled, refused).
- * Internal to the pool's files (pool.c, pool_runs.c, pool_tensors.c, pool_dispatch.c).
+ * Internal to the pool's files (pool.c, pool_runs.c, pool_tensors.c, pool_dispatch.c,
+ * pool_finish.c).
  *
  * Every accepted job ends exactly once, through queue_finish_locked; a run's end goes through
  * queue_end_run first (the end hook, then the final record stored and counted).
@@ -62,7 +63,8 @@ typedef struct worker_slot {
     pool_job *head, *tail;
     int queued;   /* JOB_RUN jobs waiting or reserved (queue_depth applies to these) */
     int restarts; /* the worker generation */
-    int running;  /* the dispatcher is between taking a job and its end (pool_stop waits for it) */
+    int running;  /* the dispatcher is between taking a job and its end, or handing a finished run
+                     to pool_finish.c, which pool_stop drains after the dispatchers */
     long long current_run;   /* the JOB_RUN being run (its id), 0 when none */
     run_request current_req; /* its request (a copy: a detached job is freed at its end) */
     pthread_t thread;
