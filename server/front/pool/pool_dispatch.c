@@ -120,24 +120,19 @@ static double slot_store_running(worker_slot *w, pool_job *run)
     return (clock_monotonic_s() - t0) * 1e3;
 }
 
-/* Send msg (+fd) and wait for the answer with this job's id, under job_timeout_s; a run
- * (running non-NULL) is stored "running" meanwhile if it takes a while (*store_ms: how long
- * that took). On TIMEOUT and LOST the worker is already gone (killed/reaped, slot marked for
- * restart) and how describes it ("crashed (signal 11, Segmentation fault)"). */
-static exchange_outcome slot_exchange(worker_slot *w, long long job_id, cJSON *msg, int fd, cJSON **reply,
-                                      int *reply_fd, char *how, size_t how_len, pool_job *running, double *store_ms)
+/* The second half of an exchange (slot_exchange): rc is the send's result, sent_s when it was
+ * made (the job's job_timeout_s counts from it). Waits for the answer with this job's id.
+ * On TIMEOUT and LOST the worker is already gone (killed/reaped, slot marked for restart) and
+ * how describes it ("crashed (signal 11, Segmentation fault)"). */
+static exchange_outcome slot_answer(worker_slot *w, long long job_id, int rc, double sent_s, cJSON **reply,
+                                    int *reply_fd, char *how, size_t how_len)
 {
-    int rc = ipc_send_json(w->sock, msg, fd);
     int status;
-    double t0 = clock_monotonic_s(), store = 0.0;
 
     *reply = NULL;
     *reply_fd = -1;
-    if (rc == IPC_OK && running) store = slot_store_running(w, running);
-    if (store_ms) *store_ms = store;
     if (rc == IPC_OK) {
-        /* the job's whole timeout counts from its send */
-        int left_ms = queue_settings.job_timeout_s * 1000 - (int)((clock_monotonic_s() - t0) * 1e3);
+        int left_ms = queue_settings.job_timeout_s * 1000 - (int)((clock_monotonic_s() - sent_s) * 1e3);
         rc = ipc_recv_json(w->sock, reply, reply_fd, left_ms > 0 ? left_ms : 0);
     }
     if (rc == IPC_OK) {
@@ -162,6 +157,15 @@ static exchange_outcome slot_exchange(worker_slot *w, long long job_id, cJSON *m
     status = slot_lose_worker(w, rc == IPC_EOF ? 0 : SIGKILL);
     children_describe_status(status, how, how_len);
     return EXCHANGE_LOST;
+}
+
+/* Send msg (+fd) and wait for the answer with this job's id, under job_timeout_s
+ * (slot_answer). */
+static exchange_outcome slot_exchange(worker_slot *w, long long job_id, cJSON *msg, int fd, cJSON **reply,
+                                      int *reply_fd, char *how, size_t how_len)
+{
+    double sent_s = clock_monotonic_s();
+    return slot_answer(w, job_id, ipc_send_json(w->sock, msg, fd), sent_s, reply, reply_fd, how, how_len);
 }
 
 /* A message of type t for job id: {"type","job"}; caller deletes. */
@@ -236,7 +240,7 @@ static void slot_run_verify(worker_slot *w, pool_job *v)
 
     cJSON_AddItemToObject(msg, "request", run_request_to_json(&v->checked->request));
     cJSON_AddNumberToObject(msg, "bytes", (double)v->bytes);
-    out = slot_exchange(w, v->id, msg, v->fd, &reply, &reply_fd, how, sizeof how, NULL, NULL);
+    out = slot_exchange(w, v->id, msg, v->fd, &reply, &reply_fd, how, sizeof how);
     cJSON_Delete(msg);
     if (reply_fd >= 0) close(reply_fd);
 
@@ -349,7 +353,8 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     int reply_fd = -1;
     exchange_outcome out;
     proto_type type;
-    double taken_s = clock_monotonic_s(), store_running_ms = 0.0, answered_s, verified_s = 0.0;
+    double taken_s = clock_monotonic_s(), sent_s, store_running_ms = 0.0, answered_s, verified_s = 0.0;
+    int rc;
 
     j->rec.queue_wait_s = taken_s - j->queued_s;
     /* running: the device as it said hello this time, and the generation it runs on */
@@ -358,11 +363,14 @@ static void slot_run_job(worker_slot *w, pool_job *j)
     j->generation = w->restarts;
     pthread_mutex_unlock(&queue_mu);
     run_record_set_device(&j->rec, device);
-    j->rec.status = RUN_RUNNING; /* stored once the worker has held it a while (slot_exchange) */
+    j->rec.status = RUN_RUNNING; /* stored once the worker has held it a while (slot_store_running) */
 
     msg = dispatch_message(PROTO_RUN, j->id);
     cJSON_AddItemToObject(msg, "request", run_request_to_json(&j->rec.request));
-    out = slot_exchange(w, j->id, msg, -1, &reply, &reply_fd, how, sizeof how, j, &store_running_ms);
+    sent_s = clock_monotonic_s();
+    rc = ipc_send_json(w->sock, msg, -1);
+    if (rc == IPC_OK) store_running_ms = slot_store_running(w, j); /* while the worker runs it */
+    out = slot_answer(w, j->id, rc, sent_s, &reply, &reply_fd, how, sizeof how);
     cJSON_Delete(msg);
     answered_s = clock_monotonic_s();
     if (out != EXCHANGE_REPLY) {
@@ -425,7 +433,7 @@ static void slot_run_tensor(worker_slot *w, pool_job *j)
     pthread_mutex_lock(&queue_mu);
     j->generation = w->restarts;
     pthread_mutex_unlock(&queue_mu);
-    out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how, NULL, NULL);
+    out = slot_exchange(w, j->id, j->msg, j->fd, &reply, &reply_fd, how, sizeof how);
     if (out != EXCHANGE_REPLY) {
         lost_message(w, out, how, text, sizeof text);
         log_warn("worker %s: %s", w->name, text);
