@@ -51,7 +51,7 @@ COMMON_C  = $(wildcard common/*.c)
 FRONT_C   = $(filter-out server/front/main.c,$(wildcard server/front/*.c server/front/*/*.c))
 WORKER_C  = $(filter-out server/worker/main.c,$(wildcard server/worker/*.c))
 WORKER_CU = $(wildcard server/worker/*.cu)
-KERNEL_C  = $(wildcard kernels/*.c)
+KERNEL_C  = $(wildcard kernels/*.c kernels/cpu/*.c)
 KERNEL_CU = $(wildcard kernels/*.cu)
 
 COMMON_OBJS = $(patsubst %.c,$(BUILD)/%.o,$(COMMON_C))

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "kernels/decomposed.h"
+#include "kernels/cpu/host_threads.h"
 #include "kernels/inputs.h"
 #include "kernels/seq_layout.h"
 #include "kernels/variants.h"
@@ -71,7 +72,7 @@ cJSON *cpu_device_json(void)
  * row, one row of scores. */
 static double cpu_reference_scratch_bytes(const attn_problem *p, int threads)
 {
-    long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    long n = threads > 0 ? threads : host_threads_cores();
     double per = 8.0 * ((double)p->seq_kv * (double)(p->head_dim + attn_dv(p)) + (double)p->seq_kv + (double)p->head_dim);
     return (double)(n > 0 ? n : 1) * per;
 }

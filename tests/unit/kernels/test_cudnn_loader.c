@@ -10,7 +10,7 @@
  * release rules (cudnn_sdpa_version_check) hold for the releases they name.
  *
  * With a GPU (cudaGetDeviceCount > 0) it also builds the operation graph, plans and runs
- * forwards against reference_attention_f64 (kernels/reference.c, the fp64 oracle) — the
+ * forwards against reference_attention_f64 (kernels/cpu/reference.c, the fp64 oracle) — the
  * quickest end-to-end check of the variant on a lent machine (tests/gpu covers it through
  * the server): dense, grouped-query (MQA and H/2), windows under every mask (W = 1, 7,
  * past the keys), head_dim_v (192/128, and 64/128 and 128/64 where cuDNN takes them), odd

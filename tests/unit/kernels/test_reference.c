@@ -1,4 +1,4 @@
-/* test_reference.c — the fp64 reference (kernels/reference.c) against the most direct
+/* test_reference.c — the fp64 reference (kernels/cpu/reference.c) against the most direct
  * implementation there is: the full score matrix with -inf where masked, then softmax,
  * then p·v, all in double. Small random shapes over every mask, with and without grouped K/V
  * heads, a sliding window and a value head dim of its own; Sq ≠ Skv both ways; D = 1; S = 1;

@@ -13,24 +13,28 @@
  * arithmetic does not depend on where a row was read from, so a paged cache gives the bits
  * its contiguous twin gives.
  *
- * Parallel with pthreads over items of up to REF_ROWS query rows of one head, handed out
- * by an atomic counter: causal rows differ in cost, and a few heads with long sequences
- * still spread over every core. A thread keeps its converted head while its next item is
- * in the same head (items are handed out in order, so usually it is).
+ * Parallel over items of up to REF_ROWS query rows of one head, handed out by an atomic
+ * counter: causal rows differ in cost, and a few heads with long sequences still spread
+ * over every core. A thread keeps its converted head while its next item is in the same
+ * head (items are handed out in order, so usually it is). The threads are host_threads.c's
+ * parked helpers, as many as the forward's work deserves (REF_MIN_MACS_PER_THREAD): a tiny
+ * forward runs on the calling thread alone, as fast as waking a helper.
  */
 #include "kernels/decomposed.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels/dtype_convert.h"
 #include "kernels/exec_context.h"
+#include "kernels/cpu/host_threads.h"
 
 #define REF_ROWS 32 /* query rows per work item */
+/* Multiply-adds a thread should get before another is woken: about 100 us of this code on
+ * one core, several times what waking and joining a helper costs. */
+#define REF_MIN_MACS_PER_THREAD ((double)(1 << 17))
 
 /* Threads of the `reference` variant (reference_forward cannot see settings). */
 static int reference_threads;
@@ -193,26 +197,23 @@ static void ref_work(ref_job *job, ref_scratch *w)
     }
 }
 
-/* A helper thread: works if it gets its scratch; if not, it leaves the items to the
- * others (the calling thread always has its own, so everything still gets done). */
-static void *ref_thread(void *arg)
+/* One thread's part: it works if it gets its scratch; if not, it leaves the items to the
+ * others (reference_attention_f64 fails only when no thread got any). */
+static void ref_thread(void *arg)
 {
     ref_job *job = arg;
     ref_scratch w;
-    if (ref_scratch_alloc(&w, job->p) != 0) return NULL;
+    if (ref_scratch_alloc(&w, job->p) != 0) return;
     ref_work(job, &w);
     ref_scratch_free(&w);
-    return NULL;
 }
 
 int reference_attention_f64(const attn_problem *p, const void *q, const void *k, const void *v, double *out,
                             int threads)
 {
     ref_job job;
-    ref_scratch mine;
-    pthread_t *tids = NULL;
     int64_t heads = p->batch * p->heads;
-    int started = 0, i;
+    double macs;
 
     if (heads <= 0 || p->seq_q <= 0 || p->head_dim <= 0) return 0;
     if (p->seq_kv <= 0) { /* no keys at all: every row is fully masked */
@@ -232,25 +233,15 @@ int reference_attention_f64(const attn_problem *p, const void *q, const void *k,
     }
     atomic_init(&job.next, 0);
 
-    if (threads <= 0) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (threads <= 0) threads = 1;
+    /* At most one thread per item, and per REF_MIN_MACS_PER_THREAD of work (unmasked: an
+     * upper bound, so a causal forward may get twice the threads its work deserves). */
+    macs = (double)heads * (double)p->seq_q * (double)p->seq_kv * (double)(p->head_dim + attn_dv(p));
+    threads = host_threads_for_work(threads, macs, REF_MIN_MACS_PER_THREAD);
     if ((int64_t)threads > job.items) threads = (int)job.items;
-
-    if (ref_scratch_alloc(&mine, p) != 0) {
-        free(job.item_first);
-        return -1;
-    }
-    if (threads > 1) tids = malloc((size_t)(threads - 1) * sizeof *tids);
-    for (i = 0; tids && i < threads - 1; i++) {
-        if (pthread_create(&tids[i], NULL, ref_thread, &job) != 0) break; /* fewer helpers */
-        started++;
-    }
-    ref_work(&job, &mine);
-    for (i = 0; i < started; i++) pthread_join(tids[i], NULL);
-    free(tids);
-    ref_scratch_free(&mine);
+    host_threads_run(threads, ref_thread, &job);
     free(job.item_first);
-    return 0;
+    /* No thread got its scratch: the items were never claimed. */
+    return atomic_load(&job.next) >= job.items ? 0 : -1;
 }
 
 size_t reference_workspace_bytes(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(double); }

@@ -1,4 +1,4 @@
-/* inputs_cpu.c — the seed generator (inputs.h) on the host: the same values as
+/* inputs_cpu.c — the seed generator (kernels/inputs.h) on the host: the same values as
  * inputs.cu bit for bit, because both call inputs_value and dtype_convert.h. */
 #include "kernels/dtype_convert.h"
 #include "kernels/inputs.h"
