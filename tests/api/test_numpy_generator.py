@@ -1,7 +1,7 @@
 """clients/python/attnd_ref (the numpy port) against golden values from the C code.
 
 The constants here are the ones tests/unit/kernels/test_inputs.c checks and docs/inputs.md /
-docs/fingerprint.md show: they came from running kernels/inputs_cpu.c and
+docs/fingerprint.md show: they came from running kernels/cpu/inputs_cpu.c and
 kernels/fingerprint.c once. No compiler and no server needed.
 """
 

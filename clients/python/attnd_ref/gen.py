@@ -1,7 +1,7 @@
 """Regenerate attnd's inputs bit for bit, recompute its fingerprints, check its outputs.
 
 A numpy port of kernels/inputs.h, kernels/dtype_convert.h, kernels/fingerprint.h and the
-fp64 reference of kernels/reference.c (docs/inputs.md, docs/fingerprint.md,
+fp64 reference of kernels/cpu/reference.c (docs/inputs.md, docs/fingerprint.md,
 docs/verify.md). Everything is vectorised; uint64 array arithmetic in numpy wraps mod 2^64,
 which is exactly the C semantics.
 
@@ -197,7 +197,7 @@ def compare(out, ref, dtype):
 # ---------------------------------------------------------------- serving batches
 # Ragged batches and paged K/V caches (docs/inputs.md#serving-batches, docs/api.md#ragged-batches):
 # the lengths a distribution draws, the page order, the block table, the inputs as a run stores
-# them, and the fp64 reference over them. kernels/seq_layout.c, kernels/inputs_cpu.c and
+# them, and the fp64 reference over them. kernels/seq_layout.c, kernels/cpu/inputs_cpu.c and
 # common/run_request.c are the C these follow.
 
 _STREAM_K_FILL, _STREAM_V_FILL, _STREAM_PAGES, _STREAM_SEQLENS_Q, _STREAM_SEQLENS_KV = 3, 4, 5, 6, 7
