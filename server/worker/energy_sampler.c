@@ -23,6 +23,8 @@ struct energy_sampler {
     pthread_t thread;
     int running;          /* the thread was started and not yet joined (calling thread only) */
     atomic_int stop;      /* set by the calling thread, read by the sampler */
+    pthread_mutex_t mu;   /* with stop_cv: the sampler's sleep between polls, cut short by a stop */
+    pthread_cond_t stop_cv;
     const char *why;      /* a failed read while polling; written by the sampler before it exits */
     unsigned long long last_mj;
     double last_poll_ms;  /* when the last read returned */
@@ -69,6 +71,30 @@ static int energy_sampler_poll(energy_sampler *s)
     return 0;
 }
 
+/* The sleep's mutex and condition variable, timed on CLOCK_MONOTONIC as the polls are. */
+static int energy_sampler_sync_init(energy_sampler *s)
+{
+    pthread_condattr_t attr;
+    int rc;
+
+    if (pthread_condattr_init(&attr) != 0) return -1;
+    rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    if (rc == 0) rc = pthread_cond_init(&s->stop_cv, &attr);
+    pthread_condattr_destroy(&attr);
+    if (rc != 0) return -1;
+    if (pthread_mutex_init(&s->mu, NULL) != 0) {
+        pthread_cond_destroy(&s->stop_cv);
+        return -1;
+    }
+    return 0;
+}
+
+static void energy_sampler_sync_destroy(energy_sampler *s)
+{
+    pthread_cond_destroy(&s->stop_cv);
+    pthread_mutex_destroy(&s->mu);
+}
+
 static void *energy_sampler_main(void *arg)
 {
     energy_sampler *s = arg;
@@ -79,7 +105,13 @@ static void *energy_sampler_main(void *arg)
     clock_gettime(CLOCK_MONOTONIC, &next);
     while (!atomic_load_explicit(&s->stop, memory_order_relaxed)) {
         energy_sampler_add_ns(&next, ENERGY_SAMPLER_POLL_US * 1000L);
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL) == EINTR) {}
+        /* Asleep until the next poll or a stop, whichever comes first: a stop does not wait
+         * out the poll (up to ENERGY_SAMPLER_POLL_US on every run's path). */
+        pthread_mutex_lock(&s->mu);
+        while (!atomic_load_explicit(&s->stop, memory_order_relaxed) &&
+               pthread_cond_timedwait(&s->stop_cv, &s->mu, &next) != ETIMEDOUT) {
+        }
+        pthread_mutex_unlock(&s->mu);
         if (atomic_load_explicit(&s->stop, memory_order_relaxed)) break;
         if (energy_sampler_poll(s) != 0) break;
         clock_gettime(CLOCK_MONOTONIC, &now);
@@ -96,7 +128,12 @@ energy_sampler *energy_sampler_start(const char **why)
     if (clocks_energy_mj(&s->last_mj, why) != 0) return free(s), NULL;
     s->last_poll_ms = s->first_poll_ms = energy_sampler_now_ms();
     atomic_init(&s->stop, 0);
+    if (energy_sampler_sync_init(s) != 0) {
+        free(s);
+        return *why = "could not make the energy sampler's condition variable", NULL;
+    }
     if (pthread_create(&s->thread, NULL, energy_sampler_main, s) != 0) {
+        energy_sampler_sync_destroy(s);
         free(s);
         return *why = "could not start the energy sampler thread", NULL;
     }
@@ -107,7 +144,10 @@ energy_sampler *energy_sampler_start(const char **why)
 int energy_sampler_stop(energy_sampler *s, const char **why)
 {
     if (s->running) {
+        pthread_mutex_lock(&s->mu);
         atomic_store_explicit(&s->stop, 1, memory_order_relaxed);
+        pthread_cond_signal(&s->stop_cv);
+        pthread_mutex_unlock(&s->mu);
         pthread_join(s->thread, NULL); /* the join orders the sampler's writes before our reads */
         s->running = 0;
         log_debug("energy sampler: %ld polls over %.0f ms, %.1f us a read, widest gap %.2f ms, %d steps",
@@ -135,5 +175,6 @@ void energy_sampler_free(energy_sampler *s)
     const char *why;
     if (!s) return;
     (void)energy_sampler_stop(s, &why);
+    energy_sampler_sync_destroy(s);
     free(s);
 }
