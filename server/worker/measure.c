@@ -131,12 +131,26 @@ static void measure_sample_board(timing_stats *out)
     }
 }
 
+/* At least `batch` pairs of events, made as batches first need them: a run of 10 iterations
+ * makes 10 pairs, not the pool's 64 (each create and destroy is a driver call). */
+static int measure_events(exec_context *ctx, measure_state *st, int batch)
+{
+    while (st->nevents < batch) {
+        int i = st->nevents;
+        CUDA_TRY(ctx, cudaEventCreate(&st->start[i]));
+        st->nevents = i + 1; /* from here on start[i] (and end[i] once made) are destroyed */
+        CUDA_TRY(ctx, cudaEventCreate(&st->end[i]));
+    }
+    return 0;
+}
+
 /* Enqueue one batch of timed iterations, wait for it, append its samples. */
 static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, int batch, int cold,
                          void *d_flush, size_t flush_bytes, timing_stats *out)
 {
     int i;
     TRY(measure_reserve(ctx, st, batch));
+    TRY(measure_events(ctx, st, batch));
     for (i = 0; i < batch; i++) {
         double h0, h1;
         int iter = st->n + i;
@@ -216,13 +230,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
 {
     const char *reason = NULL;
     double t_begin;
-    int i, rc;
-
-    for (i = 0; i < MEASURE_EVENT_POOL; i++) {
-        CUDA_TRY(ctx, cudaEventCreate(&st->start[i]));
-        st->nevents = i + 1; /* from here on start[i] (and end[i] once made) are destroyed */
-        CUDA_TRY(ctx, cudaEventCreate(&st->end[i]));
-    }
+    int rc;
 
     nvtxRangePushA("warmup");
     rc = measure_warmup(ctx, st, fn, arg, r, out->warmup);
