@@ -161,6 +161,7 @@ static enum MHD_Result http_dispatch(struct MHD_Connection *conn, const char *ur
 {
     http_request req;
 
+    http_body_complete(c);
     c->received_s = clock_monotonic_s();
     if (c->expects_body) http_guard_body_ends(conn);
     http_request_view(&req, conn, url, method, c);

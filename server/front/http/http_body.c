@@ -1,6 +1,7 @@
 /* http_body.c — request bodies, once http_framing.c has framed the head: held in memory up to max_body_bytes (413 past it) or, for the routes
  * of http_stream_routes, admitted by the route before any byte is read and written to a
- * memfd as it arrives, bounded by max_upload_bytes and the route's grow.
+ * memfd as it arrives (by body_writer.c's thread), bounded by max_upload_bytes and the
+ * route's grow.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -86,6 +87,8 @@ static enum MHD_Result http_refuse_rest(const char *method, const char *url, htt
              e->status, e->code, e->message);
     c->refusal = *e;
     c->discarding = 1;
+    body_writer_abort(c->writer);
+    c->writer = NULL;
     close(c->fd); /* the upload's memory goes before its budget does */
     c->fd = -1;
     http_body_release(c);
@@ -104,7 +107,12 @@ static enum MHD_Result http_discard_piece(const char *method, const char *url, h
     return http_cut_upload(method, url, c, &e);
 }
 
-/* A piece of a streamed body: straight to the memfd, never accumulated. */
+/* A streamed body gets its writer thread (body_writer.h) once this much of it is in: a small
+ * upload, or one that trickles, costs no thread and no ring. */
+#define HTTP_WRITER_AFTER_BYTES ((size_t)1 << 20)
+
+/* A piece of a streamed body: to the memfd, never accumulated; past HTTP_WRITER_AFTER_BYTES
+ * through the writer's ring, written on its thread. */
 static enum MHD_Result http_stream_piece(const char *method, const char *url, http_conn *c, const char *data,
                                          size_t n)
 {
@@ -121,6 +129,20 @@ static enum MHD_Result http_stream_piece(const char *method, const char *url, ht
     if (total > c->declared_bytes && c->stream->grow && c->stream->grow(c->hold, total, &e) != 0) {
         if (!e.status) api_fail(&e, 500, "internal", "", "the upload was refused without a reason");
         return http_refuse_rest(method, url, c, &e);
+    }
+    if (!c->writer && !c->writer_tried && c->len >= HTTP_WRITER_AFTER_BYTES) {
+        c->writer_tried = 1;
+        c->writer = body_writer_start(c->fd); /* NULL: written on this thread, as before */
+        if (!c->writer) log_warn("no writer thread for an upload: the rest of its body is written as it is received");
+    }
+    if (c->writer) {
+        char err[128];
+        if (body_writer_put(c->writer, data, n, err, sizeof err) != 0) {
+            log_error("writing an upload to its memfd: %s", err);
+            return MHD_NO;
+        }
+        c->len += n;
+        return MHD_YES;
     }
     while (n > 0) {
         ssize_t w = write(c->fd, data, n);
@@ -173,6 +195,18 @@ enum MHD_Result http_body_piece(const char *method, const char *url, http_conn *
     return http_held_piece(c, data, n);
 }
 
+void http_body_complete(http_conn *c)
+{
+    char err[128];
+    body_writer *w = c->writer;
+
+    if (!w) return;
+    c->writer = NULL;
+    if (body_writer_finish(w, err, sizeof err) == 0 || c->refusal.status) return;
+    log_error("writing an upload to its memfd: %s", err);
+    api_fail(&c->refusal, 500, "internal", "", "cannot hold the upload: %s", err);
+}
+
 void http_body_release(http_conn *c)
 {
     if (c->stream && !c->released) c->stream->release(c->hold);
@@ -181,6 +215,8 @@ void http_body_release(http_conn *c)
 
 void http_body_end(http_conn *c)
 {
+    body_writer_abort(c->writer); /* a body that never ended: the client went away */
+    c->writer = NULL;
     if (c->fd >= 0) close(c->fd); /* the upload's memory goes before its budget does */
     http_body_release(c);
     free(c->body);

@@ -11,6 +11,7 @@
 
 #include <microhttpd.h>
 
+#include "server/front/http/body_writer.h"
 #include "server/front/http/http.h"
 
 /* Per-request state (con_cls), from the access handler's first call to http_completed. */
@@ -20,6 +21,8 @@ typedef struct http_conn {
     char *body;
     size_t len, cap;
     int fd;        /* streaming routes: the memfd the body goes to; -1 otherwise */
+    body_writer *writer; /* writes the body to fd on a thread of its own; NULL: written here */
+    int writer_tried;    /* body_writer_start was called (once per body) */
     int too_large; /* the body passed max_body_bytes: dropped, answered 413 */
     int discarding; /* a streamed body refused mid-way: the rest dropped, c->refusal answered */
     unsigned long long discarded_bytes; /* dropped so far (too_large or discarding) */
@@ -65,6 +68,9 @@ void http_body_admit(struct MHD_Connection *conn, const char *url, const char *m
  * refused (its answer waits for its end). MHD_NO closes the connection (a body cut off leaves
  * its reason in c->cut). */
 enum MHD_Result http_body_piece(const char *method, const char *url, http_conn *c, const char *data, size_t n);
+/* http_body.c: the body's last byte is in: a streamed one written whole to its memfd before
+ * the handler reads it (a failed write becomes c->refusal). */
+void http_body_complete(http_conn *c);
 /* http_body.c: release the stream route's hold, once (when its body is refused, or at the end). */
 void http_body_release(http_conn *c);
 /* http_body.c: the request ended: close the memfd, release the route's hold, free the body. */
