@@ -6,7 +6,8 @@
  * it, so there is no lock.
  *
  * Uploads are copied out of the front's memfd into the buffer: on the cpu device one
- * memcpy from the mapping; on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its
+ * memcpy from the mapping, except an upload of one tensor, which is kept where it is (a
+ * private mapping of the memfd, wt_put_mapped); on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its
  * read-only mapping of the memfd (cudaHostRegister) and the copy is a DMA straight out of
  * the memfd's pages, queued on the worker's copy stream while the CPU computes the
  * fingerprint, then synchronised (so no later kernel can see it in flight) and the mapping
@@ -57,6 +58,8 @@ typedef struct wt_entry {
     char id[32];
     void *ptr;
     size_t bytes;
+    void *map_base; /* the tensor lives in a private mapping of its upload's memfd (cpu device): unmapped, not freed */
+    size_t map_len;
 } wt_entry;
 
 static wt_entry *wt_table;
@@ -325,7 +328,8 @@ int worker_tensors_adopt(const char *id, void *ptr, size_t bytes)
 
 static void wt_remove(int i)
 {
-    wt_release(wt_table[i].ptr);
+    if (wt_table[i].map_base) munmap(wt_table[i].map_base, wt_table[i].map_len);
+    else wt_release(wt_table[i].ptr);
     wt_table[i] = wt_table[--wt_count];
 }
 
@@ -457,6 +461,64 @@ int worker_tensors_keep_output(const run_request *r, void *out, size_t bytes, cJ
 
 /* ---------------------------------------------------------------- messages -------------- */
 
+/* An upload of one tensor to the cpu device, kept where it already is: the tensor is a private
+ * mapping of the upload's memfd (its pages the memfd's until written), so nothing is copied.
+ * The front closes its memfd at the end of the request; the mapping keeps the pages. Only for
+ * a span that starts 16-byte aligned (raw bytes at 0, an npy's data at 64 or 128). 1: kept
+ * (*ptr set, the table entry made), 0: not possible here (copy it), -1 with e. */
+static int wt_put_mapped(int fd, const char *id, size_t off, size_t bytes, void **ptr, api_error *e)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t base_off, len;
+    void *base;
+
+    if (wt_on_gpu || bytes == 0 || off % 16 != 0 || page <= 0) return 0;
+    base_off = off - off % (size_t)page;
+    len = off + bytes - base_off;
+    /* Populated read-only, then made writable: populating a writable private mapping would
+     * break copy-on-write for every page, which is the very copy this avoids. */
+    base = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)base_off);
+    if (base == MAP_FAILED) return 0; /* copied instead */
+    if (mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
+        munmap(base, len);
+        return 0;
+    }
+    *ptr = (uint8_t *)base + (off - base_off);
+    if (worker_tensors_adopt(id, *ptr, bytes) != 0) {
+        munmap(base, len);
+        return api_fail(e, 500, "internal", "", "out of memory for the tensor table");
+    }
+    wt_table[wt_count - 1].map_base = base;
+    wt_table[wt_count - 1].map_len = len;
+    return 1;
+}
+
+/* tensor_put's answer for one tensor kept by wt_put_mapped (the newest table entry): its
+ * fingerprint, and the phases since t0. NULL with e, the entry dropped, when out of memory. */
+static cJSON *wt_put_answer(const char *id, const void *p, size_t bytes, double t0, api_error *e)
+{
+    double fp_start = clock_monotonic_s(), fingerprint_s;
+    char fp[20];
+    cJSON *out = cJSON_CreateObject(), *arr = out ? cJSON_AddArrayToObject(out, "tensors") : NULL, *o;
+
+    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)fingerprint_bytes(p, bytes));
+    fingerprint_s = clock_monotonic_s() - fp_start;
+    o = arr ? cJSON_CreateObject() : NULL;
+    if (o && (!cJSON_AddStringToObject(o, "id", id) || !cJSON_AddStringToObject(o, "fingerprint", fp) ||
+              !cJSON_AddItemToArray(arr, o))) {
+        cJSON_Delete(o); /* not in arr */
+        o = NULL;
+    }
+    if (!o || !cJSON_AddNumberToObject(out, "copy_s", fp_start - t0) ||
+        !cJSON_AddNumberToObject(out, "fingerprint_s", fingerprint_s)) {
+        cJSON_Delete(out);
+        wt_remove(wt_count - 1);
+        api_fail(e, 500, "internal", "", "out of memory");
+        return NULL;
+    }
+    return out;
+}
+
 static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
 {
     const cJSON *list = cJSON_GetObjectItem(msg, "tensors"), *t;
@@ -497,6 +559,16 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
                      need, avail);
             return NULL;
         }
+    }
+    if (n == 1) { /* one tensor on the cpu device: kept in the memfd's pages, not copied */
+        const cJSON *t0json = cJSON_GetArrayItem(list, 0);
+        const char *id = cJSON_GetObjectItem(t0json, "id")->valuestring;
+        size_t off = (size_t)cJSON_GetObjectItem(t0json, "offset")->valuedouble;
+        size_t bytes = (size_t)cJSON_GetObjectItem(t0json, "bytes")->valuedouble;
+        void *p = NULL;
+        int kept = wt_put_mapped(fd, id, off, bytes, &p, e);
+        if (kept < 0) return NULL;
+        if (kept) return wt_put_answer(id, p, bytes, t0, e);
     }
     if (map_bytes > 0) {
         /* Populated (no fault per page during the copy), unless it is to be page-locked,

@@ -7,8 +7,8 @@ import struct
 import numpy as np
 import pytest
 
-from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, error_of, load_gen, npy_bytes, safetensors_bytes,
-                               tiny)
+from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, Api, error_of, load_gen, npy_bytes,
+                               safetensors_bytes, tiny)
 
 B, H, S, D = 1, 2, 16, 8
 
@@ -351,7 +351,6 @@ def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
     """The upload's answer says where its time went ("timing", docs/tensors.md), a download's
     Server-Timing header its phases before the first byte; the front logs one line per upload
     and per download at info level, the download's once it is sent."""
-    from attnd_api_helpers import Api
     srv = start_server(extra=["--log-level", "info", "--cpu-threads", "2"])
     api = Api(srv.url)
     a = np.arange(1 << 20, dtype=np.float32)  # 4 MiB: several pieces of the body
@@ -375,3 +374,43 @@ def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
     assert "tensors: %s uploaded to cpu, %d bytes: received in" % (t["id"], a.nbytes) in log, log[-2000:]
     assert "tensors: %s downloaded (raw) from cpu: queued" % t["id"] in log, log[-2000:]
     assert "sent %d bytes in" % a.nbytes in log, log[-2000:]
+
+
+def _worker_upload_mappings(srv):
+    """{mapping size in bytes: count} of the cpu worker's mappings of upload memfds."""
+    import glob
+    sizes = {}
+    for children in glob.glob("/proc/%d/task/*/children" % srv.proc.pid):
+        for pid in open(children).read().split():
+            try:
+                lines = open("/proc/%s/maps" % pid).read().splitlines()
+            except OSError:
+                continue
+            for line in lines:
+                if "/memfd:attnd-upload" in line:
+                    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                    sizes[hi - lo] = sizes.get(hi - lo, 0) + 1
+    return sizes
+
+
+def test_cpu_upload_of_one_tensor_is_kept_in_its_pages(start_server):
+    """A one-tensor upload to the cpu device is not copied: the worker keeps a private mapping of
+    the upload's memfd as the tensor (docs/tensors.md), gone with the tensor. A file of several
+    tensors is copied as before. The bytes and the runs on them are the same either way."""
+    srv = start_server()
+    api = Api(srv.url)
+    a = rand((B, H, 4096, D), 80)  # 1 MiB: 256 pages
+    raw = upload(api, a.tobytes(), dtype="fp32", shape="%d,%d,%d,%d" % a.shape, device="cpu")
+    npy = upload(api, npy_bytes(a), device="cpu")
+    held = _worker_upload_mappings(srv)
+    assert held.get(a.nbytes) == 1, held                 # raw: the body is the tensor, page-aligned
+    assert held.get(a.nbytes + 4096) == 1, held          # npy: the header's page too
+    assert download(api, raw["id"], "raw") == a.tobytes() and download(api, npy["id"], "raw") == a.tobytes()
+    r = api.run(params=run_params(q=raw["id"], k=npy["id"], v=raw["id"]))
+    assert r.status_code == 200, r.text[:500]
+
+    two = upload(api, safetensors_bytes([("x", "F32", a), ("y", "F32", a)]), device="cpu")
+    assert sum(_worker_upload_mappings(srv).values()) == 2, "several tensors in one file are copied"
+    for t in [raw, npy] + two["tensors"]:
+        assert api.request("DELETE", "/v1/tensors/%s" % t["id"]).status_code == 200
+    assert _worker_upload_mappings(srv) == {}, "a deleted tensor's pages are let go"
