@@ -464,7 +464,8 @@ int worker_tensors_keep_output(const run_request *r, void *out, size_t bytes, cJ
 /* An upload of one tensor to the cpu device, kept where it already is: the tensor is a private
  * mapping of the upload's memfd (its pages the memfd's until written), so nothing is copied.
  * The front closes its memfd at the end of the request; the mapping keeps the pages. Only for
- * a span that starts 16-byte aligned (raw bytes at 0, an npy's data at 64 or 128). 1: kept
+ * a span that starts 8-byte aligned, past any element's alignment (raw bytes at 0, an npy's
+ * data at 64 or 128, a safetensors file's at its 8-byte padded header). 1: kept
  * (*ptr set, the table entry made), 0: not possible here (copy it), -1 with e. */
 static int wt_put_mapped(int fd, const char *id, size_t off, size_t bytes, void **ptr, api_error *e)
 {
@@ -472,7 +473,7 @@ static int wt_put_mapped(int fd, const char *id, size_t off, size_t bytes, void 
     size_t base_off, len;
     void *base;
 
-    if (wt_on_gpu || bytes == 0 || off % 16 != 0 || page <= 0) return 0;
+    if (wt_on_gpu || bytes == 0 || off % 8 != 0 || page <= 0) return 0;
     base_off = off - off % (size_t)page;
     len = off + bytes - base_off;
     /* Populated read-only, then made writable: populating a writable private mapping would

@@ -399,7 +399,7 @@ def test_cpu_upload_of_one_tensor_is_kept_in_its_pages(start_server):
     tensors is copied as before. The bytes and the runs on them are the same either way."""
     srv = start_server()
     api = Api(srv.url)
-    a = rand((B, H, 4096, D), 80)  # 1 MiB: 256 pages
+    a = rand((B, H, 4096, D), 80)  # 256 KiB: 64 pages
     raw = upload(api, a.tobytes(), dtype="fp32", shape="%d,%d,%d,%d" % a.shape, device="cpu")
     npy = upload(api, npy_bytes(a), device="cpu")
     held = _worker_upload_mappings(srv)
@@ -409,8 +409,11 @@ def test_cpu_upload_of_one_tensor_is_kept_in_its_pages(start_server):
     r = api.run(params=run_params(q=raw["id"], k=npy["id"], v=raw["id"]))
     assert r.status_code == 200, r.text[:500]
 
+    one = upload(api, safetensors_bytes([("x", "F32", a)]), device="cpu")["tensors"][0]
+    assert sum(_worker_upload_mappings(srv).values()) == 3, "a safetensors file of one tensor is kept too"
+    assert download(api, one["id"], "raw") == a.tobytes()
     two = upload(api, safetensors_bytes([("x", "F32", a), ("y", "F32", a)]), device="cpu")
-    assert sum(_worker_upload_mappings(srv).values()) == 2, "several tensors in one file are copied"
-    for t in [raw, npy] + two["tensors"]:
+    assert sum(_worker_upload_mappings(srv).values()) == 3, "several tensors in one file are copied"
+    for t in [raw, npy, one] + two["tensors"]:
         assert api.request("DELETE", "/v1/tensors/%s" % t["id"]).status_code == 200
     assert _worker_upload_mappings(srv) == {}, "a deleted tensor's pages are let go"
