@@ -103,3 +103,31 @@ def test_sweep_plan_file_errors_exit_2(tmp_path, capsys):
     assert cli.main(["sweep"]) == 2
     assert "--backends" in capsys.readouterr().err
     assert cli.main(["sweep", "--plan", str(tmp_path / "missing.json")]) == 2
+
+
+def _run_params_schema():
+    with open(os.path.join(REPO, "docs", "openapi.json")) as f:
+        return json.load(f)["components"]["schemas"]["RunParams"]
+
+
+@pytest.mark.parametrize("params,names", [
+    ({"iters": 1.0}, "params.iters: iters must be an integer from 0 to 100000, got 1.0"),
+    ({"iters": True}, "params.iters: iters must be an integer"),
+    ({"verify": 1}, "params.verify: verify must be true or false, got 1"),
+    ({"min_time_ms": False}, "params.min_time_ms: min_time_ms must be a number"),
+    ({"iters": 100001}, "got 100001"),
+])
+def test_plan_params_of_the_wrong_type_are_refused_before_any_run(params, names):
+    """attnd batch refuses a plan whose params the server would refuse, before any run; a sweep
+    checks its params' types against the server's RunParams schema the same way."""
+    with pytest.raises(cli.PlanError) as exc:
+        cli.check_plan_params({"backends": ["reference"], "params": params}, _run_params_schema())
+    assert names in str(exc.value)
+
+
+def test_plan_params_the_server_reads_are_let_through():
+    schema = _run_params_schema()
+    for params in ({"iters": 20, "verify": True, "min_time_ms": 300, "scale": 0.125},
+                   {"iters": "12", "verify": "true"},      # strings: the server reads them
+                   {"not_a_parameter_here": 1.0}):        # unknown: the server's to refuse
+        cli.check_plan_params({"backends": ["reference"], "params": params}, schema)

@@ -192,6 +192,20 @@ def test_cli_sweep_csv_json(server, capsys, tmp_path):
     assert data[2]["error"]["code"] == "unsupported"
 
 
+def test_cli_sweep_plan_with_a_fraction_for_iters_is_refused_before_any_run(server, capsys, tmp_path):
+    """A plan's params of the wrong type (here "iters": 1.0) are refused whole with exit 2, as
+    attnd batch refuses them, checked against the server's own RunParams schema: no run is
+    posted, so none fails one by one."""
+    client = attnd.Client(server.url)
+    before = len(client.runs(limit=1000)["runs"])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"backends": ["reference"], "seq": [8, 16],
+                                "params": {"device": "cpu", "batch": 1, "heads": 2, "head_dim": 8, "iters": 1.0}}))
+    rc = cli.main(["sweep", "--url", server.url, "--plan", str(plan)])
+    assert rc == 2 and "params.iters: iters must be an integer" in capsys.readouterr().err
+    assert len(client.runs(limit=1000)["runs"]) == before
+
+
 def test_cli_bad_server_exit_1(capsys):
     rc = cli.main(["device", "--url", "http://127.0.0.1:9", "--timeout", "2"])
     assert rc == 1 and "attnd-cli:" in capsys.readouterr().err

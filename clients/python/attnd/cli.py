@@ -481,6 +481,41 @@ def check_plan(plan):
                             % (len(backends), rounds, STUDY_MAX_RUNS))
 
 
+_SCHEMA_TYPES = {"integer": "an integer", "number": "a number", "boolean": "true or false"}
+
+
+def _value_fits(value, schema):
+    """Whether a JSON value could be its run parameter as the server reads it: an integer
+    parameter refuses a fraction (1.0) or a boolean, a number a boolean, a boolean a number,
+    and a number out of the schema's bounds is refused. Strings are the server's to read (it
+    takes "12" for 12 and "true" for true)."""
+    kind = schema.get("type")
+    if isinstance(value, str):
+        return True
+    if kind == "integer" and not _is_int(value):
+        return False
+    if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        return False
+    if kind == "boolean":
+        return isinstance(value, bool)
+    return not (value < schema.get("minimum", value) or value > schema.get("maximum", value))
+
+
+def check_plan_params(plan, run_params_schema):
+    """Raise PlanError unless every value of the plan's params could be its run parameter in the
+    server's RunParams schema (GET /openapi.json): "iters": 1.0 is refused here, before any
+    run, as attnd batch refuses it, not run by run. Parameters the schema does not name are left
+    to the server (a server older than this client may know fewer)."""
+    props = (run_params_schema or {}).get("properties") or {}
+    for key, value in (plan.get("params") or {}).items():
+        schema = props.get(key)
+        if schema and schema.get("type") in _SCHEMA_TYPES and not _value_fits(value, schema):
+            bounds = "".join(" %s %s" % (w, schema[k]) for k, w in (("minimum", "from"), ("maximum", "to"))
+                             if k in schema)
+            raise PlanError("params.%s: %s must be %s%s, got %s" % (key, key, _SCHEMA_TYPES[schema["type"]], bounds,
+                                                                    json.dumps(value)))
+
+
 def _study_of(plan):
     """(rounds, baseline) of a plan that holds a study, else None."""
     study = plan.get("study")
@@ -760,6 +795,7 @@ def cmd_sweep(args, out):
     client = _client(args, retry_429=args.retries)
     resident = _resident_inputs(args)
     plan = sweep_plan(args)
+    check_plan_params(plan, client.run_params_schema())
     if _study_of(plan):
         return _sweep_studies(client, plan, args, out, resident)
     grid = [dict(p, **resident) for p in plan_grid(plan)]

@@ -213,6 +213,11 @@ class Client:
         """GET /v1/variants: {"variants": [...]}."""
         return self._json("GET", "/v1/variants")
 
+    def run_params_schema(self):
+        """The run parameters' JSON schema, from GET /openapi.json (components.schemas.RunParams):
+        what this server accepts, each parameter's type, bounds and enum."""
+        return ((self._json("GET", "/openapi.json").get("components") or {}).get("schemas") or {}).get("RunParams")
+
     def models(self):
         """GET /v1/models: the model presets (a run's model=NAME), a list of dicts."""
         return self._json("GET", "/v1/models")["models"]
