@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Served throughput of two builds, in one call: how many small runs a second each serves.
+"""Served throughput of two builds or more, in one call: how many small runs a second each serves.
 
-Each build's attnd is started in turn on a fresh data directory (rounds ABBA…, so that drift
-falls on both), loaded by CLIENTS threads that post small runs for SECONDS, rotating over the
-variants and three sequence lengths, and stopped. Per build and round: runs answered per
-second, errors, and the medians of the records' service phases (where the build records them:
-`service.exchange_ms` and `service.worker_ms.total`), so a change in throughput comes with where
-the time went. Without and with verify.
+Each build's attnd is started in turn on a fresh data directory (rounds AB, BA, … or ABC, CBA,
+…, so that drift falls on all), loaded by CLIENTS threads that post small runs for SECONDS,
+rotating over the variants and three sequence lengths, and stopped. Per build and round: runs
+answered per second, errors, and the medians of the records' service phases (where the build
+records them: `service.exchange_ms`, `service.worker_ms.total` and each of the worker's phases),
+so a change in throughput comes with where the time went. Without and with verify.
 
     python3 bench/served_throughput.py --builds build/base,build/test [--clients 12]
         [--seconds 15] [--rounds 2] [--variants naive,naive_inplace,math,efficient,flash,cudnn]
@@ -146,9 +146,23 @@ def service_medians(records):
     return (statistics.median(ex) if ex else None), (statistics.median(wk) if wk else None)
 
 
+def worker_phase_medians(records):
+    """{phase: median ms} over the records' service.worker_ms (checks, alloc, inputs, measure, …):
+    where a worker's time per run went; {} for a build that does not record it."""
+    phases = {}
+    for r in records:
+        wk = (r.get("service") or {}).get("worker_ms") if isinstance(r.get("service"), dict) else None
+        if isinstance(wk, dict):
+            for k, v in wk.items():
+                if isinstance(v, (int, float)):
+                    phases.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in phases.items()}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--builds", required=True, help="two build folders, comma-separated: the first is the baseline")
+    ap.add_argument("--builds", required=True,
+                    help="two or more build folders, comma-separated: the first is the baseline")
     ap.add_argument("--config-of", action="append", default=[], metavar="BUILD=FILE",
                     help="the config file a build reads (ATTND_CONFIG)")
     ap.add_argument("--variants", default="naive,naive_inplace,math,efficient,flash,cudnn")
@@ -162,15 +176,15 @@ def main():
     ap.add_argument("--json", default=None, help="write the rows here too")
     args = ap.parse_args()
     builds = args.builds.split(",")
-    if len(builds) != 2:
-        ap.error("--builds takes two folders")
+    if len(builds) < 2:
+        ap.error("--builds takes two folders or more")
     configs = dict(kv.split("=", 1) for kv in args.config_of)
     variants = args.variants.split(",")
     shape = parse_shape(args.shape)
     rows = []
     for verify in (False, True):
         for rnd in range(args.rounds):
-            order = builds if rnd % 2 == 0 else builds[::-1]
+            order = builds if rnd % 2 == 0 else builds[::-1]  # ABC, CBA: drift falls on all
             for build in order:
                 proc, url, data = start(build, configs.get(build), args.device)
                 try:
@@ -180,12 +194,16 @@ def main():
                 finally:
                     stop(proc, data)
                 ex, wk = service_medians(records)
+                phases = worker_phase_medians(records)
                 rows.append({"build": build, "verify": verify, "round": rnd, "runs_per_s": rate, "failed": failed,
-                             "exchange_ms_median": ex, "worker_ms_median": wk})
+                             "exchange_ms_median": ex, "worker_ms_median": wk, "worker_phase_ms_medians": phases})
                 print("%-24s verify=%-5s round %d: %7.1f runs/s, %d failed%s" % (
                     build, verify, rnd, rate, failed,
                     "" if ex is None else ", exchange %.3f ms, worker %.3f ms (medians)" % (ex, wk or 0.0)),
                     file=sys.stderr, flush=True)
+                if phases:
+                    print("%-24s   worker ms by phase (medians): %s" % (build, ", ".join(
+                        "%s %.3f" % (k, v) for k, v in phases.items() if k != "total")), file=sys.stderr, flush=True)
     print("| build | verify | runs/s (median of rounds) | range | vs %s |" % builds[0])
     print("| --- | --- | --- | --- | --- |")
     for verify in (False, True):

@@ -19,6 +19,8 @@
 #                192/128), fused_check --shape form
 #   DECODE_SHAPES the targets phase's decode shapes for flash@splitkv against cudnn (default the issue's
 #                MHA and GQA decode), B,H,Sq:Skv,D,mask[,Hkv]
+#   THROUGHPUT_BUILDS  the throughput phase's builds, comma-separated, the first the baseline (default
+#                BASE_BUILD and this build); THROUGHPUT_CONFIGS more "--config-of BUILD=FILE" words
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
@@ -65,8 +67,10 @@ if has ab && [ -n "${BASE_BUILD:-}" ]; then
 fi
 
 if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; then
-    timeout -k 10 "${THROUGHPUT_TIMEOUT_S:-240}" python3 bench/served_throughput.py --builds "$BASE_BUILD,$B" \
-        ${BASE_CONFIG:+--config-of "$BASE_BUILD=$BASE_CONFIG"} --seconds "${THROUGHPUT_SECONDS:-10}" --rounds 2 \
+    # shellcheck disable=SC2086  # THROUGHPUT_CONFIGS: words of their own
+    timeout -k 10 "${THROUGHPUT_TIMEOUT_S:-240}" python3 bench/served_throughput.py \
+        --builds "${THROUGHPUT_BUILDS:-$BASE_BUILD,$B}" ${BASE_CONFIG:+--config-of "$BASE_BUILD=$BASE_CONFIG"} \
+        ${THROUGHPUT_CONFIGS:-} --seconds "${THROUGHPUT_SECONDS:-10}" --rounds 2 \
         --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
     note "throughput" "rc $?"
     grep -E '^\| [^-b]' "$OUT/throughput.log" | while read -r line; do note "  runs/s" "${line:0:150}"; done
