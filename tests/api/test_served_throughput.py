@@ -25,4 +25,4 @@ def test_builds_compared_on_the_cpu(tmp_path):
     assert len(rows) == 6 and all(r["runs_per_s"] > 0 and r["failed"] == 0 for r in rows), rows
     assert all(r["exchange_ms_median"] > 0 and r["worker_ms_median"] > 0 for r in rows), rows
     assert all({"checks", "inputs", "measure", "total"} <= set(r["worker_phase_ms_medians"]) for r in rows), rows
-    assert "worker ms by phase (medians): checks" in p.stderr, p.stderr[-2000:]
+    assert "worker ms by phase (medians): " in p.stderr and " measure " in p.stderr, p.stderr[-2000:]
