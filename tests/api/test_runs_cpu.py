@@ -375,3 +375,23 @@ def test_one_iteration_latency_under_50ms(api):
         best = dt if best is None else min(best, dt)
     print("1-iteration run, best of 5: %.2f ms" % best)
     assert best < 50.0, "best end-to-end latency %.1f ms" % best
+
+
+@pytest.mark.parametrize("params,fingerprint,rel_l2_err", [
+    (dict(batch=1, heads=4, seq=128, head_dim=64, dtype="bf16"), "51d8332dce61cb7c", None),  # README's example
+    (dict(batch=1, heads=4, seq=128, head_dim=64, dtype="fp32"), "912be0769071e882", 2.382904671530663e-08),
+    (dict(batch=2, heads=4, seq=512, head_dim=64, dtype="fp32"), "513f01a8a39f37b4", 2.4440581760645366e-08),
+])
+def test_reference_output_is_the_same_bits_in_every_build(api, params, fingerprint, rel_l2_err):
+    """The fp64 reference is the oracle verify trusts and makes the fingerprint README shows; a
+    build flag that changed its arithmetic (an FMA contraction, another summation order) would
+    change its last bits. The rounded output hides those, but verify of the reference in fp32
+    compares the rounded output with the fp64 one, and its rel_l2_err moves in the 11th digit
+    when reference.c is built with FMA. Golden values from the -O2 build of cac8026, unchanged
+    since (reference.c builds with -O3 -ffp-contract=off)."""
+    r = api.run(params=dict(backend="reference", device="cpu", warmup=0, iters=1, verify=True, **params))
+    assert r.status_code == 200, r.text[:500]
+    rec = r.json()
+    assert rec["output"]["fingerprint"] == fingerprint
+    if rel_l2_err is not None:
+        assert rec["verify"]["rel_l2_err"] == rel_l2_err  # exact: the last bits are the point
