@@ -389,7 +389,7 @@ def test_reference_output_is_the_same_bits_in_every_build(api, params, fingerpri
     compares the rounded output with the fp64 one, and its rel_l2_err moves in the 11th digit
     when reference.c is built with FMA. Golden values from the -O2 build of cac8026, unchanged
     since (reference.c builds with -O3 -ffp-contract=off)."""
-    r = api.run(params=dict(backend="reference", device="cpu", warmup=0, iters=1, verify=True, **params))
+    r = api.run(params=dict(backend="reference", device="cpu", warmup=0, iters=1, verify="true", **params))
     assert r.status_code == 200, r.text[:500]
     rec = r.json()
     assert rec["output"]["fingerprint"] == fingerprint
