@@ -395,3 +395,14 @@ def test_reference_output_is_the_same_bits_in_every_build(api, params, fingerpri
     assert rec["output"]["fingerprint"] == fingerprint
     if rel_l2_err is not None:
         assert rec["verify"]["rel_l2_err"] == rel_l2_err  # exact: the last bits are the point
+
+
+def test_a_tiny_forward_starts_no_thread(api):
+    """The reference's helper threads are parked between forwards and a forward gets as many as
+    its work deserves (kernels/cpu/host_threads.c): B1 H2 S16 D8 runs on the calling thread
+    alone. Starting a helper per forward, as before, cost ~20 us a forward (24-26 us against
+    2.7 on the 2-core test machine); the bound leaves room for a slower, loaded machine."""
+    r = api.run(params=dict(backend="reference", device="cpu", batch=1, heads=2, seq=16, head_dim=8, warmup=5,
+                            iters=1000))
+    assert r.status_code == 200, r.text[:500]
+    assert r.json()["timing"]["median_us"] < 12.0, r.json()["timing"]
