@@ -24,7 +24,7 @@ int host_threads_for_work(int wanted, double units, double min_units_per_thread)
 /* fn(arg) on n threads at once: the caller's and n − 1 helpers. Returns once every one of
  * them has returned; the number of threads that ran it (fewer than n when helpers could
  * not be started: fn must share its work out, e.g. by an atomic counter). Calls from
- * several threads take turns. */
+ * several threads take turns, so fn must not call host_threads_run itself. */
 int host_threads_run(int n, void (*fn)(void *arg), void *arg);
 
 #ifdef __cplusplus
