@@ -7,7 +7,7 @@
  *
  * Uploads are copied out of the front's memfd into the buffer: on the cpu device one
  * memcpy from the mapping, except an upload of one tensor, which is kept where it is (a
- * private mapping of the memfd, wt_put_mapped); on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its
+ * private mapping of the memfd, wt_map_kept); on a GPU, from WT_PIN_MIN_BYTES on, the worker page-locks its
  * read-only mapping of the memfd (cudaHostRegister) and the copy is a DMA straight out of
  * the memfd's pages, queued on the worker's copy stream while the CPU computes the
  * fingerprint, then synchronised (so no later kernel can see it in flight) and the mapping
@@ -465,59 +465,25 @@ int worker_tensors_keep_output(const run_request *r, void *out, size_t bytes, cJ
  * mapping of the upload's memfd (its pages the memfd's until written), so nothing is copied.
  * The front closes its memfd at the end of the request; the mapping keeps the pages. Only for
  * a span that starts 8-byte aligned, past any element's alignment (raw bytes at 0, an npy's
- * data at 64 or 128, a safetensors file's at its 8-byte padded header). 1: kept
- * (*ptr set, the table entry made), 0: not possible here (copy it), -1 with e. */
-static int wt_put_mapped(int fd, const char *id, size_t off, size_t bytes, void **ptr, api_error *e)
+ * data at 64 or 128, a safetensors file's at its 8-byte padded header). The tensor's bytes,
+ * with the mapping in *base and *len (munmap them with the tensor); NULL: copy it instead. */
+static uint8_t *wt_map_kept(int fd, size_t off, size_t bytes, void **base, size_t *len)
 {
     long page = sysconf(_SC_PAGESIZE);
-    size_t base_off, len;
-    void *base;
+    size_t base_off;
 
-    if (wt_on_gpu || bytes == 0 || off % 8 != 0 || page <= 0) return 0;
+    if (wt_on_gpu || bytes == 0 || off % 8 != 0 || page <= 0) return NULL;
     base_off = off - off % (size_t)page;
-    len = off + bytes - base_off;
+    *len = off + bytes - base_off;
     /* Populated read-only, then made writable: populating a writable private mapping would
      * break copy-on-write for every page, which is the very copy this avoids. */
-    base = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)base_off);
-    if (base == MAP_FAILED) return 0; /* copied instead */
-    if (mprotect(base, len, PROT_READ | PROT_WRITE) != 0) {
-        munmap(base, len);
-        return 0;
-    }
-    *ptr = (uint8_t *)base + (off - base_off);
-    if (worker_tensors_adopt(id, *ptr, bytes) != 0) {
-        munmap(base, len);
-        return api_fail(e, 500, "internal", "", "out of memory for the tensor table");
-    }
-    wt_table[wt_count - 1].map_base = base;
-    wt_table[wt_count - 1].map_len = len;
-    return 1;
-}
-
-/* tensor_put's answer for one tensor kept by wt_put_mapped (the newest table entry): its
- * fingerprint, and the phases since t0. NULL with e, the entry dropped, when out of memory. */
-static cJSON *wt_put_answer(const char *id, const void *p, size_t bytes, double t0, api_error *e)
-{
-    double fp_start = clock_monotonic_s(), fingerprint_s;
-    char fp[20];
-    cJSON *out = cJSON_CreateObject(), *arr = out ? cJSON_AddArrayToObject(out, "tensors") : NULL, *o;
-
-    snprintf(fp, sizeof fp, "%016llx", (unsigned long long)fingerprint_bytes(p, bytes));
-    fingerprint_s = clock_monotonic_s() - fp_start;
-    o = arr ? cJSON_CreateObject() : NULL;
-    if (o && (!cJSON_AddStringToObject(o, "id", id) || !cJSON_AddStringToObject(o, "fingerprint", fp) ||
-              !cJSON_AddItemToArray(arr, o))) {
-        cJSON_Delete(o); /* not in arr */
-        o = NULL;
-    }
-    if (!o || !cJSON_AddNumberToObject(out, "copy_s", fp_start - t0) ||
-        !cJSON_AddNumberToObject(out, "fingerprint_s", fingerprint_s)) {
-        cJSON_Delete(out);
-        wt_remove(wt_count - 1);
-        api_fail(e, 500, "internal", "", "out of memory");
+    *base = mmap(NULL, *len, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, (off_t)base_off);
+    if (*base == MAP_FAILED) return NULL;
+    if (mprotect(*base, *len, PROT_READ | PROT_WRITE) != 0) {
+        munmap(*base, *len);
         return NULL;
     }
-    return out;
+    return (uint8_t *)*base + (off - base_off);
 }
 
 static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
@@ -529,6 +495,9 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
     size_t map_bytes = 0;
     double need = 0.0, avail, t0 = clock_monotonic_s(), fingerprint_s = 0.0, fp_start;
     int n = 0, added = 0, i, map_pinned = 0;
+    uint8_t *kept = NULL; /* the one tensor's bytes, kept in the memfd's pages (wt_map_kept) */
+    void *kept_base = NULL;
+    size_t kept_len = 0;
     cJSON *out = NULL, *arr;
 
     if (fd < 0 || !cJSON_IsArray(list) || fstat(fd, &st) != 0) {
@@ -561,17 +530,12 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
             return NULL;
         }
     }
-    if (n == 1) { /* one tensor on the cpu device: kept in the memfd's pages, not copied */
-        const cJSON *t0json = cJSON_GetArrayItem(list, 0);
-        const char *id = cJSON_GetObjectItem(t0json, "id")->valuestring;
-        size_t off = (size_t)cJSON_GetObjectItem(t0json, "offset")->valuedouble;
-        size_t bytes = (size_t)cJSON_GetObjectItem(t0json, "bytes")->valuedouble;
-        void *p = NULL;
-        int kept = wt_put_mapped(fd, id, off, bytes, &p, e);
-        if (kept < 0) return NULL;
-        if (kept) return wt_put_answer(id, p, bytes, t0, e);
+    if (n == 1) {
+        const cJSON *only = cJSON_GetArrayItem(list, 0);
+        kept = wt_map_kept(fd, (size_t)cJSON_GetObjectItem(only, "offset")->valuedouble,
+                           (size_t)cJSON_GetObjectItem(only, "bytes")->valuedouble, &kept_base, &kept_len);
     }
-    if (map_bytes > 0) {
+    if (!kept && map_bytes > 0) {
         /* Populated (no fault per page during the copy), unless it is to be page-locked,
          * which faults it in itself (wt_pin_upload). */
         const int to_pin = wt_on_gpu && map_bytes >= WT_PIN_MIN_BYTES;
@@ -592,13 +556,20 @@ static cJSON *wt_put(const cJSON *msg, int fd, api_error *e)
         const char *id = cJSON_GetObjectItem(t, "id")->valuestring;
         size_t off = (size_t)cJSON_GetObjectItem(t, "offset")->valuedouble;
         size_t bytes = (size_t)cJSON_GetObjectItem(t, "bytes")->valuedouble;
-        const uint8_t *src = (const uint8_t *)map + off;
+        const uint8_t *src = kept ? kept : (const uint8_t *)map + off;
         void *p = NULL;
         char fp[20];
         cJSON *o;
 
-        if (wt_alloc(&p, bytes, id, e) != 0) goto fail;
-        if ((bytes && wt_copy_in(p, src, map_pinned, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
+        if (kept) {
+            if (worker_tensors_adopt(id, kept, bytes) != 0) {
+                api_fail(e, 500, "internal", "", "out of memory for the tensor table");
+                goto fail;
+            }
+            wt_table[wt_count - 1].map_base = kept_base, wt_table[wt_count - 1].map_len = kept_len;
+        } else if (wt_alloc(&p, bytes, id, e) != 0) {
+            goto fail;
+        } else if ((bytes && wt_copy_in(p, src, map_pinned, bytes, e) != 0) || worker_tensors_adopt(id, p, bytes) != 0) {
             if (!e->status) api_fail(e, 500, "internal", "", "out of memory for the tensor table");
             if (map_pinned) (void)cudaStreamSynchronize(wt_copy_stream); /* no copy still writes p */
             wt_release(p);
@@ -635,7 +606,8 @@ fail:
         (void)cudaStreamSynchronize(wt_copy_stream);
         wt_unpin_upload(map);
     }
-    for (i = 0; i < added; i++) wt_remove(wt_count - 1);
+    for (i = 0; i < added; i++) wt_remove(wt_count - 1); /* a kept tensor's mapping with it */
+    if (kept && added == 0) munmap(kept_base, kept_len);
     if (map != MAP_FAILED) munmap(map, map_bytes);
     cJSON_Delete(out);
     return NULL;
