@@ -5,17 +5,20 @@
  * zero-padded.
  *
  * Large inputs (a 1 GiB upload's fingerprint took 0.24 s on one core of the H200 machine,
- * a quarter of the upload) are split into word ranges summed by up to FINGERPRINT_THREADS
- * threads: the terms are independent and the sum is order-free, so the result is the same
- * bit for bit. A thread that cannot be started leaves its range to the caller. */
+ * a quarter of the upload) are split into ranges of FINGERPRINT_RANGE_WORDS words, claimed by
+ * up to FINGERPRINT_THREADS threads (host_threads.h's parked helpers): the terms are
+ * independent and the sum is order-free (mod 2^64), so the result is the same bit for bit
+ * whichever thread sums which range. */
 #include "kernels/fingerprint.h"
 
-#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "kernels/cpu/host_threads.h"
 
 enum { FINGERPRINT_THREADS = 8 };
 #define FINGERPRINT_PARALLEL_BYTES ((size_t)32 << 20) /* below: one thread (start-up > gain) */
+#define FINGERPRINT_RANGE_WORDS ((size_t)1 << 17)     /* 1 MiB a claim */
 
 static uint64_t fingerprint_load_le(const unsigned char *b, size_t len)
 {
@@ -38,44 +41,39 @@ static uint64_t fingerprint_word_sum(const unsigned char *b, size_t first, size_
     return sum;
 }
 
-typedef struct fingerprint_range {
+typedef struct fingerprint_job {
     const unsigned char *b;
-    size_t first, end;
-    uint64_t sum;
-} fingerprint_range;
+    size_t words;
+    atomic_size_t next;    /* the first word of the next unclaimed range */
+    _Atomic uint64_t sum;  /* the ranges' sums, added as each thread finishes */
+} fingerprint_job;
 
-static void *fingerprint_range_thread(void *arg)
+/* One thread's part: ranges claimed until none is left, their sum added to the job's. */
+static void fingerprint_part(void *arg)
 {
-    fingerprint_range *r = arg;
-    r->sum = fingerprint_word_sum(r->b, r->first, r->end);
-    return NULL;
+    fingerprint_job *job = arg;
+    uint64_t sum = 0;
+
+    for (;;) {
+        size_t first = atomic_fetch_add(&job->next, FINGERPRINT_RANGE_WORDS), end;
+        if (first >= job->words) break;
+        end = job->words - first < FINGERPRINT_RANGE_WORDS ? job->words : first + FINGERPRINT_RANGE_WORDS;
+        sum += fingerprint_word_sum(job->b, first, end);
+    }
+    atomic_fetch_add(&job->sum, sum);
 }
 
 /* The word sum of b's first `words` words, on up to FINGERPRINT_THREADS threads. */
 static uint64_t fingerprint_word_sum_parallel(const unsigned char *b, size_t words)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    int k = cpus < 1 ? 1 : cpus > FINGERPRINT_THREADS ? FINGERPRINT_THREADS : (int)cpus;
-    fingerprint_range ranges[FINGERPRINT_THREADS];
-    pthread_t threads[FINGERPRINT_THREADS];
-    int started[FINGERPRINT_THREADS] = {0};
-    uint64_t sum = 0;
+    fingerprint_job job;
+    int cores = host_threads_cores();
 
-    for (int t = 0; t < k; t++) {
-        ranges[t].b = b;
-        ranges[t].first = words / (size_t)k * (size_t)t;
-        ranges[t].end = t == k - 1 ? words : words / (size_t)k * (size_t)(t + 1);
-        ranges[t].sum = 0;
-        /* range 0 is the caller's own share */
-        started[t] = t > 0 && pthread_create(&threads[t], NULL, fingerprint_range_thread, &ranges[t]) == 0;
-    }
-    for (int t = 0; t < k; t++)
-        if (!started[t]) fingerprint_range_thread(&ranges[t]);
-    for (int t = 0; t < k; t++) {
-        if (started[t]) pthread_join(threads[t], NULL); /* cannot fail: a joinable thread of ours */
-        sum += ranges[t].sum;
-    }
-    return sum;
+    job.b = b, job.words = words;
+    atomic_init(&job.next, 0);
+    atomic_init(&job.sum, 0);
+    host_threads_run(cores < FINGERPRINT_THREADS ? cores : FINGERPRINT_THREADS, fingerprint_part, &job);
+    return atomic_load(&job.sum);
 }
 
 uint64_t fingerprint_bytes(const void *bytes, size_t n)
