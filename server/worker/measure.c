@@ -131,12 +131,16 @@ static void measure_sample_board(timing_stats *out)
     }
 }
 
-/* At least `batch` pairs of events, made as batches first need them: a run of 10 iterations
- * makes 10 pairs, not the pool's 64 (each create and destroy is a driver call). */
-static int measure_events(exec_context *ctx, measure_state *st, int batch)
+/* The event pairs r's batches can use, made before the timed window: the pool's 64, or fewer
+ * when the run has fewer iterations (a run of 10 makes 10 pairs: each create and destroy is a
+ * driver call). measure_batch_size never asks for more. */
+static int measure_events(exec_context *ctx, measure_state *st, const run_request *r)
 {
-    while (st->nevents < batch) {
-        int i = st->nevents;
+    int n = MEASURE_EVENT_POOL, i;
+
+    if (r->iters > 0 && r->iters < n) n = r->iters;
+    if (r->iters <= 0 && r->max_iters > 0 && r->max_iters < n) n = r->max_iters;
+    for (i = 0; i < n; i++) {
         CUDA_TRY(ctx, cudaEventCreate(&st->start[i]));
         st->nevents = i + 1; /* from here on start[i] (and end[i] once made) are destroyed */
         CUDA_TRY(ctx, cudaEventCreate(&st->end[i]));
@@ -150,7 +154,6 @@ static int measure_batch(exec_context *ctx, measure_state *st, forward_fn fn, vo
 {
     int i;
     TRY(measure_reserve(ctx, st, batch));
-    TRY(measure_events(ctx, st, batch));
     for (i = 0; i < batch; i++) {
         double h0, h1;
         int iter = st->n + i;
@@ -232,6 +235,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     double t_begin;
     int rc;
 
+    TRY(measure_events(ctx, st, r));
     nvtxRangePushA("warmup");
     rc = measure_warmup(ctx, st, fn, arg, r, out->warmup);
     nvtxRangePop();
