@@ -134,12 +134,36 @@ int64_t flash_splitkv_max_splits(const attn_problem *p)
  * frontend's fixed-length form), exact for integers up to 2^24. */
 #define CUDNN_SDPA_MAX_WINDOW_SEQ_KV ((int64_t)1 << 24)
 
+/* The serving layouts as cuDNN takes them (docs/cudnn.md, "Serving batches"): ragged offsets
+ * are INT32 element counts, and cuDNN documents a paged cache's block size as a power of 2.
+ * Whether a sequence leaves a query row without keys needs the lengths: the worker's check
+ * (kernels/cudnn_serving.cu). */
+static int cudnn_check_serving(const attn_problem *p, char *why, size_t why_len)
+{
+    const int paged = p->page_size > 0;
+    if (paged && (p->page_size & (p->page_size - 1)) != 0) {
+        snprintf(why, why_len, "backend cudnn needs page_size a power of 2 (cuDNN's paged attention documents the "
+                 "block size as one); got %lld", (long long)p->page_size);
+        return -1;
+    }
+    if (p->ragged && (attn_q_elems(p) > INT32_MAX || attn_out_elems(p) > INT32_MAX ||
+                      (!paged && (attn_k_elems(p) > INT32_MAX || attn_v_elems(p) > INT32_MAX)))) {
+        snprintf(why, why_len, "backend cudnn needs each packed q, k, v and out below 2^31 elements in a ragged batch "
+                 "(cuDNN's ragged offsets are INT32 element counts)");
+        return -1;
+    }
+    return 0;
+}
+
 /* cuDNN 9's fp16/bf16 SDPA forward as cudnn-frontend's sdpa_support_surface.h states it, for
- * the graph cudnn_sdpa.c builds (no padding mask, fixed sequence lengths); the rules of
- * particular cuDNN releases are cudnn_sdpa_version_check's, in the worker. */
+ * the graphs cudnn_sdpa.c builds; the rules of particular cuDNN releases are
+ * cudnn_sdpa_version_check's, and those of each sequence cudnn_serving_check's, in the
+ * worker. A serving batch's graph has a padding mask, which lifts the rules on the bounds
+ * seq_q > seq_kv (each sequence is checked instead). */
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
 {
     const int64_t hkv = attn_kv_heads(p), dv = attn_dv(p);
+    const int serving = p->ragged || p->page_size > 0;
     if (p->dtype != ATTN_BF16 && p->dtype != ATTN_FP16) {
         snprintf(why, why_len, "backend cudnn supports dtype bf16 and fp16; got %s", attn_dtype_name(p->dtype));
         return -1;
@@ -171,7 +195,7 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
     }
     /* Without a padding mask cuDNN takes a left bound only when no query row lies past the
      * keys: every windowed row then sees its own position. */
-    if (p->window_keys > 0 && p->seq_q > p->seq_kv) {
+    if (p->window_keys > 0 && p->seq_q > p->seq_kv && !serving) {
         snprintf(why, why_len, "backend cudnn runs window_keys only with seq_q <= seq_kv (cuDNN: \"sliding window "
                  "attention is only supported with max_s_q <= max_s_kv\"); got %lld > %lld", (long long)p->seq_q,
                  (long long)p->seq_kv);
@@ -187,7 +211,7 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "backend cudnn needs seq_q and seq_kv below 2^31");
         return -1;
     }
-    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && p->seq_q > p->seq_kv) {
+    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT && p->seq_q > p->seq_kv && !serving) {
         snprintf(why, why_len,
                  "backend cudnn supports causal_bottom_right only with seq_q <= seq_kv (got seq_q %lld > seq_kv "
                  "%lld): cuDNN's fused SDPA does not support fully masked rows",
@@ -206,7 +230,7 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "backend cudnn: unknown mask %d", (int)p->mask);
         return -1;
     }
-    return 0;
+    return serving ? cudnn_check_serving(p, why, why_len) : 0;
 }
 
 /* attnd's FlashInfer module: the head dims its files are compiled for, FlashInfer's 32-bit
@@ -335,13 +359,27 @@ static size_t math_bound(const attn_problem *serving)
     return b;
 }
 
+size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS])
+{
+    size_t at = 0;
+    int i;
+    for (i = 0; i < CUDNN_META_ARRAYS; i++) {
+        const size_t n = i <= CUDNN_META_SEQ_LEN_KV ? (size_t)p->batch : (size_t)p->batch + 1;
+        offset[i] = at;
+        if (p->ragged || p->page_size > 0) at += align256(n * sizeof(int32_t));
+    }
+    return at;
+}
+
 /* cudnn_sdpa.c: the softmax stats (fp32 per query row of every query head: B·H·Sq, the
- * same with grouped K/V heads, another value head dim or a window) and what cuDNN's plan
- * asks, at most 16 MiB for the fused SDPA engines seen so far. cudnn_sdpa.c answers this
- * bound too when it cannot build a plan. */
+ * same with grouped K/V heads, another value head dim or a window), what cuDNN's plan
+ * asks, at most 16 MiB for the fused SDPA engines seen so far, and a serving batch's
+ * per-sequence arrays. cudnn_sdpa.c answers this bound too when it cannot build a plan. */
 static size_t cudnn_bound(const attn_problem *p)
 {
-    return align256((size_t)(p->batch * p->heads * p->seq_q) * sizeof(float)) + ((size_t)16 << 20);
+    size_t offset[CUDNN_META_ARRAYS];
+    return align256((size_t)(p->batch * p->heads * p->seq_q) * sizeof(float)) + ((size_t)16 << 20) +
+           cudnn_meta_layout(p, offset);
 }
 
 /* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
@@ -492,6 +530,10 @@ const variant_info variant_info_cudnn = {
     .max_head_dim = CUDNN_SDPA_MAX_HEAD_DIM,
     .head_dim_multiple = CUDNN_SDPA_HEAD_DIM_MULTIPLE,
     .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
+    /* Paged caches (PAGED_CACHE_LOAD) and ragged batches (ragged offsets, padding mask) in the
+     * composite graph (docs/cudnn.md): built and checked on the host, pending until
+     * tests/gpu/test_cudnn_serving.py passes on a GPU. */
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_cudnn,
     .workspace_bound = cudnn_bound,
     .library = "cuDNN",

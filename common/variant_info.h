@@ -108,6 +108,21 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
 int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);
 int variant_check_flash(const attn_problem *p, char *why, size_t why_len);
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len);
+/* The cudnn variant's per-sequence arrays of a serving batch, in its workspace after the
+ * plan's own bytes (kernels/cudnn_serving.cu fills them on the device every forward): the
+ * lengths seq_len_q and seq_len_kv (int32 [batch]) and the ragged offsets of Q, K, V and O
+ * (int32 [batch + 1], in elements), each 256-byte aligned. Writes each array's offset from
+ * the first and returns the bytes of all; 0 (offsets 0) for a dense problem. */
+enum {
+    CUDNN_META_SEQ_LEN_Q,
+    CUDNN_META_SEQ_LEN_KV,
+    CUDNN_META_OFFSET_Q,
+    CUDNN_META_OFFSET_K,
+    CUDNN_META_OFFSET_V,
+    CUDNN_META_OFFSET_O,
+    CUDNN_META_ARRAYS
+};
+size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS]);
 /* flash's split-KV decode (impl "splitkv", kernels/flash_splitkv.cu): its limits (seq_q up to
  * FLASH_SPLITKV_MAX_SEQ_Q, head_dim 64 and 128), which variant_check_flash applies when
  * p->impl names it; the most splits of the key range it may use for p (each at least

@@ -310,6 +310,13 @@ static void gpu_layout_free(gpu_layout *g)
     memset(g, 0, sizeof *g);
 }
 
+/* The two cu_seqlens arrays in d_seqs, rounded up to 16 bytes so that the block table after
+ * them is as aligned as cuDNN's tensors are declared (kernels/cudnn_sdpa.c). */
+static size_t gpu_cu_seqlens_bytes(const attn_problem *p)
+{
+    return (2 * (size_t)(p->batch + 1) * sizeof(int32_t) + 15) / 16 * 16;
+}
+
 /* Build p's layout from r (seq_layout_build, as the cpu device does), an uploaded block table
  * (block_table=tN) in place of the seeded one. 0, or -1 with e (413; the table's 410, 422,
  * 400); g holds nothing then. */
@@ -322,7 +329,7 @@ static int gpu_layout_build(const run_request *r, attn_problem *p, gpu_layout *g
     if (seq_layout_build(&g->lay, p, r->seqlens_q.len, r->seqlens_kv.len, r->seed) != 0)
         return api_fail(e, 413, "too_large_for_device", "", "host allocation of the block table and cu_seqlens "
                         "(%.3g GB) failed", seq_layout_bytes(p) / 1e9);
-    if (p->ragged) g->device_bytes += 2 * (size_t)(p->batch + 1) * sizeof(int32_t);
+    if (p->ragged) g->device_bytes += gpu_cu_seqlens_bytes(p);
     if (p->page_size <= 0) return 0;
     if (!r->block_table_tensor[0]) {
         g->device_bytes += (size_t)(p->batch * g->lay.seqs.pages_per_seq) * sizeof(int32_t);
@@ -389,7 +396,7 @@ static int gpu_layout_upload(exec_context *ctx, const attn_problem *p, const gpu
         CUDA_TRY(ctx, cudaMemcpyAsync(d + p->batch + 1, p->seqs->cu_seqlens_kv, cu, cudaMemcpyHostToDevice,
                                       ctx->stream));
         t->cu_seqlens_q = d, t->cu_seqlens_kv = d + p->batch + 1;
-        d += 2 * (p->batch + 1);
+        d += gpu_cu_seqlens_bytes(p) / sizeof *d;
     }
     if (p->page_size <= 0) return 0;
     if (g->resident_table) {
