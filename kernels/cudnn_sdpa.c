@@ -28,6 +28,19 @@
  * W), each with its own index pair and select, in that order: the shape cuDNN's SDPA fusion
  * matches for cuDNN before 9.21's single band-mask operation.
  *
+ * A serving batch (paged K/V, ragged; cudnn_serving.h) changes the graph as the frontend's
+ * padding mask, ragged offsets and paged caches do:
+ *   seq_len_q, seq_len_kv  INT32 [b,1,1,1] in the workspace; bmm1 M/N and bmm2 M/K overrides
+ *   padding:     row, col = GEN_INDEX (INT32); keep = AND(CMP_LT(row, seq_len_q),
+ *                CMP_LT(col, seq_len_kv)); S1 = BINARY_SELECT(S1, -inf, keep), before the band
+ *   bottom-right: row + seq_len_kv − seq_len_q (INT32 tensors, per sequence)
+ *   window, bottom-right: col + L (INT32 by-value L = W) − seq_len_kv + seq_len_q
+ *   ragged:      Q, K, V, O token-major (THD) strides, each with a ragged offset tensor
+ *                (INT32 [b+1,1,1,1], elements) in the workspace
+ *   paged:       K, V are containers [pages, hkv, page, d] over attnd's [pages, page, hkv, d]
+ *                cache (strides, no copy); PAGED_CACHE_LOAD(container, block table
+ *                [b,1,⌈skv/page⌉,1], seq_len_kv) gives the virtual Kᵀ and V the bmms read
+ *
  * Ownership: a plan entry owns every descriptor it was built from (tensors, operations,
  * graph, engine config, plan) plus its variant pack, and destroys them when evicted. A
  * failed build destroys everything it created before returning.
@@ -46,11 +59,11 @@
 #include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 
+#include "kernels/cudnn_graph.h"
 #include "kernels/cudnn_loader.h"
+#include "kernels/cudnn_serving.h"
 
 #define SDPA_MAX_DEVICES 64
-#define SDPA_MAX_DESCS 128 /* tensors + ops + pointwise/matmul/reduction descs of one graph */
-#define SDPA_MAX_OPS 24
 #define SDPA_MAX_ENGINE_CFGS 64
 #define SDPA_ALIGN 256 /* offsets inside the workspace */
 
@@ -66,6 +79,17 @@ enum {
     SDPA_UID_SEQ_Q = 8,
     SDPA_UID_STATS = 9,
     SDPA_UID_LEFT_BOUND = 10,
+    /* A serving batch's (cudnn_serving.h): per-sequence arrays in the workspace, the block
+     * table (K's and V's: one table, two tensors as the frontend has them), the INT32 L. */
+    SDPA_UID_SEQ_LEN_Q = 11,
+    SDPA_UID_SEQ_LEN_KV = 12,
+    SDPA_UID_OFFSET_Q = 13,
+    SDPA_UID_OFFSET_K = 14,
+    SDPA_UID_OFFSET_V = 15,
+    SDPA_UID_OFFSET_O = 16,
+    SDPA_UID_PAGE_TABLE_K = 17,
+    SDPA_UID_PAGE_TABLE_V = 18,
+    SDPA_UID_LEFT_BOUND_KEYS = 19,
     SDPA_UID_VIRTUAL = 100,
 };
 
@@ -85,13 +109,19 @@ void cudnn_sdpa_key_make(const attn_problem *p, int device, cudnn_sdpa_key *out)
     out->kv_heads = attn_kv_heads(p);
     out->head_dim_v = attn_dv(p);
     out->window_keys = p->window_keys > 0 ? p->window_keys : 0;
+    out->ragged = p->ragged != 0; /* which side varies changes the lengths, not the graph */
+    out->page_size = p->page_size > 0 ? p->page_size : 0;
+    out->num_pages = p->page_size > 0 ? p->num_pages : 0;
+    out->table_width = cudnn_serving_table_width(p);
 }
 
 int cudnn_sdpa_key_equal(const cudnn_sdpa_key *a, const cudnn_sdpa_key *b)
 {
     return a->device == b->device && a->dtype == b->dtype && a->mask == b->mask && a->batch == b->batch &&
            a->heads == b->heads && a->seq_q == b->seq_q && a->seq_kv == b->seq_kv && a->head_dim == b->head_dim &&
-           a->kv_heads == b->kv_heads && a->head_dim_v == b->head_dim_v && a->window_keys == b->window_keys;
+           a->kv_heads == b->kv_heads && a->head_dim_v == b->head_dim_v && a->window_keys == b->window_keys &&
+           a->ragged == b->ragged && a->page_size == b->page_size && a->num_pages == b->num_pages &&
+           a->table_width == b->table_width;
 }
 
 int cudnn_sdpa_lru_find(cudnn_sdpa_lru *c, const cudnn_sdpa_key *key)
@@ -125,191 +155,13 @@ void cudnn_sdpa_lru_put(cudnn_sdpa_lru *c, int i, const cudnn_sdpa_key *key)
     c->last_used[i] = ++c->clock;
 }
 
-/* ---- descriptor bookkeeping ------------------------------------------------------------ */
-
-/* Every descriptor created for one graph, destroyed together (in reverse order). */
-typedef struct sdpa_descs {
-    cudnnBackendDescriptor_t d[SDPA_MAX_DESCS];
-    int n;
-} sdpa_descs;
-
-/* Destroy statuses are not actionable (the descriptor is gone either way). */
-static void sdpa_descs_destroy(const cudnn_api *api, sdpa_descs *l)
-{
-    while (l->n > 0) {
-        cudnnBackendDescriptor_t d = l->d[--l->n];
-        if (d) (void)api->BackendDestroyDescriptor(d);
-    }
-}
-
-/* One graph being built: where errors go, the cuDNN table, what was created. */
-typedef struct sdpa_graph {
-    exec_context *ctx;
-    const cudnn_api *api;
-    sdpa_descs *descs;
-    cudnnBackendDescriptor_t ops[SDPA_MAX_OPS];
-    int n_ops;
-    int64_t next_uid;
-    cudnnStatus_t status; /* the first failed call's status: NOT_SUPPORTED means cuDNN refuses */
-} sdpa_graph;
-
-static void sdpa_note_status(sdpa_graph *g, cudnnStatus_t st)
-{
-    if (g->status == CUDNN_STATUS_SUCCESS) g->status = st;
-}
-
-static int sdpa_create_(sdpa_graph *g, cudnnBackendDescriptorType_t type, const char *what,
-                        cudnnBackendDescriptor_t *out, const char *file, int line)
-{
-    char call[160];
-    cudnnStatus_t st;
-    *out = NULL;
-    if (g->descs->n >= SDPA_MAX_DESCS) return exec_fail(g->ctx, file, line, what, "SDPA_MAX_DESCS too small");
-    st = g->api->BackendCreateDescriptor(type, out);
-    if (st != CUDNN_STATUS_SUCCESS) {
-        *out = NULL;
-        sdpa_note_status(g, st);
-        snprintf(call, sizeof call, "cudnnBackendCreateDescriptor(%s)", what);
-        return cudnn_fail(g->ctx, file, line, call, st);
-    }
-    g->descs->d[g->descs->n++] = *out;
-    return 0;
-}
-
-static int sdpa_set_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what, cudnnBackendAttributeName_t attr,
-                     const char *attr_name, cudnnBackendAttributeType_t type, int64_t count, const void *values,
-                     const char *file, int line)
-{
-    char call[192];
-    cudnnStatus_t st = g->api->BackendSetAttribute(d, attr, type, count, values);
-    if (st == CUDNN_STATUS_SUCCESS) return 0;
-    sdpa_note_status(g, st);
-    snprintf(call, sizeof call, "cudnnBackendSetAttribute(%s, %s)", what, attr_name);
-    return cudnn_fail(g->ctx, file, line, call, st);
-}
-
-static int sdpa_finalize_(sdpa_graph *g, cudnnBackendDescriptor_t d, const char *what, const char *file, int line)
-{
-    char call[160];
-    cudnnStatus_t st = g->api->BackendFinalize(d);
-    if (st == CUDNN_STATUS_SUCCESS) return 0;
-    sdpa_note_status(g, st);
-    snprintf(call, sizeof call, "cudnnBackendFinalize(%s)", what);
-    return cudnn_fail(g->ctx, file, line, call, st);
-}
-
-/* The call text in an error names the descriptor and the attribute, not the C expression:
- * "cudnnBackendSetAttribute(scores tensor, CUDNN_ATTR_TENSOR_STRIDES) failed at …". */
-#define SDPA_CREATE(g, type, what, out) TRY(sdpa_create_((g), (type), (what), (out), __FILE__, __LINE__))
-#define SDPA_SET(g, d, what, attr, type, count, values)                                        \
-    TRY(sdpa_set_((g), (d), (what), (attr), #attr, (type), (count), (values), __FILE__, __LINE__))
-#define SDPA_FINALIZE(g, d, what) TRY(sdpa_finalize_((g), (d), (what), __FILE__, __LINE__))
-
-/* ---- graph pieces ---------------------------------------------------------------------- */
+/* ---- the SDPA graph ------------------------------------------------------------------- */
 
 static cudnnDataType_t sdpa_io_type(attn_dtype t) { return t == ATTN_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
 
-/* A tensor descriptor. uid 0 takes the next virtual id. */
-static int sdpa_tensor(sdpa_graph *g, const char *what, int64_t uid, cudnnDataType_t type, const int64_t dims[4],
-                       const int64_t strides[4], int is_virtual, int by_value, cudnnBackendDescriptor_t *out)
-{
-    bool virt = is_virtual != 0, byval = by_value != 0;
-    int64_t align = 16;
-    if (uid == 0) uid = g->next_uid++;
-    SDPA_CREATE(g, CUDNN_BACKEND_TENSOR_DESCRIPTOR, what, out);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &align);
-    SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &virt);
-    if (byval) SDPA_SET(g, *out, what, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &byval);
-    SDPA_FINALIZE(g, *out, what);
-    return 0;
-}
-
-/* A by-value scalar (host pointer in the variant pack): all dims and strides 1. */
-static int sdpa_scalar(sdpa_graph *g, const char *what, int64_t uid, cudnnDataType_t type,
-                       cudnnBackendDescriptor_t *out)
-{
-    static const int64_t ones[4] = {1, 1, 1, 1};
-    return sdpa_tensor(g, what, uid, type, ones, ones, 0, 1, out);
-}
-
-static int sdpa_add_op(sdpa_graph *g, cudnnBackendDescriptor_t op, const char *what)
-{
-    if (g->n_ops >= SDPA_MAX_OPS) return exec_fail(g->ctx, __FILE__, __LINE__, what, "SDPA_MAX_OPS too small");
-    g->ops[g->n_ops++] = op;
-    return 0;
-}
-
-/* y = mode(x [, b [, t]]) computed in `prec`; axis ≥ 0 only for GEN_INDEX. alpha1 = alpha2
- * = 1 as cudnn-frontend sets them. */
-static int sdpa_pointwise(sdpa_graph *g, const char *what, cudnnPointwiseMode_t mode, cudnnDataType_t prec,
-                          int64_t axis, cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b,
-                          cudnnBackendDescriptor_t t, cudnnBackendDescriptor_t y)
-{
-    cudnnBackendDescriptor_t pw, op;
-    float alpha = 1.0f;
-    SDPA_CREATE(g, CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what, &pw);
-    SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode);
-    SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &prec);
-    if (axis >= 0) SDPA_SET(g, pw, what, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis);
-    SDPA_FINALIZE(g, pw, what);
-
-    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what, &op);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    if (b) SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    if (t) SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &t);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &alpha);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha);
-    SDPA_FINALIZE(g, op, what);
-    return sdpa_add_op(g, op, what);
-}
-
-/* c = a · b, accumulated in FLOAT. */
-static int sdpa_matmul(sdpa_graph *g, const char *what, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
-                       cudnnBackendDescriptor_t c)
-{
-    cudnnBackendDescriptor_t mm, op;
-    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    SDPA_CREATE(g, CUDNN_BACKEND_MATMUL_DESCRIPTOR, what, &mm);
-    SDPA_SET(g, mm, what, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-    SDPA_FINALIZE(g, mm, what);
-
-    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what, &op);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &a);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &c);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm);
-    SDPA_FINALIZE(g, op, what);
-    return sdpa_add_op(g, op, what);
-}
-
-/* y [b,h,sq,1] = reduce(x [b,h,sq,skv]) over the last dimension, in FLOAT. */
-static int sdpa_reduction(sdpa_graph *g, const char *what, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
-                          cudnnBackendDescriptor_t y)
-{
-    cudnnBackendDescriptor_t red, op;
-    cudnnDataType_t comp = CUDNN_DATA_FLOAT;
-    SDPA_CREATE(g, CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what, &red);
-    SDPA_SET(g, red, what, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &comp);
-    SDPA_SET(g, red, what, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode);
-    SDPA_FINALIZE(g, red, what);
-
-    SDPA_CREATE(g, CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what, &op);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y);
-    SDPA_SET(g, op, what, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &red);
-    SDPA_FINALIZE(g, op, what);
-    return sdpa_add_op(g, op, what);
-}
-
 /* The by-value L of the window's keep test col + L > row: W keeps the W keys ending at the
  * row's position, which bottom-right alignment shifts by skv − sq (cudnn-frontend folds
- * that shift into L when the sequence lengths are fixed, as here). */
+ * that shift into L when the sequence lengths are fixed, as in a dense batch). */
 static float sdpa_left_bound(const attn_problem *p)
 {
     int64_t l = p->window_keys;
@@ -317,103 +169,227 @@ static float sdpa_left_bound(const attn_problem *p)
     return (float)l;
 }
 
+/* A serving batch's per-sequence inputs (cudnn_serving.h); NULL members in a dense graph. */
+typedef struct sdpa_seq_tensors {
+    cudnnBackendDescriptor_t len_q, len_kv;                  /* INT32 [b,1,1,1] */
+    cudnnBackendDescriptor_t off_q, off_k, off_v, off_o;     /* INT32 [b+1,1,1,1], ragged only */
+    cudnnBackendDescriptor_t table_k, table_v;               /* INT32 [b,1,⌈skv/page⌉,1], paged only */
+} sdpa_seq_tensors;
+
+static int sdpa_seq_inputs(cudnn_graph *g, const attn_problem *p, sdpa_seq_tensors *st)
+{
+    const int64_t b = p->batch, ones[4] = {1, 1, 1, 1}, len_dims[4] = {b, 1, 1, 1}, off_dims[4] = {b + 1, 1, 1, 1};
+    const cudnnDataType_t i32 = CUDNN_DATA_INT32;
+    memset(st, 0, sizeof *st);
+    if (!cudnn_serving(p)) return 0;
+    TRY(cudnn_graph_tensor(g, "seq_len_q tensor", SDPA_UID_SEQ_LEN_Q, i32, len_dims, ones, 0, 0, &st->len_q));
+    TRY(cudnn_graph_tensor(g, "seq_len_kv tensor", SDPA_UID_SEQ_LEN_KV, i32, len_dims, ones, 0, 0, &st->len_kv));
+    if (p->ragged) {
+        TRY(cudnn_graph_tensor(g, "Q ragged offset tensor", SDPA_UID_OFFSET_Q, i32, off_dims, ones, 0, 0, &st->off_q));
+        TRY(cudnn_graph_tensor(g, "O ragged offset tensor", SDPA_UID_OFFSET_O, i32, off_dims, ones, 0, 0, &st->off_o));
+        if (p->page_size <= 0) {
+            TRY(cudnn_graph_tensor(g, "K ragged offset tensor", SDPA_UID_OFFSET_K, i32, off_dims, ones, 0, 0,
+                                   &st->off_k));
+            TRY(cudnn_graph_tensor(g, "V ragged offset tensor", SDPA_UID_OFFSET_V, i32, off_dims, ones, 0, 0,
+                                   &st->off_v));
+        }
+    }
+    if (p->page_size > 0) {
+        /* cuDNN reads ⌈skv/page⌉ entries a sequence (cudnn-frontend checks the table's dim is
+         * exactly that); a row of an uploaded table may be longer: its stride says so. */
+        const int64_t w = cudnn_serving_table_width(p), rows = (p->seq_kv + p->page_size - 1) / p->page_size;
+        const int64_t dims[4] = {b, 1, rows, 1}, strides[4] = {w, w, 1, 1};
+        TRY(cudnn_graph_tensor(g, "K page table tensor", SDPA_UID_PAGE_TABLE_K, i32, dims, strides, 0, 0,
+                               &st->table_k));
+        TRY(cudnn_graph_tensor(g, "V page table tensor", SDPA_UID_PAGE_TABLE_V, i32, dims, strides, 0, 0,
+                               &st->table_v));
+    }
+    return 0;
+}
+
+/* K (as Kᵀ [b,hkv,d,skv]) or V ([b,hkv,skv,dv]) where the bmm reads it, with x = d or dv. Dense:
+ * BHSD. Ragged: token-major (THD) strides and the ragged offsets. Paged: the real tensor is
+ * the cache seen as cuDNN's container [pages, hkv, page, x] (attnd's [pages, page, hkv, x]:
+ * strides only), loaded into a virtual tensor of the frontend's strides by PAGED_CACHE_LOAD. */
+static int sdpa_kv_input(cudnn_graph *g, const attn_problem *p, const sdpa_seq_tensors *st, int is_k,
+                         cudnnBackendDescriptor_t *out)
+{
+    const int64_t b = p->batch, hkv = attn_kv_heads(p), skv = p->seq_kv, x = is_k ? p->head_dim : attn_dv(p);
+    const cudnnDataType_t io = sdpa_io_type(p->dtype);
+    const int64_t uid = is_k ? SDPA_UID_K : SDPA_UID_V;
+    const char *what = is_k ? "K^T tensor" : "V tensor";
+    int64_t dims[4] = {b, hkv, skv, x}, strides[4] = {hkv * skv * x, skv * x, x, 1};
+
+    if (p->page_size > 0) {
+        const int64_t ps = p->page_size;
+        const int64_t c_dims[4] = {p->num_pages, hkv, ps, x}, c_strides[4] = {ps * hkv * x, x, hkv * x, 1};
+        cudnnBackendDescriptor_t container;
+        TRY(cudnn_graph_tensor(g, is_k ? "K cache container tensor" : "V cache container tensor", uid, io, c_dims,
+                               c_strides,
+                        0, 0, &container));
+        strides[0] = x * skv * hkv, strides[1] = x * skv, strides[2] = x, strides[3] = 1;
+        if (is_k) dims[2] = x, dims[3] = skv, strides[2] = 1, strides[3] = x;
+        TRY(cudnn_graph_tensor(g, what, 0, io, dims, strides, 1, 0, out));
+        return cudnn_graph_paged_load(g, is_k ? "paged K cache load" : "paged V cache load", container,
+                               is_k ? st->table_k : st->table_v, st->len_kv, *out);
+    }
+    if (p->ragged) strides[1] = x, strides[2] = hkv * x;
+    if (is_k) { /* Kᵀ is a view of K: dims 2 and 3 swapped with their strides */
+        const int64_t s2 = strides[2];
+        dims[2] = x, dims[3] = skv, strides[2] = 1, strides[3] = s2;
+    }
+    return cudnn_graph_tensor_ragged(g, what, uid, io, dims, strides, 0, 0, is_k ? st->off_k : st->off_v, out);
+}
+
+/* Keep (row, col) when row < seq_len_q and col < seq_len_kv of its sequence: cudnn-frontend's
+ * padding mask, before the band masks. */
+static int sdpa_padding_mask(cudnn_graph *g, const attn_problem *p, const sdpa_seq_tensors *st,
+                             cudnnBackendDescriptor_t neg_inf, cudnnBackendDescriptor_t *s1)
+{
+    const int64_t b = p->batch, h = p->heads, sq = p->seq_q, skv = p->seq_kv;
+    const int64_t s_dims[4] = {b, h, sq, skv}, s_strides[4] = {h * sq * skv, sq * skv, skv, 1};
+    const cudnnDataType_t i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
+    cudnnBackendDescriptor_t row, col, row_in, col_in, keep, masked;
+    TRY(cudnn_graph_tensor(g, "padding row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
+    TRY(cudnn_graph_pointwise(g, "padding gen_row_index", CUDNN_POINTWISE_GEN_INDEX, i32, 2, *s1, NULL, NULL, row));
+    TRY(cudnn_graph_tensor(g, "padding col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
+    TRY(cudnn_graph_pointwise(g, "padding gen_col_index", CUDNN_POINTWISE_GEN_INDEX, i32, 3, *s1, NULL, NULL, col));
+    TRY(cudnn_graph_tensor(g, "row<seq_len_q tensor", 0, boolean, s_dims, s_strides, 1, 0, &row_in));
+    TRY(cudnn_graph_pointwise(g, "row<seq_len_q CMP_LT", CUDNN_POINTWISE_CMP_LT, boolean, -1, row, st->len_q, NULL,
+                              row_in));
+    TRY(cudnn_graph_tensor(g, "col<seq_len_kv tensor", 0, boolean, s_dims, s_strides, 1, 0, &col_in));
+    TRY(cudnn_graph_pointwise(g, "col<seq_len_kv CMP_LT", CUDNN_POINTWISE_CMP_LT, boolean, -1, col, st->len_kv, NULL,
+                       col_in));
+    TRY(cudnn_graph_tensor(g, "padding keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
+    TRY(cudnn_graph_pointwise(g, "padding LOGICAL_AND", CUDNN_POINTWISE_LOGICAL_AND, boolean, -1, row_in, col_in, NULL,
+                       keep));
+    TRY(cudnn_graph_tensor(g, "padded scores tensor", 0, CUDNN_DATA_FLOAT, s_dims, s_strides, 1, 0, &masked));
+    TRY(cudnn_graph_pointwise(g, "padding BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, *s1,
+                              neg_inf,
+                       keep, masked));
+    *s1 = masked;
+    return 0;
+}
+
 /* Every tensor and operation of p's graph into g (no handle needed). stats_real: the stats
  * output is a real FLOAT [b,h,sq,1] tensor (uid SDPA_UID_STATS) instead of a virtual one. */
-static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
+static int sdpa_build_ops(cudnn_graph *g, const attn_problem *p, int stats_real)
 {
-    const int64_t b = p->batch, h = p->heads, hkv = attn_kv_heads(p), sq = p->seq_q, skv = p->seq_kv;
+    const int64_t b = p->batch, h = p->heads, sq = p->seq_q, skv = p->seq_kv;
     const int64_t d = p->head_dim, dv = attn_dv(p);
+    const int serving = cudnn_serving(p), bottom_right = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
     const cudnnDataType_t io = sdpa_io_type(p->dtype);
     const cudnnDataType_t f32 = CUDNN_DATA_FLOAT, i32 = CUDNN_DATA_INT32, boolean = CUDNN_DATA_BOOLEAN;
-    const int64_t q_dims[4] = {b, h, sq, d}, q_strides[4] = {h * sq * d, sq * d, d, 1};
-    /* Kᵀ is a view of K [b,hkv,skv,d]: dims 2 and 3 swapped with their strides. */
-    const int64_t kt_dims[4] = {b, hkv, d, skv}, kt_strides[4] = {hkv * skv * d, skv * d, 1, d};
-    const int64_t v_dims[4] = {b, hkv, skv, dv}, v_strides[4] = {hkv * skv * dv, skv * dv, dv, 1};
-    const int64_t o_dims[4] = {b, h, sq, dv}, o_strides[4] = {h * sq * dv, sq * dv, dv, 1};
+    /* Q and O: BHSD, or token-major (THD) with ragged offsets in a ragged batch. */
+    const int64_t q_dims[4] = {b, h, sq, d}, o_dims[4] = {b, h, sq, dv};
+    const int64_t q_strides[4] = {h * sq * d, p->ragged ? d : sq * d, p->ragged ? h * d : d, 1};
+    const int64_t o_strides[4] = {h * sq * dv, p->ragged ? dv : sq * dv, p->ragged ? h * dv : dv, 1};
     const int64_t s_dims[4] = {b, h, sq, skv}, s_strides[4] = {h * sq * skv, sq * skv, skv, 1};
     const int64_t r_dims[4] = {b, h, sq, 1}, r_strides[4] = {h * sq, sq, 1, 1};
     cudnnBackendDescriptor_t q, kt, v, o, s, scale, s1, m, sub, e, z, lg, stats, pr, neg_inf = NULL;
+    sdpa_seq_tensors st;
 
     g->next_uid = SDPA_UID_VIRTUAL;
-    TRY(sdpa_tensor(g, "Q tensor", SDPA_UID_Q, io, q_dims, q_strides, 0, 0, &q));
-    TRY(sdpa_tensor(g, "K^T tensor", SDPA_UID_K, io, kt_dims, kt_strides, 0, 0, &kt));
-    TRY(sdpa_tensor(g, "V tensor", SDPA_UID_V, io, v_dims, v_strides, 0, 0, &v));
-    TRY(sdpa_tensor(g, "O tensor", SDPA_UID_O, io, o_dims, o_strides, 0, 0, &o));
+    TRY(sdpa_seq_inputs(g, p, &st));
+    TRY(cudnn_graph_tensor_ragged(g, "Q tensor", SDPA_UID_Q, io, q_dims, q_strides, 0, 0, st.off_q, &q));
+    TRY(cudnn_graph_tensor_ragged(g, "O tensor", SDPA_UID_O, io, o_dims, o_strides, 0, 0, st.off_o, &o));
+    TRY(sdpa_kv_input(g, p, &st, 1, &kt));
 
-    TRY(sdpa_tensor(g, "scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s));
-    TRY(sdpa_matmul(g, "bmm1 Q*K^T", q, kt, s));
+    TRY(cudnn_graph_tensor(g, "scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s));
+    TRY(cudnn_graph_matmul(g, "bmm1 Q*K^T", q, kt, s, st.len_q, st.len_kv, NULL));
 
-    TRY(sdpa_scalar(g, "scale scalar", SDPA_UID_SCALE, f32, &scale));
-    TRY(sdpa_tensor(g, "scaled scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s1));
-    TRY(sdpa_pointwise(g, "attn_scale MUL", CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, s1));
+    TRY(cudnn_graph_scalar(g, "scale scalar", SDPA_UID_SCALE, f32, &scale));
+    TRY(cudnn_graph_tensor(g, "scaled scores tensor", 0, f32, s_dims, s_strides, 1, 0, &s1));
+    TRY(cudnn_graph_pointwise(g, "attn_scale MUL", CUDNN_POINTWISE_MUL, f32, -1, s, scale, NULL, s1));
+
+    if (serving || p->mask != ATTN_MASK_NONE || p->window_keys > 0)
+        TRY(cudnn_graph_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
+    if (serving) TRY(sdpa_padding_mask(g, p, &st, neg_inf, &s1));
 
     if (p->mask != ATTN_MASK_NONE) {
-        /* Keep (row, col) when row ≥ col, with row shifted by skv − sq for bottom-right: the
-         * shape of cudnn-frontend's diagonal band mask with right bound 0, which cuDNN's SDPA
-         * fusion recognises. */
+        /* Keep (row, col) when row ≥ col, with row shifted by skv − sq for bottom-right (each
+         * sequence's lengths in a serving batch): the shape of cudnn-frontend's diagonal band
+         * mask with right bound 0, which cuDNN's SDPA fusion recognises. */
         cudnnBackendDescriptor_t row, col, keep, masked;
-        TRY(sdpa_tensor(g, "row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
-        TRY(sdpa_pointwise(g, "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
-        TRY(sdpa_tensor(g, "col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
-        TRY(sdpa_pointwise(g, "gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
-        if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
-            cudnnBackendDescriptor_t skv_t, sq_t, row_skv, row_shift;
-            TRY(sdpa_scalar(g, "seq_kv scalar", SDPA_UID_SEQ_KV, i32, &skv_t));
-            TRY(sdpa_tensor(g, "row+skv tensor", 0, i32, s_dims, s_strides, 1, 0, &row_skv));
-            TRY(sdpa_pointwise(g, "row+skv ADD", CUDNN_POINTWISE_ADD, i32, -1, row, skv_t, NULL, row_skv));
-            TRY(sdpa_scalar(g, "seq_q scalar", SDPA_UID_SEQ_Q, i32, &sq_t));
-            TRY(sdpa_tensor(g, "row+skv-sq tensor", 0, i32, s_dims, s_strides, 1, 0, &row_shift));
-            TRY(sdpa_pointwise(g, "row+skv-sq SUB", CUDNN_POINTWISE_SUB, i32, -1, row_skv, sq_t, NULL, row_shift));
+        TRY(cudnn_graph_tensor(g, "row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
+        TRY(cudnn_graph_pointwise(g, "gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
+        TRY(cudnn_graph_tensor(g, "col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
+        TRY(cudnn_graph_pointwise(g, "gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
+        if (bottom_right) {
+            cudnnBackendDescriptor_t skv_t = st.len_kv, sq_t = st.len_q, row_skv, row_shift;
+            if (!serving) TRY(cudnn_graph_scalar(g, "seq_kv scalar", SDPA_UID_SEQ_KV, i32, &skv_t));
+            TRY(cudnn_graph_tensor(g, "row+skv tensor", 0, i32, s_dims, s_strides, 1, 0, &row_skv));
+            TRY(cudnn_graph_pointwise(g, "row+skv ADD", CUDNN_POINTWISE_ADD, i32, -1, row, skv_t, NULL, row_skv));
+            if (!serving) TRY(cudnn_graph_scalar(g, "seq_q scalar", SDPA_UID_SEQ_Q, i32, &sq_t));
+            TRY(cudnn_graph_tensor(g, "row+skv-sq tensor", 0, i32, s_dims, s_strides, 1, 0, &row_shift));
+            TRY(cudnn_graph_pointwise(g, "row+skv-sq SUB", CUDNN_POINTWISE_SUB, i32, -1, row_skv, sq_t, NULL,
+                                      row_shift));
             row = row_shift;
         }
-        TRY(sdpa_tensor(g, "causal keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
-        TRY(sdpa_pointwise(g, "row>=col CMP_GE", CUDNN_POINTWISE_CMP_GE, boolean, -1, row, col, NULL, keep));
-        TRY(sdpa_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
-        TRY(sdpa_tensor(g, "masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
-        TRY(sdpa_pointwise(g, "causal BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
+        TRY(cudnn_graph_tensor(g, "causal keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
+        TRY(cudnn_graph_pointwise(g, "row>=col CMP_GE", CUDNN_POINTWISE_CMP_GE, boolean, -1, row, col, NULL, keep));
+        TRY(cudnn_graph_tensor(g, "masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
+        TRY(cudnn_graph_pointwise(g, "causal BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
                            masked));
         s1 = masked;
     }
 
     if (p->window_keys > 0) {
         /* Keep (row, col) when col + L > row: cudnn-frontend's left-bound diagonal band node,
-         * with index tensors of its own (generated from the causally masked scores) and L a
+         * with index tensors of its own (generated from the causally masked scores). L is a
          * FLOAT by-value scalar, so col + L is FLOAT (exact while skv ≤ 2^24, which
-         * variant_check_cudnn demands). The −inf scalar is shared with the causal select. */
+         * variant_check_cudnn demands) — except bottom-right in a serving batch, where the
+         * frontend's general form shifts by each sequence's lengths in INT32: col + W −
+         * seq_len_kv + seq_len_q. The −inf scalar is shared with the other selects. */
+        const int per_seq = serving && bottom_right;
         cudnnBackendDescriptor_t row, col, lb, col_lb, keep, masked;
-        TRY(sdpa_tensor(g, "window row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
-        TRY(sdpa_pointwise(g, "window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
-        TRY(sdpa_tensor(g, "window col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
-        TRY(sdpa_pointwise(g, "window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
-        TRY(sdpa_scalar(g, "left bound scalar", SDPA_UID_LEFT_BOUND, f32, &lb));
-        TRY(sdpa_tensor(g, "col+left bound tensor", 0, f32, s_dims, s_strides, 1, 0, &col_lb));
-        TRY(sdpa_pointwise(g, "col+left bound ADD", CUDNN_POINTWISE_ADD, f32, -1, col, lb, NULL, col_lb));
-        TRY(sdpa_tensor(g, "window keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
-        TRY(sdpa_pointwise(g, "col+L>row CMP_GT", CUDNN_POINTWISE_CMP_GT, boolean, -1, col_lb, row, NULL, keep));
-        if (!neg_inf) TRY(sdpa_scalar(g, "-inf scalar", SDPA_UID_NEG_INF, f32, &neg_inf));
-        TRY(sdpa_tensor(g, "window masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
-        TRY(sdpa_pointwise(g, "window BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
+        TRY(cudnn_graph_tensor(g, "window row index tensor", 0, i32, s_dims, s_strides, 1, 0, &row));
+        TRY(cudnn_graph_pointwise(g, "window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, f32, 2, s1, NULL, NULL, row));
+        TRY(cudnn_graph_tensor(g, "window col index tensor", 0, i32, s_dims, s_strides, 1, 0, &col));
+        TRY(cudnn_graph_pointwise(g, "window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, f32, 3, s1, NULL, NULL, col));
+        if (per_seq) {
+            cudnnBackendDescriptor_t col_skv, col_sq;
+            TRY(cudnn_graph_scalar(g, "left bound scalar", SDPA_UID_LEFT_BOUND_KEYS, i32, &lb));
+            TRY(cudnn_graph_tensor(g, "col+left bound tensor", 0, i32, s_dims, s_strides, 1, 0, &col_lb));
+            TRY(cudnn_graph_pointwise(g, "col+left bound ADD", CUDNN_POINTWISE_ADD, i32, -1, col, lb, NULL, col_lb));
+            TRY(cudnn_graph_tensor(g, "col+L-skv tensor", 0, i32, s_dims, s_strides, 1, 0, &col_skv));
+            TRY(cudnn_graph_pointwise(g, "col+L-skv SUB", CUDNN_POINTWISE_SUB, i32, -1, col_lb, st.len_kv, NULL,
+                                      col_skv));
+            TRY(cudnn_graph_tensor(g, "col+L-skv+sq tensor", 0, i32, s_dims, s_strides, 1, 0, &col_sq));
+            TRY(cudnn_graph_pointwise(g, "col+L-skv+sq ADD", CUDNN_POINTWISE_ADD, i32, -1, col_skv, st.len_q, NULL,
+                                      col_sq));
+            col_lb = col_sq;
+        } else {
+            TRY(cudnn_graph_scalar(g, "left bound scalar", SDPA_UID_LEFT_BOUND, f32, &lb));
+            TRY(cudnn_graph_tensor(g, "col+left bound tensor", 0, f32, s_dims, s_strides, 1, 0, &col_lb));
+            TRY(cudnn_graph_pointwise(g, "col+left bound ADD", CUDNN_POINTWISE_ADD, f32, -1, col, lb, NULL, col_lb));
+        }
+        TRY(cudnn_graph_tensor(g, "window keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
+        TRY(cudnn_graph_pointwise(g, "col+L>row CMP_GT", CUDNN_POINTWISE_CMP_GT, boolean, -1, col_lb, row, NULL, keep));
+        TRY(cudnn_graph_tensor(g, "window masked scores tensor", 0, f32, s_dims, s_strides, 1, 0, &masked));
+        TRY(cudnn_graph_pointwise(g, "window BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, f32, -1, s1, neg_inf, keep,
                            masked));
         s1 = masked;
     }
 
-    TRY(sdpa_tensor(g, "row max tensor", 0, f32, r_dims, r_strides, 1, 0, &m));
-    TRY(sdpa_reduction(g, "softmax MAX", CUDNN_REDUCE_TENSOR_MAX, s1, m));
-    TRY(sdpa_tensor(g, "scores-max tensor", 0, f32, s_dims, s_strides, 1, 0, &sub));
-    TRY(sdpa_pointwise(g, "softmax SUB", CUDNN_POINTWISE_SUB, f32, -1, s1, m, NULL, sub));
-    TRY(sdpa_tensor(g, "exp tensor", 0, f32, s_dims, s_strides, 1, 0, &e));
-    TRY(sdpa_pointwise(g, "softmax EXP", CUDNN_POINTWISE_EXP, f32, -1, sub, NULL, NULL, e));
-    TRY(sdpa_tensor(g, "row sum tensor", 0, f32, r_dims, r_strides, 1, 0, &z));
-    TRY(sdpa_reduction(g, "softmax ADD reduction", CUDNN_REDUCE_TENSOR_ADD, e, z));
-    TRY(sdpa_tensor(g, "log sum tensor", 0, f32, r_dims, r_strides, 1, 0, &lg));
-    TRY(sdpa_pointwise(g, "stats LOG", CUDNN_POINTWISE_LOG, f32, -1, z, NULL, NULL, lg));
-    TRY(sdpa_tensor(g, "stats tensor", stats_real ? SDPA_UID_STATS : 0, f32, r_dims, r_strides, !stats_real, 0,
+    TRY(cudnn_graph_tensor(g, "row max tensor", 0, f32, r_dims, r_strides, 1, 0, &m));
+    TRY(cudnn_graph_reduction(g, "softmax MAX", CUDNN_REDUCE_TENSOR_MAX, s1, m));
+    TRY(cudnn_graph_tensor(g, "scores-max tensor", 0, f32, s_dims, s_strides, 1, 0, &sub));
+    TRY(cudnn_graph_pointwise(g, "softmax SUB", CUDNN_POINTWISE_SUB, f32, -1, s1, m, NULL, sub));
+    TRY(cudnn_graph_tensor(g, "exp tensor", 0, f32, s_dims, s_strides, 1, 0, &e));
+    TRY(cudnn_graph_pointwise(g, "softmax EXP", CUDNN_POINTWISE_EXP, f32, -1, sub, NULL, NULL, e));
+    TRY(cudnn_graph_tensor(g, "row sum tensor", 0, f32, r_dims, r_strides, 1, 0, &z));
+    TRY(cudnn_graph_reduction(g, "softmax ADD reduction", CUDNN_REDUCE_TENSOR_ADD, e, z));
+    TRY(cudnn_graph_tensor(g, "log sum tensor", 0, f32, r_dims, r_strides, 1, 0, &lg));
+    TRY(cudnn_graph_pointwise(g, "stats LOG", CUDNN_POINTWISE_LOG, f32, -1, z, NULL, NULL, lg));
+    TRY(cudnn_graph_tensor(g, "stats tensor", stats_real ? SDPA_UID_STATS : 0, f32, r_dims, r_strides, !stats_real, 0,
                     &stats));
-    TRY(sdpa_pointwise(g, "stats ADD", CUDNN_POINTWISE_ADD, f32, -1, m, lg, NULL, stats));
-    TRY(sdpa_tensor(g, "P tensor", 0, io, s_dims, s_strides, 1, 0, &pr));
-    TRY(sdpa_pointwise(g, "softmax DIV", CUDNN_POINTWISE_DIV, f32, -1, e, z, NULL, pr));
+    TRY(cudnn_graph_pointwise(g, "stats ADD", CUDNN_POINTWISE_ADD, f32, -1, m, lg, NULL, stats));
+    TRY(cudnn_graph_tensor(g, "P tensor", 0, io, s_dims, s_strides, 1, 0, &pr));
+    TRY(cudnn_graph_pointwise(g, "softmax DIV", CUDNN_POINTWISE_DIV, f32, -1, e, z, NULL, pr));
 
-    TRY(sdpa_matmul(g, "bmm2 P*V", pr, v, o));
+    TRY(sdpa_kv_input(g, p, &st, 0, &v));
+    TRY(cudnn_graph_matmul(g, "bmm2 P*V", pr, v, o, st.len_q, NULL, st.len_kv));
     return 0;
 }
 
@@ -421,21 +397,23 @@ static int sdpa_build_ops(sdpa_graph *g, const attn_problem *p, int stats_real)
 
 typedef struct sdpa_plan {
     cudnn_sdpa_key key;
-    sdpa_descs descs;               /* everything the plan was built from, plan included */
+    cudnn_graph_descs descs;               /* everything the plan was built from, plan included */
     cudnnBackendDescriptor_t plan;  /* in descs */
     cudnnBackendDescriptor_t pack;  /* variant pack, NOT in descs: rebuilt when inputs change */
     cudnnHandle_t handle;           /* the device's handle the plan was built with */
     int stats_real;
     size_t plan_ws_bytes;           /* CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE */
     size_t stats_offset;            /* where the real stats go in the workspace */
-    size_t ws_total;                /* what the forward needs: plan ws (+ stats) */
+    size_t meta_offset;             /* where a serving batch's per-sequence arrays go */
+    size_t meta[CUDNN_META_ARRAYS]; /* each array's offset from meta_offset (cudnn_meta_layout) */
+    size_t ws_total;                /* what the forward needs: plan ws (+ stats) (+ arrays) */
     size_t ws_granted;              /* what cudnn_sdpa_workspace_bytes reported; 0: unknown */
     /* By-value inputs: the variant pack points here, so these addresses must stay put (the
      * entry is heap-allocated and never moves). */
     float scale_value, neg_inf_value, left_bound_value;
-    int32_t seq_kv_value, seq_q_value;
+    int32_t seq_kv_value, seq_q_value, left_bound_keys;
     /* What the current pack was built for. */
-    const void *pack_q, *pack_k, *pack_v;
+    const void *pack_q, *pack_k, *pack_v, *pack_table;
     void *pack_o, *pack_ws;
     double pack_scale;
     char engine_desc[256];
@@ -452,7 +430,7 @@ static void sdpa_plan_free(const cudnn_api *api, sdpa_plan *pl)
 {
     if (!pl) return;
     if (pl->pack) (void)api->BackendDestroyDescriptor(pl->pack);
-    sdpa_descs_destroy(api, &pl->descs);
+    cudnn_graph_descs_destroy(api, &pl->descs);
     free(pl);
 }
 
@@ -585,7 +563,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
 {
     static const cudnnBackendHeurMode_t modes[2] = {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK};
     static const char *const mode_names[2] = {"A", "FALLBACK"};
-    sdpa_graph g;
+    cudnn_graph g;
     cudnnBackendDescriptor_t graph, cfgs[SDPA_MAX_ENGINE_CFGS];
     int64_t n_cfgs = 0, ws = 0, n = 0;
     char refusal[384] = "";
@@ -600,15 +578,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
 
     if (sdpa_build_ops(&g, p, stats_real) != 0) goto fail;
 
-    /* Without the handle, cuDNN 9.19.0 finalizes the graph but heuristics return no engine
-     * configs at all (measured on the H200; the attribute is marked deprecated). */
-    if (sdpa_create_(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph", &graph, __FILE__, __LINE__) ||
-        sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
-                  CUDNN_TYPE_BACKEND_DESCRIPTOR, g.n_ops, g.ops, __FILE__, __LINE__) ||
-        sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE, "CUDNN_ATTR_OPERATIONGRAPH_HANDLE",
-                  CUDNN_TYPE_HANDLE, 1, &handle, __FILE__, __LINE__) ||
-        sdpa_finalize_(&g, graph, "operation graph", __FILE__, __LINE__))
-        goto fail;
+    if (cudnn_graph_operation_graph(&g, handle, &graph) != 0) goto fail;
 
     for (mi = 0; mi < 2 && chosen < 0; mi++) {
         cudnnBackendDescriptor_t heur;
@@ -616,13 +586,14 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
         int made = 0;
         cudnnStatus_t st;
 
-        if (sdpa_create_(&g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics", &heur, __FILE__, __LINE__) ||
-            sdpa_set_(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
-                      "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH", CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph, __FILE__,
-                      __LINE__) ||
-            sdpa_set_(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_MODE, "CUDNN_ATTR_ENGINEHEUR_MODE",
-                      CUDNN_TYPE_HEUR_MODE, 1, &mode, __FILE__, __LINE__) ||
-            sdpa_finalize_(&g, heur, "engine heuristics", __FILE__, __LINE__))
+        if (cudnn_graph_create(&g, CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, "engine heuristics", &heur, __FILE__,
+                               __LINE__) ||
+            cudnn_graph_set(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH,
+                            "CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH", CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+                            __FILE__, __LINE__) ||
+            cudnn_graph_set(&g, heur, "engine heuristics", CUDNN_ATTR_ENGINEHEUR_MODE, "CUDNN_ATTR_ENGINEHEUR_MODE",
+                            CUDNN_TYPE_HEUR_MODE, 1, &mode, __FILE__, __LINE__) ||
+            cudnn_graph_finalize(&g, heur, "engine heuristics", __FILE__, __LINE__))
             goto fail;
 
         n_cfgs = 0;
@@ -667,7 +638,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
                 st = api->BackendSetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG,
                                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
             if (st == CUDNN_STATUS_SUCCESS) st = api->BackendFinalize(plan);
-            if (st == CUDNN_STATUS_SUCCESS && pl->descs.n + 2 <= SDPA_MAX_DESCS) {
+            if (st == CUDNN_STATUS_SUCCESS && pl->descs.n + 2 <= CUDNN_GRAPH_MAX_DESCS) {
                 char engine[192];
                 sdpa_describe_engine(api, cfgs[i], engine, sizeof engine);
                 pl->descs.d[pl->descs.n++] = cfgs[i];
@@ -709,6 +680,10 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
     pl->plan_ws_bytes = (size_t)ws;
     pl->stats_offset = sdpa_align_up(pl->plan_ws_bytes);
     pl->ws_total = stats_real ? pl->stats_offset + sdpa_stats_bytes(p) : pl->plan_ws_bytes;
+    if (cudnn_serving(p)) {
+        pl->meta_offset = sdpa_align_up(pl->ws_total);
+        pl->ws_total = pl->meta_offset + cudnn_meta_layout(p, pl->meta);
+    }
     pl->handle = handle;
     {
         size_t used = strlen(pl->engine_desc);
@@ -721,7 +696,7 @@ static int sdpa_plan_try(exec_context *ctx, const cudnn_api *api, cudnnHandle_t 
 
 fail:
     if (CUDNN_STATUS_CATEGORY(g.status) == CUDNN_STATUS_NOT_SUPPORTED) *refused = 1;
-    sdpa_descs_destroy(api, &pl->descs);
+    cudnn_graph_descs_destroy(api, &pl->descs);
     pl->plan = NULL;
     return -1;
 }
@@ -735,13 +710,20 @@ static void sdpa_append(char *dst, size_t cap, const char *src)
 }
 
 /* "bf16 causal batch 2 heads 8 kv_heads 1 seq_q 77 seq_kv 300 head_dim 192 head_dim_v 128
- * window_keys 7": the problem a refusal names, in the API's words. */
+ * window_keys 7 ragged page_size 16 num_pages 40": the problem a refusal names, in the API's
+ * words (seq_q and seq_kv are the bounds of a ragged batch). */
 static void sdpa_problem_desc(const attn_problem *p, char *buf, size_t len)
 {
-    snprintf(buf, len, "%s %s batch %lld heads %lld kv_heads %lld seq_q %lld seq_kv %lld head_dim %lld head_dim_v %lld "
-             "window_keys %lld", attn_dtype_name(p->dtype), attn_mask_name(p->mask), (long long)p->batch,
-             (long long)p->heads, (long long)attn_kv_heads(p), (long long)p->seq_q, (long long)p->seq_kv,
-             (long long)p->head_dim, (long long)attn_dv(p), (long long)(p->window_keys > 0 ? p->window_keys : 0));
+    int n = snprintf(buf, len, "%s %s batch %lld heads %lld kv_heads %lld seq_q %lld seq_kv %lld head_dim %lld "
+                     "head_dim_v %lld window_keys %lld", attn_dtype_name(p->dtype), attn_mask_name(p->mask),
+                     (long long)p->batch, (long long)p->heads, (long long)attn_kv_heads(p), (long long)p->seq_q,
+                     (long long)p->seq_kv, (long long)p->head_dim, (long long)attn_dv(p),
+                     (long long)(p->window_keys > 0 ? p->window_keys : 0));
+    if (n < 0 || (size_t)n >= len) return;
+    if (p->ragged) n += snprintf(buf + n, len - (size_t)n, " ragged");
+    if (p->page_size > 0 && n >= 0 && (size_t)n < len)
+        snprintf(buf + n, len - (size_t)n, " page_size %lld num_pages %lld", (long long)p->page_size,
+                 (long long)p->num_pages);
 }
 
 /* A new plan entry for p: the frontend-shaped graph (virtual stats) first; if cuDNN refuses
@@ -818,6 +800,7 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
     pl->seq_kv_value = (int32_t)p->seq_kv;
     pl->seq_q_value = (int32_t)p->seq_q;
     pl->left_bound_value = sdpa_left_bound(p);
+    pl->left_bound_keys = (int32_t)p->window_keys;
 
     i = cudnn_sdpa_lru_slot(&sdpa_lru, &evicted);
     if (evicted || sdpa_plans[i]) sdpa_plan_free(api, sdpa_plans[i]);
@@ -829,7 +812,8 @@ static sdpa_plan *sdpa_plan_get(exec_context *ctx, const cudnn_api *api, const a
 /* ---- the variant ----------------------------------------------------------------------- */
 
 /* cudnn-frontend's validate_sdpa_support_surface (fp16/bf16 forward), the rules that depend
- * on the release, for the graph shapes built here (no padding mask, fixed lengths). The
+ * on the release, for the graph shapes built here (a serving batch's own are
+ * cudnn_serving_check's). The
  * Hopper-only rule of 9.9 and older is applied on every GPU: refusing is safer than a plan
  * that finalizes and computes the wrong band. */
 int cudnn_sdpa_version_check(const attn_problem *p, size_t version, char *why, size_t why_len)
@@ -889,7 +873,20 @@ int cudnn_sdpa_check(const attn_problem *p, char *why, size_t why_len)
         return -1;
     }
     if (variant_check_cudnn(p, why, why_len) != 0) return -1;
-    return cudnn_sdpa_version_check(p, cudnn_version(), why, why_len);
+    if (cudnn_sdpa_version_check(p, cudnn_version(), why, why_len) != 0) return -1;
+    return cudnn_serving_check(p, cudnn_version(), 0, why, why_len);
+}
+
+/* Compute capability of `device`; 0 when unknown. */
+static int sdpa_device_cc(int device)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major * 10 + minor;
 }
 
 int cudnn_sdpa_plan_check(const attn_problem *p, char *why, size_t why_len)
@@ -907,6 +904,7 @@ int cudnn_sdpa_plan_check(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "cudnn_sdpa_plan_check needs a CUDA device");
         return -1;
     }
+    if (cudnn_serving_check(p, cudnn_version(), sdpa_device_cc(device), why, why_len) != 0) return 1;
     memset(&scratch, 0, sizeof scratch);
     pthread_mutex_lock(&sdpa_lock);
     pl = sdpa_plan_get(&scratch, api, p, device, &refused);
@@ -947,8 +945,11 @@ size_t cudnn_sdpa_workspace_bytes(const attn_problem *p)
 static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, const attn_problem *p,
                      const attn_tensors *t, void *workspace)
 {
-    int64_t uids[12];
-    void *ptrs[12];
+    int64_t uids[24];
+    void *ptrs[24];
+    char *meta = (char *)workspace + pl->meta_offset;
+    const int serving = cudnn_serving(p), paged = p->page_size > 0;
+    const int bottom_right = p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT;
     int64_t n = 0;
     cudnnBackendDescriptor_t pack = NULL;
     cudnnStatus_t st;
@@ -965,15 +966,37 @@ static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, con
     uids[n] = SDPA_UID_O, ptrs[n++] = t->out;
     uids[n] = SDPA_UID_SCALE, ptrs[n++] = &pl->scale_value;
     if (p->mask != ATTN_MASK_NONE || p->window_keys > 0) uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
-    if (p->window_keys > 0) uids[n] = SDPA_UID_LEFT_BOUND, ptrs[n++] = &pl->left_bound_value;
-    if (p->mask == ATTN_MASK_CAUSAL_BOTTOM_RIGHT) {
+    if (serving || p->mask != ATTN_MASK_NONE || p->window_keys > 0)
+        uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
+    if (p->window_keys > 0 && serving && bottom_right)
+        uids[n] = SDPA_UID_LEFT_BOUND_KEYS, ptrs[n++] = &pl->left_bound_keys;
+    else if (p->window_keys > 0)
+        uids[n] = SDPA_UID_LEFT_BOUND, ptrs[n++] = &pl->left_bound_value;
+    if (bottom_right && !serving) {
         uids[n] = SDPA_UID_SEQ_KV, ptrs[n++] = &pl->seq_kv_value;
         uids[n] = SDPA_UID_SEQ_Q, ptrs[n++] = &pl->seq_q_value;
     }
     if (pl->stats_real) uids[n] = SDPA_UID_STATS, ptrs[n++] = (char *)workspace + pl->stats_offset;
+    if (serving) { /* the arrays cudnn_serving_meta_fill writes before every execute */
+        uids[n] = SDPA_UID_SEQ_LEN_Q, ptrs[n++] = meta + pl->meta[CUDNN_META_SEQ_LEN_Q];
+        uids[n] = SDPA_UID_SEQ_LEN_KV, ptrs[n++] = meta + pl->meta[CUDNN_META_SEQ_LEN_KV];
+    }
+    if (p->ragged) {
+        uids[n] = SDPA_UID_OFFSET_Q, ptrs[n++] = meta + pl->meta[CUDNN_META_OFFSET_Q];
+        uids[n] = SDPA_UID_OFFSET_O, ptrs[n++] = meta + pl->meta[CUDNN_META_OFFSET_O];
+        if (!paged) {
+            uids[n] = SDPA_UID_OFFSET_K, ptrs[n++] = meta + pl->meta[CUDNN_META_OFFSET_K];
+            uids[n] = SDPA_UID_OFFSET_V, ptrs[n++] = meta + pl->meta[CUDNN_META_OFFSET_V];
+        }
+    }
+    if (paged) {
+        uids[n] = SDPA_UID_PAGE_TABLE_K, ptrs[n++] = (void *)t->block_table;
+        uids[n] = SDPA_UID_PAGE_TABLE_V, ptrs[n++] = (void *)t->block_table;
+    }
 
     st = api->BackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack);
-    if (st != CUDNN_STATUS_SUCCESS) return cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendCreateDescriptor(variant pack)", st);
+    if (st != CUDNN_STATUS_SUCCESS)
+        return cudnn_fail(ctx, __FILE__, __LINE__, "cudnnBackendCreateDescriptor(variant pack)", st);
     call = "cudnnBackendSetAttribute(variant pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS)";
     st = api->BackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, uids);
     if (st == CUDNN_STATUS_SUCCESS) {
@@ -998,6 +1021,7 @@ static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, con
     pl->pack_k = t->k;
     pl->pack_v = t->v;
     pl->pack_o = t->out;
+    pl->pack_table = t->block_table;
     pl->pack_ws = workspace;
     pl->pack_scale = p->scale;
     return 0;
@@ -1034,8 +1058,9 @@ static int sdpa_forward_locked(exec_context *ctx, const cudnn_api *api, const at
         sdpa_handle_stream_set[dev] = 1;
     }
     if (!pl->pack || pl->pack_q != t->q || pl->pack_k != t->k || pl->pack_v != t->v || pl->pack_o != t->out ||
-        pl->pack_ws != workspace || pl->pack_scale != p->scale)
+        pl->pack_table != t->block_table || pl->pack_ws != workspace || pl->pack_scale != p->scale)
         TRY(sdpa_pack(ctx, api, pl, p, t, workspace));
+    TRY(cudnn_serving_meta_fill(ctx, p, t, (char *)workspace + pl->meta_offset));
     CUDNN_TRY(ctx, api->BackendExecute(pl->handle, pl->plan, pl->pack));
     return 0;
 }
@@ -1053,8 +1078,11 @@ int cudnn_sdpa_forward(exec_context *ctx, const attn_problem *p, const attn_tens
         return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "needs a CUDA device (ctx->device)");
     /* The tensors were declared with 16-byte alignment: a misaligned pointer would make
      * cuDNN's vector loads fault instead of failing cleanly. */
-    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out) % 16 != 0)
-        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "q, k, v and out must be 16-byte aligned");
+    if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out | (uintptr_t)t->block_table) % 16 != 0)
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward",
+                         "q, k, v, out and the block table must be 16-byte aligned");
+    if (p->page_size > 0 && !t->block_table)
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "a paged cache needs t->block_table");
 
     pthread_mutex_lock(&sdpa_lock);
     rc = sdpa_forward_locked(ctx, api, p, t, workspace);
@@ -1107,8 +1135,8 @@ int cudnn_sdpa_graph_selftest(const attn_problem *p, int stats_real, int with_gr
 {
     exec_context scratch;
     const cudnn_api *api;
-    sdpa_descs descs;
-    sdpa_graph g;
+    cudnn_graph_descs descs;
+    cudnn_graph g;
     char why[256];
     int rc = 0;
 
@@ -1135,17 +1163,10 @@ int cudnn_sdpa_graph_selftest(const attn_problem *p, int stats_real, int with_gr
         else
             rc = sdpa_handle(&scratch, api, device, &handle);
         pthread_mutex_unlock(&sdpa_lock);
-        if (rc == 0 &&
-            (sdpa_create_(&g, CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph", &graph, __FILE__, __LINE__) ||
-             sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_OPS, "CUDNN_ATTR_OPERATIONGRAPH_OPS",
-                       CUDNN_TYPE_BACKEND_DESCRIPTOR, g.n_ops, g.ops, __FILE__, __LINE__) ||
-             sdpa_set_(&g, graph, "operation graph", CUDNN_ATTR_OPERATIONGRAPH_HANDLE,
-                       "CUDNN_ATTR_OPERATIONGRAPH_HANDLE", CUDNN_TYPE_HANDLE, 1, &handle, __FILE__, __LINE__) ||
-             sdpa_finalize_(&g, graph, "operation graph", __FILE__, __LINE__)))
-            rc = -1;
+        if (rc == 0 && cudnn_graph_operation_graph(&g, handle, &graph) != 0) rc = -1;
     }
     if (n_ops) *n_ops = g.n_ops;
     if (rc != 0) snprintf(err, err_len, "%s", scratch.error);
-    sdpa_descs_destroy(api, &descs);
+    cudnn_graph_descs_destroy(api, &descs);
     return rc;
 }

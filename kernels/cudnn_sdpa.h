@@ -2,8 +2,11 @@
  * (backend) C API, loaded at run time (cudnn_loader.h).
  *
  * One forward is one cudnnBackendExecute of a cached execution plan of the composite SDPA
- * graph (docs/cudnn.md): MATMUL(Q,Kᵀ) → MUL(scale) → [causal mask] → [window's left bound]
- * → softmax as MAX, SUB, EXP, ADD-reduce, LOG+ADD (stats, virtual), DIV → MATMUL(P,V).
+ * graph (docs/cudnn.md): MATMUL(Q,Kᵀ) → MUL(scale) → [padding mask] → [causal mask] →
+ * [window's left bound] → softmax as MAX, SUB, EXP, ADD-reduce, LOG+ADD (stats, virtual),
+ * DIV → MATMUL(P,V). A serving batch (paged K/V: PAGED_CACHE_LOAD before each MATMUL;
+ * ragged: offsets on Q, K, V, O) adds the padding mask and a small kernel before the execute
+ * that writes its per-sequence lengths and offsets (cudnn_serving.h).
  * cuDNN fuses the graph into one flash-attention kernel. Grouped K/V heads and a value head
  * dim of its own are tensor shapes (Kᵀ [b,hkv,d,skv], V [b,hkv,skv,dv], O [b,h,sq,dv]);
  * cuDNN broadcasts each K/V head over its h/hkv query heads.
@@ -85,6 +88,10 @@ typedef struct cudnn_sdpa_key {
     int dtype, mask;
     int64_t batch, heads, seq_q, seq_kv, head_dim;
     int64_t kv_heads, head_dim_v, window_keys;
+    /* A serving batch's graph (0 when dense): ragged offsets on Q, K, V, O (1); the paged
+     * cache's container [num_pages, ·, page_size, ·] and the block table's row stride. */
+    int ragged;
+    int64_t page_size, num_pages, table_width;
 } cudnn_sdpa_key;
 
 void cudnn_sdpa_key_make(const attn_problem *p, int device, cudnn_sdpa_key *out);
