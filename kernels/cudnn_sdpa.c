@@ -1060,7 +1060,7 @@ static int sdpa_forward_locked(exec_context *ctx, const cudnn_api *api, const at
     if (!pl->pack || pl->pack_q != t->q || pl->pack_k != t->k || pl->pack_v != t->v || pl->pack_o != t->out ||
         pl->pack_table != t->block_table || pl->pack_ws != workspace || pl->pack_scale != p->scale)
         TRY(sdpa_pack(ctx, api, pl, p, t, workspace));
-    TRY(cudnn_serving_meta_fill(ctx, p, t, (char *)workspace + pl->meta_offset));
+    if (cudnn_serving(p)) TRY(cudnn_serving_meta_fill(ctx, p, t, (char *)workspace + pl->meta_offset));
     CUDNN_TRY(ctx, api->BackendExecute(pl->handle, pl->plan, pl->pack));
     return 0;
 }

@@ -23,7 +23,7 @@
 #                BASE_BUILD and this build); THROUGHPUT_CONFIGS more "--config-of BUILD=FILE" words
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
-#   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN loader's)
+#   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN variant's: loader, serving batches)
 #   OUT          where logs go (default /tmp/attnd-gpu-out): at most 8 files come back
 #
 # Phases: ab — flash@tma of both builds and cudnn, one at a time in isolated windows
@@ -98,7 +98,7 @@ fi
 
 if has unit; then
     : > "$OUT/unit.log"
-    for t in ${UNIT_GPU:-$B/tests/unit/kernels/test_cudnn_loader}; do
+    for t in ${UNIT_GPU:-$B/tests/unit/kernels/test_cudnn_loader $B/tests/unit/kernels/test_cudnn_serving}; do
         ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" timeout -k 5 180 "$t" >> "$OUT/unit.log" 2>&1
         note "unit $(basename "$t")" "rc $?; $(grep -E 'passed, [0-9]+ failed' "$OUT/unit.log" | tail -n 1)"
     done
