@@ -225,13 +225,12 @@ static int sdpa_kv_input(cudnn_graph *g, const attn_problem *p, const sdpa_seq_t
         const int64_t c_dims[4] = {p->num_pages, hkv, ps, x}, c_strides[4] = {ps * hkv * x, x, hkv * x, 1};
         cudnnBackendDescriptor_t container;
         TRY(cudnn_graph_tensor(g, is_k ? "K cache container tensor" : "V cache container tensor", uid, io, c_dims,
-                               c_strides,
-                        0, 0, &container));
+                               c_strides, 0, 0, &container));
         strides[0] = x * skv * hkv, strides[1] = x * skv, strides[2] = x, strides[3] = 1;
         if (is_k) dims[2] = x, dims[3] = skv, strides[2] = 1, strides[3] = x;
         TRY(cudnn_graph_tensor(g, what, 0, io, dims, strides, 1, 0, out));
         return cudnn_graph_paged_load(g, is_k ? "paged K cache load" : "paged V cache load", container,
-                               is_k ? st->table_k : st->table_v, st->len_kv, *out);
+                                      is_k ? st->table_k : st->table_v, st->len_kv, *out);
     }
     if (p->ragged) strides[1] = x, strides[2] = hkv * x;
     if (is_k) { /* Kᵀ is a view of K: dims 2 and 3 swapped with their strides */
@@ -259,14 +258,13 @@ static int sdpa_padding_mask(cudnn_graph *g, const attn_problem *p, const sdpa_s
                               row_in));
     TRY(cudnn_graph_tensor(g, "col<seq_len_kv tensor", 0, boolean, s_dims, s_strides, 1, 0, &col_in));
     TRY(cudnn_graph_pointwise(g, "col<seq_len_kv CMP_LT", CUDNN_POINTWISE_CMP_LT, boolean, -1, col, st->len_kv, NULL,
-                       col_in));
+                              col_in));
     TRY(cudnn_graph_tensor(g, "padding keep tensor", 0, boolean, s_dims, s_strides, 1, 0, &keep));
     TRY(cudnn_graph_pointwise(g, "padding LOGICAL_AND", CUDNN_POINTWISE_LOGICAL_AND, boolean, -1, row_in, col_in, NULL,
-                       keep));
+                              keep));
     TRY(cudnn_graph_tensor(g, "padded scores tensor", 0, CUDNN_DATA_FLOAT, s_dims, s_strides, 1, 0, &masked));
     TRY(cudnn_graph_pointwise(g, "padding BINARY_SELECT", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, -1, *s1,
-                              neg_inf,
-                       keep, masked));
+                              neg_inf, keep, masked));
     *s1 = masked;
     return 0;
 }
