@@ -64,6 +64,16 @@
  *       the work struct only). Measured (H200, sustained, against cudnn in the same call):
  *       GQA B2 H64 Hkv8 S8192 D128 causal 0.895 of cudnn's time, B4 H32 Hkv8 S4096 full 0.921,
  *       a 4096-key window over S16384 0.873 (bench/results/nvidia-h200/2026-12-05-717cfd2-models-serving.md).
+ *   serving  paged and ragged prefill (seq_q > 16) in v6, compiled a third time with SERVING
+ *       (flash_tma_serving.cuh): FA3's varlen and paged-KV-by-TMA — each tile in its own
+ *       sequence through cu_seqlens and the block table, pages of whole 128-key blocks, the
+ *       grid over the longest sequence's tiles with the ones past a sequence's end skipped, row
+ *       stores with the sequence's length. Predicted on 16 sequences of 128-8192 tokens, H32
+ *       Hkv8 D128 causal: 0.93-0.98 of the TFLOP/s (real tokens) of the dense batch of the same
+ *       total (the skipped tiles ~1%, each sequence's partial last tile 1-3%), so about 0.9 of
+ *       cudnn's time where cudnn runs such a batch as fast as a dense one.
+ *       Not yet run on a GPU: offered only with the pending features (docs/serving.md). The
+ *       dense kernels are instruction for instruction those above (cuobjdump -sass).
  *   head_dim_v  a value head dim of its own (DeepSeek-V3's 192/128) runs v3 only, in the bucket
  *       that holds both dims; so does head_dim 192. Correct first; a Hopper kernel is the step
  *       that makes it fast: v6 is built for 96, 192/128 and 256 too (tests/gpu/fused_check.cu's
