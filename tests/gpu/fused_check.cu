@@ -1205,6 +1205,9 @@ int main(int argc, char **argv)
         {6, 2, 100, 128, true, {333, 40, 900}, {333, 1000, 900}},
         {8, 2, 0, 0, true, {4097, 2000, 3000, 128}, {4097, 2000, 3000, 128}},
         {8, 2, 0, 16, true, {1, 16, 0, 4}, {300, 5000, 7, 0}},
+        /* small enough for --small (compute-sanitizer) */
+        {4, 2, 0, 0, true, {1, 0, 130, 257}, {1, 0, 130, 257}},
+        {4, 2, 0, 128, true, {40, 0, 200}, {300, 5, 17}},
     };
     if (!timing_only && section_on("serving"))
         for (attn_dtype t : {ATTN_BF16, ATTN_FP16})
