@@ -240,7 +240,7 @@ template <int IMPL> static int flash_check_hopper_64_128(const attn_problem *p, 
 static const fused_variant check_variants[] = {
     {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
     {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_BUCKET>},
-    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>},
+    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>, flash_workspace_bytes}, /* split-KV: serving decode */
     {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
     {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
