@@ -971,9 +971,9 @@ static void time_serving_shape(int64_t B, int64_t H, int64_t lo, int64_t hi, int
              page > 0 ? " paged" : "", (long long)D, mask);
     attn_tensors t = {sp.d_q, sp.d_k, sp.d_v, sp.d_out, sp.d_cu_q, sp.d_cu_kv, sp.d_table};
     time_rows(p, &t, true, cols, attn_flops(p), attn_min_bytes(p));
-    printf("(%lld tokens: the dense batch of the same total is --shape %lld,%lld,%lld,%lld,%s,%lld%s)\n",
+    printf("(%lld tokens: the dense batch of the same total is --shape %lld,%lld,%lld,%lld,%s,%lld,%lld)\n",
            (long long)p->total_q, (long long)B, (long long)H, (long long)((p->total_q + B / 2) / B), (long long)D,
-           attn_mask_name(m), (long long)kv_heads, window >= 0 ? ",W" : "");
+           attn_mask_name(m), (long long)kv_heads, (long long)window);
     serving_free(sp);
 }
 
