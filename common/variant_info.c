@@ -10,6 +10,10 @@
 #define ALL_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16) | VARIANT_DTYPE(ATTN_FP32))
 #define HALF_DTYPES (VARIANT_DTYPE(ATTN_BF16) | VARIANT_DTYPE(ATTN_FP16))
 
+/* The pending_features setting (variant_info_offer_pending): besides the variants' pending bits,
+ * it offers flash's paged and ragged prefill (flash_serving_prefill_is). */
+static int pending_offered;
+
 /* Limits shared by the fused kernels: K/V heads that divide the query heads (query head h
  * reads K/V head h / (heads / kv_heads)), a value head dim that the bucketed bodies hold
  * (8..256 in multiples of 8; the features bits decide whether it is offered), one CTA row per
@@ -60,23 +64,77 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
                  (long long)d);
         return -1;
     }
-    if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p)) {
+    if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p) && !flash_serving_prefill_is(p)) {
         const char *impl = variant_info_impl_name(&variant_info_flash, p->impl);
-        snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel only (impl "
-                 "splitkv, the default for them), not impl %s", impl ? impl : "?");
+        if (pending_offered && p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q)
+            snprintf(why, why_len, "flash runs paged and ragged prefill (seq_q above %d) in v6 only (impl tma, the "
+                     "default for them), not impl %s", FLASH_SPLITKV_MAX_SEQ_Q, impl ? impl : "?");
+        else
+            snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel only (impl "
+                     "splitkv, the default for them), not impl %s", impl ? impl : "?");
         return -1;
     }
     if (flash_splitkv_is(p) && flash_splitkv_check(p, why, why_len) != 0) return -1;
+    if (flash_serving_prefill_is(p) && flash_serving_prefill_check(p, why, why_len) != 0) return -1;
     return fused_limits_check("flash", p, 64, why, why_len);
 }
 
 /* Whether p runs flash's split-KV decode: impl names it (impl is 1 + its index in flash_impls),
- * or a paged or ragged batch leaves impl to the default (the one flash kernel that takes them). */
+ * or a paged or ragged batch leaves impl to the default and is a decode (or its prefill is not
+ * offered: then the split-KV kernel's check refuses it, naming its limit). */
 int flash_splitkv_is(const attn_problem *p)
 {
     const int splitkv = variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
-    if (p->impl == ATTN_IMPL_DEFAULT) return p->ragged || p->page_size > 0;
+    if (p->impl == ATTN_IMPL_DEFAULT) return (p->ragged || p->page_size > 0) && !flash_serving_prefill_is(p);
     return p->impl == splitkv;
+}
+
+/* Pending until v6's SERVING kernel has run on a GPU: offered only with the pending_features
+ * setting (docs/serving.md says how it is validated and what changes then). */
+int flash_serving_prefill_is(const attn_problem *p)
+{
+    const int tma = variant_info_impl_find(&variant_info_flash, "tma") + 1;
+    return pending_offered && (p->ragged || p->page_size > 0) && p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q &&
+           (p->impl == ATTN_IMPL_DEFAULT || p->impl == tma);
+}
+
+int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len)
+{
+    const double scale_log2 = p->scale * 1.4426950408889634;
+    if ((p->head_dim != 64 && p->head_dim != 128) || attn_dv(p) != p->head_dim) {
+        snprintf(why, why_len, "flash runs paged and ragged prefill in v6 at head_dim 64 and 128 with head_dim_v "
+                 "equal, not %lld/%lld", (long long)p->head_dim, (long long)attn_dv(p));
+        return -1;
+    }
+    if (p->page_size > 0 && p->page_size % FLASH_SERVING_KEY_BLOCK != 0) {
+        snprintf(why, why_len, "flash runs paged prefill (seq_q above %d) where a page holds whole %d-key blocks: "
+                 "page_size a multiple of %d, got %lld (its split-KV decode takes any page size)",
+                 FLASH_SPLITKV_MAX_SEQ_Q, FLASH_SERVING_KEY_BLOCK, FLASH_SERVING_KEY_BLOCK, (long long)p->page_size);
+        return -1;
+    }
+    if (p->page_size > 0 && p->num_pages * p->page_size > INT32_MAX) {
+        snprintf(why, why_len, "flash runs paged prefill over caches of fewer than 2^31 slots (num_pages * "
+                 "page_size), got %lld", (long long)(p->num_pages * p->page_size));
+        return -1;
+    }
+    if (!(scale_log2 != 0.0 && scale_log2 > -3.4e38 && scale_log2 < 3.4e38)) {
+        snprintf(why, why_len, "flash runs paged and ragged prefill with a nonzero scale finite in fp32, got %g",
+                 p->scale);
+        return -1;
+    }
+    return 0;
+}
+
+/* What only the device decides: flash's paged and ragged prefill needs v6 (Hopper). */
+static int flash_check_device(const attn_problem *p, int cc, char *why, size_t why_len)
+{
+    if (flash_serving_prefill_is(p) && cc != 90) {
+        snprintf(why, why_len, "flash runs paged and ragged prefill (seq_q above %d) in its Hopper kernel only (v6: "
+                 "compute capability 9.0), not on %d.%d, where its split-KV decode takes seq_q up to %d; flashinfer "
+                 "runs ragged prefill", FLASH_SPLITKV_MAX_SEQ_Q, cc / 10, cc % 10, FLASH_SPLITKV_MAX_SEQ_Q);
+        return -1;
+    }
+    return 0;
 }
 
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
@@ -517,6 +575,7 @@ const variant_info variant_info_flash = {
      * kernel (tests/gpu/test_splitkv.py's serving cases). */
     .features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V | VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_flash,
+    .check_device = flash_check_device,
     .workspace_bound = flash_bound,
     IMPLS(flash_impls),
 };
@@ -629,8 +688,6 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
     return 0;
 }
 
-static int pending_offered;
-
 void variant_info_offer_pending(int on) { pending_offered = on != 0; }
 
 unsigned variant_info_features(const variant_info *v)
@@ -686,6 +743,7 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
         return -1;
     }
     if (variant_info_check_arch(v, cc, why, why_len) != 0) return -1;
-    if (v->check) return v->check(p, why, why_len);
+    if (v->check && v->check(p, why, why_len) != 0) return -1;
+    if (cc > 0 && v->check_device) return v->check_device(p, cc, why, why_len);
     return 0;
 }

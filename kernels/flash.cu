@@ -64,6 +64,16 @@
  *       the work struct only). Measured (H200, sustained, against cudnn in the same call):
  *       GQA B2 H64 Hkv8 S8192 D128 causal 0.895 of cudnn's time, B4 H32 Hkv8 S4096 full 0.921,
  *       a 4096-key window over S16384 0.873 (bench/results/nvidia-h200/2026-12-05-717cfd2-models-serving.md).
+ *   serving  paged and ragged prefill (seq_q > 16) in v6, compiled a third time with SERVING
+ *       (flash_tma_serving.cuh): FA3's varlen and paged-KV-by-TMA — each tile in its own
+ *       sequence through cu_seqlens and the block table, pages of whole 128-key blocks, the
+ *       grid over the longest sequence's tiles with the ones past a sequence's end skipped, row
+ *       stores with the sequence's length. Predicted on 16 sequences of 128-8192 tokens, H32
+ *       Hkv8 D128 causal: 0.93-0.98 of the TFLOP/s (real tokens) of the dense batch of the same
+ *       total (the skipped tiles ~1%, each sequence's partial last tile 1-3%), so about 0.9 of
+ *       cudnn's time where cudnn runs such a batch as fast as a dense one.
+ *       Not yet run on a GPU: offered only with the pending features (docs/serving.md). The
+ *       dense kernels are instruction for instruction those above (cuobjdump -sass).
  *   head_dim_v  a value head dim of its own (DeepSeek-V3's 192/128) runs v3 only, in the bucket
  *       that holds both dims; so does head_dim 192. Correct first; a Hopper kernel is the step
  *       that makes it fast: v6 is built for 96, 192/128 and 256 too (tests/gpu/fused_check.cu's
@@ -153,11 +163,27 @@ static bool flash_tma_applies(const attn_problem *p)
     return (p->head_dim == 64 || p->head_dim == 128) && attn_dv(p) == p->head_dim && sl2 != 0.0 &&
            std::isfinite((float)sl2);
 }
+/* A paged or ragged prefill: v6's SERVING instantiation (flash_tma_serving.cuh) in the dynamic
+ * configurations, whose counter evens out tiles of unequal cost, as a ragged batch's sequences
+ * are (a paged batch without a mask pays the dynamic order's few percent: fewer
+ * instantiations). At D64 not the short-causal one (2 warpgroups, 3 stages): its producer, at
+ * 24 registers, spilled the page lookups. */
+template <class T, bool BF16> static int flash_tma_serving_dispatch(exec_context *ctx, const attn_problem *p,
+                                                                    const attn_tensors *t)
+{
+    static_assert(flash_tma_cfg_d128_causal::BN == FLASH_SERVING_KEY_BLOCK &&
+                      flash_tma_cfg_d64_causal::BN == FLASH_SERVING_KEY_BLOCK,
+                  "variant_info's page check names the key block");
+    if (p->head_dim == 128) return flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16, true>(ctx, p, t, "flash_forward");
+    return flash_tma_launch<flash_tma_cfg_d64_causal, T, BF16, true>(ctx, p, t, "flash_forward");
+}
+
 /* v6's launch for this problem (persistent grid in every configuration). Tiles of unequal cost,
  * causal or windowed, take the dynamic tile counter (a window without a causal mask: the first
  * query blocks see the most keys, flash_tma_tile takes them first). */
 template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, const attn_problem *p, const attn_tensors *t)
 {
+    if (p->ragged || p->page_size > 0) return flash_tma_serving_dispatch<T, BF16>(ctx, p, t);
     const bool dynamic = p->mask != ATTN_MASK_NONE || flash_window_keys(p) > 0;
     if (p->head_dim == 128)
         return dynamic ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
@@ -196,7 +222,8 @@ static int flash_impl(int cc, const attn_problem *p)
 {
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
-    if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged batch's default */
+    if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged decode's default */
+    if (flash_serving_prefill_is(p)) return FLASH_IMPL_TMA; /* v6's SERVING kernel: the only one (flash_forward checks the device) */
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
     if (attn_dv(p) != p->head_dim) return FLASH_IMPL_GENERIC; /* v3 only */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
@@ -270,5 +297,8 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
     if (variant_check_flash(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "needs compute capability 8.0+");
     if (flash_impl(ctx->cc, p) == FLASH_IMPL_SPLITKV) return flash_splitkv_forward(ctx, p, t, workspace);
+    if (flash_serving_prefill_is(p) && !flash_hopper(ctx->cc)) /* variant_info's device check refuses it first */
+        return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "paged and ragged prefill runs in v6 only: "
+                         "compute capability 9.0 and a binary with sm_90a code");
     return p->dtype == ATTN_BF16 ? flash_dispatch<true>(ctx, p, t) : flash_dispatch<false>(ctx, p, t);
 }

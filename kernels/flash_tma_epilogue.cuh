@@ -3,18 +3,21 @@
  * of the other tiles: conflict-free), then stored as 16-byte row pieces (head dims whose rings
  * leave no room for the tile store from the accumulators). Each warp touches only
  * its own rows, so __syncwarp is all the ordering it needs, and Q's buffer stays free for the
- * producer's next load.
+ * producer's next load. Every store has a row predicate, never a TMA store: a serving tile that
+ * crosses its sequence's end leaves the next sequence's rows to their own tile (FA3's varlen
+ * epilogue does the same).
  */
 #ifndef FLASH_TMA_EPILOGUE_CUH
 #define FLASH_TMA_EPILOGUE_CUH
 
 #include "kernels/flash_tma_mainloop.cuh"
 
-/* This thread's rows of O (rows m0 + my_row0, + 8 of the head at g_o; rows ≥ seq_q are left
- * alone), normalised by the row sums; a row that saw no key is written as zeros. */
+/* This thread's rows of O (rows m0 + my_row0, + 8 of the head at g_o, o_stride elements apart:
+ * DV dense, H·DV token-major; rows ≥ seq_q are left alone, another tile's or another sequence's),
+ * normalised by the row sums; a row that saw no key is written as zeros. */
 template <class TR, class T, bool BF16>
 __device__ __forceinline__ void flash_tma_store(const flash_tma_regs<TR> &r, const flash_tma_smem &sm, T *g_o, int m0,
-                                                int seq_q, const flash_tma_consumer &c)
+                                                int seq_q, int o_stride, const flash_tma_consumer &c)
 {
     constexpr int DV = TR::DV, BM = TR::BM;
     const float(&o)[DV / 2] = r.o;
@@ -27,7 +30,7 @@ __device__ __forceinline__ void flash_tma_store(const flash_tma_regs<TR> &r, con
             const float inv = flash_row_inv(st.sum[r]);
             const int row = m0 + c.my_row0 + 8 * r;
             if (row >= seq_q) continue;
-            T *g_row = g_o + (int64_t)row * DV + 2 * c.t;
+            T *g_row = g_o + (int64_t)row * o_stride + 2 * c.t;
 #pragma unroll
             for (int i = 0; i < DV / 8; ++i)
                 *reinterpret_cast<uint32_t *>(g_row + 8 * i) =
@@ -51,7 +54,7 @@ __device__ __forceinline__ void flash_tma_store(const flash_tma_regs<TR> &r, con
             const int lr = c.wg_row0 + c.warp * 16 + idx / CH, ch = idx % CH;
             const int row = m0 + lr;
             if (row < seq_q)
-                *reinterpret_cast<uint4 *>(g_o + (int64_t)row * DV + ch * 8) =
+                *reinterpret_cast<uint4 *>(g_o + (int64_t)row * o_stride + ch * 8) =
                     *reinterpret_cast<const uint4 *>(sm.o_ptr + flash_wg_off<BM>(lr, ch));
         }
         __syncwarp(); /* the next tile's epilogue overwrites these rows */
@@ -59,15 +62,16 @@ __device__ __forceinline__ void flash_tma_store(const flash_tma_regs<TR> &r, con
 }
 
 /* A tile whose rows see no key: this warpgroup's 64 rows of O as zeros (wg_thread: this
- * thread's index in the warpgroup). */
+ * thread's index in the warpgroup; rows o_stride elements apart, as flash_tma_store's). */
 template <class TR, class T>
-__device__ __forceinline__ void flash_tma_store_zeros(T *g_o, int m0, int seq_q, const flash_tma_consumer &c,
-                                                      int wg_thread)
+__device__ __forceinline__ void flash_tma_store_zeros(T *g_o, int m0, int seq_q, int o_stride,
+                                                      const flash_tma_consumer &c, int wg_thread)
 {
     constexpr int DV = TR::DV;
     for (int i = wg_thread; i < 64 * (DV / 8); i += 128) {
         const int row = m0 + c.wg_row0 + i / (DV / 8);
-        if (row < seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)row * DV + (i % (DV / 8)) * 8) = make_uint4(0, 0, 0, 0);
+        if (row < seq_q)
+            *reinterpret_cast<uint4 *>(g_o + (int64_t)row * o_stride + (i % (DV / 8)) * 8) = make_uint4(0, 0, 0, 0);
     }
 }
 

@@ -75,6 +75,16 @@ struct flash_tma_maps {
     CUtensorMap q, k, v;
 };
 
+/* Where a serving batch's sequences lie (read by the SERVING kernels only, flash_tma_serving.cuh;
+ * docs/serving.md has the layouts). */
+struct flash_tma_serving {
+    const int32_t *cu_q, *cu_kv; /* ragged: [B + 1] token offsets; NULL: every sequence seq_q and seq_kv long */
+    const int32_t *block_table;  /* paged: [B, pages_per_seq] page ids; NULL: K/V packed by cu_kv */
+    int heads;                   /* H (bh = b·H + h) */
+    int pages_per_seq;           /* the block table's width */
+    int blocks_per_page;         /* paged: page_size / BN (a multiple of BN: a key block lies in one page) */
+};
+
 /* The problem and its tiles. */
 struct flash_tma_work {
     flash_params p;
@@ -85,6 +95,7 @@ struct flash_tma_work {
     int ctr_slot;    /* DYNAMIC: this launch's counter in flash_tma_tile_ctr */
     int m_ascending; /* GQA_WINDOW kernels: query blocks ascending (the longest tiles first under a
                         window without a causal mask, whose first rows see the most keys) */
+    flash_tma_serving sv; /* last: the dense kernels' parameters keep their offsets */
 };
 
 /* All that crosses from host to kernel. The kernel takes its two halves as two parameters: the

@@ -101,12 +101,15 @@ __device__ __forceinline__ void tma_bar_arrive(int id, int count)
 #endif
 }
 
-/* Host: encode a 3-D map over a contiguous [heads][rows][cols] tensor of 16-bit elements,
- * box = 64 columns x box_rows rows x 1 head, 128-byte swizzle, out-of-bounds boxes read as
- * zeros. Returns a CUresult (0 = success). The encoder is fetched once through the runtime
+/* Host: encode a 3-D map over a [heads][rows][cols] view of 16-bit elements whose rows lie
+ * row_stride elements apart and heads head_stride apart (multiples of 8: TMA takes strides in
+ * 16-byte units), box = 64 columns x box_rows rows x 1 head, 128-byte swizzle, out-of-bounds
+ * boxes read as zeros. A token-major [tokens, heads, cols] tensor (a ragged batch, a paged
+ * cache) is the view rows = tokens, row_stride = heads·cols, head_stride = cols. Returns a
+ * CUresult (0 = success). The encoder is fetched once through the runtime
  * (cudaGetDriverEntryPointByVersion), so no driver library is linked. */
-static inline int tma_encode_3d(CUtensorMap *map, const void *base, bool bf16, uint64_t cols, uint64_t rows,
-                                uint64_t heads, uint32_t box_rows)
+static inline int tma_encode_3d_strided(CUtensorMap *map, const void *base, bool bf16, uint64_t cols, uint64_t rows,
+                                        uint64_t heads, uint64_t row_stride, uint64_t head_stride, uint32_t box_rows)
 {
     static PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
         void *fn = nullptr;
@@ -119,11 +122,18 @@ static inline int tma_encode_3d(CUtensorMap *map, const void *base, bool bf16, u
     }();
     if (!encode) return (int)CUDA_ERROR_NOT_FOUND;
     const cuuint64_t dims[3] = {cols, rows, heads};
-    const cuuint64_t strides[2] = {cols * 2, rows * cols * 2};
+    const cuuint64_t strides[2] = {row_stride * 2, head_stride * 2};
     const cuuint32_t box[3] = {64, box_rows, 1}, elem_strides[3] = {1, 1, 1};
     return (int)encode(map, bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 3,
                        const_cast<void *>(base), dims, strides, box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+/* The same over a contiguous [heads][rows][cols] tensor. */
+static inline int tma_encode_3d(CUtensorMap *map, const void *base, bool bf16, uint64_t cols, uint64_t rows,
+                                uint64_t heads, uint32_t box_rows)
+{
+    return tma_encode_3d_strided(map, base, bf16, cols, rows, heads, cols, rows * cols, box_rows);
 }
 
 #endif

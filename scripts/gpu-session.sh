@@ -113,9 +113,9 @@ fi
 
 if has pending; then
     # Every tests/gpu file that runs pending features, among those this tree has.
-    pending_tests=${PENDING_TESTS:-$(ls tests/gpu/test_serving.py 2>/dev/null | tr '\n' ' ')}
+    pending_tests=${PENDING_TESTS:-$(ls tests/gpu/test_serving.py tests/gpu/test_flash_prefill.py 2>/dev/null | tr '\n' ' ')}
     mkdir -p "$OUT/pending"
-    ATTND_PENDING_FEATURES=true OUT="$OUT/pending" TESTS="$pending_tests" TESTS_TIMEOUT_S=${PENDING_TIMEOUT_S:-240} \
+    ATTND_PENDING_FEATURES=true OUT="$OUT/pending" TESTS="$pending_tests" TESTS_TIMEOUT_S=${PENDING_TIMEOUT_S:-480} \
         bash scripts/gpu-quick.sh > "$OUT/pending.log" 2>&1
     note "pending features" "rc $?; $(grep -E '[0-9]+ (passed|failed)' "$OUT/pending/tests.log" | tail -n 1)"
     grep -E '^(FAILED|ERROR)' "$OUT/pending/tests.log" | head -n 8 | while read -r line; do note "  fail" "${line:0:160}"; done

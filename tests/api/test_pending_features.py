@@ -121,6 +121,27 @@ def test_cudnn_serving_with_the_setting(start_server):
         assert r.status_code == 422 and err["code"] == "unsupported" and words in err["message"], (extra, r.text)
 
 
+def test_the_setting_offers_flash_prefill(start_server):
+    """flash's paged and ragged prefill (v6's SERVING kernel, not yet run on a GPU) is offered only
+    with the setting: then it gets as far as the device (503 here); pages that split a 128-key
+    block, another impl and head dims v6 does not serve are refused with the reason; decode
+    (seq_q up to 16) still takes any page size."""
+    api = Api(start_server(extra=["--pending-features", "true"]).url)
+    run = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
+    for extra in ({"seqlens_q": [1, 0, 130, 1000], "seqlens_kv": [1, 0, 130, 1000]},
+                  {"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 256},
+                  {"batch": 2, "seq_q": 200, "seq_kv": 700, "page_size": 128},
+                  {"seqlens_q": [1, 16], "seqlens_kv": [100, 300], "page_size": 16}):
+        r = api.post("/v1/runs", json=dict(run, **extra))
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
+    for extra, words in (({"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16},
+                          "page_size a multiple of 128"),
+                         ({"seqlens_q": [40, 17], "impl": "wgmma"}, "not impl wgmma"),
+                         ({"seqlens_q": [40, 17], "head_dim": 96}, "head_dim 64 and 128")):
+        r = api.post("/v1/runs", json=dict(run, **extra))
+        assert r.status_code == 422 and words in r.json()["error"]["message"], (extra, r.text)
+
+
 FI_RUN = {"backend": "flashinfer", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
 # paged decode, ragged decode, ragged prefill
 FI_SERVING = [({"seq_q": 1, "page_size": 16, "seq_kv": 33}, "page_size"),

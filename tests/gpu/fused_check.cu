@@ -10,14 +10,16 @@
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
  * (only small correctness cases: for compute-sanitizer),
- * --only name,prefix*,... (those variants), --sections dense,models,head_dim_v,decode,scales
+ * --only name,prefix*,... (those variants), --sections dense,models,head_dim_v,decode,serving,scales
  * (those correctness sections), --dtype NAME (that dtype's cases), --repeats N (each timing N times: median, range;
  * the repeats go round the variants, A B then B A), --shape B,H,S,D,MASK (time that shape
  * only; bf16; MASK none, causal or causal_bottom_right; S may be Sq:Skv, e.g. 1:4096 for a
  * decode), --window-ms N (each timing the mean over an N ms window of back-to-back
  * forwards: sustained load at the power limit, not a burst); --shape takes ,Hkv[,W[,Dv]] after the mask
  * for grouped K/V heads, a window of W keys and a value head dim (B,H,S,D,causal,Hkv,W,Dv; Hkv 0:
- * H, W −1: none, Dv 0: D).
+ * H, W −1: none, Dv 0: D); S written LO-HI is a ragged batch of B sequences of LO to HI tokens
+ * (evenly spaced; queries and keys alike), and a ninth field P pages its K/V cache in pages of P
+ * tokens (B,H,LO-HI,D,causal,Hkv,W,Dv,P; P 0: not paged).
  *
  * What it does:
  *   1. For many cases (dtypes, head dims, masks, S = 1, 63, 64, 65, 1000, 4097, Sq ≠ Skv both
@@ -28,6 +30,9 @@
  *      correct: dot products, max, exp, sum, weighted sum of V) over sampled rows.
  *      Prints max abs error and rel L2 error; PASS when rel_l2 ≤ 1.6e-2 (bf16), 2e-3 (fp16),
  *      1e-5 (fp32) and no NaN survived (NaN left = an element never written).
+ *      Serving batches (the serving section: ragged and paged, docs/serving.md) are checked the
+ *      same way against an fp64 reference that reads each row through the layout (attn_q_row,
+ *      attn_kv_row), and a paged run against its contiguous twin.
  *   2. Times each variant on the shapes of bench/shapes.json (bf16): CUDA events,
  *      median of 20 after 5 warm-ups, inputs hot in L2; TFLOP/s = 4·B·H·S²·D, halved for
  *      causal. Those shapes are verified too (sampled rows) before they are timed.
@@ -48,6 +53,7 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 #include "kernels/fused.h"
+#include "kernels/seq_layout.h"
 
 #define CHECK_CUDA(call)                                                                              \
     do {                                                                                              \
@@ -216,12 +222,16 @@ typedef tma_q_smem<tma_d128_w2> tma_d128_w2_qs;
 typedef tma_q_smem<tma_d128_w2d> tma_d128_w2d_qs;
 typedef tma_q_smem<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_qs;
 #define TMA_VARIANT(name, TR) {name, flash_tma_check<TR>, flash_tma_fwd<TR>}
-static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
+/* v6 or v5 by name (IMPL), on sm_90 with its code, checked as the forward will be: with that
+ * impl (a serving batch takes v6 for prefill only). */
+template <int IMPL> static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
     why[0] = '\0';
     if (fused_cc != 90 || (p->head_dim != 64 && p->head_dim != 128)) return -1;
 #ifdef FLASH_HAVE_SM90A
-    return variant_check_flash(p, why, why_len);
+    attn_problem q = *p;
+    q.impl = IMPL;
+    return variant_check_flash(&q, why, why_len);
 #else
     return -1;
 #endif
@@ -230,7 +240,7 @@ static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t wh
 static const fused_variant check_variants[] = {
     {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
     {"efficient@legacy", efficient_check_d128_16, efficient_fwd_impl<EFFICIENT_IMPL_BUCKET>},
-    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>},
+    {"flash", variant_check_flash, flash_fwd_impl<FLASH_IMPL_DEFAULT>, flash_workspace_bytes}, /* split-KV: serving decode */
     {"flash@w8", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W8>},
     {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
@@ -240,8 +250,8 @@ static const fused_variant check_variants[] = {
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
-    {"flash@wgmma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_WGMMA>},
-    {"flash@tma", flash_check_hopper_64_128, flash_fwd_impl<FLASH_IMPL_TMA>},
+    {"flash@wgmma", flash_check_hopper_64_128<FLASH_IMPL_WGMMA>, flash_fwd_impl<FLASH_IMPL_WGMMA>},
+    {"flash@tma", flash_check_hopper_64_128<FLASH_IMPL_TMA>, flash_fwd_impl<FLASH_IMPL_TMA>},
     TMA_VARIANT("flash@t128w2", tma_d128_w2),
     TMA_VARIANT("flash@t128w2d", tma_d128_w2d),
     TMA_VARIANT("flash@t64w3", tma_d64_w3),
@@ -584,13 +594,252 @@ static void verify(device_problem &dp, int row_step)
     }
 }
 
+/* ------------------------------------------------------------------ serving batches */
+
+/* A paged or ragged batch (docs/serving.md): its layout (kernels/seq_layout.c) and its tensors as
+ * the variants read them — q and out token-major when ragged; k and v packed, or in a paged cache
+ * whose unused slots hold finite values too — on the host and the device, with the contiguous K/V
+ * the cache was made from (its twin: the same tokens without pages). */
+struct serving_problem {
+    attn_problem p;
+    seq_layout lay;
+    std::vector<uint8_t> h_q, h_k, h_v, h_k_flat, h_v_flat;
+    void *d_q, *d_k, *d_v, *d_out, *d_k_flat, *d_v_flat, *d_out_flat;
+    int32_t *d_cu_q, *d_cu_kv, *d_table;
+};
+
+/* The variants that take serving batches: flash's default (split-KV decode for seq_q ≤ 16, v6's
+ * SERVING kernel for prefill), its v6 by name, and the split-KV decode by name. Every other
+ * row would run the dense layout on them. */
+static bool serving_variant(const char *name)
+{
+    return strcmp(name, "flash") == 0 || strcmp(name, "flash@tma") == 0 || strcmp(name, "flash@splitkv") == 0;
+}
+
+template <class T> static T *device_copy(const void *host, size_t bytes)
+{
+    void *d = NULL;
+    CHECK_CUDA(cudaMalloc(&d, bytes + 16));
+    if (bytes) CHECK_CUDA(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return static_cast<T *>(d);
+}
+
+/* lq, lkv: the sequences' lengths (ragged: the packed layout; else all equal, the dense one);
+ * page > 0: K/V in a paged cache of that page size with three pages more than the sequences use. */
+static void serving_setup(serving_problem &sp, int64_t H, int64_t Hkv, int64_t D, attn_dtype t, attn_mask m, int64_t W,
+                          const std::vector<int32_t> &lq, const std::vector<int32_t> &lkv, bool ragged, int64_t page)
+{
+    const int64_t B = (int64_t)lq.size();
+    const int64_t sq = *std::max_element(lq.begin(), lq.end()), skv = *std::max_element(lkv.begin(), lkv.end());
+    sp.p = attn_mha(B, H, sq, skv, D, t, m, 1.0 / sqrt((double)D));
+    sp.p.kv_heads = Hkv, sp.p.window_keys = W;
+    if (ragged) {
+        sp.p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV;
+        for (int64_t b = 0; b < B; ++b) sp.p.total_q += lq[b], sp.p.total_kv += lkv[b];
+    }
+    if (page > 0) {
+        sp.p.page_size = page;
+        for (int64_t b = 0; b < B; ++b) sp.p.num_pages += (lkv[b] + page - 1) / page;
+        sp.p.num_pages += 3;
+    }
+    if (seq_layout_build(&sp.lay, &sp.p, lq.data(), lkv.data(), 0x5eed0000ull + fills) != 0) {
+        fprintf(stderr, "seq_layout_build: out of memory\n");
+        exit(2);
+    }
+    const size_t esz = attn_dtype_bytes(t);
+    attn_problem flat = sp.p; /* the contiguous twin */
+    flat.page_size = 0, flat.num_pages = 0;
+    fill_normal(sp.h_q, t, attn_q_elems(&sp.p));
+    fill_normal(sp.h_k_flat, t, attn_k_elems(&flat));
+    fill_normal(sp.h_v_flat, t, attn_v_elems(&flat));
+    if (page > 0) { /* the whole cache finite, then every token at its slot */
+        fill_normal(sp.h_k, t, attn_k_elems(&sp.p));
+        fill_normal(sp.h_v, t, attn_v_elems(&sp.p));
+        seq_layout_to_pages(&sp.p, sp.h_k_flat.data(), sp.h_k.data(), D, esz);
+        seq_layout_to_pages(&sp.p, sp.h_v_flat.data(), sp.h_v.data(), attn_dv(&sp.p), esz);
+    } else {
+        sp.h_k = sp.h_k_flat, sp.h_v = sp.h_v_flat;
+    }
+    const size_t out_bytes = (size_t)attn_out_elems(&sp.p) * esz;
+    sp.d_q = device_copy<void>(sp.h_q.data(), sp.h_q.size());
+    sp.d_k = device_copy<void>(sp.h_k.data(), sp.h_k.size());
+    sp.d_v = device_copy<void>(sp.h_v.data(), sp.h_v.size());
+    sp.d_k_flat = device_copy<void>(sp.h_k_flat.data(), sp.h_k_flat.size());
+    sp.d_v_flat = device_copy<void>(sp.h_v_flat.data(), sp.h_v_flat.size());
+    CHECK_CUDA(cudaMalloc(&sp.d_out, out_bytes + 16));
+    CHECK_CUDA(cudaMalloc(&sp.d_out_flat, out_bytes + 16));
+    sp.d_cu_q = ragged ? device_copy<int32_t>(sp.lay.cu_seqlens_q, (size_t)(B + 1) * 4) : NULL;
+    sp.d_cu_kv = ragged ? device_copy<int32_t>(sp.lay.cu_seqlens_kv, (size_t)(B + 1) * 4) : NULL;
+    sp.d_table = page > 0 ? device_copy<int32_t>(sp.lay.block_table, (size_t)(B * sp.lay.seqs.pages_per_seq) * 4) : NULL;
+}
+
+static void serving_free(serving_problem &sp)
+{
+    for (void *d : {sp.d_q, sp.d_k, sp.d_v, sp.d_out, sp.d_k_flat, sp.d_v_flat, sp.d_out_flat,
+                    (void *)sp.d_cu_q, (void *)sp.d_cu_kv, (void *)sp.d_table})
+        if (d) CHECK_CUDA(cudaFree(d));
+    seq_layout_free(&sp.lay);
+}
+
+static const char *serving_str(const attn_problem *p)
+{
+    static char s[200];
+    int n = snprintf(s, sizeof s, "%s %-19s B%-3lld H%lld/%lld Sq<=%lld Skv<=%lld D%lld", attn_dtype_name(p->dtype),
+                     attn_mask_name(p->mask), (long long)p->batch, (long long)p->heads, (long long)attn_kv_heads(p),
+                     (long long)p->seq_q, (long long)p->seq_kv, (long long)p->head_dim);
+    if (p->ragged) n += snprintf(s + n, sizeof s - n, " ragged %lld:%lld", (long long)p->total_q, (long long)p->total_kv);
+    if (p->page_size > 0) n += snprintf(s + n, sizeof s - n, " page%lld", (long long)p->page_size);
+    if (p->window_keys > 0) snprintf(s + n, sizeof s - n, " W%lld", (long long)p->window_keys);
+    return s;
+}
+
+/* fp64 reference of rows[b] of every sequence b and head, each row read through the layout
+ * (attn_q_row, attn_kv_row: the block table when paged) and masked by the sequence's own lengths
+ * (attn_visible_range_seq); ref[(k-th sampled row, h, d)], sampled rows in sequence order. The
+ * sequences are shared among host threads. */
+static void serving_reference(const serving_problem &sp, const std::vector<std::vector<int>> &rows,
+                              std::vector<size_t> &first, std::vector<double> &ref)
+{
+    const attn_problem *p = &sp.p;
+    const int64_t H = p->heads, D = p->head_dim, DV = attn_dv(p), group = H / attn_kv_heads(p);
+    first.assign(rows.size() + 1, 0);
+    for (size_t b = 0; b < rows.size(); ++b) first[b + 1] = first[b] + rows[b].size();
+    ref.assign(first.back() * H * DV, 0.0);
+    auto one_seq = [&](int64_t b) {
+        const int64_t sq = attn_seqlen_q(p, b), skv = attn_seqlen_kv(p, b);
+        std::vector<double> sc((size_t)std::max<int64_t>(skv, 1));
+        for (size_t ri = 0; ri < rows[b].size(); ++ri)
+            for (int64_t h = 0; h < H; ++h) {
+                const int64_t i = rows[b][ri], g = h / group, qr = attn_q_row(p, b, h, i, D);
+                int64_t lo, hi;
+                attn_visible_range_seq(p, sq, skv, i, &lo, &hi);
+                double *o = &ref[((first[b] + ri) * H + h) * DV];
+                if (hi == lo) continue;
+                double mx = -INFINITY, sum = 0;
+                for (int64_t j = lo; j < hi; ++j) {
+                    const int64_t kr = attn_kv_row(p, b, g, j, D);
+                    double s = 0;
+                    for (int64_t d = 0; d < D; ++d)
+                        s += (double)dtype_load_f32(sp.h_q.data(), p->dtype, qr + d) *
+                             (double)dtype_load_f32(sp.h_k.data(), p->dtype, kr + d);
+                    sc[j] = s * p->scale;
+                    mx = std::max(mx, sc[j]);
+                }
+                for (int64_t j = lo; j < hi; ++j) {
+                    const double e = exp(sc[j] - mx);
+                    const int64_t vr = attn_kv_row(p, b, g, j, DV);
+                    sum += e;
+                    for (int64_t d = 0; d < DV; ++d) o[d] += e * (double)dtype_load_f32(sp.h_v.data(), p->dtype, vr + d);
+                }
+                for (int64_t d = 0; d < DV; ++d) o[d] /= sum;
+            }
+    };
+    const int64_t workers = std::max(1u, std::min(64u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> threads;
+    for (int64_t w = 0; w < workers; ++w)
+        threads.emplace_back([&, w] {
+            for (int64_t b = w; b < p->batch; b += workers) one_seq(b);
+        });
+    for (std::thread &th : threads) th.join();
+}
+
+/* Verify every serving variant on sp: rows 0, row_step, ... and the last of each sequence
+ * against the reference; every element of out written (out holds real rows only); a paged run
+ * against its contiguous twin, which must match bit for bit when it runs the same kernel (a
+ * ragged twin: the page lookup changes addresses, not arithmetic). */
+static void verify_serving(serving_problem &sp, int row_step)
+{
+    const attn_problem *p = &sp.p;
+    const int64_t H = p->heads, DV = attn_dv(p);
+    std::vector<std::vector<int>> rows((size_t)p->batch);
+    for (int64_t b = 0; b < p->batch; ++b) {
+        const int64_t sq = attn_seqlen_q(p, b);
+        for (int64_t i = 0; i < sq; i += row_step) rows[b].push_back((int)i);
+        if (sq > 0 && rows[b].back() != sq - 1) rows[b].push_back((int)(sq - 1));
+    }
+    std::vector<size_t> first;
+    std::vector<double> ref;
+    serving_reference(sp, rows, first, ref);
+    const double tol = p->dtype == ATTN_BF16 ? 1.6e-2 : 2e-3;
+    const size_t out_bytes = (size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype);
+    std::vector<uint8_t> h_out(out_bytes), h_flat(out_bytes);
+    attn_problem flat = *p;
+    flat.page_size = 0, flat.num_pages = 0;
+    for (const fused_variant &v : run_variants()) {
+        char why[256] = "";
+        if (!variant_selected(v.name) || !serving_variant(v.name)) continue;
+        if (v.check(p, why, sizeof why) != 0) {
+            if (why[0]) printf("  %-16s %s  unsupported: %s\n", v.name, serving_str(p), why);
+            continue;
+        }
+        CHECK_CUDA(cudaMemset(sp.d_out, 0xff, out_bytes)); /* NaN in every dtype */
+        attn_tensors t = {sp.d_q, sp.d_k, sp.d_v, sp.d_out, sp.d_cu_q, sp.d_cu_kv, sp.d_table};
+        exec_clear_error(&ctx);
+        if (v.forward(&ctx, p, &t, variant_workspace(v, p)) != 0) {
+            printf("  %-16s %s  FAIL forward: %s\n", v.name, serving_str(p), ctx.error);
+            failures++;
+            continue;
+        }
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        CHECK_CUDA(cudaMemcpy(h_out.data(), sp.d_out, out_bytes, cudaMemcpyDeviceToHost));
+        double max_abs = 0, err2 = 0, ref2 = 0;
+        int64_t nan_count = 0, n_rows = 0;
+        for (int64_t b = 0; b < p->batch; ++b)
+            for (size_t ri = 0; ri < rows[b].size(); ++ri, ++n_rows)
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t d = 0; d < DV; ++d) {
+                        const double r = ref[((first[b] + ri) * H + h) * DV + d];
+                        const double o = dtype_load_f32(h_out.data(), p->dtype, attn_q_row(p, b, h, rows[b][ri], DV) + d);
+                        if (!(o == o)) continue; /* counted below */
+                        max_abs = std::max(max_abs, fabs(o - r));
+                        err2 += (o - r) * (o - r);
+                        ref2 += r * r;
+                    }
+        for (int64_t i = 0; i < attn_out_elems(p); ++i)
+            if (!(dtype_load_f32(h_out.data(), p->dtype, i) == dtype_load_f32(h_out.data(), p->dtype, i))) nan_count++;
+        const double rel = ref2 > 0 ? sqrt(err2 / ref2) : sqrt(err2);
+        bool ok = nan_count == 0 && rel <= tol;
+        char twin[96] = "";
+        if (p->page_size > 0) { /* the same logical cache without pages */
+            CHECK_CUDA(cudaMemset(sp.d_out_flat, 0xff, out_bytes));
+            attn_tensors tf = {sp.d_q, sp.d_k_flat, sp.d_v_flat, sp.d_out_flat, sp.d_cu_q, sp.d_cu_kv, NULL};
+            if (v.check(&flat, why, sizeof why) != 0 || v.forward(&ctx, &flat, &tf, variant_workspace(v, &flat)) != 0) {
+                snprintf(twin, sizeof twin, ", twin FAIL: %.60s", why[0] ? why : ctx.error);
+                ok = false;
+            } else {
+                CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+                CHECK_CUDA(cudaMemcpy(h_flat.data(), sp.d_out_flat, out_bytes, cudaMemcpyDeviceToHost));
+                int64_t differ = 0;
+                for (int64_t i = 0; i < attn_out_elems(p); ++i)
+                    differ += dtype_load_f32(h_out.data(), p->dtype, i) != dtype_load_f32(h_flat.data(), p->dtype, i);
+                /* a ragged twin runs the same kernel: bit for bit; a dense one may run another */
+                if (differ > 0 && p->ragged) ok = false;
+                snprintf(twin, sizeof twin, ", twin %s", differ == 0 ? "identical" : "differs");
+                if (differ > 0) snprintf(twin + strlen(twin), sizeof twin - strlen(twin), " in %lld", (long long)differ);
+            }
+        }
+        if (!ok) failures++;
+        printf("  %-16s %s  max_abs %.3e rel_l2 %.3e nan %lld (%lld rows%s)  %s\n", v.name, serving_str(p), max_abs, rel,
+               (long long)nan_count, (long long)n_rows, twin, ok ? "PASS" : "FAIL");
+    }
+}
+
+/* Evenly spaced lengths lo..hi of n sequences: the --shape LO-HI batches. */
+static std::vector<int32_t> spaced_lengths(int64_t n, int64_t lo, int64_t hi)
+{
+    std::vector<int32_t> len((size_t)n);
+    for (int64_t b = 0; b < n; ++b) len[b] = (int32_t)(n > 1 ? lo + (hi - lo) * b / (n - 1) : hi);
+    return len;
+}
+
 static int time_repeats = 1; /* --repeats N: each variant timed N times (median of 20 each) */
-/* --shape B,H,S,D,MASK[,Hkv[,W[,Dv]]]: time this shape only (default: the seven of docs/fused.md),
- * with Hkv K/V heads and a window of W keys when given; S is Sq:Skv for a decode */
+/* --shape B,H,S,D,MASK[,Hkv[,W[,Dv[,P]]]]: time this shape only (default: the seven of docs/fused.md),
+ * with Hkv K/V heads and a window of W keys when given; S is Sq:Skv for a decode, LO-HI for a
+ * ragged batch (Lo its shortest sequence, S its longest), P its pages' tokens */
 static struct {
-    long long B, H, Sq, S, D, Hkv, W, DV;
+    long long B, H, Sq, S, D, Hkv, W, DV, Lo, P;
     attn_mask mask;
-} one_shape = {0, 0, 0, 0, 0, 0, -1, 0, ATTN_MASK_NONE};
+} one_shape = {0, 0, 0, 0, 0, 0, -1, 0, -1, 0, ATTN_MASK_NONE}; /* Lo −1: not ragged */
 /* --window-ms N: each timing is a sustained window instead (below). */
 static int window_ms = 0;
 /* n forwards between one event pair: their milliseconds (< 0: a forward failed). */
@@ -643,6 +892,42 @@ static double time_once(const fused_variant &v, const attn_problem *p, attn_tens
 /* window: keys before a query that stay visible; < 0: none. kv_heads 0: heads. Sq 0: S (else
  * S is the keys); the last column is the bytes of q, k, v and out over the time: what a decode,
  * which streams K and V once, is bounded by. */
+/* Time every selected variant that takes p (serving: serving_variant's only) on tensors t and
+ * print a row each: cols, the table's first five cells; flops and bytes per forward. */
+static void time_rows(const attn_problem *p, attn_tensors *t, bool serving, const char *cols, double flops, double bytes)
+{
+    cudaEvent_t e0, e1;
+    CHECK_CUDA(cudaEventCreate(&e0));
+    CHECK_CUDA(cudaEventCreate(&e1));
+    const std::vector<fused_variant> all = run_variants();
+    std::vector<const fused_variant *> timed;
+    for (const fused_variant &v : all) {
+        char why[256];
+        if (variant_selected(v.name) && (!serving || serving_variant(v.name)) && v.check(p, why, sizeof why) == 0)
+            timed.push_back(&v);
+    }
+    std::vector<std::vector<double>> reps(timed.size());
+    std::vector<bool> failed(timed.size(), false);
+    for (int rep = 0; rep < time_repeats; ++rep)
+        for (size_t k = 0; k < timed.size(); ++k) {
+            const size_t i = rep % 2 == 0 ? k : timed.size() - 1 - k;
+            if (failed[i]) continue;
+            const double us = time_once(*timed[i], p, t, variant_workspace(*timed[i], p), e0, e1);
+            if (us < 0) failed[i] = true;
+            else reps[i].push_back(us);
+        }
+    for (size_t i = 0; i < timed.size(); ++i) {
+        if (failed[i]) continue;
+        std::vector<double> &r = reps[i];
+        std::sort(r.begin(), r.end());
+        const double us = r[r.size() / 2];
+        printf("| %s | %s | %.1f | %.1f–%.1f | %.1f | %.2f |\n", cols, timed[i]->name, us, r.front(), r.back(),
+               flops / (us * 1e-6) / 1e12, bytes / (us * 1e-6) / 1e12);
+    }
+    CHECK_CUDA(cudaEventDestroy(e0));
+    CHECK_CUDA(cudaEventDestroy(e1));
+}
+
 static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, int64_t kv_heads = 0,
                        int64_t window = -1, int64_t Sq = 0, int64_t head_dim_v = 0)
 {
@@ -652,45 +937,44 @@ static void time_shape(int64_t B, int64_t H, int64_t S, int64_t D, attn_mask m, 
     const attn_problem *p = &dp.p;
     const double flops = attn_flops(p); /* the visible pairs: windows and masks counted */
     const double bytes = (double)(attn_q_elems(p) + attn_k_elems(p) + attn_v_elems(p) + attn_out_elems(p)) * 2;
-    char heads[48], mask[48], seq[48], dims[48];
+    char heads[48], mask[48], seq[48], dims[48], cols[256];
     snprintf(dims, sizeof dims, head_dim_v > 0 && head_dim_v != D ? "%lld/%lld" : "%lld", (long long)D,
              (long long)head_dim_v);
     snprintf(seq, sizeof seq, Sq > 0 ? "%lld:%lld" : "%lld", (long long)(Sq > 0 ? Sq : S), (long long)S);
     snprintf(heads, sizeof heads, kv_heads > 0 && kv_heads != H ? "%lld/%lld" : "%lld", (long long)H,
              (long long)kv_heads);
     snprintf(mask, sizeof mask, window >= 0 ? "%s w%lld" : "%s", attn_mask_name(m), (long long)window);
-    cudaEvent_t e0, e1;
-    CHECK_CUDA(cudaEventCreate(&e0));
-    CHECK_CUDA(cudaEventCreate(&e1));
+    snprintf(cols, sizeof cols, "%lld | %s | %s | %s | %s", (long long)B, heads, seq, dims, mask);
     attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
-    const std::vector<fused_variant> all = run_variants();
-    std::vector<const fused_variant *> timed;
-    for (const fused_variant &v : all) {
-        char why[256];
-        if (variant_selected(v.name) && v.check(p, why, sizeof why) == 0) timed.push_back(&v);
-    }
-    std::vector<std::vector<double>> reps(timed.size());
-    std::vector<bool> failed(timed.size(), false);
-    for (int rep = 0; rep < time_repeats; ++rep)
-        for (size_t k = 0; k < timed.size(); ++k) {
-            const size_t i = rep % 2 == 0 ? k : timed.size() - 1 - k;
-            if (failed[i]) continue;
-            const double us = time_once(*timed[i], p, &t, variant_workspace(*timed[i], p), e0, e1);
-            if (us < 0) failed[i] = true;
-            else reps[i].push_back(us);
-        }
-    for (size_t i = 0; i < timed.size(); ++i) {
-        if (failed[i]) continue;
-        std::vector<double> &r = reps[i];
-        std::sort(r.begin(), r.end());
-        const double us = r[r.size() / 2];
-        printf("| %lld | %s | %s | %s | %s | %s | %.1f | %.1f–%.1f | %.1f | %.2f |\n", (long long)B, heads, seq,
-               dims, mask, timed[i]->name, us, r.front(), r.back(), flops / (us * 1e-6) / 1e12,
-               bytes / (us * 1e-6) / 1e12);
-    }
-    CHECK_CUDA(cudaEventDestroy(e0));
-    CHECK_CUDA(cudaEventDestroy(e1));
+    time_rows(p, &t, false, cols, flops, bytes);
     problem_free(dp);
+}
+
+/* A ragged batch of B sequences of lo..hi tokens (evenly spaced, queries and keys alike), its K/V
+ * paged in pages of `page` tokens when page > 0, verified, then timed as time_shape does. FLOP/s
+ * and bytes count real tokens (attn_flops, attn_min_bytes). The dense batch of the same total
+ * tokens, whose TFLOP/s the ragged batch's are held to, is named as a --shape to time alike. */
+static void time_serving_shape(int64_t B, int64_t H, int64_t lo, int64_t hi, int64_t D, attn_mask m,
+                               int64_t kv_heads, int64_t window, int64_t page)
+{
+    serving_problem sp;
+    const std::vector<int32_t> len = spaced_lengths(B, lo, hi);
+    serving_setup(sp, H, kv_heads > 0 ? kv_heads : H, D, ATTN_BF16, m, window >= 0 ? window + 1 : 0, len, len, true,
+                  page);
+    verify_serving(sp, 397);
+    const attn_problem *p = &sp.p;
+    char heads[48], mask[48], cols[256];
+    snprintf(heads, sizeof heads, kv_heads > 0 && kv_heads != H ? "%lld/%lld" : "%lld", (long long)H,
+             (long long)kv_heads);
+    snprintf(mask, sizeof mask, window >= 0 ? "%s w%lld" : "%s", attn_mask_name(m), (long long)window);
+    snprintf(cols, sizeof cols, "%lld | %s | %lld-%lld%s | %lld | %s", (long long)B, heads, (long long)lo, (long long)hi,
+             page > 0 ? " paged" : "", (long long)D, mask);
+    attn_tensors t = {sp.d_q, sp.d_k, sp.d_v, sp.d_out, sp.d_cu_q, sp.d_cu_kv, sp.d_table};
+    time_rows(p, &t, true, cols, attn_flops(p), attn_min_bytes(p));
+    printf("(%lld tokens: the dense batch of the same total is --shape %lld,%lld,%lld,%lld,%s,%lld,%lld)\n",
+           (long long)p->total_q, (long long)B, (long long)H, (long long)((p->total_q + B / 2) / B), (long long)D,
+           attn_mask_name(m), (long long)kv_heads, (long long)window);
+    serving_free(sp);
 }
 
 /* --sections a,b,...: the correctness sections to run (dense, models, head_dim_v, decode,
@@ -734,18 +1018,22 @@ int main(int argc, char **argv)
             char mask[32] = "", seq[64] = "";
             const char *arg = argv[++i];
             int used = 0;
-            if (sscanf(arg, "%lld,%lld,%63[0-9:],%lld,%31[a-z_]%n", &one_shape.B, &one_shape.H, seq, &one_shape.D,
+            if (sscanf(arg, "%lld,%lld,%63[0-9:-],%lld,%31[a-z_]%n", &one_shape.B, &one_shape.H, seq, &one_shape.D,
                        mask, &used) != 5 ||
-                (strchr(seq, ':') ? sscanf(seq, "%lld:%lld", &one_shape.Sq, &one_shape.S) != 2 || one_shape.Sq < 1
-                                  : sscanf(seq, "%lld", &one_shape.S) != 1) ||
+                (strchr(seq, ':')   ? sscanf(seq, "%lld:%lld", &one_shape.Sq, &one_shape.S) != 2 || one_shape.Sq < 1
+                 : strchr(seq, '-') ? sscanf(seq, "%lld-%lld", &one_shape.Lo, &one_shape.S) != 2 || one_shape.Lo < 0 ||
+                                          one_shape.Lo > one_shape.S
+                                    : sscanf(seq, "%lld", &one_shape.S) != 1) ||
                 one_shape.B < 1 || one_shape.H < 1 || one_shape.S < 1 || one_shape.D < 1 ||
                 attn_mask_parse(mask, &one_shape.mask) != 0 ||
-                (arg[used] == ',' &&
-                 sscanf(arg + used + 1, "%lld,%lld,%lld", &one_shape.Hkv, &one_shape.W, &one_shape.DV) < 1) ||
+                (arg[used] == ',' && sscanf(arg + used + 1, "%lld,%lld,%lld,%lld", &one_shape.Hkv, &one_shape.W,
+                                            &one_shape.DV, &one_shape.P) < 1) ||
                 (arg[used] != ',' && arg[used] != '\0') || one_shape.Hkv < 0 ||
-                (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0) || one_shape.DV < 0) {
-                fprintf(stderr, "--shape %s: want B,H,S,D,MASK[,Hkv[,W[,Dv]]] (S or Sq:Skv; MASK none, causal or "
-                        "causal_bottom_right; Hkv dividing H, 0: H; W < 0: no window; Dv 0: D)\n", arg);
+                (one_shape.Hkv > 0 && one_shape.H % one_shape.Hkv != 0) || one_shape.DV < 0 || one_shape.P < 0 ||
+                (one_shape.P > 0 && !strchr(seq, '-')) || (strchr(seq, '-') && one_shape.DV > 0)) {
+                fprintf(stderr, "--shape %s: want B,H,S,D,MASK[,Hkv[,W[,Dv[,P]]]] (S, Sq:Skv or LO-HI: a ragged batch; "
+                        "MASK none, causal or causal_bottom_right; Hkv dividing H, 0: H; W < 0: no window; Dv 0: D; "
+                        "P: the ragged batch's page size, 0: not paged)\n", arg);
                 return 2;
             }
         }
@@ -761,7 +1049,7 @@ int main(int argc, char **argv)
 #endif
         else {
             fprintf(stderr,
-                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--sections dense,models,head_dim_v,decode,scales] [--dtype NAME] [--repeats N] [--shape B,H,S|Sq:Skv,D,MASK[,Hkv[,W[,Dv]]]]"
+                    "usage: %s [--quick] [--timing-only] [--small] [--only name,prefix*,...] [--sections dense,models,head_dim_v,decode,serving,scales] [--dtype NAME] [--repeats N] [--shape B,H,S|Sq:Skv|LO-HI,D,MASK[,Hkv[,W[,Dv[,P]]]]]"
                     " [--window-ms N] [--cudnn DIR]\n",
                     argv[0]);
             return 2;
@@ -778,6 +1066,10 @@ int main(int argc, char **argv)
     ctx.l2_bytes = (size_t)prop.l2CacheSize;
     ctx.smem_optin_bytes = prop.sharedMemPerBlockOptin;
     CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    /* the kernels not yet validated on a GPU (variant_info's pending features: flash's paged and
+     * ragged prefill) are what this harness validates: offered here as a server with the
+     * pending_features setting offers them */
+    variant_info_offer_pending(1);
     printf("fused_check on %s (cc %d, %d SMs, %zu B smem opt-in)\n", prop.name, ctx.cc, ctx.sm_count,
            ctx.smem_optin_bytes);
 
@@ -889,6 +1181,48 @@ int main(int argc, char **argv)
                                     problem_free(dp);
                                 }
 
+    /* Serving batches (docs/serving.md): ragged prefill (v6's SERVING kernel) and paged prefill
+     * with pages of whole 128-key blocks (128, 256), each sequence with its own lengths, mask and
+     * window: a sequence of 1 token, an empty one, lengths not multiples of the tile, Sq ≠ Skv
+     * per sequence both ways (bottom-right rows with no key; a sequence with queries and no
+     * keys: zeros), grouped K/V heads (MQA too), windows of 33 and 300, many tiles and tiles
+     * past the shorter sequences' ends (the skipped ones), a paged batch of equal lengths (q and
+     * out dense), paged and ragged together; and decode rows (seq_q ≤ 16: the split-KV kernel's
+     * SERVING instantiation) over a paged cache of 16-token pages. Every mask, both 16-bit
+     * dtypes, head dims 128 and 64. A paged run is compared with its contiguous twin. */
+    struct serving_shape {
+        int64_t H, Hkv, W, page;
+        bool ragged;
+        std::vector<int32_t> lq, lkv;
+    };
+    const serving_shape serving_shapes[] = {
+        {4, 2, 0, 0, true, {1, 0, 130, 257, 64, 1000}, {1, 0, 130, 257, 64, 1000}},
+        {4, 1, 0, 0, true, {17, 300, 0, 129, 5, 300}, {40, 200, 50, 700, 0, 1000}},
+        {4, 2, 33, 0, true, {1000, 77, 513}, {1000, 77, 513}},
+        {8, 2, 300, 0, true, {600, 1, 1500}, {1400, 9, 1500}},
+        {4, 2, 0, 128, false, {200, 200, 200}, {700, 700, 700}},
+        {4, 4, 0, 256, true, {130, 0, 17, 600}, {700, 5, 17, 1300}},
+        {6, 2, 100, 128, true, {333, 40, 900}, {333, 1000, 900}},
+        {8, 2, 0, 0, true, {4097, 2000, 3000, 128}, {4097, 2000, 3000, 128}},
+        {8, 2, 0, 16, true, {1, 16, 0, 4}, {300, 5000, 7, 0}},
+        /* small enough for --small (compute-sanitizer) */
+        {4, 2, 0, 0, true, {1, 0, 130, 257}, {1, 0, 130, 257}},
+        {4, 2, 0, 128, true, {40, 0, 200}, {300, 5, 17}},
+    };
+    if (!timing_only && section_on("serving"))
+        for (attn_dtype t : {ATTN_BF16, ATTN_FP16})
+            for (int64_t D : {128, 64})
+                for (const serving_shape &c : serving_shapes)
+                    for (int m = 0; m < ATTN_MASK_COUNT; ++m) {
+                        const int64_t sq = *std::max_element(c.lq.begin(), c.lq.end());
+                        const int64_t skv = *std::max_element(c.lkv.begin(), c.lkv.end());
+                        if (!dtype_on(t) || too_big((int64_t)c.lq.size(), c.H, sq, skv)) continue;
+                        serving_problem sp;
+                        serving_setup(sp, c.H, c.Hkv, D, t, (attn_mask)m, c.W, c.lq, c.lkv, c.ragged, c.page);
+                        verify_serving(sp, sq > 1000 ? 7 : 1);
+                        serving_free(sp);
+                    }
+
     /* a client-given scale: negative, and larger than 1/sqrt(D) (the online max must follow
      * the scaled scores; an exponent far above 0 would overflow the sums), and large enough
      * that most exponentials underflow */
@@ -924,7 +1258,10 @@ int main(int argc, char **argv)
                    time_repeats);
         printf("| B | H | S | D | mask | variant | gpu us | range us | TFLOP/s | TB/s |\n"
                "|---|---|---|---|---|---|---|---|---|---|\n");
-        if (one_shape.B > 0) {
+        if (one_shape.B > 0 && one_shape.Lo >= 0) {
+            time_serving_shape(one_shape.B, one_shape.H, one_shape.Lo, one_shape.S, one_shape.D, one_shape.mask,
+                               one_shape.Hkv, one_shape.W, one_shape.P);
+        } else if (one_shape.B > 0) {
             time_shape(one_shape.B, one_shape.H, one_shape.S, one_shape.D, one_shape.mask, one_shape.Hkv, one_shape.W,
                        one_shape.Sq, one_shape.DV);
         } else {

@@ -326,6 +326,55 @@ static void test_splitkv(void)
     CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "a ragged decode: %s", why);
 }
 
+/* flash's paged and ragged prefill (seq_q above 16): refused as today unless the pending
+ * features are offered; then v6 (impl tma or the default) on compute capability 9.0 only, at
+ * head_dim 64/128, with pages of whole 128-key blocks; decode stays on split-KV. */
+static void test_serving_prefill(void)
+{
+    const variant *flash = variant_find("flash");
+    char why[512];
+    attn_problem p = attn_mha(4, 8, 300, 1000, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
+    p.kv_heads = 2, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 700, p.total_kv = 2500;
+
+    CHECK(!flash_serving_prefill_is(&p) && flash_splitkv_is(&p) &&
+              variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) != 0 && strstr(why, "flashinfer"),
+          "without the pending features: today's refusal: %s", why);
+    variant_info_offer_pending(1);
+    CHECK(flash_serving_prefill_is(&p) && !flash_splitkv_is(&p) &&
+              variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) == 0 &&
+              variant_info_check(&variant_info_flash, &p, 0, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == FLASH_IMPL_TMA && flash->workspace_bytes(&p) == 0 &&
+              variant_info_flash.workspace_bound(&p) == 0,
+          "offered: v6 on sm_90, no workspace: %s", why);
+    CHECK(variant_info_check(&variant_info_flash, &p, 80, why, sizeof why) != 0 && strstr(why, "Hopper") &&
+              strstr(why, "8.0"),
+          "not on sm_80: %s", why);
+    p.page_size = 256, p.num_pages = 40;
+    CHECK(variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) == 0, "pages of 256: %s", why);
+    p.page_size = 16, p.num_pages = 300;
+    CHECK(variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) != 0 &&
+              strstr(why, "page_size a multiple of 128"),
+          "pages of 16: %s", why);
+    p.seq_q = 16, p.total_q = 40; /* a decode: split-KV, any page size */
+    CHECK(flash_splitkv_is(&p) && variant_info_check(&variant_info_flash, &p, 80, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV,
+          "paged decode: %s", why);
+    p.seq_q = 300, p.total_q = 700, p.page_size = 128, p.num_pages = 30, p.ragged = 0; /* paged, equal lengths */
+    CHECK(variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == FLASH_IMPL_TMA,
+          "a paged prefill of equal lengths: %s", why);
+    p.impl = FLASH_IMPL_WGMMA;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "in v6 only") && strstr(why, "not impl wgmma"),
+          "another impl: %s", why);
+    p.impl = FLASH_IMPL_TMA;
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0, "impl tma named: %s", why);
+    p.impl = FLASH_IMPL_DEFAULT, p.head_dim = 96;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "head_dim 64 and 128"), "head_dim 96: %s", why);
+    p.head_dim = 64, p.scale = 0;
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "nonzero scale"), "scale 0: %s", why);
+    variant_info_offer_pending(0);
+}
+
 /* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
  * tokens, with the dense problem's rule per sequence; a batch of equal lengths counts what
  * the dense problem counts; a paged cache's unused pages are never counted. */
@@ -391,6 +440,7 @@ int main(void)
     test_seq_of();
     test_impls();
     test_splitkv();
+    test_serving_prefill();
     test_serving_work();
     return CHECK_DONE();
 }
