@@ -963,7 +963,6 @@ static int sdpa_pack(exec_context *ctx, const cudnn_api *api, sdpa_plan *pl, con
     uids[n] = SDPA_UID_V, ptrs[n++] = (void *)t->v;
     uids[n] = SDPA_UID_O, ptrs[n++] = t->out;
     uids[n] = SDPA_UID_SCALE, ptrs[n++] = &pl->scale_value;
-    if (p->mask != ATTN_MASK_NONE || p->window_keys > 0) uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
     if (serving || p->mask != ATTN_MASK_NONE || p->window_keys > 0)
         uids[n] = SDPA_UID_NEG_INF, ptrs[n++] = &pl->neg_inf_value;
     if (p->window_keys > 0 && serving && bottom_right)

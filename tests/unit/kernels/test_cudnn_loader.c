@@ -486,7 +486,7 @@ static void gpu_case(exec_context *ctx, attn_problem p, double plan_s)
     double *ref = malloc(no * sizeof(double));
     void *dq = NULL, *dk = NULL, *dv_ = NULL, *dout = NULL, *ws = NULL;
     size_t ws_bytes, i;
-    attn_tensors t;
+    attn_tensors t = {0}; /* no block table: a dense problem */
     double t1, t2, max_err = 0.0, w1_err = 0.0;
     int64_t nan_count = 0;
     unsigned seed = 12345u + (unsigned)(p.seq_q * 31 + p.seq_kv * 7 + p.head_dim + attn_dv(&p) + p.window_keys);

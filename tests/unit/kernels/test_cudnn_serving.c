@@ -199,7 +199,7 @@ static void *to_device(const void *h, size_t bytes)
 {
     void *d = NULL;
     CHECK(cudaMalloc(&d, bytes ? bytes : 16) == cudaSuccess, "cudaMalloc %zu", bytes);
-    if (bytes) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice);
+    if (bytes && h) cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice); /* a failed copy would stay cudaGetLastError's */
     return d;
 }
 
