@@ -529,15 +529,16 @@ static const variant_impl efficient_impls[] = {
 
 static const variant_impl flash_impls[] = {
     {"tma", "v6, FA3's structure: TMA loads, a producer warp, ping-ponged wgmma consumer "
-            "warpgroups; head_dim 64 and 128 (96 runs w4), the default on sm_90a", HOPPER_KERNELS},
+            "warpgroups; head_dim 64, 96, 128 and 256, and 192 with head_dim_v 128; the default on sm_90a",
+     HOPPER_KERNELS},
     {"wgmma", "v5: both products on wgmma from swizzled shared memory, cp.async K/V ring; head_dim "
-              "64 and 128 (96 runs w4)", HOPPER_KERNELS},
+              "64 and 128 (96 runs w4, the others legacy)", HOPPER_KERNELS},
     {"w4", "v4, FA2's tile: mma.sync, 4 warps x 32 query rows, one barrier per key block; head_dim "
            "96 and 128 (64 runs legacy), the default without sm_90a", NULL},
     {"w8", "v4 with 8 warps x 16 query rows, Q in registers; head_dim 96 and 128 (64 runs legacy), "
            "the default on sm_86 and sm_89", NULL},
     {"legacy", "v3: mma.sync from a 2-stage cp.async ring, head_dim 32/64/256 compiled in; the only "
-               "kernel at head_dim 32, 192 and 256", NULL},
+               "kernel at head_dim 32, and at 192 and 256 without sm_90a", NULL},
     {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64 and 128; the key range split across "
                 "one-warp CTAs that share each K/V load among a group's query heads, then a combine "
                 "kernel; the default for paged and ragged batches, never for dense ones", NULL},

@@ -1,6 +1,7 @@
 /* flash.cu — the `flash` variant: fused forward for fp16/bf16 (kernel bodies in
  * flash_kernel.cuh, flash_exact.cuh for head_dim 96/128 and, on Hopper, flash_tma.cuh (with
- * flash_tma_{traits,load,mainloop,epilogue}.cuh) and flash_wgmma.cuh for 64/128; primitives in
+ * flash_tma_{traits,load,mainloop,epilogue}.cuh) for 64/96/128/256 and 192 with a value head dim
+ * of 128, and flash_wgmma.cuh for 64/128; primitives in
  * flash_mma.cuh, wgmma.cuh and tma.cuh). This file
  * picks the kernel and its configuration per problem.
  *
@@ -74,16 +75,19 @@
  *       cudnn's time where cudnn runs such a batch as fast as a dense one.
  *       Not yet run on a GPU: offered only with the pending features (docs/serving.md). The
  *       dense kernels are instruction for instruction those above (cuobjdump -sass).
- *   head_dim_v  a value head dim of its own (DeepSeek-V3's 192/128) runs v3 only, in the bucket
- *       that holds both dims; so does head_dim 192. Correct first; a Hopper kernel is the step
- *       that makes it fast: v6 is built for 96, 192/128 and 256 too (tests/gpu/fused_check.cu's
- *       t96w2d, t192v128w2d, t256w2_bn80 rows), served here once those rows have run on a GPU
- *       (docs/fused.md, "v6 at other head dims").
+ *   head_dim_v  a value head dim of its own runs v3, in the bucket that holds both dims, except
+ *       DeepSeek-V3's 192/128 on Hopper (v6 below).
+ *   v6 at 96, 192/128 and 256  K and V rings of their own widths, a last 64-column panel half
+ *       filled at 96 (TMA's zero fill; Q·Kᵀ reads only the columns that exist, P·V is one n96
+ *       product), O stored from the accumulators where the rings leave no room for its staging
+ *       tile, FA3's tiles (80-key blocks at 256). Before: v4 at 96 (1.52x cudnn's time, causal
+ *       B4 H32 S4096), v3 at 256 (2.42x causal, 2.84x full, B4 H16 S4096) and 192. Measured:
+ *       bench/results/nvidia-h200/2026-12-05-d6114e7-v6-head-dims.md.
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB
- * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 needs up to 225 KB, v6 up to 193
- * KB: sm_90 only.
+ * opt-in as well as sm_80's 163 KB and sm_90's 227 KB. v5 and v6 need up to 225 KB: sm_90
+ * only.
  */
 #include "kernels/fused.h"
 
@@ -96,9 +100,9 @@
 #include "kernels/flash_tma.cuh"
 #include "kernels/flash_wgmma.cuh"
 
-/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32, 192 and 256,
- * and the only one that runs a value head dim of its own (in the bucket that holds both dims:
- * the configurations without head_dim==D).
+/* v3 (flash_kernel.cuh), the generic kernel: every head_dim, the only one at 32 and, off
+ * Hopper, at 192 and 256 and for a value head dim of its own (in the bucket that holds both
+ * dims: the configurations without head_dim==D).
  * D   BM   BN  warps stages Q-in-regs  m16-tiles-per-warp  head_dim==D (variant_check_flash) */
 typedef flash_traits<32, 128, 128, 4, 2, true, 2, true> flash_generic_cfg_d32;
 typedef flash_traits<64, 128, 64, 4, 2, true, 2, true> flash_generic_cfg_d64;
@@ -155,13 +159,26 @@ typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d128_c
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_STATIC> flash_tma_cfg_d64;                 /* 113 KB */
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d64_causal;         /* 113 KB */
 typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> flash_tma_cfg_d64_short;    /* 129 KB */
+/* The other head dims cuDNN runs, FA3's tiles for them (its tile_size_fwd_sm90): 128 query rows
+ * in 2 consumer warpgroups, Q read from shared memory past D128 (no registers left for it), O
+ * stored from the accumulators where the rings leave no room for its staging tile (192, 256).
+ * D256: 80-key blocks, the most that fit two stages (225 KB), FA3's choice.
+ *                                    D    WGs  BN  stages scheduler       TREE   DV   smem */
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_STATIC> flash_tma_cfg_d256;                   /* 225 KB */
+typedef flash_tma_traits<256, 2, 80, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d256_causal;           /* 225 KB */
+typedef flash_tma_traits<192, 2, 128, 2, FLASH_TMA_DYNAMIC, false, 128> flash_tma_cfg_d192_v128; /* 209 KB */
+typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_DYNAMIC> flash_tma_cfg_d96;                   /* 193 KB */
 
-/* Whether v6 serves this problem (head_dim 64/128, V's the same; a finite nonzero scale). */
+/* The head dims v6 is built for: 64, 96, 128, 256 with V's the same, and DeepSeek-V3's 192/128. */
+static bool flash_tma_dims(int64_t d, int64_t dv)
+{
+    return (d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128);
+}
+/* Whether v6 serves this problem (its head dims; a finite nonzero scale). */
 static bool flash_tma_applies(const attn_problem *p)
 {
     const double sl2 = p->scale * 1.4426950408889634;
-    return (p->head_dim == 64 || p->head_dim == 128) && attn_dv(p) == p->head_dim && sl2 != 0.0 &&
-           std::isfinite((float)sl2);
+    return flash_tma_dims(p->head_dim, attn_dv(p)) && sl2 != 0.0 && std::isfinite((float)sl2);
 }
 /* A paged or ragged prefill: v6's SERVING instantiation (flash_tma_serving.cuh) in the dynamic
  * configurations, whose counter evens out tiles of unequal cost, as a ragged batch's sequences
@@ -185,6 +202,11 @@ template <class T, bool BF16> static int flash_tma_dispatch(exec_context *ctx, c
 {
     if (p->ragged || p->page_size > 0) return flash_tma_serving_dispatch<T, BF16>(ctx, p, t);
     const bool dynamic = p->mask != ATTN_MASK_NONE || flash_window_keys(p) > 0;
+    if (p->head_dim == 256)
+        return dynamic ? flash_tma_launch<flash_tma_cfg_d256_causal, T, BF16>(ctx, p, t, "flash_forward")
+                       : flash_tma_launch<flash_tma_cfg_d256, T, BF16>(ctx, p, t, "flash_forward");
+    if (p->head_dim == 192) return flash_tma_launch<flash_tma_cfg_d192_v128, T, BF16>(ctx, p, t, "flash_forward");
+    if (p->head_dim == 96) return flash_tma_launch<flash_tma_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     if (p->head_dim == 128)
         return dynamic ? flash_tma_launch<flash_tma_cfg_d128_causal, T, BF16>(ctx, p, t, "flash_forward")
                        : flash_tma_launch<flash_tma_cfg_d128, T, BF16>(ctx, p, t, "flash_forward");
@@ -225,9 +247,9 @@ static int flash_impl(int cc, const attn_problem *p)
     if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged decode's default */
     if (flash_serving_prefill_is(p)) return FLASH_IMPL_TMA; /* v6's SERVING kernel: the only one (flash_forward checks the device) */
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
-    if (attn_dv(p) != p->head_dim) return FLASH_IMPL_GENERIC; /* v3 only */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
+    if (attn_dv(p) != p->head_dim && f != FLASH_IMPL_TMA) return FLASH_IMPL_GENERIC; /* v6 (192/128) or v3 */
     if (f != FLASH_IMPL_DEFAULT) return f;
     return cc == 86 || cc == 89 ? FLASH_IMPL_W8 : FLASH_IMPL_W4;
 }
@@ -236,9 +258,9 @@ static int flash_impl(int cc, const attn_problem *p)
 int flash_impl_used(int cc, const attn_problem *p)
 {
     const int f = flash_impl(cc, p);
-    if (f == FLASH_IMPL_SPLITKV || f == FLASH_IMPL_GENERIC) return f;
+    if (f == FLASH_IMPL_SPLITKV || f == FLASH_IMPL_GENERIC || f == FLASH_IMPL_TMA) return f;
     switch (p->head_dim) {
-    case 64: return f == FLASH_IMPL_TMA || f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
+    case 64: return f == FLASH_IMPL_WGMMA ? f : FLASH_IMPL_GENERIC;
     case 96: return f == FLASH_IMPL_W8 || f == FLASH_IMPL_GENERIC ? f : FLASH_IMPL_W4;
     case 128: return f;
     default: return FLASH_IMPL_GENERIC;
@@ -260,23 +282,22 @@ template <bool BF16> static int flash_dispatch(exec_context *ctx, const attn_pro
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     const int impl = flash_impl(ctx->cc, p);
+    if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
     if (attn_dv(p) != p->head_dim) return flash_dispatch_dv<T, BF16>(ctx, p, t);
     switch (p->head_dim) {
     case 32: return flash_launch<flash_generic_cfg_d32, T, BF16>(ctx, p, t, "flash_forward");
     case 64:
-        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wg_cfg_d64_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d64_long, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_generic_cfg_d64, T, BF16>(ctx, p, t, "flash_forward");
     case 96:
         if (impl == FLASH_IMPL_W8) return flash_exact_launch<flash_exact_cfg_d96_w8, T, BF16>(ctx, p, t, "flash_forward");
-        /* no wgmma kernel at 96 (not a multiple of the 64-column swizzle tile): v4 */
-        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA || impl == FLASH_IMPL_TMA)
+        /* no v5 kernel at 96: v4 */
+        if (impl == FLASH_IMPL_W4 || impl == FLASH_IMPL_WGMMA)
             return flash_exact_launch<flash_exact_cfg_d96_w4, T, BF16>(ctx, p, t, "flash_forward");
         return flash_launch<flash_generic_cfg_d96, T, BF16>(ctx, p, t, "flash_forward");
     case 128:
-        if (impl == FLASH_IMPL_TMA) return flash_tma_dispatch<T, BF16>(ctx, p, t);
         if (impl == FLASH_IMPL_WGMMA && flash_wg_short(p))
             return flash_wg_launch<flash_wg_cfg_d128_short, T, BF16>(ctx, p, t, "flash_forward");
         if (impl == FLASH_IMPL_WGMMA) return flash_wg_launch<flash_wg_cfg_d128_long, T, BF16>(ctx, p, t, "flash_forward");

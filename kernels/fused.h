@@ -38,10 +38,10 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
 
 /* The kernel families of `flash`, numbered as attn_problem.impl numbers them: 1 + the index of
  * their name in variant_info_flash.impls (common/variant_info.c), which the `impl` run parameter
- * takes. They differ at head_dim 64, 96 and 128; 32 and 256 always run GENERIC (v3, the
- * generic mma.sync kernel of flash_kernel.cuh; its API name is "legacy"). TMA (v6) and WGMMA
- * (v5) need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps x 32
- * rows or 8 x 16) exist at 96 and 128 only.
+ * takes. 32 always runs GENERIC (v3, the generic mma.sync kernel of flash_kernel.cuh; its API
+ * name is "legacy"). TMA (v6: 64, 96, 128, 256, 192 with a value head dim of 128) and WGMMA
+ * (v5: 64, 128) need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps
+ * x 32 rows or 8 x 16) exist at 96 and 128 only.
  * SPLITKV is the decode kernel (flash_splitkv.cu: seq_q ≤ 16, head_dim 64/128, any sm_80+),
  * chosen by name, and the default for paged and ragged batches of seq_q ≤ 16 only; their
  * prefill runs TMA's SERVING instantiation (flash_tma_serving.cuh), pending

@@ -187,10 +187,8 @@ typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC, true> tma_d128_w2_tre
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d128_w2d_tree;
 typedef flash_tma_traits<64, 3, 128, 2, FLASH_TMA_DYNAMIC, true> tma_d64_w3d_tree;
 typedef flash_tma_traits<64, 2, 128, 3, FLASH_TMA_DYNAMIC, true> tma_d64_w2s3d_tree;
-/* head dims 96, 192 with V's 128, 256: FA3's tiles for them, built and checked here, not yet
- * served by flash.cu (which runs v4 and v3 there until these rows have passed on a GPU and been
- * timed against cudnn: docs/fused.md, "v6 at other head dims"); 64-key blocks at 256 for
- * comparison */
+/* head dims 96, 192 with V's 128, 256 (flash.cu ships t96w2d, t192v128w2d, t256w2_bn80 and
+ * t256w2d_bn80); 64-key blocks at 256 for comparison */
 typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_DYNAMIC> tma_d96_w2d;
 typedef flash_tma_traits<96, 2, 128, 2, FLASH_TMA_STATIC> tma_d96_w2;
 typedef flash_tma_traits<192, 2, 128, 2, FLASH_TMA_DYNAMIC, false, 128> tma_d192_v128_w2d;
@@ -236,6 +234,21 @@ template <int IMPL> static int flash_check_hopper_64_128(const attn_problem *p, 
     return -1;
 #endif
 }
+/* v6's other head dims (flash.cu's flash_tma_dims): 96, 256 and 192 with V's 128 */
+static int flash_check_hopper_tma(const attn_problem *p, char *why, size_t why_len)
+{
+    why[0] = '\0';
+    const int64_t d = p->head_dim, dv = attn_dv(p);
+    if (fused_cc != 90 || p->scale == 0.0) return -1;
+    if (!((d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128))) return -1;
+#ifdef FLASH_HAVE_SM90A
+    attn_problem q = *p;
+    q.impl = FLASH_IMPL_TMA;
+    return variant_check_flash(&q, why, why_len);
+#else
+    return -1;
+#endif
+}
 
 static const fused_variant check_variants[] = {
     {"efficient", variant_check_efficient, efficient_fwd_impl<EFFICIENT_IMPL_DEFAULT>},
@@ -251,7 +264,7 @@ static const fused_variant check_variants[] = {
     WG_VARIANT("flash@wg2s3d", wg_d64_w2s3d),
     WG_VARIANT("flash@wg3s3d", wg_d64_w3s3d),
     {"flash@wgmma", flash_check_hopper_64_128<FLASH_IMPL_WGMMA>, flash_fwd_impl<FLASH_IMPL_WGMMA>},
-    {"flash@tma", flash_check_hopper_64_128<FLASH_IMPL_TMA>, flash_fwd_impl<FLASH_IMPL_TMA>},
+    {"flash@tma", flash_check_hopper_tma, flash_fwd_impl<FLASH_IMPL_TMA>},
     TMA_VARIANT("flash@t128w2", tma_d128_w2),
     TMA_VARIANT("flash@t128w2d", tma_d128_w2d),
     TMA_VARIANT("flash@t64w3", tma_d64_w3),

@@ -1,7 +1,7 @@
 """The `impl` run parameter on a GPU: each of flash's and efficient's kernel families, asked for
 by name, verifies against the reference, runs the kernel it names (the profiled forward's
-kernel table) and reports it as `impl_used`, fallbacks included (tma at head_dim 96 runs w4,
-w4 at 64 runs legacy). An implementation the device cannot run (tma and wgmma need compute
+kernel table) and reports it as `impl_used`, fallbacks included (wgmma at head_dim 96 runs w4,
+w4 at 64 and 256 runs legacy; tma runs every head dim cuDNN runs, DeepSeek-V3's 192/128 too). An implementation the device cannot run (tma and wgmma need compute
 capability 9.0 and sm_90a code) is refused 422 before it queues."""
 import pytest
 
@@ -12,10 +12,11 @@ from test_variants import check_verified
 KERNEL = {"tma": "flash_tma_kernel", "wgmma": "flash_wg_kernel", "w4": "flash_exact_kernel",
           "w8": "flash_exact_kernel", "legacy": "flash_fwd_kernel", "exact": "flash_exact_kernel"}
 # flash: what runs for (impl asked for, head_dim) — kernels/flash.cu's flash_impl_used.
-FLASH_RUNS = {("tma", 64): "tma", ("tma", 96): "w4", ("tma", 128): "tma",
-              ("wgmma", 64): "wgmma", ("wgmma", 96): "w4", ("wgmma", 128): "wgmma",
-              ("w4", 64): "legacy", ("w4", 96): "w4", ("w4", 128): "w4",
-              ("legacy", 64): "legacy", ("legacy", 96): "legacy", ("legacy", 128): "legacy"}
+FLASH_RUNS = {("tma", 64): "tma", ("tma", 96): "tma", ("tma", 128): "tma", ("tma", 256): "tma",
+              ("wgmma", 64): "wgmma", ("wgmma", 96): "w4", ("wgmma", 128): "wgmma", ("wgmma", 256): "legacy",
+              ("w4", 64): "legacy", ("w4", 96): "w4", ("w4", 128): "w4", ("w4", 256): "legacy",
+              ("legacy", 64): "legacy", ("legacy", 96): "legacy", ("legacy", 128): "legacy",
+              ("legacy", 256): "legacy"}
 SHAPE = dict(batch=2, heads=4, seq_q=384, seq_kv=384)
 
 
@@ -31,7 +32,7 @@ def kernel_names(rec):
     return [r["name"] for r in rec["kernels"]["table"] if r["kind"] == "kernel"]
 
 
-@pytest.mark.parametrize("head_dim", [64, 96, 128])
+@pytest.mark.parametrize("head_dim", [64, 96, 128, 256])
 @pytest.mark.parametrize("impl", ["tma", "wgmma", "w4", "legacy"])
 def test_flash_impl_runs_what_it_names(gapi, variants, impl, head_dim):
     v = need_variant(variants, "flash")
@@ -51,6 +52,29 @@ def test_flash_impl_runs_what_it_names(gapi, variants, impl, head_dim):
     names = kernel_names(rec)
     assert len(names) == 1 and KERNEL[ran] in names[0], (ran, names)
     fact("flash impl=%s D%d median_us" % (impl, head_dim), rec["timing"]["median_us"])
+
+
+@pytest.mark.parametrize("impl,ran", [(None, "tma"), ("tma", "tma"), ("wgmma", "legacy"), ("legacy", "legacy")])
+def test_flash_impl_deepseek_head_dims(gapi, variants, impl, ran):
+    """head_dim 192 with head_dim_v 128 (DeepSeek-V3's prefill): v6 where it runs (the default on
+    sm_90a), else v3's bucket."""
+    v = need_variant(variants, "flash")
+    params = dict(SHAPE, backend="flash", head_dim=192, head_dim_v=128, dtype="bf16", mask="causal",
+                  seed=fresh_seed(), warmup=1, iters=3, verify="true", profile="true", device="cuda:0")
+    if impl:
+        params["impl"] = impl
+    if not runs_here(v, "tma"):  # no sm_90a here: v3 by default, the Hopper families refused
+        if impl in ("tma", "wgmma"):
+            r = gapi.run(params=params)
+            assert r.status_code == 422 and error_of(r)["field"] == "impl", r.text
+            pytest.skip("cuda:0 does not run flash %s" % impl)
+        ran = "legacy"
+    rec = gapi.run_ok(**params)
+    check_verified(rec, dict(SHAPE, head_dim=192), "bf16")
+    assert rec["impl_used"] == ran, rec.get("impl_used")
+    names = kernel_names(rec)
+    assert len(names) == 1 and KERNEL[ran] in names[0], (ran, names)
+    fact("flash impl=%s D192/128 median_us" % impl, rec["timing"]["median_us"])
 
 
 def test_flash_default_is_recorded_as_default(gapi, variants):

@@ -253,9 +253,30 @@ static void test_impls(void)
         CHECK(flash->impl_used(90, &p) == FLASH_IMPL_GENERIC && flash->impl_used(80, &p) == FLASH_IMPL_GENERIC,
               "flash 128/64 impl %d: legacy", impl);
     }
+    /* DeepSeek-V3's 192/128: v6 on Hopper where this binary has it (its default, and when named),
+     * v3 elsewhere and for every other family */
+    const int hopper = flash_impl_runnable(FLASH_IMPL_TMA, 90);
     p.impl = FLASH_IMPL_DEFAULT, p.head_dim = 192, p.head_dim_v = 128;
-    CHECK(variant_check_flash(&p, why, sizeof why) == 0 && flash->impl_used(90, &p) == FLASH_IMPL_GENERIC,
+    why[0] = '\0';
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == (hopper ? FLASH_IMPL_TMA : FLASH_IMPL_GENERIC) &&
+              flash->impl_used(80, &p) == FLASH_IMPL_GENERIC,
           "flash runs DeepSeek-V3's 192/128: %s", why);
+    for (int impl = FLASH_IMPL_WGMMA; impl <= FLASH_IMPL_GENERIC; ++impl) {
+        p.impl = impl;
+        CHECK(flash->impl_used(90, &p) == FLASH_IMPL_GENERIC, "flash 192/128 impl %d: legacy", impl);
+    }
+    /* v6's other head dims: 96 and 256 by default on Hopper; 96 v4 and 256 v3 elsewhere */
+    p.head_dim_v = 0;
+    for (int d = 96; d <= 256; d += 160) {
+        p.head_dim = d, p.impl = FLASH_IMPL_DEFAULT;
+        CHECK(flash->impl_used(90, &p) == (hopper ? FLASH_IMPL_TMA : d == 96 ? FLASH_IMPL_W4 : FLASH_IMPL_GENERIC) &&
+                  flash->impl_used(80, &p) == (d == 96 ? FLASH_IMPL_W4 : FLASH_IMPL_GENERIC),
+              "flash D%d default: %d on sm_90, %d on sm_80", d, flash->impl_used(90, &p), flash->impl_used(80, &p));
+        p.impl = FLASH_IMPL_WGMMA;
+        CHECK(flash->impl_used(90, &p) == (d == 96 ? FLASH_IMPL_W4 : FLASH_IMPL_GENERIC), "flash D%d wgmma falls back", d);
+    }
+    p.impl = FLASH_IMPL_DEFAULT, p.head_dim = 192, p.head_dim_v = 128;
     p.head_dim_v = 0;
     CHECK(variant_check_flash(&p, why, sizeof why) == 0, "flash runs head_dim 192: %s", why);
     p.head_dim_v = 260;
