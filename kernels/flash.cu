@@ -81,8 +81,8 @@
  *       filled at 96 (TMA's zero fill; Q·Kᵀ reads only the columns that exist, P·V is one n96
  *       product), O stored from the accumulators where the rings leave no room for its staging
  *       tile, FA3's tiles (80-key blocks at 256). Before: v4 at 96 (1.52x cudnn's time, causal
- *       B4 H32 S4096), v3 at 256 (2.42x causal, 2.84x full, B4 H16 S4096) and 192. Measured:
- *       bench/results/nvidia-h200/2026-12-05-d6114e7-v6-head-dims.md.
+ *       B4 H32 S4096), v3 at 256 (2.42x causal, 2.84x full, B4 H16 S4096) and 192. Measured
+ *       (H100): D256 full 0.967 of cudnn's time (bench/results/nvidia-h100/2026-12-05-b86fb2b-v6-head-dims-serving.md).
  *
  * The mma.sync configurations are the same on sm_80..sm_90 (except v4 w4 at D128: BN 64 on
  * sm_90, 48 before): every one needs ≤ 96 KB of shared memory, which fits sm_86/sm_89's 99 KB

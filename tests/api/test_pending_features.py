@@ -33,14 +33,17 @@ SERVING = [({"seqlens_kv": [3, 0, 4], "seqlens_q": "1,0,1"}, "seqlens_kv"), ({"s
 PADDED_ROUTE = ("naive", "naive_inplace", "math")
 
 
-def test_padded_route_is_pending_for_the_decomposed_variants(api):
-    """naive, naive_inplace and math take paged and ragged batches by PyTorch's padded route:
-    listed as pending (their output is validated, their kernel table does not yet match
-    PyTorch's), refused 422 naming the field."""
+def test_padded_route_is_offered(api):
+    """naive, naive_inplace and math take paged and ragged batches by PyTorch's padded route
+    (validated on an H100: output, twins and kernel counts against torch.profiler): offered
+    without the setting, as far as the device (none here)."""
     for name in PADDED_ROUTE:
         v = variant(api, name)
-        assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
-        assert not {"page_size", "seqlens"} & set(v["features"]), v
+        assert {"page_size", "seqlens"} <= set(v["features"]) and v["pending_features"] == [], v
+        for extra, _ in SERVING:
+            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
+            r = api.post("/v1/runs", json=body)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
     for name in ("efficient", "flash", "flashinfer"):
         assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
 
@@ -58,43 +61,39 @@ def test_cudnn_serving_is_pending(api):
         assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == field, (extra, r.text)
 
 
-def test_flash_serving_decode_is_offered(api):
-    """flash runs paged and ragged decode batches in its split-KV kernel (validated on the H200):
-    offered for seq_q ≤ 16 (503 here: no GPU); a prefill batch or another impl is refused by the
-    kernel's own reason."""
+def test_flash_serving_is_offered(api):
+    """flash runs paged and ragged decode batches in its split-KV kernel and their prefill
+    (seq_q above 16) in v6's SERVING kernel (both validated on a GPU): offered without the
+    setting (503 here: no GPU); another impl is refused by the kernel's own reason."""
     assert {"page_size", "seqlens"} <= set(variant(api, "flash")["features"])
     decode = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128, "seq_q": 1}
     paged = dict(decode, page_size=16, seq_kv=100)
     for extra in ({"page_size": 16, "seq_kv": 100}, {"seqlens_kv": [5, 0, 300]},
-                  {"seqlens_q": [1, 4, 16], "seqlens_kv": [30, 4, 300], "page_size": 1}):
+                  {"seqlens_q": [1, 4, 16], "seqlens_kv": [30, 4, 300], "page_size": 1},
+                  {"seq_q": 17, "seqlens_q": [1, 17], "seqlens_kv": [30, 40]}):
         body = dict(decode, **extra)
-        if "seqlens_q" in extra:
+        if "seqlens_q" in extra and "seq_q" not in extra:
             del body["seq_q"]  # the longest sequence's
         r = api.post("/v1/runs", json=body)
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
-    r = api.post("/v1/runs", json=dict(decode, seq_q=17, seqlens_q=[1, 17], seqlens_kv=[30, 40]))
-    assert r.status_code == 422 and "flashinfer runs ragged prefill" in r.json()["error"]["message"], r.text
     r = api.post("/v1/runs", json=dict(paged, impl="w4"))
     assert r.status_code == 422 and "not impl w4" in r.json()["error"]["message"], r.text
 
 
-def test_the_setting_offers_the_padded_route(start_server):
-    """With the setting, naive, naive_inplace, math and cudnn take serving batches as far as the
-    device (503 here: no GPU); efficient still refuses them by name, and cudnn what cuDNN does not
-    run (a page size that is not a power of 2, ragged offsets past INT32)."""
+def test_the_setting_offers_cudnn_serving(start_server):
+    """With the setting, cudnn takes serving batches as far as the device (503 here: no GPU);
+    efficient still refuses them by name."""
     api = Api(start_server(extra=["--pending-features", "true"]).url)
-    for name in PADDED_ROUTE + ("cudnn",):
-        assert {"page_size", "seqlens"} <= set(variant(api, name)["features"]), name
-        for extra, _ in SERVING:
-            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
-            r = api.post("/v1/runs", json=body)
-            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
-    for name in ("efficient",):
-        for extra, field in SERVING:
-            r = api.post("/v1/runs", json=dict({"backend": name, "dtype": "bf16", "head_dim": 64}, **extra))
-            assert r.status_code == 422, (name, extra, r.text)
-            err = r.json()["error"]
-            assert err["code"] == "unsupported" and err["field"] == field, (name, err)
+    assert {"page_size", "seqlens"} <= set(variant(api, "cudnn")["features"])
+    for extra, _ in SERVING:
+        body = dict({"backend": "cudnn", "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
+        r = api.post("/v1/runs", json=body)
+        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
+    for extra, field in SERVING:
+        r = api.post("/v1/runs", json=dict({"backend": "efficient", "dtype": "bf16", "head_dim": 64}, **extra))
+        assert r.status_code == 422, (extra, r.text)
+        err = r.json()["error"]
+        assert err["code"] == "unsupported" and err["field"] == field, err
 
 
 CUDNN_RUN = {"backend": "cudnn", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
@@ -121,12 +120,10 @@ def test_cudnn_serving_with_the_setting(start_server):
         assert r.status_code == 422 and err["code"] == "unsupported" and words in err["message"], (extra, r.text)
 
 
-def test_the_setting_offers_flash_prefill(start_server):
-    """flash's paged and ragged prefill (v6's SERVING kernel, not yet run on a GPU) is offered only
-    with the setting: then it gets as far as the device (503 here); pages that split a 128-key
-    block, another impl and head dims v6 does not serve are refused with the reason; decode
-    (seq_q up to 16) still takes any page size."""
-    api = Api(start_server(extra=["--pending-features", "true"]).url)
+def test_flash_prefill_limits(api):
+    """flash's paged and ragged prefill (v6's SERVING kernel) gets as far as the device (503
+    here); pages that split a 128-key block, another impl and head dims v6 does not serve are
+    refused with the reason; decode (seq_q up to 16) still takes any page size."""
     run = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
     for extra in ({"seqlens_q": [1, 0, 130, 1000], "seqlens_kv": [1, 0, 130, 1000]},
                   {"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 256},

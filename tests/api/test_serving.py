@@ -222,16 +222,16 @@ def test_bad_values_name_their_field(api, body, code, field):
     refused(api, dict(GQA, **body), 400, code, field)
 
 
-SERVING_VARIANTS = {"reference", "flash", "flashinfer"}  # those that run them today (validated on the H200)
+SERVING_VARIANTS = {"reference", "flash", "flashinfer", "naive", "naive_inplace", "math"}  # validated on a GPU
 
 
 def test_gpu_variants_refuse_with_422(api):
     """Every GPU variant without the features refuses a ragged batch and a paged cache by its
-    feature bits, before any device is looked for (this server has none); the reference, flash
-    (decode) and flashinfer list both features."""
+    feature bits, before any device is looked for (this server has none); the reference, flash,
+    flashinfer and the padded route (naive, naive_inplace, math) list both features."""
     variants = api.get("/v1/variants").json()["variants"]
     names = [v["name"] for v in variants if v["device"] == "cuda" and v["name"] not in SERVING_VARIANTS]
-    assert {"naive", "naive_inplace", "math", "efficient", "cudnn"} <= set(names)
+    assert {"efficient", "cudnn"} <= set(names)
     for v in variants:
         runs = {"page_size", "seqlens"} <= set(v["features"])
         assert runs == (v["name"] in SERVING_VARIANTS), v

@@ -269,7 +269,7 @@ def test_refusals_name_their_field(api, paged, case, status, code, field):
 
 def test_gpu_variants_keep_refusing_with_422(api, paged):
     """The features are off on the GPU variants without them: 422 unsupported naming the serving field."""
-    for name in ("efficient", "naive", "cudnn"):
+    for name in ("efficient", "cudnn"):
         body = {"backend": name, "seqlens_kv": paged["seqlens_kv"], "seqlens_q": paged["seqlens_q"]}
         err = refused(api, body, 422, "unsupported", "seqlens_kv" if "seqlens_kv" in body else "seqlens_q")
         assert name in err["message"], err

@@ -1079,8 +1079,8 @@ int main(int argc, char **argv)
     ctx.l2_bytes = (size_t)prop.l2CacheSize;
     ctx.smem_optin_bytes = prop.sharedMemPerBlockOptin;
     CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    /* the kernels not yet validated on a GPU (variant_info's pending features: flash's paged and
-     * ragged prefill) are what this harness validates: offered here as a server with the
+    /* the kernels not yet validated on a GPU (variant_info's pending features, e.g. cudnn's
+     * serving batches) are what this harness validates: offered here as a server with the
      * pending_features setting offers them */
     variant_info_offer_pending(1);
     printf("fused_check on %s (cc %d, %d SMs, %zu B smem opt-in)\n", prop.name, ctx.cc, ctx.sm_count,

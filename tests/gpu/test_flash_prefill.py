@@ -1,7 +1,6 @@
 """flash's paged and ragged prefill (seq_q above 16: v6's SERVING kernel, kernels/flash_tma_serving.cuh)
-through the API on a GPU. Pending until this passes: the module runs on the pytest run's server
-(ATTND_URL) where that one offers it (scripts/gpu-session.sh's pending phase), else starts its own
-with --pending-features true; it skips where the server has no cuda:0 (fails with
+through the API on a GPU (passed on an H100 before it was offered). The module runs on the pytest
+run's server (ATTND_URL) where that one offers it, else starts its own; it skips where the server has no cuda:0 (fails with
 ATTND_REQUIRE_GPU=1), and needs the H100/H200 (sm_90a) worker.
 
 - verify=true against the fp64 reference (or the GPU fp32 one above verify_cpu_max_macs), bf16

@@ -1,8 +1,7 @@
 """Serving batches on the GPU: naive, naive_inplace and math over paged K/V caches and ragged
-batches by PyTorch's padded route (kernels/serving_pad.cuh, docs/serving.md). Their feature bits
-are pending until this passes: the module runs on the pytest run's server (ATTND_URL) where that
-one offers them (scripts/gpu-session.sh's pending phase), else starts its own with
---pending-features true (ATTND_BIN, all devices: tests/gpu/run.sh); it skips where the server
+batches by PyTorch's padded route (kernels/serving_pad.cuh, docs/serving.md), offered once this
+passed on an H100. The module runs on the pytest run's server (ATTND_URL) where that one offers
+them, else starts its own (ATTND_BIN, all devices: tests/gpu/run.sh); it skips where the server
 has no cuda:0 (fails with ATTND_REQUIRE_GPU=1).
 
 - verify=true against the fp64 reference, bf16 and fp16: page_size 1 and 16, seq_kv not a

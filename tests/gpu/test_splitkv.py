@@ -147,7 +147,16 @@ def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
     assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], page_size
 
 
-def test_splitkv_refuses_ragged_prefill(sapi):
-    r = sapi.run(body=dict(backend="flash", dtype="bf16", heads=8, kv_heads=2, head_dim=128, seqlens_q=[5, 17],
-                           seqlens_kv=[30, 40], device="cuda:0"))
-    assert r.status_code == 422 and "flashinfer runs ragged prefill" in error_of(r)["message"], r.text
+def test_ragged_prefill_leaves_splitkv(sapi):
+    """A batch with a sequence of more than 16 queries is a prefill: v6's SERVING kernel runs it
+    by default on compute capability 9.0 (refused naming it elsewhere); impl splitkv refuses it."""
+    body = dict(backend="flash", dtype="bf16", heads=8, kv_heads=2, head_dim=128, seqlens_q=[5, 17],
+                seqlens_kv=[30, 40], device="cuda:0", warmup=0, iters=1)
+    (dev,) = [d for d in sapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
+    if dev.get("compute_capability") == "9.0":
+        assert post_run_ok(sapi, dict(body, verify=True))["impl_used"] == "tma"
+    else:
+        r = sapi.run(body=body)
+        assert r.status_code == 422 and "v6" in error_of(r)["message"], r.text
+    r = sapi.run(body=dict(body, impl="splitkv"))
+    assert r.status_code == 422 and "seq_q up to 16" in error_of(r)["message"], r.text

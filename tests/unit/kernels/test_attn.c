@@ -150,7 +150,7 @@ static void test_workspace_bounds(void)
                               attn_mask_name(p.mask), shape, bound, exact);
                     }
     }
-    /* Serving batches (pending on the GPU variants: offered here): the padded route's tensors
+    /* Serving batches (cudnn's pending: offered here): the padded route's tensors
      * (naive, naive_inplace, math) come on top of the dense problem's workspace; flash's
      * split-KV decode reads them in place; ragged, paged, both. */
     variant_info_offer_pending(1);
@@ -341,15 +341,15 @@ static void test_splitkv(void)
           "a paged batch with impl tma: %s", why);
     p.impl = FLASH_IMPL_DEFAULT, p.page_size = 0, p.num_pages = 0;
     p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 40, p.total_kv = 5000, p.seq_q = 17;
-    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "paged and ragged") && strstr(why, "flashinfer"),
-          "a ragged prefill: %s", why);
+    CHECK(!flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0 && flash->impl_used(90, &p) == FLASH_IMPL_TMA,
+          "a ragged prefill runs v6: %s", why);
     p.seq_q = 16;
     CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "a ragged decode: %s", why);
 }
 
-/* flash's paged and ragged prefill (seq_q above 16): refused as today unless the pending
- * features are offered; then v6 (impl tma or the default) on compute capability 9.0 only, at
- * head_dim 64/128, with pages of whole 128-key blocks; decode stays on split-KV. */
+/* flash's paged and ragged prefill (seq_q above 16): v6 (impl tma or the default) on compute
+ * capability 9.0 only, at head_dim 64/128, with pages of whole 128-key blocks; decode stays on
+ * split-KV. */
 static void test_serving_prefill(void)
 {
     const variant *flash = variant_find("flash");
@@ -357,16 +357,12 @@ static void test_serving_prefill(void)
     attn_problem p = attn_mha(4, 8, 300, 1000, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
     p.kv_heads = 2, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 700, p.total_kv = 2500;
 
-    CHECK(!flash_serving_prefill_is(&p) && flash_splitkv_is(&p) &&
-              variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) != 0 && strstr(why, "flashinfer"),
-          "without the pending features: today's refusal: %s", why);
-    variant_info_offer_pending(1);
     CHECK(flash_serving_prefill_is(&p) && !flash_splitkv_is(&p) &&
               variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) == 0 &&
               variant_info_check(&variant_info_flash, &p, 0, why, sizeof why) == 0 &&
               flash->impl_used(90, &p) == FLASH_IMPL_TMA && flash->workspace_bytes(&p) == 0 &&
               variant_info_flash.workspace_bound(&p) == 0,
-          "offered: v6 on sm_90, no workspace: %s", why);
+          "v6 on sm_90, no workspace: %s", why);
     CHECK(variant_info_check(&variant_info_flash, &p, 80, why, sizeof why) != 0 && strstr(why, "Hopper") &&
               strstr(why, "8.0"),
           "not on sm_80: %s", why);
@@ -393,7 +389,6 @@ static void test_serving_prefill(void)
     CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "head_dim 64 and 128"), "head_dim 96: %s", why);
     p.head_dim = 64, p.scale = 0;
     CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "nonzero scale"), "scale 0: %s", why);
-    variant_info_offer_pending(0);
 }
 
 /* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
