@@ -48,6 +48,11 @@ int variant_check_efficient(const attn_problem *p, char *why, size_t why_len)
                  (long long)p->head_dim);
         return -1;
     }
+    if ((p->ragged || p->page_size > 0) && p->dtype == ATTN_FP32) {
+        snprintf(why, why_len, "efficient runs paged and ragged batches in its 16-bit kernel only (fp16, bf16), not "
+                 "fp32");
+        return -1;
+    }
     return fused_limits_check("efficient", p, p->dtype == ATTN_FP32 ? EFFICIENT_FP32_QUERY_TILE : 64, why, why_len);
 }
 
@@ -63,7 +68,8 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
                  (long long)d);
         return -1;
     }
-    if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p) && !flash_serving_prefill_is(p)) {
+    if ((p->ragged || p->page_size > 0) && !flash_splitkv_is(p) && !flash_serving_prefill_is(p) &&
+        !flash_serving_generic_is(p)) {
         const char *impl = variant_info_impl_name(&variant_info_flash, p->impl);
         if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q)
             snprintf(why, why_len, "flash runs paged and ragged prefill (seq_q above %d) in v6 only (impl tma, the "
@@ -96,6 +102,13 @@ int flash_serving_prefill_is(const attn_problem *p)
            (p->impl == ATTN_IMPL_DEFAULT || p->impl == tma);
 }
 
+/* Pending until v3's SERVING instantiation has run on a GPU (docs/serving.md). */
+int flash_serving_generic_is(const attn_problem *p)
+{
+    const int legacy = variant_info_impl_find(&variant_info_flash, "legacy") + 1;
+    return pending_offered && (p->ragged || p->page_size > 0) && p->impl == legacy;
+}
+
 int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len)
 {
     const double scale_log2 = p->scale * 1.4426950408889634;
@@ -123,10 +136,11 @@ int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len
     return 0;
 }
 
-/* What only the device decides: flash's paged and ragged prefill needs v6 (Hopper). */
+/* What only the device decides: flash's paged and ragged prefill needs v6 (Hopper), or, with the
+ * pending features, runs v3 elsewhere. */
 static int flash_check_device(const attn_problem *p, int cc, char *why, size_t why_len)
 {
-    if (flash_serving_prefill_is(p) && cc != 90) {
+    if (flash_serving_prefill_is(p) && cc != 90 && !pending_offered) {
         snprintf(why, why_len, "flash runs paged and ragged prefill (seq_q above %d) in its Hopper kernel only (v6: "
                  "compute capability 9.0), not on %d.%d, where its split-KV decode takes seq_q up to %d; flashinfer "
                  "runs ragged prefill", FLASH_SPLITKV_MAX_SEQ_Q, cc / 10, cc % 10, FLASH_SPLITKV_MAX_SEQ_Q);
@@ -551,6 +565,9 @@ const variant_info variant_info_efficient = {
      * fused_check's grouped-K/V, window and head_dim_v rows in every dtype, and
      * tests/gpu/test_models.py. */
     .features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V,
+    /* Paged and ragged batches natively in v1 (flash_kernel.cuh's SERVING instantiation, 16-bit):
+     * pending until fused_check's serving rows pass on a GPU. */
+    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_efficient,
     IMPLS(efficient_impls),
 };
@@ -684,6 +701,7 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
 }
 
 void variant_info_offer_pending(int on) { pending_offered = on != 0; }
+int variant_info_pending_offered(void) { return pending_offered; }
 
 unsigned variant_info_features(const variant_info *v)
 {

@@ -140,13 +140,18 @@ size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS]
 int flash_splitkv_is(const attn_problem *p);
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len);
 /* flash's paged and ragged prefill (seq_q above FLASH_SPLITKV_MAX_SEQ_Q, impl tma or the
- * default): v6's SERVING instantiation (kernels/flash_tma_serving.cuh) on sm_90a, offered only
- * with the pending_features setting until it has run on a GPU. Its limits: head_dim 64 and 128
- * with head_dim_v equal, pages of whole FLASH_SERVING_KEY_BLOCK-key blocks, a finite nonzero
- * scale; and compute capability 9.0 (the table's check_device). */
+ * default): v6's SERVING instantiation (kernels/flash_tma_serving.cuh) on sm_90a. Its limits:
+ * head_dim 64 and 128 with head_dim_v equal, pages of whole FLASH_SERVING_KEY_BLOCK-key blocks,
+ * a finite nonzero scale; and compute capability 9.0 (the table's check_device), or, with the
+ * pending_features setting, any device, where v3's SERVING instantiation runs it
+ * (kernels/flash_kernel.cuh). flash_serving_generic_is: a paged or ragged batch with impl legacy
+ * (v3's SERVING instantiation, any head dim and page size), pending like it. */
 #define FLASH_SERVING_KEY_BLOCK 128 /* v6's key block at head_dim 64 and 128 */
 int flash_serving_prefill_is(const attn_problem *p);
 int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len);
+int flash_serving_generic_is(const attn_problem *p);
+/* Whether the pending_features setting is on (variant_info_offer_pending). */
+int variant_info_pending_offered(void);
 int64_t flash_splitkv_max_splits(const attn_problem *p);
 size_t flash_splitkv_lse_offset(const attn_problem *p);
 size_t flash_splitkv_workspace_bytes(const attn_problem *p);

@@ -30,6 +30,10 @@
  *       flash_kernel.cuh): K/V heads read in place, key blocks left of every row's window never
  *       loaded, the window's edge masked. Problems with neither run the dense kernels,
  *       instruction for instruction those above. Not timed yet.
+ *   serving  paged K/V caches and ragged batches natively in v1, 16-bit (flash_kernel.cuh's
+ *       SERVING instantiation: each CTA in its own sequence, rows through cu_seqlens or the
+ *       block table, any page size). The dense kernels' PTX is unchanged. Not yet run on a
+ *       GPU: pending (docs/serving.md).
  */
 #include "kernels/fused.h"
 
@@ -53,10 +57,11 @@ template <int D> struct efficient_cfg {
 typedef flash_exact_traits<128, 64, 4, 1, true, 2> efficient_exact_cfg_d128;
 
 /* v2 serves head_dim 128 (with V's the same) in 16 bits unless p->impl asks for v1; v1 (or the
- * fp32 kernel) the rest. */
+ * fp32 kernel) the rest, and every paged or ragged batch (v1's SERVING instantiation). */
 int efficient_impl_used(const attn_problem *p)
 {
-    const bool exact_applies = p->head_dim == 128 && attn_dv(p) == 128 && p->dtype != ATTN_FP32;
+    const bool exact_applies = p->head_dim == 128 && attn_dv(p) == 128 && p->dtype != ATTN_FP32 && !p->ragged &&
+                               p->page_size <= 0;
     return exact_applies && p->impl != EFFICIENT_IMPL_BUCKET ? EFFICIENT_IMPL_EXACT : EFFICIENT_IMPL_BUCKET;
 }
 

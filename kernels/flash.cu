@@ -245,7 +245,8 @@ static int flash_impl(int cc, const attn_problem *p)
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
     if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged decode's default */
-    if (flash_serving_prefill_is(p)) return FLASH_IMPL_TMA; /* v6's SERVING kernel: the only one (flash_forward checks the device) */
+    if (flash_serving_prefill_is(p)) /* v6's SERVING kernel; elsewhere v3's, pending (flash_check_device) */
+        return hopper ? FLASH_IMPL_TMA : FLASH_IMPL_GENERIC;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
     if (f == FLASH_IMPL_TMA && !flash_tma_applies(p)) f = FLASH_IMPL_WGMMA;
@@ -318,8 +319,9 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
     if (variant_check_flash(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "needs compute capability 8.0+");
     if (flash_impl(ctx->cc, p) == FLASH_IMPL_SPLITKV) return flash_splitkv_forward(ctx, p, t, workspace);
-    if (flash_serving_prefill_is(p) && !flash_hopper(ctx->cc)) /* variant_info's device check refuses it first */
+    if (flash_serving_prefill_is(p) && !flash_hopper(ctx->cc) && !variant_info_pending_offered())
         return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "paged and ragged prefill runs in v6 only: "
-                         "compute capability 9.0 and a binary with sm_90a code");
+                         "compute capability 9.0 and a binary with sm_90a code (v3's serving kernel, elsewhere, "
+                         "is pending)"); /* variant_info's device check refuses it first */
     return p->dtype == ATTN_BF16 ? flash_dispatch<true>(ctx, p, t) : flash_dispatch<false>(ctx, p, t);
 }

@@ -39,6 +39,13 @@
  * one __syncthreads after the wait (data visible) and one after the compute (the buffer
  * may be overwritten). STAGES 1 loads, waits, computes: no overlap (the `efficient` shape).
  *
+ * Serving batches (SERVING, the generic body only; docs/serving.md): a paged K/V cache and
+ * ragged batches, as flash's split-KV and v6's SERVING kernels take them. A CTA's sequence is
+ * b = bh / H; it works on a copy of flash_params holding that sequence's lengths, so the key
+ * range, the masks and the window are its own; its rows come through flash_rows (packed
+ * tokens, or slots of the block table's pages: one table read a row); the grid covers the
+ * longest sequence's tiles and a tile past its sequence's end returns at once.
+ *
  * Contract: q,k,v,out 16-byte aligned, contiguous (q [B,H,Sq,head_dim], k [B,Hkv,Skv,head_dim],
  * v [B,Hkv,Skv,head_dim_v], out [B,H,Sq,head_dim_v]); gridDim.x = B·H,
  * gridDim.y = ceil(Sq/BM) ≤ 65535; tiles are taken in reverse order of blockIdx.y so the
@@ -70,6 +77,14 @@ typedef struct flash_params {
     /* read only by the GQA_WINDOW instantiation of the bucketed bodies (flash_bucket_general): */
     int head_dim_v; /* V's and O's row length */
 } flash_params;
+
+/* A serving batch where the generic body reads it (attn.h's layouts; the SERVING instantiation
+ * only): cu_q non-NULL for a ragged batch (q, out and, unless paged, k, v token-major, sequence
+ * b's tokens from cu[b]), block_table for a paged cache of page_size tokens a page. */
+typedef struct flash_seqs {
+    const int32_t *cu_q, *cu_kv, *block_table;
+    int heads, kv_heads, page_size, pages_per_seq;
+} flash_seqs;
 
 /* The window the kernels take: window_keys when it hides a key from some row, else 0. A row's
  * left edge is pos − W + 1 and the last row has the largest pos (Skv − 1 bottom-right, else
@@ -181,6 +196,31 @@ struct flash_traits {
     static_assert(STAGES == 1 || STAGES == 2, "1 or 2 stages");
 };
 
+/* One head's rows in global memory: row r at base + r·stride, or, through its sequence's row
+ * of the block table, at slot r % page_size of page table[r / page_size] (stride: from one
+ * cache slot to the next). */
+template <class T> struct flash_rows {
+    const T *base;
+    int64_t stride;
+    const int32_t *table;
+    int page_size;
+    __device__ __forceinline__ const T *row(int r) const
+    {
+        if (!table) return base + (int64_t)r * stride;
+        const int pg = r / page_size;
+        return base + ((int64_t)__ldg(table + pg) * page_size + (r - pg * page_size)) * stride;
+    }
+};
+
+template <class T>
+__device__ __forceinline__ flash_rows<T> flash_rows_of(const T *base, int64_t stride, const int32_t *table = NULL,
+                                                       int page_size = 0)
+{
+    flash_rows<T> r;
+    r.base = base, r.stride = stride, r.table = table, r.page_size = page_size;
+    return r;
+}
+
 /* Element offset of 16-byte chunk c of row r. */
 template <class TR> __device__ __forceinline__ int flash_smem_off(int r, int c)
 {
@@ -203,6 +243,26 @@ __device__ __forceinline__ void flash_load_tile(T *smem, const T *gbase, int row
             int grow = row0 + r;
             bool ok = grow < rows_total && c * 8 < head_dim;
             const T *src = ok ? gbase + (int64_t)grow * head_dim + c * 8 : gbase;
+            flash_cp_async16(smem + flash_smem_off<TR>(r, c), src, ok ? 16 : 0);
+        }
+    }
+}
+
+/* flash_load_tile through flash_rows (SERVING): rows ≥ rows_total and columns ≥ head_dim
+ * become zeros. */
+template <class TR, int ROWS, class T>
+__device__ __forceinline__ void flash_load_rows(T *smem, const flash_rows<T> &g, int row0, int rows_total, int head_dim)
+{
+    constexpr int TOTAL = ROWS * TR::CHUNKS;
+    constexpr int ITERS = (TOTAL + TR::THREADS - 1) / TR::THREADS;
+#pragma unroll
+    for (int it = 0; it < ITERS; ++it) {
+        int i = it * TR::THREADS + (int)threadIdx.x;
+        if (TOTAL % TR::THREADS == 0 || i < TOTAL) {
+            int r = i / TR::CHUNKS, c = i % TR::CHUNKS;
+            int grow = row0 + r;
+            bool ok = grow < rows_total && c * 8 < head_dim;
+            const T *src = ok ? g.row(grow) + c * 8 : g.base;
             flash_cp_async16(smem + flash_smem_off<TR>(r, c), src, ok ? 16 : 0);
         }
     }
@@ -311,15 +371,23 @@ __device__ __forceinline__ bool flash_block_masked(const flash_params &p, const 
 }
 
 /* A tile whose rows see no key at all: its output rows are zeros (safe softmax), stored by
- * all THREADS threads in 16-byte pieces; rows past seq_q are left alone. */
+ * all THREADS threads in 16-byte pieces, row r at g_o + r·stride; rows past seq_q are left alone. */
 template <int THREADS, class T>
-__device__ __forceinline__ void flash_store_zero_rows(T *g_o, int m0, int BM, int seq_q, int head_dim, int tid)
+__device__ __forceinline__ void flash_store_zero_rows_at(T *g_o, int m0, int BM, int seq_q, int head_dim,
+                                                         int64_t stride, int tid)
 {
     const int chunks = head_dim / 8;
     for (int i = tid; i < BM * chunks; i += THREADS) {
         const int r = i / chunks, c = i % chunks;
-        if (m0 + r < seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)(m0 + r) * head_dim + c * 8) = make_uint4(0, 0, 0, 0);
+        if (m0 + r < seq_q) *reinterpret_cast<uint4 *>(g_o + (int64_t)(m0 + r) * stride + c * 8) = make_uint4(0, 0, 0, 0);
     }
+}
+
+/* The same for a dense head's rows (stride head_dim). */
+template <int THREADS, class T>
+__device__ __forceinline__ void flash_store_zero_rows(T *g_o, int m0, int BM, int seq_q, int head_dim, int tid)
+{
+    flash_store_zero_rows_at<THREADS>(g_o, m0, BM, seq_q, head_dim, head_dim, tid);
 }
 
 /* The start of every one-tile-per-CTA flash body: the CTA's tile and the key blocks it reads.
@@ -346,6 +414,46 @@ __device__ __forceinline__ bool flash_cta_begin(const flash_params &p, int BM, i
     return flash_cta_begin<T, THREADS, GQA_WINDOW>(p, BM, BN, head_dim, head_dim, c);
 }
 
+/* A serving CTA's tile (SERVING): its sequence's lengths, Q, K, V as flash_rows, O's first row
+ * and row stride, and its rows [m0, m0 + BM) in the order flash_tile_of takes them. */
+template <class T> struct flash_seq_tile {
+    flash_rows<T> q, k, v;
+    T *o;
+    int64_t o_stride;
+    int m0, seq_q, seq_kv;
+};
+
+template <class T>
+__device__ __forceinline__ flash_seq_tile<T> flash_seq_tile_of(const flash_params &p, const flash_seqs &sv, int BM,
+                                                               int head_dim, int head_dim_v)
+{
+    const int bh = (int)blockIdx.x, b = bh / sv.heads, h = bh - b * sv.heads, kvh = h / p.group;
+    const int m_block = p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
+    const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k), *v = static_cast<const T *>(p.v);
+    T *o = static_cast<T *>(p.out);
+    const int64_t k_stride = (int64_t)sv.kv_heads * head_dim, v_stride = (int64_t)sv.kv_heads * head_dim_v;
+    flash_seq_tile<T> s;
+    s.m0 = m_block * BM;
+    if (sv.cu_q) { /* ragged: q, out token-major; k, v too unless paged */
+        const int q0 = __ldg(sv.cu_q + b), kv0 = __ldg(sv.cu_kv + b);
+        s.seq_q = __ldg(sv.cu_q + b + 1) - q0, s.seq_kv = __ldg(sv.cu_kv + b + 1) - kv0;
+        s.q = flash_rows_of(q + ((int64_t)q0 * sv.heads + h) * head_dim, (int64_t)sv.heads * head_dim);
+        s.o = o + ((int64_t)q0 * sv.heads + h) * head_dim_v, s.o_stride = (int64_t)sv.heads * head_dim_v;
+        s.k = flash_rows_of(k + ((int64_t)kv0 * sv.kv_heads + kvh) * head_dim, k_stride);
+        s.v = flash_rows_of(v + ((int64_t)kv0 * sv.kv_heads + kvh) * head_dim_v, v_stride);
+    } else { /* paged with equal lengths: q and out as a dense batch's */
+        s.seq_q = p.seq_q, s.seq_kv = p.seq_kv;
+        s.q = flash_rows_of(q + (int64_t)bh * p.seq_q * head_dim, head_dim);
+        s.o = o + (int64_t)bh * p.seq_q * head_dim_v, s.o_stride = head_dim_v;
+    }
+    if (sv.block_table) {
+        const int32_t *table = sv.block_table + (int64_t)b * sv.pages_per_seq;
+        s.k = flash_rows_of(k + (int64_t)kvh * head_dim, k_stride, table, sv.page_size);
+        s.v = flash_rows_of(v + (int64_t)kvh * head_dim_v, v_stride, table, sv.page_size);
+    }
+    return s;
+}
+
 /* The start of the online softmax: O = 0, each row's running max −inf and sum 0. */
 template <int MI, int D>
 __device__ __forceinline__ void flash_acc_init(float (&o)[MI][D / 8][4], float (&row_max)[MI][2], float (&row_sum)[MI][2])
@@ -363,32 +471,63 @@ __device__ __forceinline__ void flash_acc_init(float (&o)[MI][D / 8][4], float (
  * flash_smem_off, flash_visible and flash_window_start above. */
 #include "kernels/flash_block.cuh"
 
-template <class TR, class T, bool BF16, bool GQA_WINDOW>
-__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(const flash_params p)
+template <class TR, class T, bool BF16, bool GQA_WINDOW, bool SERVING = false>
+__global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS)
+    flash_fwd_kernel(const flash_params p_in, const flash_seqs sv)
 {
     constexpr int D = TR::D, BM = TR::BM, BN = TR::BN;
+    static_assert(!SERVING || GQA_WINDOW, "a serving batch runs the general instantiation");
     extern __shared__ uint4 flash_smem[];
     T *s_q = reinterpret_cast<T *>(flash_smem);
     T *s_k = s_q + TR::Q_ELEMS;
     T *s_v = s_k + TR::STAGES * TR::KV_ELEMS;
 
-    const int seq_q = p.seq_q, seq_kv = p.seq_kv, head_dim = TR::EXACT_D ? D : p.head_dim;
+    const int head_dim = TR::EXACT_D ? D : p_in.head_dim;
     /* a value head dim of its own only in the general instantiation (flash_bucket_general) */
-    const int head_dim_v = GQA_WINDOW && !TR::EXACT_D ? p.head_dim_v : head_dim;
+    const int head_dim_v = GQA_WINDOW && !TR::EXACT_D ? p_in.head_dim_v : head_dim;
+    flash_seq_tile<T> st; /* SERVING: the tile's sequence, seq_p its lengths */
+    flash_params seq_p;
+    if constexpr (SERVING) {
+        st = flash_seq_tile_of<T>(p_in, sv, BM, head_dim, head_dim_v);
+        if (st.m0 >= st.seq_q) return; /* past its sequence's end */
+        seq_p = p_in, seq_p.seq_q = st.seq_q, seq_p.seq_kv = st.seq_kv;
+    }
+    const flash_params &p = SERVING ? seq_p : p_in;
+    const int seq_q = p.seq_q, seq_kv = p.seq_kv;
     flash_cta<T> cta;
-    if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, head_dim, head_dim_v, cta)) return;
+    if constexpr (SERVING) {
+        cta.tile.q = cta.tile.k = cta.tile.v = NULL; /* st's rows instead */
+        cta.tile.o = st.o, cta.tile.m0 = st.m0;
+        cta.keys = flash_tile_keys_of<GQA_WINDOW>(p, st.m0, BM, BN);
+        if (cta.keys.n_blocks == 0) {
+            flash_store_zero_rows_at<TR::THREADS>(st.o, st.m0, BM, seq_q, head_dim_v, st.o_stride, (int)threadIdx.x);
+            return;
+        }
+    } else {
+        if (!flash_cta_begin<T, TR::THREADS, GQA_WINDOW>(p, BM, BN, head_dim, head_dim_v, cta)) return;
+    }
     const T *g_q = cta.tile.q, *g_k = cta.tile.k, *g_v = cta.tile.v;
     T *g_o = cta.tile.o;
     const int m0 = cta.tile.m0, n_blocks = cta.keys.n_blocks;
     const int kn0 = cta.keys.n_min * BN; /* the first key this tile reads */
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    /* key block key0.. of K and V into dk, dv: a dense head's rows, or its sequence's */
+    auto load_kv = [&](T *dk, T *dv, int key0) {
+        if constexpr (SERVING) {
+            flash_load_rows<TR, BN>(dk, st.k, key0, seq_kv, head_dim);
+            flash_load_rows<TR, BN>(dv, st.v, key0, seq_kv, head_dim_v);
+        } else {
+            flash_load_tile<TR, BN>(dk, g_k, key0, seq_kv, head_dim);
+            flash_load_tile<TR, BN>(dv, g_v, key0, seq_kv, head_dim_v);
+        }
+    };
 
     constexpr int MI = TR::MI;
     const int warp_row0 = warp * 16 * MI; /* this warp's rows: warp_row0 + mi*16 + (g, g+8) */
 
-    flash_load_tile<TR, BM>(s_q, g_q, m0, seq_q, head_dim);
-    flash_load_tile<TR, BN>(s_k, g_k, kn0, seq_kv, head_dim);
-    flash_load_tile<TR, BN>(s_v, g_v, kn0, seq_kv, head_dim_v);
+    if constexpr (SERVING) flash_load_rows<TR, BM>(s_q, st.q, m0, seq_q, head_dim);
+    else flash_load_tile<TR, BM>(s_q, g_q, m0, seq_q, head_dim);
+    load_kv(s_k, s_v, kn0);
     flash_cp_async_commit();
 
     float o[MI][D / 8][4], row_max[MI][2], row_sum[MI][2];
@@ -407,8 +546,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
         if constexpr (TR::STAGES == 2) {
             if (j + 1 < n_blocks) {
                 const int nxt = (j + 1) & 1;
-                flash_load_tile<TR, BN>(s_k + nxt * TR::KV_ELEMS, g_k, kn0 + (j + 1) * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v + nxt * TR::KV_ELEMS, g_v, kn0 + (j + 1) * BN, seq_kv, head_dim_v);
+                load_kv(s_k + nxt * TR::KV_ELEMS, s_v + nxt * TR::KV_ELEMS, kn0 + (j + 1) * BN);
                 flash_cp_async_commit();
                 flash_cp_async_wait<1>();
             } else {
@@ -416,8 +554,7 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
             }
         } else {
             if (j > 0) {
-                flash_load_tile<TR, BN>(s_k, g_k, kn0 + j * BN, seq_kv, head_dim);
-                flash_load_tile<TR, BN>(s_v, g_v, kn0 + j * BN, seq_kv, head_dim_v);
+                load_kv(s_k, s_v, kn0 + j * BN);
                 flash_cp_async_commit();
             }
             flash_cp_async_wait<0>();
@@ -468,7 +605,9 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
             const float inv = flash_row_inv(row_sum[mi][r]);
             const int row = m0 + warp_row0 + mi * 16 + g + 8 * r;
             if (row < seq_q) {
-                T *dst = g_o + (int64_t)row * head_dim_v + 2 * t;
+                int64_t o_stride = head_dim_v;
+                if constexpr (SERVING) o_stride = st.o_stride;
+                T *dst = g_o + (int64_t)row * o_stride + 2 * t;
 #pragma unroll
                 for (int i = 0; i < D / 8; ++i)
                     if (i * 8 < head_dim_v)
@@ -483,6 +622,24 @@ __global__ void __launch_bounds__(TR::THREADS, TR::MIN_BLOCKS) flash_fwd_kernel(
  * shape limits. */
 #include "kernels/exec_context.h"
 
+/* A serving batch's arrays for the SERVING instantiation (all zero for a dense problem);
+ * -1 after exec_fail when a paged or ragged problem comes without them. */
+static inline int flash_seqs_of(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who,
+                                flash_seqs *sv)
+{
+    memset(sv, 0, sizeof *sv);
+    if (!pr->ragged && pr->page_size <= 0) return 0;
+    sv->cu_q = pr->ragged ? t->cu_seqlens_q : NULL, sv->cu_kv = pr->ragged ? t->cu_seqlens_kv : NULL;
+    sv->block_table = pr->page_size > 0 ? t->block_table : NULL;
+    sv->heads = (int)pr->heads, sv->kv_heads = (int)attn_kv_heads(pr);
+    sv->page_size = (int)pr->page_size, sv->pages_per_seq = pr->seqs ? (int)pr->seqs->pages_per_seq : 0;
+    if ((pr->ragged && (!sv->cu_q || !sv->cu_kv)) || (pr->page_size > 0 && (!sv->block_table || !pr->seqs)))
+        return exec_fail(ctx, __FILE__, __LINE__, who, "a serving batch without its cu_seqlens or block table");
+    return 0;
+}
+
+/* The grid covers B·H heads and the longest sequence's query tiles (seq_q is a serving batch's
+ * bound); the SERVING instantiation for a paged or ragged batch. */
 template <class TR, class T, bool BF16>
 static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
@@ -490,12 +647,17 @@ static int flash_launch(exec_context *ctx, const attn_problem *pr, const attn_te
     const int64_t m_tiles = (pr->seq_q + TR::BM - 1) / TR::BM;
     const int64_t bh = pr->batch * pr->heads;
     flash_params kp;
+    flash_seqs sv;
     const int rc = flash_prepare_launch(ctx, pr, t, smem, who, &kp);
     if (rc != 0) return rc < 0 ? rc : 0;
-    auto kernel = flash_bucket_general(pr) ? flash_fwd_kernel<TR, T, BF16, true> : flash_fwd_kernel<TR, T, BF16, false>;
+    if (flash_seqs_of(ctx, pr, t, who, &sv) != 0) return -1;
+    if (m_tiles > 65535) return exec_fail(ctx, __FILE__, __LINE__, who, "seq_q too long for this tile");
+    auto kernel = sv.heads ? flash_fwd_kernel<TR, T, BF16, true, true>
+                  : flash_bucket_general(pr) ? flash_fwd_kernel<TR, T, BF16, true>
+                                             : flash_fwd_kernel<TR, T, BF16, false>;
     CUDA_TRY(ctx, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     dim3 grid((unsigned)bh, (unsigned)m_tiles);
-    kernel<<<grid, TR::THREADS, smem, ctx->stream>>>(kp);
+    kernel<<<grid, TR::THREADS, smem, ctx->stream>>>(kp, sv);
     LAUNCH_TRY(ctx);
     return 0;
 }

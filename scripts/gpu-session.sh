@@ -113,7 +113,7 @@ fi
 
 if has pending; then
     # Every tests/gpu file that runs pending features, among those this tree has.
-    pending_tests=${PENDING_TESTS:-$(ls tests/gpu/test_cudnn_serving.py 2>/dev/null | tr '\n' ' ')}
+    pending_tests=${PENDING_TESTS:-$(ls tests/gpu/test_cudnn_serving.py tests/gpu/test_serving_generic.py 2>/dev/null | tr '\n' ' ')}
     mkdir -p "$OUT/pending"
     ATTND_PENDING_FEATURES=true OUT="$OUT/pending" TESTS="$pending_tests" TESTS_TIMEOUT_S=${PENDING_TIMEOUT_S:-480} \
         bash scripts/gpu-quick.sh > "$OUT/pending.log" 2>&1

@@ -18,7 +18,8 @@ def test_validated_features_are_offered(api):
     value head dim past the kernels' limits is refused by the variant's own check."""
     for name in ("flash", "efficient"):
         v = variant(api, name)
-        assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]) and v["pending_features"] == [], v
+        assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]), v
+        assert not {"kv_heads", "window", "head_dim_v"} & set(v["pending_features"]), v
     for body in (GQA_RUN, dict(GQA_RUN, kv_heads=4, window=16), dict(GQA_RUN, head_dim=192, head_dim_v=128),
                  dict(GQA_RUN, backend="efficient", dtype="fp32", window=16)):
         r = api.post("/v1/runs", json=body)
@@ -44,21 +45,23 @@ def test_padded_route_is_offered(api):
             body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
             r = api.post("/v1/runs", json=body)
             assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
-    for name in ("efficient", "flash", "flashinfer"):
+    for name in ("flash", "flashinfer"):
         assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
 
 
-def test_cudnn_serving_is_pending(api):
+def test_cudnn_and_efficient_serving_are_pending(api):
     """cudnn builds paged caches (PAGED_CACHE_LOAD) and ragged batches (ragged offsets, padding
-    mask) into its graph; not yet validated on a GPU, so listed as pending and refused 422 naming
-    the field without the setting."""
-    v = variant(api, "cudnn")
-    assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
-    assert not {"page_size", "seqlens"} & set(v["features"]), v
-    for extra, field in SERVING:
-        r = api.post("/v1/runs", json=dict({"backend": "cudnn", "dtype": "bf16", "head_dim": 64}, **extra))
-        err = r.json()["error"]
-        assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == field, (extra, r.text)
+    mask) into its graph, efficient runs them in its 16-bit kernel's SERVING instantiation; not
+    yet validated on a GPU, so listed as pending and refused 422 naming the field without the
+    setting."""
+    for name in ("cudnn", "efficient"):
+        v = variant(api, name)
+        assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
+        assert not {"page_size", "seqlens"} & set(v["features"]), v
+        for extra, field in SERVING:
+            r = api.post("/v1/runs", json=dict({"backend": name, "dtype": "bf16", "head_dim": 64}, **extra))
+            err = r.json()["error"]
+            assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == field, (extra, r.text)
 
 
 def test_flash_serving_is_offered(api):
@@ -80,20 +83,23 @@ def test_flash_serving_is_offered(api):
     assert r.status_code == 422 and "not impl w4" in r.json()["error"]["message"], r.text
 
 
-def test_the_setting_offers_cudnn_serving(start_server):
-    """With the setting, cudnn takes serving batches as far as the device (503 here: no GPU);
-    efficient still refuses them by name."""
+def test_the_setting_offers_the_pending_serving_kernels(start_server):
+    """With the setting, cudnn and efficient take serving batches as far as the device (503 here:
+    no GPU), and so does flash's v3 by name (impl legacy: any page size and head dim) and its
+    prefill off Hopper; efficient refuses fp32 by its reason."""
     api = Api(start_server(extra=["--pending-features", "true"]).url)
-    assert {"page_size", "seqlens"} <= set(variant(api, "cudnn")["features"])
-    for extra, _ in SERVING:
-        body = dict({"backend": "cudnn", "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
-        r = api.post("/v1/runs", json=body)
-        assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
-    for extra, field in SERVING:
-        r = api.post("/v1/runs", json=dict({"backend": "efficient", "dtype": "bf16", "head_dim": 64}, **extra))
-        assert r.status_code == 422, (extra, r.text)
-        err = r.json()["error"]
-        assert err["code"] == "unsupported" and err["field"] == field, err
+    for name in ("cudnn", "efficient"):
+        assert {"page_size", "seqlens"} <= set(variant(api, name)["features"]), name
+        for extra, _ in SERVING:
+            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
+            r = api.post("/v1/runs", json=body)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
+    r = api.post("/v1/runs", json={"backend": "efficient", "dtype": "fp32", "head_dim": 64, "seqlens_q": [3, 4]})
+    assert r.status_code == 422 and "16-bit" in r.json()["error"]["message"], r.text
+    legacy = {"backend": "flash", "impl": "legacy", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 96,
+              "seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16}
+    r = api.post("/v1/runs", json=legacy)
+    assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
 
 
 CUDNN_RUN = {"backend": "cudnn", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
@@ -134,6 +140,7 @@ def test_flash_prefill_limits(api):
     for extra, words in (({"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16},
                           "page_size a multiple of 128"),
                          ({"seqlens_q": [40, 17], "impl": "wgmma"}, "not impl wgmma"),
+                         ({"seqlens_q": [40, 17], "impl": "legacy"}, "not impl legacy"),
                          ({"seqlens_q": [40, 17], "head_dim": 96}, "head_dim 64 and 128")):
         r = api.post("/v1/runs", json=dict(run, **extra))
         assert r.status_code == 422 and words in r.json()["error"]["message"], (extra, r.text)

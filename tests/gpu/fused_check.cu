@@ -111,13 +111,17 @@ static size_t flash_splitkv_ws(const attn_problem *p)
     q.impl = FLASH_IMPL_SPLITKV;
     return flash_workspace_bytes(&q);
 }
+/* v3 by name, checked as the forward will be: with that impl (a serving batch: v3's SERVING
+ * instantiation, pending). */
 static int flash_check_d64_96_128(const attn_problem *p, char *why, size_t why_len)
 {
     if (p->head_dim != 64 && p->head_dim != 96 && p->head_dim != 128) {
         why[0] = '\0'; /* silent skip */
         return -1;
     }
-    return variant_check_flash(p, why, why_len);
+    attn_problem q = *p;
+    q.impl = FLASH_IMPL_GENERIC;
+    return variant_check_flash(&q, why, why_len);
 }
 template <int IMPL> static int efficient_fwd_impl(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
 {
@@ -622,11 +626,12 @@ struct serving_problem {
 };
 
 /* The variants that take serving batches: flash's default (split-KV decode for seq_q ≤ 16, v6's
- * SERVING kernel for prefill), its v6 by name, and the split-KV decode by name. Every other
- * row would run the dense layout on them. */
+ * SERVING kernel for prefill), its v6, v3 and split-KV decode by name, and efficient (v1's
+ * SERVING instantiation, 16-bit). Every other row would run the dense layout on them. */
 static bool serving_variant(const char *name)
 {
-    return strcmp(name, "flash") == 0 || strcmp(name, "flash@tma") == 0 || strcmp(name, "flash@splitkv") == 0;
+    return strcmp(name, "flash") == 0 || strcmp(name, "flash@tma") == 0 || strcmp(name, "flash@splitkv") == 0 ||
+           strcmp(name, "flash@legacy") == 0 || strcmp(name, "efficient") == 0;
 }
 
 template <class T> static T *device_copy(const void *host, size_t bytes)
@@ -1202,7 +1207,9 @@ int main(int argc, char **argv)
      * past the shorter sequences' ends (the skipped ones), a paged batch of equal lengths (q and
      * out dense), paged and ragged together; and decode rows (seq_q ≤ 16: the split-KV kernel's
      * SERVING instantiation) over a paged cache of 16-token pages. Every mask, both 16-bit
-     * dtypes, head dims 128 and 64. A paged run is compared with its contiguous twin. */
+     * dtypes, head dims 128 and 64. A paged run is compared with its contiguous twin. Prefill
+     * over pages that split a key block (16, 48: v3's and efficient's SERVING kernels only; v6
+     * refuses them). */
     struct serving_shape {
         int64_t H, Hkv, W, page;
         bool ragged;
@@ -1218,6 +1225,8 @@ int main(int argc, char **argv)
         {6, 2, 100, 128, true, {333, 40, 900}, {333, 1000, 900}},
         {8, 2, 0, 0, true, {4097, 2000, 3000, 128}, {4097, 2000, 3000, 128}},
         {8, 2, 0, 16, true, {1, 16, 0, 4}, {300, 5000, 7, 0}},
+        {4, 2, 0, 16, true, {40, 0, 200, 77}, {300, 5, 17, 1000}},
+        {4, 1, 50, 48, false, {100, 100}, {333, 333}},
         /* small enough for --small (compute-sanitizer) */
         {4, 2, 0, 0, true, {1, 0, 130, 257}, {1, 0, 130, 257}},
         {4, 2, 0, 128, true, {40, 0, 200}, {300, 5, 17}},

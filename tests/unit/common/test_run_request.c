@@ -784,14 +784,17 @@ static void test_serving(void)
         expect_fail(NULL, big, 400, "out_of_range", "seqlens_kv");
     }
 
-    /* The reference, flash and flashinfer run both (the GPU ones as decode: seq_q 1 here); every
-     * other variant refuses them, naming the parameter. */
+    /* The reference, flash, flashinfer and the padded route (naive, naive_inplace, math) run both
+     * (the GPU ones as decode: seq_q 1 here); every other variant refuses them, naming the
+     * parameter. */
     for (i = 0; i < variant_infos_count; i++) {
         const variant_info *v = variant_infos[i];
         const int runs = (v->features & VARIANT_PAGED) && (v->features & VARIANT_RAGGED);
         const int decode = !v->on_cpu;
-        CHECK(runs == (v->on_cpu || !strcmp(v->name, "flash") || !strcmp(v->name, "flashinfer")),
-              "%s: paged and ragged on the reference, flash and flashinfer", v->name);
+        const int padded_route = !strcmp(v->name, "naive") || !strcmp(v->name, "naive_inplace") ||
+                                 !strcmp(v->name, "math");
+        CHECK(runs == (v->on_cpu || !strcmp(v->name, "flash") || !strcmp(v->name, "flashinfer") || padded_route),
+              "%s: paged and ragged on the reference, flash, flashinfer and the padded route", v->name);
         snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64%s", v->name,
                  runs && decode ? "&seq_q=1&mask=causal_bottom_right" : "");
         if (runs) expect_ok(q, NULL, &r);

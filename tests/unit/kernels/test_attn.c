@@ -150,9 +150,9 @@ static void test_workspace_bounds(void)
                               attn_mask_name(p.mask), shape, bound, exact);
                     }
     }
-    /* Serving batches (cudnn's pending: offered here): the padded route's tensors
+    /* Serving batches (efficient's and cudnn's pending: offered here): the padded route's tensors
      * (naive, naive_inplace, math) come on top of the dense problem's workspace; flash's
-     * split-KV decode reads them in place; ragged, paged, both. */
+     * split-KV decode and efficient's SERVING kernel read them in place; ragged, paged, both. */
     variant_info_offer_pending(1);
     for (size_t n = 0; n < sizeof names / sizeof names[0]; n++) {
         const variant *v = variant_find(names[n]);
@@ -171,7 +171,9 @@ static void test_workspace_bounds(void)
                         attn_problem dense = attn_padded(&p);
                         CHECK(bound >= exact, "%s serving layout %d %s %s shape %d: bound %zu < workspace %zu", names[n],
                               layout, attn_dtype_name(p.dtype), attn_mask_name(p.mask), shape, bound, exact);
-                        if (strcmp(names[n], "reference") != 0 && strcmp(names[n], "flash") != 0)
+                        if (strcmp(names[n], "efficient") == 0)
+                            CHECK(exact == 0 && dt != ATTN_FP32, "efficient layout %d: in place, 16-bit only", layout);
+                        else if (strcmp(names[n], "reference") != 0 && strcmp(names[n], "flash") != 0)
                             CHECK(exact > v->workspace_bytes(&dense), "%s layout %d: the padded tensors take room",
                                   names[n], layout);
                         if (strcmp(names[n], "flash") == 0)
@@ -391,6 +393,54 @@ static void test_serving_prefill(void)
     CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "nonzero scale"), "scale 0: %s", why);
 }
 
+/* v3's SERVING instantiation (pending): efficient's paged and ragged batches (16-bit, v1), flash's
+ * with impl legacy named (any head dim, any page size), and flash's prefill off Hopper. Without
+ * the pending features each is refused with the reason. */
+static void test_serving_generic(void)
+{
+    const variant *flash = variant_find("flash"), *efficient = variant_find("efficient");
+    char why[512];
+    attn_problem p = attn_mha(4, 8, 300, 1000, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
+    p.kv_heads = 2, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = 700, p.total_kv = 2500;
+
+    CHECK(variant_info_check(&variant_info_efficient, &p, 80, why, sizeof why) != 0 && strstr(why, "seqlens"),
+          "efficient without the pending features: %s", why);
+    p.impl = FLASH_IMPL_GENERIC;
+    CHECK(!flash_serving_generic_is(&p) && variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "not impl legacy"),
+          "flash impl legacy without them: %s", why);
+    p.impl = FLASH_IMPL_DEFAULT;
+    CHECK(variant_info_check(&variant_info_flash, &p, 80, why, sizeof why) != 0 && strstr(why, "Hopper"),
+          "flash prefill on sm_80 without them: %s", why);
+
+    variant_info_offer_pending(1);
+    CHECK(variant_info_check(&variant_info_efficient, &p, 80, why, sizeof why) == 0 &&
+              efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET && efficient->workspace_bytes(&p) == 0,
+          "efficient: v1, in place: %s", why);
+    p.impl = EFFICIENT_IMPL_EXACT; /* v2 has no serving instantiation: v1 runs it */
+    CHECK(efficient->impl_used(90, &p) == EFFICIENT_IMPL_BUCKET, "efficient impl exact falls back to v1");
+    p.impl = ATTN_IMPL_DEFAULT, p.dtype = ATTN_FP32;
+    CHECK(variant_info_check(&variant_info_efficient, &p, 80, why, sizeof why) != 0 && strstr(why, "16-bit"),
+          "efficient fp32: %s", why);
+    p.dtype = ATTN_BF16, p.page_size = 16, p.num_pages = 200; /* ragged and paged, pages of 16 */
+    CHECK(variant_info_check(&variant_info_efficient, &p, 80, why, sizeof why) == 0, "efficient paged: %s", why);
+
+    p.impl = FLASH_IMPL_GENERIC; /* pages of 16, head_dim 96: v3 takes what v6 does not */
+    p.head_dim = 96;
+    CHECK(flash_serving_generic_is(&p) && !flash_splitkv_is(&p) &&
+              variant_info_check(&variant_info_flash, &p, 90, why, sizeof why) == 0 &&
+              flash->impl_used(90, &p) == FLASH_IMPL_GENERIC && flash->workspace_bytes(&p) == 0,
+          "flash impl legacy: v3 on any device: %s", why);
+    p.seq_q = 4, p.total_q = 12; /* a decode named legacy: v3 too */
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0 && flash->impl_used(80, &p) == FLASH_IMPL_GENERIC,
+          "a decode with impl legacy: %s", why);
+    p.seq_q = 300, p.total_q = 700, p.head_dim = 128, p.page_size = 128, p.num_pages = 30;
+    p.impl = FLASH_IMPL_DEFAULT; /* the default prefill off Hopper: v3, within v6's limits */
+    CHECK(variant_info_check(&variant_info_flash, &p, 80, why, sizeof why) == 0 &&
+              flash->impl_used(80, &p) == FLASH_IMPL_GENERIC && flash->impl_used(90, &p) == FLASH_IMPL_TMA,
+          "flash prefill on sm_80: v3 (v6 on sm_90): %s", why);
+    variant_info_offer_pending(0);
+}
+
 /* A ragged batch's and a paged cache's work: FLOPs and bytes count each sequence's real
  * tokens, with the dense problem's rule per sequence; a batch of equal lengths counts what
  * the dense problem counts; a paged cache's unused pages are never counted. */
@@ -457,6 +507,7 @@ int main(void)
     test_impls();
     test_splitkv();
     test_serving_prefill();
+    test_serving_generic();
     test_serving_work();
     return CHECK_DONE();
 }
