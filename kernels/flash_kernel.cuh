@@ -249,7 +249,8 @@ __device__ __forceinline__ void flash_load_tile(T *smem, const T *gbase, int row
 }
 
 /* flash_load_tile through flash_rows (SERVING): rows ≥ rows_total and columns ≥ head_dim
- * become zeros. */
+ * become zeros. A loop of its own: flash_load_tile written over a dense flash_rows compiles to
+ * other PTX (its adds reassociated), and the dense kernels stay instruction for instruction. */
 template <class TR, int ROWS, class T>
 __device__ __forceinline__ void flash_load_rows(T *smem, const flash_rows<T> &g, int row0, int rows_total, int head_dim)
 {
