@@ -77,7 +77,7 @@ if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; the
 fi
 
 if has fused; then
-    timeout -k 5 "${FUSED_TIMEOUT_S:-200}" stdbuf -oL "$B/fused_check" --quick ${FUSED_ARGS:-} ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
+    timeout -k 5 "${FUSED_TIMEOUT_S:-300}" stdbuf -oL "$B/fused_check" --quick ${FUSED_ARGS:-} ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} > "$OUT/fused.log" 2>&1
     note "fused_check --quick" "rc $?; $(grep -c PASS "$OUT/fused.log") PASS, $(grep -c FAIL "$OUT/fused.log") FAIL"
     grep FAIL "$OUT/fused.log" | head -n 5 | while read -r line; do note "  fail" "${line:0:150}"; done
 fi
