@@ -315,12 +315,17 @@ template <class T> struct flash_tile {
     int m0;
 };
 
+/* This CTA's query block in that order. */
+template <bool GQA_WINDOW> __device__ __forceinline__ int flash_m_block(const flash_params &p)
+{
+    return GQA_WINDOW && p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
+}
+
 template <class T, bool GQA_WINDOW>
 __device__ __forceinline__ flash_tile<T> flash_tile_of(const flash_params &p, int BM, int head_dim, int head_dim_v)
 {
     const int64_t bh = blockIdx.x, kvh = flash_kv_head<GQA_WINDOW>(p, bh);
-    const int m_block =
-        GQA_WINDOW && p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
+    const int m_block = flash_m_block<GQA_WINDOW>(p);
     return {static_cast<const T *>(p.q) + bh * p.seq_q * head_dim,
             static_cast<const T *>(p.k) + kvh * p.seq_kv * head_dim,
             static_cast<const T *>(p.v) + kvh * p.seq_kv * head_dim_v,
@@ -429,7 +434,7 @@ __device__ __forceinline__ flash_seq_tile<T> flash_seq_tile_of(const flash_param
                                                                int head_dim, int head_dim_v)
 {
     const int bh = (int)blockIdx.x, b = bh / sv.heads, h = bh - b * sv.heads, kvh = h / p.group;
-    const int m_block = p.mask == ATTN_MASK_NONE ? (int)blockIdx.y : (int)(gridDim.y - 1 - blockIdx.y);
+    const int m_block = flash_m_block<true>(p); /* the general instantiation's order */
     const T *q = static_cast<const T *>(p.q), *k = static_cast<const T *>(p.k), *v = static_cast<const T *>(p.v);
     T *o = static_cast<T *>(p.out);
     const int64_t k_stride = (int64_t)sv.kv_heads * head_dim, v_stride = (int64_t)sv.kv_heads * head_dim_v;
