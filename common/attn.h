@@ -181,6 +181,16 @@ ATTN_HD int attn_is_dense_mha(const attn_problem *p)
            p->page_size <= 0;
 }
 
+/* What a paged or ragged problem lacks of the arrays its kernels read (cu_seqlens for a ragged
+ * batch; the block table, and p->seqs for its width, for a paged cache), for a launcher's
+ * error; NULL when nothing is missing, as for every dense problem. */
+ATTN_HD const char *attn_serving_arrays_missing(const attn_problem *p, const attn_tensors *t)
+{
+    if (p->ragged && (!t->cu_seqlens_q || !t->cu_seqlens_kv)) return "a ragged batch without its cu_seqlens";
+    if (p->page_size > 0 && (!t->block_table || !p->seqs)) return "a paged cache without its block table";
+    return NULL;
+}
+
 /* The dense twin of a serving batch padded to its bounds: q [B,H,seq_q,D], k and v [B,Hkv,seq_kv,·]
  * contiguous, out [B,H,seq_q,Dv]. What a padded route (PyTorch's gather of pages, pad_sequence)
  * runs its dense kernels on; p itself for a dense problem. */

@@ -1066,6 +1066,7 @@ int cudnn_sdpa_forward(exec_context *ctx, const attn_problem *p, const attn_tens
 {
     const cudnn_api *api;
     char why[256];
+    const char *missing;
     int rc;
 
     if (cudnn_sdpa_check(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_check", why);
@@ -1078,8 +1079,8 @@ int cudnn_sdpa_forward(exec_context *ctx, const attn_problem *p, const attn_tens
     if (((uintptr_t)t->q | (uintptr_t)t->k | (uintptr_t)t->v | (uintptr_t)t->out | (uintptr_t)t->block_table) % 16 != 0)
         return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward",
                          "q, k, v, out and the block table must be 16-byte aligned");
-    if (p->page_size > 0 && !t->block_table)
-        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", "a paged cache needs t->block_table");
+    if ((missing = attn_serving_arrays_missing(p, t)) != NULL)
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_sdpa_forward", missing);
 
     pthread_mutex_lock(&sdpa_lock);
     rc = sdpa_forward_locked(ctx, api, p, t, workspace);

@@ -113,8 +113,8 @@ int cudnn_serving_meta_fill(exec_context *ctx, const attn_problem *p, const attn
     const int32_t *cu_q = p->ragged ? t->cu_seqlens_q : NULL, *cu_kv = p->ragged ? t->cu_seqlens_kv : NULL;
 
     if (!cudnn_serving(p)) return 0;
-    if (p->ragged && (!cu_q || !cu_kv))
-        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_serving_meta_fill", "a ragged batch needs t->cu_seqlens_q/kv");
+    if (const char *missing = attn_serving_arrays_missing(p, t))
+        return exec_fail(ctx, __FILE__, __LINE__, "cudnn_serving_meta_fill", missing);
     (void)cudnn_meta_layout(p, off);
     cudnn_serving_meta_kernel<<<blocks, threads, 0, ctx->stream>>>(
         cu_q, cu_kv, (int32_t)p->batch, (int32_t)p->seq_q, (int32_t)p->seq_kv, p->heads * p->head_dim,

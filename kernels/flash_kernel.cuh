@@ -639,9 +639,8 @@ static inline int flash_seqs_of(exec_context *ctx, const attn_problem *pr, const
     sv->block_table = pr->page_size > 0 ? t->block_table : NULL;
     sv->heads = (int)pr->heads, sv->kv_heads = (int)attn_kv_heads(pr);
     sv->page_size = (int)pr->page_size, sv->pages_per_seq = pr->seqs ? (int)pr->seqs->pages_per_seq : 0;
-    if ((pr->ragged && (!sv->cu_q || !sv->cu_kv)) || (pr->page_size > 0 && (!sv->block_table || !pr->seqs)))
-        return exec_fail(ctx, __FILE__, __LINE__, who, "a serving batch without its cu_seqlens or block table");
-    return 0;
+    const char *missing = attn_serving_arrays_missing(pr, t);
+    return missing ? exec_fail(ctx, __FILE__, __LINE__, who, missing) : 0;
 }
 
 /* The grid covers B·H heads and the longest sequence's query tiles (seq_q is a serving batch's

@@ -317,8 +317,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     P.cu_q = p->ragged ? t->cu_seqlens_q : NULL, P.cu_kv = p->ragged ? t->cu_seqlens_kv : NULL;
     P.block_table = p->page_size > 0 ? t->block_table : NULL;
     P.page_size = (int)p->page_size, P.pages_per_seq = p->seqs ? (int)p->seqs->pages_per_seq : 0;
-    if ((p->ragged && (!P.cu_q || !P.cu_kv)) || (p->page_size > 0 && (!P.block_table || !p->seqs)))
-        return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "a serving batch without its cu_seqlens or block table");
+    if (const char *missing = attn_serving_arrays_missing(p, t)) return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", missing);
     P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
     P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;
     P.rows = P.group * P.seq_q;

@@ -207,10 +207,7 @@ static int flash_tma_serving_of(exec_context *ctx, const attn_problem *pr, const
                                 flash_tma_serving *sv)
 {
     *sv = {};
-    if (pr->ragged && (!t->cu_seqlens_q || !t->cu_seqlens_kv))
-        return exec_fail(ctx, __FILE__, __LINE__, who, "a ragged batch without its cu_seqlens");
-    if (pr->page_size > 0 && (!t->block_table || !pr->seqs))
-        return exec_fail(ctx, __FILE__, __LINE__, who, "a paged batch without its block table");
+    if (const char *missing = attn_serving_arrays_missing(pr, t)) return exec_fail(ctx, __FILE__, __LINE__, who, missing);
     if (pr->page_size > 0 && (pr->page_size % TR::BN != 0 || pr->num_pages * pr->page_size > INT32_MAX))
         return exec_fail(ctx, __FILE__, __LINE__, who,
                          "the TMA kernel reads pages that hold whole key blocks (page_size a multiple of 128), "

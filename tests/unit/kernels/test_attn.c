@@ -497,6 +497,33 @@ static void test_serving_work(void)
     }
 }
 
+/* The arrays a launcher needs before it reads a serving batch: each missing one named. */
+static void test_serving_arrays_missing(void)
+{
+    static const int32_t cu[3] = {0, 2, 5}, table[2 * 3] = {0};
+    attn_seqs seqs = {cu, cu, table, 3};
+    attn_problem p = attn_mha(2, 4, 3, 3, 64, ATTN_BF16, ATTN_MASK_NONE, 0.125);
+    attn_tensors t;
+    const char *why;
+
+    memset(&t, 0, sizeof t);
+    CHECK(attn_serving_arrays_missing(&p, &t) == NULL, "a dense problem needs no arrays");
+    p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = p.total_kv = 5, p.seqs = &seqs;
+    why = attn_serving_arrays_missing(&p, &t);
+    CHECK(why && strstr(why, "cu_seqlens"), "ragged without cu_seqlens: %s", why ? why : "(nothing)");
+    t.cu_seqlens_q = cu;
+    CHECK(attn_serving_arrays_missing(&p, &t) != NULL, "ragged with cu_seqlens_q alone");
+    t.cu_seqlens_kv = cu;
+    CHECK(attn_serving_arrays_missing(&p, &t) == NULL, "ragged with both cu_seqlens");
+    p.page_size = 16, p.num_pages = 8;
+    why = attn_serving_arrays_missing(&p, &t);
+    CHECK(why && strstr(why, "block table"), "paged without its table: %s", why ? why : "(nothing)");
+    t.block_table = table;
+    CHECK(attn_serving_arrays_missing(&p, &t) == NULL, "paged with its table");
+    p.seqs = NULL;
+    CHECK(attn_serving_arrays_missing(&p, &t) != NULL, "paged without p->seqs (the table's width)");
+}
+
 int main(void)
 {
     test_names();
@@ -509,5 +536,6 @@ int main(void)
     test_serving_prefill();
     test_serving_generic();
     test_serving_work();
+    test_serving_arrays_missing();
     return CHECK_DONE();
 }
