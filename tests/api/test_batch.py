@@ -234,6 +234,24 @@ def test_the_new_axes_run_the_grid_the_cli_expands(tmp_path):
     assert any("kv_heads=4 mask=none window=2" in line for line in summary), summary
 
 
+def test_a_page_size_axis_compares_paged_caches_with_the_contiguous_one(tmp_path):
+    """page_size as an axis (0: contiguous) beside ragged lengths in params: attnd batch runs the
+    CLI's expansion, and every paged run's output is the contiguous run's (the same logical K/V,
+    so the same fingerprint: the reference reads each key once, in order, whatever the layout)."""
+    plan = {"backends": ["reference"], "seq_q_kv": [[1, 40]], "page_size": [0, 1, 16],
+            "params": {"batch": 3, "heads": 4, "kv_heads": 2, "head_dim": 8, "mask": "causal_bottom_right",
+                       "seqlens_kv": [40, 0, 17], "warmup": 0, "iters": 1}}
+    p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
+    assert p.returncode == 0, p.stderr
+    runs = lines_of(p.stdout)
+    want = cli.plan_grid(plan)
+    assert [r["params"].get("page_size", 0) for r in runs] == [w["page_size"] for w in want] == [0, 1, 16]
+    assert all(r["params"]["seqlens_kv"] == [40, 0, 17] for r in runs)
+    assert len({r["output"]["fingerprint"] for r in runs}) == 1, [r["output"] for r in runs]
+    summary = p.stderr[p.stderr.index("attnd batch: summary"):]
+    assert "page_size=16" in summary and "page_size=1 " in summary, summary
+
+
 def test_a_plan_of_studies_runs_them_interleaved_and_writes_each_study(tmp_path, start_server):
     plan = {"backends": ["reference"], "seq": [8, 16], "study": {"rounds": 2}, "params": dict(TINY_PARAMS)}
     data = tmp_path / "data"

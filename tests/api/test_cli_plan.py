@@ -131,3 +131,41 @@ def test_plan_params_the_server_reads_are_let_through():
                    {"iters": "12", "verify": "true"},      # strings: the server reads them
                    {"not_a_parameter_here": 1.0}):        # unknown: the server's to refuse
         cli.check_plan_params({"backends": ["reference"], "params": params}, schema)
+
+
+def test_serving_flags_become_a_page_size_axis_and_shared_lengths():
+    """--page-size is an axis of a sweep (0: the contiguous cache); --num-pages, --seqlens-q and
+    --seqlens-kv are run parameters every point shares, written as the server reads them."""
+    plan = plan_output(["--backends", "flash,cudnn", "--batch", "64", "--seq-q-kv", "1:8192", "--page-size",
+                        "0,16,256", "--seqlens-kv", "uniform:128:8192", "--num-pages", "40000"])
+    assert plan["page_size"] == [0, 16, 256]
+    assert plan["params"] == {"seqlens_kv": "uniform:128:8192", "num_pages": 40000}
+    grid = cli.plan_grid(plan)
+    assert [(g["backend"], g["page_size"]) for g in grid] == [
+        ("flash", 0), ("flash", 16), ("flash", 256), ("cudnn", 0), ("cudnn", 16), ("cudnn", 256)]
+    with pytest.raises(cli.PlanError) as exc:  # one place for each parameter, as attnd batch says
+        cli.plan_grid({"backends": ["a"], "page_size": [16], "params": {"page_size": 16}})
+    assert "params.page_size" in str(exc.value)
+
+
+def test_seqlens_tensor_ids_stay_out_of_the_plan():
+    """A sweep's --seqlens-kv naming a resident tensor goes to every run, not into the plan
+    (a plan file cannot hold a server's tensors); lengths stay in the plan."""
+    args = cli.build_parser().parse_args(["sweep", "--backends", "reference", "--seqlens-kv", "t7",
+                                          "--seqlens-q", "3,1,2"])
+    assert cli._resident_inputs(args) == {"seqlens_kv": "t7"}
+    assert cli.plan_of_args(args)["params"] == {"seqlens_q": "3,1,2"}
+
+
+def test_the_table_shows_the_serving_layout():
+    rows = [cli.row_of({"id": 1, "status": "done", "params": {"backend": "flash", "page_size": 16,
+                                                                "seqlens_kv": {"dist": "uniform", "min": 128,
+                                                                               "max": 8192}}}),
+            cli.row_of({"id": 2, "status": "done", "params": {"backend": "flash", "page_size": 0,
+                                                                "seqlens_q": list(range(100, 120))}})]
+    assert rows[0]["page_size"] == 16 and rows[0]["seqlens"] == "kv uniform:128:8192"
+    assert rows[1]["page_size"] is None and rows[1]["seqlens"].startswith("q 100,101,") and len(rows[1]["seqlens"]) <= 26
+    table = cli.format_table(rows)
+    assert "page_size" in table.splitlines()[0] and "seqlens" in table.splitlines()[0]
+    dense = cli.format_table([cli.row_of({"id": 3, "status": "done", "params": {"backend": "flash"}})])
+    assert "page_size" not in dense and "seqlens" not in dense

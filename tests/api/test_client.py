@@ -152,6 +152,24 @@ def test_cli_run_json_and_table(server, capsys):
     assert rc == 0 and "median_us" in out.splitlines()[0] and "reference" in out
 
 
+def test_cli_serving_flags_run_a_paged_ragged_decode(server, capsys):
+    """--page-size, --num-pages and --seqlens-kv reach the server as parameters; the record keeps
+    them and the table shows the layout."""
+    flags = ["--url", server.url, "--backend", "reference"] + TINY_CLI + [
+        "--batch", "3", "--heads", "4", "--kv-heads", "2", "--seq-q", "1", "--seq-kv", "9", "--mask",
+        "causal_bottom_right", "--page-size", "4", "--num-pages", "8", "--seqlens-kv", "5,0,9"]
+    assert cli.main(["run"] + flags + ["--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["status"] == "done", rec
+    assert (rec["params"]["page_size"], rec["params"]["num_pages"], rec["params"]["seqlens_kv"]) == (4, 8, [5, 0, 9])
+    assert cli.main(["run"] + flags) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert "page_size" in table[0] and "seqlens" in table[0] and "kv 5,0,9" in table[1], table
+    flags[flags.index("5,0,9")] = "uniform:1:9"
+    assert cli.main(["run"] + flags + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["params"]["seqlens_kv"] == {"dist": "uniform", "min": 1, "max": 9}
+
+
 def test_cli_models_and_a_run_from_a_preset(server, client, capsys):
     """`attnd-cli models` prints the presets; `run --model` takes one, a flag overrides a field,
     and the table shows the grouped K/V heads and the window."""

@@ -33,15 +33,17 @@ from .client import AttndError, Client
 from .records import noise_missed, verify_passed
 
 # Run parameters the CLI spells as flags (the rest go through --param KEY=VALUE).
-INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window", "warmup",
-              "iters", "min_iters", "max_iters", "seed")
+INT_PARAMS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+              "page_size", "num_pages", "warmup", "iters", "min_iters", "max_iters", "seed")
 FLOAT_PARAMS = ("min_time_ms", "max_time_ms", "target_noise", "scale")
-STR_PARAMS = ("device", "dtype", "mask", "cache", "model", "impl")
+# seqlens_q and seqlens_kv go as written (128,512,77 / uniform:MIN:MAX / a tensor id): the
+# server reads those text forms in a body too.
+STR_PARAMS = ("device", "dtype", "mask", "cache", "model", "impl", "seqlens_q", "seqlens_kv")
 BOOL_PARAMS = ("causal", "graph", "verify", "profile")
 LIST_PARAMS = ("tags",)
 
 TABLE_COLUMNS = ("id", "backend", "device", "batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "head_dim_v",
-                 "window", "dtype", "mask",
+                 "window", "page_size", "seqlens", "dtype", "mask",
                  "status", "median_us", "rse", "noise", "tflops", "kernels", "verify", "tags", "error")
 
 # The filters of GET /v1/runs the runs command spells as flags (docs/api.md, History).
@@ -52,7 +54,7 @@ RUNS_BOOL_FILTERS = ("ragged",)
 TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
 FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
-                 "head_dim": 8, "head_dim_v": 10, "window": 6, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
+                 "head_dim": 8, "head_dim_v": 10, "window": 6, "page_size": 9, "seqlens": 16, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
                  "rse": 7, "noise": 15, "tflops": 7, "kernels": 7, "verify": 6, "tags": 8}
 
 
@@ -150,6 +152,7 @@ def _add_grid(p, required):
     p.add_argument("--dtype", type=_list(str), default=None)
     p.add_argument("--mask", type=_list(str), default=None, help="none, causal, causal_bottom_right")
     p.add_argument("--window", type=_list(int), default=None)
+    p.add_argument("--page-size", dest="page_size", type=_list(int), default=None)
     p.add_argument("--impl", type=_list(str), default=None, help="implementations of the backends (flash: tma,wgmma,…)")
     p.add_argument("--cache", type=_list(str), default=None, help="hot, cold")
     p.add_argument("--graph", type=_list(_bool), default=None, metavar="BOOL,…")
@@ -261,6 +264,24 @@ def _client(args, retry_429=0):
     return Client(args.url, token=args.token, timeout=args.timeout, verify=verify, retry_429=retry_429)
 
 
+def _lengths_text(v):
+    """One seqlens value as a short cell: 128,512,77 (cut after 24 characters), uniform:MIN:MAX,
+    or the tensor's id."""
+    if isinstance(v, list):
+        text = ",".join(str(x) for x in v)
+        return text if len(text) <= 24 else text[:23] + "…"
+    if isinstance(v, dict) and v.get("dist") == "uniform":
+        return "uniform:%s:%s" % (v.get("min"), v.get("max"))
+    return str(v)
+
+
+def seqlens_cell(p):
+    """A ragged run's lengths for the table: "q … kv …" (the sides it has); None when dense."""
+    parts = ["%s %s" % (side, _lengths_text(p["seqlens_" + side])) for side in ("q", "kv")
+             if p.get("seqlens_" + side) is not None]
+    return "; ".join(parts) or None
+
+
 def row_of(rec, params=None, error=None):
     """One table row from a record (or the parameters and error of a refusal)."""
     rec = rec or {}
@@ -285,6 +306,8 @@ def row_of(rec, params=None, error=None):
         "head_dim": p.get("head_dim"),
         "head_dim_v": p.get("head_dim_v"),
         "window": p.get("window"),
+        "page_size": p.get("page_size") or None,
+        "seqlens": seqlens_cell(p),
         "dtype": p.get("dtype"),
         "mask": p.get("mask"),
         "status": rec.get("status") or ("refused" if error else None),
@@ -379,8 +402,8 @@ class Progress:
 # what each holds; seq_q_kv holds [seq_q, seq_kv] pairs.
 PLAN_AXIS_KINDS = (("model", "strings"), ("batch", "integers"), ("heads", "integers"), ("kv_heads", "integers"),
                    ("seq", "integers"), ("seq_q_kv", "pairs"), ("head_dim", "integers"), ("dtype", "strings"),
-                   ("mask", "strings"), ("window", "integers"), ("impl", "strings"), ("cache", "strings"),
-                   ("graph", "booleans"))
+                   ("mask", "strings"), ("window", "integers"), ("page_size", "integers"), ("impl", "strings"),
+                   ("cache", "strings"), ("graph", "booleans"))
 PLAN_AXES = tuple(name for name, _ in PLAN_AXIS_KINDS)
 PLAN_KEYS = ("backends",) + PLAN_AXES + ("params", "repeat", "study", "description")
 PLAN_REFUSED_PARAMS = ("q", "k", "v", "block_table", "keep_output", "async")  # a server's session, not a plan's
@@ -674,7 +697,8 @@ def sweep_grid(args):
 def point_label(params):
     """A grid point's run parameters as a line: backend first, then the rest in a fixed order."""
     keys = ["backend", "impl"] + [k for k in ("model", "batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv",
-                                             "head_dim", "dtype", "mask", "window", "cache", "graph")]
+                                             "head_dim", "dtype", "mask", "window", "page_size", "num_pages",
+                                             "seqlens_q", "seqlens_kv", "cache", "graph")]
     return " ".join("%s=%s" % (k, params[k]) if k != "backend" else str(params[k]) for k in keys if k in params)
 
 
@@ -1134,6 +1158,11 @@ RUN_PARAM_HELP = {
     "causal": ("short for --mask: true is causal, false is none", "true"),
     "mask": ("none, causal or causal_bottom_right", "causal"),
     "window": ("sliding window: keys more than this many positions back are masked", "none"),
+    "page_size": ("tokens a page of a paged K/V cache (vLLM's layout, a block table per sequence)", "0: contiguous"),
+    "num_pages": ("pages the paged cache holds (with --page-size)", "the pages needed and a quarter more"),
+    "seqlens_q": ("each sequence's query length, a ragged batch: 128,512,77, uniform:MIN:MAX (drawn from the "
+                  "seed) or a resident int32 tensor's id", "every sequence seq_q"),
+    "seqlens_kv": ("each sequence's key length: the same forms", "every sequence seq_kv"),
     "scale": ("multiplies the scores", "1/sqrt(head_dim)"),
     "seed": ("of the generated inputs", "0"),
     "warmup": ("forwards before timing", "5"),
@@ -1245,6 +1274,11 @@ def _resident_inputs(args):
     if getattr(args, "plan", None):
         return {}
     resident, rest = {}, []
+    for key in SWEEP_RESIDENT_LENGTHS:  # --seqlens-q/--seqlens-kv naming a tensor
+        value = getattr(args, key, None)
+        if isinstance(value, str) and TENSOR_ID.fullmatch(value):
+            resident[key] = value
+            setattr(args, key, None)
     for kv in args.param:
         key, _, value = kv.partition("=")
         if key in SWEEP_RESIDENT_INPUTS or (key in SWEEP_RESIDENT_LENGTHS and TENSOR_ID.fullmatch(value)):

@@ -36,8 +36,8 @@ static const struct {
 } plan_axes[] = {
     {"model", AXIS_STRINGS},  {"batch", AXIS_INTEGERS},    {"heads", AXIS_INTEGERS},  {"kv_heads", AXIS_INTEGERS},
     {"seq", AXIS_INTEGERS},   {"seq_q_kv", AXIS_PAIRS},    {"head_dim", AXIS_INTEGERS}, {"dtype", AXIS_STRINGS},
-    {"mask", AXIS_STRINGS},   {"window", AXIS_INTEGERS},   {"impl", AXIS_STRINGS},    {"cache", AXIS_STRINGS},
-    {"graph", AXIS_BOOLEANS},
+    {"mask", AXIS_STRINGS},   {"window", AXIS_INTEGERS},   {"page_size", AXIS_INTEGERS}, {"impl", AXIS_STRINGS},
+    {"cache", AXIS_STRINGS},  {"graph", AXIS_BOOLEANS},
 };
 #define PLAN_AXIS_COUNT (sizeof plan_axes / sizeof plan_axes[0])
 
@@ -205,8 +205,8 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
         if (!known) {
             snprintf(err, err_len,
                      "plan %s: unknown key \"%.40s\"; a plan has backends, the axes (model, batch, heads, kv_heads, "
-                     "seq, seq_q_kv, head_dim, dtype, mask, window, impl, cache, graph), params, repeat, study and "
-                     "description (docs/plan.md)",
+                     "seq, seq_q_kv, head_dim, dtype, mask, window, page_size, impl, cache, graph), params, repeat, "
+                     "study and description (docs/plan.md)",
                      path, item->string);
             return -1;
         }

@@ -6,8 +6,8 @@
  *
  * Expansion order (the CLI's too): the whole grid `repeat` times over; in each, backends
  * outermost, then model, batch, heads, kv_heads, seq, seq_q_kv, head_dim, dtype, mask,
- * window, impl, cache, graph. A run's parameters are "params" plus its point of the grid,
- * parsed by run_request_parse as a POST /v1/runs body is. With "study", each point's
+ * window, page_size, impl, cache, graph. A run's parameters are "params" plus its point of
+ * the grid, parsed by run_request_parse as a POST /v1/runs body is. With "study", each point's
  * backends are one study's variants instead (batch.c runs them interleaved over rounds).
  */
 #ifndef BATCH_PLAN_H
