@@ -468,8 +468,12 @@ function applyPreset() {
 
 // The form's empty fields show the API's defaults (GET /openapi.json, RunParams): an empty
 // field is not sent, so the server applies that default, the same as for any client.
-const FORM_NUMBERS = ["batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed"];
-const DEFAULT_WORDS = { kv_heads: "= heads", head_dim_v: "= head_dim", window: "none", iters: "0 (rule)" };
+const FORM_NUMBERS = ["batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                      "page_size", "num_pages", "warmup", "iters", "seed"];
+const DEFAULT_WORDS = { kv_heads: "= heads", seq_q: "= seq", seq_kv: "= seq", head_dim_v: "= head_dim", window: "none",
+                        page_size: "0 (contiguous)", num_pages: "needed + 25%", iters: "0 (rule)" };
+// Sent as written: the server reads 128,512,77, uniform:MIN:MAX or a tensor id in a body too.
+const FORM_TEXTS = ["seqlens_q", "seqlens_kv"];
 
 async function loadFormDefaults() {
   let props = null;
@@ -497,7 +501,10 @@ function fillSmallCpuRun() {
 function formBody() {
   const f = $("#run-form"), body = {};
   const preset = presets[f.elements.model.value];
-  for (const name of ["backend", "device", "dtype", "mask", "model"]) if (f.elements[name].value) body[name] = f.elements[name].value;
+  for (const name of ["backend", "device", "dtype", "mask", "model", ...FORM_TEXTS]) {
+    const text = f.elements[name].value.trim();
+    if (text) body[name] = text;
+  }
   for (const name of FORM_NUMBERS) {
     const text = f.elements[name].value;
     if (text === "") continue;

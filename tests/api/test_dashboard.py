@@ -325,7 +325,11 @@ def test_form_run_appears_in_table_and_chart(api, browser):
     assert api.get("/v1/runs/%d/trace" % run_id).status_code == 404
 
 
-FORM_NUMBERS = ("batch", "heads", "kv_heads", "seq", "head_dim", "head_dim_v", "window", "warmup", "iters", "seed")
+FORM_NUMBERS = ("batch", "heads", "kv_heads", "seq", "seq_q", "seq_kv", "head_dim", "head_dim_v", "window",
+                "page_size", "num_pages", "warmup", "iters", "seed")
+# The fields whose default the API states in words (a rule of other parameters), not a value.
+FORM_WORDED = {"kv_heads": "= heads", "seq_q": "= seq", "seq_kv": "= seq", "head_dim_v": "= head_dim",
+               "window": "none", "page_size": "0 (contiguous)", "num_pages": "needed + 25%", "iters": "0 (rule)"}
 
 
 def test_form_defaults_are_the_servers(api, browser):
@@ -341,12 +345,45 @@ def test_form_defaults_are_the_servers(api, browser):
                           " return [n, e.value, e.placeholder]; })" % json.dumps(FORM_NUMBERS))
     for name, value, placeholder in fields:
         assert value == "", (name, value)
-        if name not in ("kv_heads", "head_dim_v", "window", "iters"):
+        if name in FORM_WORDED:
+            assert placeholder == FORM_WORDED[name], (name, placeholder)
+            assert name == "iters" or "default" not in props[name], (name, props[name])  # iters: 0 is the rule
+        else:
             assert placeholder == str(props[name]["default"]), (name, placeholder, props[name]["default"])
     assert props["iters"]["default"] == 0 and [f[2] for f in fields if f[0] == "iters"] == ["0 (rule)"]
     body = json.loads(browser.eval("JSON.stringify(formBody())"))
     assert body == {"backend": "reference", "dtype": props["dtype"]["default"], "mask": props["mask"]["default"],
                     "profile": props["profile"]["default"], "verify": props["verify"]["default"]}, body
+
+
+def test_form_runs_a_paged_ragged_decode(api, browser):
+    """seq_q and seq_kv apart, page_size, num_pages and the lengths of a ragged batch: the form
+    sends what was typed (lengths as written: a list or uniform:MIN:MAX), the record has it,
+    and the table shows the layout."""
+    seed = int(time.time() * 1000) % 1000000007 + 2
+    browser.navigate(api.url + "/")
+    browser.wait_for("document.readyState === 'complete' && !!document.querySelector('#f-backend option[value=reference]')",
+                     "the page and its backend list")
+    browser.eval("""(() => {
+        const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input')); };
+        set('f-backend', 'reference'); set('f-device', 'cpu'); set('f-batch', '3'); set('f-heads', '4');
+        set('f-kv_heads', '2'); set('f-seq_q', '1'); set('f-seq_kv', '40'); set('f-head_dim', '8');
+        set('f-mask', 'causal_bottom_right'); set('f-page_size', '16'); set('f-num_pages', '9');
+        set('f-seqlens_kv', ' 40,0,17 '); set('f-warmup', '0'); set('f-iters', '1'); set('f-seed', '%d');
+        document.getElementById('f-submit').click();
+        return true; })()""" % seed)
+    run_id = int(browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the form's run"))
+    rec = api.get("/v1/runs/%d" % run_id).json()
+    p = rec["params"]
+    assert (p["seq_q"], p["seq_kv"], p["page_size"], p["num_pages"], p["seqlens_kv"]) == (1, 40, 16, 9, [40, 0, 17]), p
+    assert "seqlens_q" not in p and p["seed"] == seed, p
+    shape = browser.wait_for("(() => { const tr = document.querySelector('#runs tbody tr[data-id=\"%d\"]');"
+                             " return tr ? tr.querySelector('td.shape').textContent : ''; })()" % run_id,
+                             "run %d in the table" % run_id)
+    assert "P16" in shape, shape
+    browser.eval("""(() => { const e = document.getElementById('f-seqlens_kv'); e.value = 'uniform:1:40';
+        document.getElementById('f-seed').value = '%d'; return true; })()""" % (seed + 1))
+    assert json.loads(browser.eval("JSON.stringify(formBody())"))["seqlens_kv"] == "uniform:1:40"
 
 
 def test_form_offers_the_model_presets(api, browser):
