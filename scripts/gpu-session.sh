@@ -7,10 +7,10 @@
 #   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
 #   GPU_PACK     a tarball of the builds from scripts/gpu-build.sh (GPU_PACK=… there), unpacked first
-#   PHASES       which of: ab throughput fused sanitize unit tests pending targets bench (default: all
-#                but targets and bench). A lent call runs 10 minutes at most: all of them take longer,
-#                so split them over calls, e.g. "fused pending unit", then "ab throughput sanitize",
-#                then "tests", then "targets"
+#   PHASES       which of: ab throughput fused sanitize unit tests pending targets transfers ncu bench
+#                (default: all but targets, transfers, ncu and bench). A lent call runs 10 minutes at
+#                most: all of them take longer, so split them over calls, e.g. "fused pending unit",
+#                then "ab throughput sanitize", then "tests", then "targets transfers ncu"
 #   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
 #   SANITIZE_TOOLS, SANITIZE_ARGS  the sanitize phase's compute-sanitizer tools (default memcheck
@@ -35,8 +35,10 @@
 # the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); pending —
 # the tests/gpu files that check the variants' pending_features, against a server that offers
 # them (ATTND_PENDING_FEATURES=true): what must pass before a feature moves to `features`; targets —
-# flash and cudnn one at a time in isolated windows on TARGET_SHAPES; bench —
-# bench/run.sh, attnd against PyTorch. A short table comes last.
+# flash and cudnn one at a time in isolated windows on TARGET_SHAPES; transfers — 1 GiB up and
+# down through curl (tests/gpu/test_tensors.py) beside what curl alone reaches on this machine
+# (bench/loopback_ceiling.py); ncu — bench/decode_ncu.sh, ncu's counters of flash's split-KV
+# decode and cudnn's; bench — bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
 cd "$(dirname "$0")/.."
 B=${GPU_BUILD:-build/test}
@@ -139,6 +141,27 @@ if has targets; then
             --rounds "${AB_ROUNDS:-2}" --window-ms "${AB_WINDOW_MS:-2000}" >> "$OUT/targets.log" 2>&1
         grep -E '^flash@splitkv:|^cudnn:' "$OUT/targets.log" | tail -n 2 | while read -r line; do note "decode $shape" "$line"; done
     done
+fi
+
+if has transfers; then
+    mkdir -p "$OUT/transfers"
+    OUT="$OUT/transfers" TESTS="tests/gpu/test_tensors.py -k one_gib" TESTS_TIMEOUT_S=${TRANSFERS_TIMEOUT_S:-300} \
+        bash scripts/gpu-quick.sh > "$OUT/transfers.log" 2>&1
+    note "transfers 1 GiB (curl)" "$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/transfers/tests.log" | tail -n 1); $(python3 -c 'import json, sys
+f = json.load(open(sys.argv[1]))
+print("; ".join("%s %.2f GB/s" % (k.split()[3], f[k]) for k in f if "GB/s (curl, median)" in k))' \
+        "$OUT/transfers/gpu-facts.json" 2>/dev/null)"
+    timeout -k 5 "${CEILING_TIMEOUT_S:-240}" python3 bench/loopback_ceiling.py --mib 1024 --repeats 3 \
+        > "$OUT/ceiling.json" 2> "$OUT/ceiling.log"
+    note "loopback ceiling (curl alone)" "rc $?; $(python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))
+print("up %s, down %s GB/s" % (c.get("median upload GB/s"), c.get("median download GB/s")))' "$OUT/ceiling.json" 2>/dev/null)"
+fi
+
+if has ncu; then
+    OUT="$OUT/ncu" timeout -k 5 "${NCU_TIMEOUT_S:-300}" bash bench/decode_ncu.sh "${NCU_SHAPE:-64,32,1:8192,128,none,8}" \
+        "$B/fused_check" ${BASE_BUILD:+"$BASE_BUILD/fused_check"} > "$OUT/ncu.log" 2>&1
+    note "ncu decode" "rc $?; $(grep -E ': rc [0-9]+' "$OUT/ncu.log" | cut -c1-120 | tr '\n' ' ')(table in ncu.log)"
 fi
 
 if has bench; then
