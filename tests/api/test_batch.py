@@ -283,6 +283,9 @@ def test_a_plan_of_studies_runs_them_interleaved_and_writes_each_study(tmp_path,
     ({"backends": ["reference"], "study": {"baseline": "naive"}}, "study.baseline"),
     ({"backends": ["reference"], "study": {"round": 2}}, "study.round"),
     ({"backends": ["reference", "reference"], "study": True}, "named twice"),
+    ({"backends": ["reference"], "page_size": [16], "params": {"page_size": 16}}, "params.page_size"),
+    ({"backends": ["reference"], "page_size": [16.5]}, '"page_size"'),
+    ({"backends": ["reference"], "page_size": []}, '"page_size"'),
 ])
 def test_bad_new_plans_are_refused_alike(tmp_path, plan, names):
     p = run_batch(write_plan(tmp_path, plan), tmp_path / "data")
