@@ -289,21 +289,26 @@ def test_page_uses_no_other_host():
         assert "http://" not in text and "https://" not in text, name
 
 
+def run_from_form(browser, fields):
+    """Fill the form's fields ({"batch": "1", …}) as a person would, click Run, and return the
+    id of the run its 202 names."""
+    browser.eval("""(() => {
+        for (const [name, v] of Object.entries(%s)) {
+            const e = document.getElementById('f-' + name); e.value = v; e.dispatchEvent(new Event('input'));
+        }
+        document.getElementById('f-submit').click();
+        return true; })()""" % json.dumps(fields))
+    return int(browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the 202 of the form's run"))
+
+
 def test_form_run_appears_in_table_and_chart(api, browser):
     seed = int(time.time() * 1000) % 1000000007   # marks the run as the one the form started
     browser.navigate(api.url + "/")
     browser.wait_for("document.readyState === 'complete' && !!document.querySelector('#f-backend option[value=reference]')",
                      "the page and its backend list")
     browser.wait_for("document.querySelector('#conn').textContent.startsWith('live')", "the first poll")
-    # Fill the form as a person would, then click Run.
-    browser.eval("""(() => {
-        const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input')); };
-        set('f-backend', 'reference'); set('f-device', 'cpu'); set('f-batch', '1'); set('f-heads', '2');
-        set('f-seq', '16'); set('f-head_dim', '8'); set('f-warmup', '0'); set('f-iters', '1'); set('f-seed', '%d');
-        document.getElementById('f-submit').click();
-        return true; })()""" % seed)
-    run_id = browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the 202 of the form's run")
-    run_id = int(run_id)
+    run_id = run_from_form(browser, {"backend": "reference", "device": "cpu", "batch": "1", "heads": "2", "seq": "16",
+                                     "head_dim": "8", "warmup": "0", "iters": "1", "seed": str(seed)})
     # The server has it, with the form's parameters.
     rec = api.get("/v1/runs/%d" % run_id).json()
     assert rec["backend"] == "reference" and rec["params"]["seed"] == seed, rec
@@ -364,15 +369,10 @@ def test_form_runs_a_paged_ragged_decode(api, browser):
     browser.navigate(api.url + "/")
     browser.wait_for("document.readyState === 'complete' && !!document.querySelector('#f-backend option[value=reference]')",
                      "the page and its backend list")
-    browser.eval("""(() => {
-        const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input')); };
-        set('f-backend', 'reference'); set('f-device', 'cpu'); set('f-batch', '3'); set('f-heads', '4');
-        set('f-kv_heads', '2'); set('f-seq_q', '1'); set('f-seq_kv', '40'); set('f-head_dim', '8');
-        set('f-mask', 'causal_bottom_right'); set('f-page_size', '16'); set('f-num_pages', '9');
-        set('f-seqlens_kv', ' 40,0,17 '); set('f-warmup', '0'); set('f-iters', '1'); set('f-seed', '%d');
-        document.getElementById('f-submit').click();
-        return true; })()""" % seed)
-    run_id = int(browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the form's run"))
+    run_id = run_from_form(browser, {"backend": "reference", "device": "cpu", "batch": "3", "heads": "4",
+                                     "kv_heads": "2", "seq_q": "1", "seq_kv": "40", "head_dim": "8",
+                                     "mask": "causal_bottom_right", "page_size": "16", "num_pages": "9",
+                                     "seqlens_kv": " 40,0,17 ", "warmup": "0", "iters": "1", "seed": str(seed)})
     rec = api.get("/v1/runs/%d" % run_id).json()
     p = rec["params"]
     assert (p["seq_q"], p["seq_kv"], p["page_size"], p["num_pages"], p["seqlens_kv"]) == (1, 40, 16, 9, [40, 0, 17]), p
@@ -400,13 +400,8 @@ def test_form_offers_the_model_presets(api, browser):
         return ['heads', 'kv_heads', 'head_dim', 'window'].map((n) => document.getElementById('f-' + n).value).join(' ');
         })()""" % mistral["name"])
     assert filled == "%d %d %d %d" % (mistral["heads"], mistral["kv_heads"], mistral["head_dim"], mistral["window"])
-    browser.eval("""(() => {
-        const set = (id, v) => { const e = document.getElementById(id); e.value = v; e.dispatchEvent(new Event('input')); };
-        set('f-backend', 'reference'); set('f-device', 'cpu'); set('f-batch', '1'); set('f-seq', '16');
-        set('f-head_dim', '8'); set('f-warmup', '0'); set('f-iters', '1'); set('f-seed', '%d');
-        document.getElementById('f-submit').click();
-        return true; })()""" % seed)
-    run_id = int(browser.wait_for("document.querySelector('#form-status').dataset.runId || ''", "the form's run"))
+    run_id = run_from_form(browser, {"backend": "reference", "device": "cpu", "batch": "1", "seq": "16",
+                                     "head_dim": "8", "warmup": "0", "iters": "1", "seed": str(seed)})
     rec = api.get("/v1/runs/%d" % run_id).json()
     p = rec["params"]
     assert rec["model"]["name"] == mistral["name"] and rec["model"]["overridden"] == ["head_dim"], rec["model"]
