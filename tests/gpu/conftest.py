@@ -204,6 +204,13 @@ def variant_features(api, name):
     return set(vs.get(name, {}).get("features", []))
 
 
+def offers_serving_features(api, *names):
+    """Whether api's server has cuda:0 and offers every variant named paged and ragged batches
+    (features page_size and seqlens): server_offering's test for the serving tests."""
+    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
+    return "cuda:0" in devs and all({"page_size", "seqlens"} <= variant_features(api, n) for n in names)
+
+
 def post_run_ok(api, body):
     """A run posted as a JSON body that must end done; its record."""
     r = api.run(body=body, timeout=300)

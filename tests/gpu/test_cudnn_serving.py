@@ -19,7 +19,7 @@ import io
 import numpy as np
 import pytest
 
-from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, post_run_ok, server_offering, variant_features
+from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, offers_serving_features, post_run_ok, server_offering
 
 BASE = dict(backend="cudnn", heads=8, kv_heads=2, head_dim=64, warmup=1, iters=2, device="cuda:0")
 MASKS = ["none", "causal", "causal_bottom_right"]
@@ -42,14 +42,9 @@ WINDOWS = [
 ]
 
 
-def offers_cudnn_serving(api):
-    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-    return "cuda:0" in devs and {"page_size", "seqlens"} <= variant_features(api, "cudnn")
-
-
 @pytest.fixture(scope="module")
 def capi():
-    with server_offering(offers_cudnn_serving) as api:
+    with server_offering(lambda api: offers_serving_features(api, "cudnn")) as api:
         row = next(v for v in api.get("/v1/variants").json()["variants"] if v["name"] == "cudnn")
         if not row.get("available", False):
             pytest.skip("cudnn is unavailable here: %s" % row.get("why"))

@@ -21,7 +21,7 @@ flashinfer).
 import numpy as np
 import pytest
 
-from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, post_run_ok, server_offering, upload, variant_features
+from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, offers_serving_features, post_run_ok, server_offering, upload
 from attnd_api_helpers import load_gen  # noqa: E402
 
 DECODE_GROUPS = {1, 2, 3, 4, 6, 8, 16}
@@ -40,15 +40,10 @@ CASES = [
 MASKS = ["none", "causal", "causal_bottom_right"]
 
 
-def offers_flashinfer_serving(api):
-    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-    return "cuda:0" in devs and {"page_size", "seqlens"} <= variant_features(api, "flashinfer")
-
-
 @pytest.fixture(scope="module")
 def fapi():
     """A server offering flashinfer's serving features; a skip where flashinfer is unavailable."""
-    with server_offering(offers_flashinfer_serving) as api:
+    with server_offering(lambda api: offers_serving_features(api, "flashinfer")) as api:
         row = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}["flashinfer"]
         if not row["available"]:
             pytest.skip("flashinfer not available: %s" % row["why"])

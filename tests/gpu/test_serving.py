@@ -22,8 +22,8 @@ import sys
 import numpy as np
 import pytest
 
-from attnd_gpu_helpers import (case_id, error_of, fact, fresh_seed, pending_server, post_run_ok, server_offering,
-                                upload, variant_features)
+from attnd_gpu_helpers import (case_id, error_of, fact, fresh_seed, offers_serving_features, pending_server,
+                                post_run_ok, server_offering, upload)
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "api"))
 from attnd_api_helpers import load_gen  # noqa: E402
@@ -44,15 +44,9 @@ CASES = [
 ]
 
 
-def offers_serving(api):
-    """Whether api's server has cuda:0 and offers naive, naive_inplace and math serving batches."""
-    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-    return "cuda:0" in devs and all({"page_size", "seqlens"} <= variant_features(api, n) for n in VARIANTS)
-
-
 @pytest.fixture(scope="module")
 def sapi():
-    with server_offering(offers_serving) as api:
+    with server_offering(lambda api: offers_serving_features(api, *VARIANTS)) as api:
         yield api
 
 

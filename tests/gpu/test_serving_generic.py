@@ -15,7 +15,7 @@ where that one offers them (scripts/gpu-session.sh's pending phase), else starts
 """
 import pytest
 
-from attnd_gpu_helpers import case_id, error_of, fresh_seed, post_run_ok, server_offering, variant_features
+from attnd_gpu_helpers import case_id, error_of, fresh_seed, offers_serving_features, post_run_ok, server_offering
 
 BASE = dict(heads=8, kv_heads=2, warmup=1, iters=2, device="cuda:0")
 VARIANTS = [dict(backend="efficient"), dict(backend="flash", impl="legacy")]
@@ -29,14 +29,9 @@ CASES = [
 DIMS = [dict(dtype="bf16", head_dim=128), dict(dtype="fp16", head_dim=64), dict(dtype="fp16", head_dim=96)]
 
 
-def offers_generic_serving(api):
-    devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
-    return "cuda:0" in devs and {"page_size", "seqlens"} <= variant_features(api, "efficient")
-
-
 @pytest.fixture(scope="module")
 def gapi():
-    with server_offering(offers_generic_serving) as api:
+    with server_offering(lambda api: offers_serving_features(api, "efficient")) as api:
         yield api
 
 
