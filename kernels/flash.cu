@@ -73,8 +73,10 @@
  *       Hkv8 D128 causal: 0.93-0.98 of the TFLOP/s (real tokens) of the dense batch of the same
  *       total (the skipped tiles ~1%, each sequence's partial last tile 1-3%), so about 0.9 of
  *       cudnn's time where cudnn runs such a batch as fast as a dense one.
- *       Not yet run on a GPU: offered only with the pending features (docs/serving.md). The
- *       dense kernels are instruction for instruction those above (cuobjdump -sass).
+ *       Validated on an H100 (fused_check's serving section, tests/gpu/test_flash_prefill.py) and
+ *       offered; not yet timed. Off Hopper, v3's SERVING instantiation (flash_kernel.cuh) runs
+ *       it, pending (docs/serving.md). The dense kernels are instruction for instruction those
+ *       above (cuobjdump -sass).
  *   head_dim_v  a value head dim of its own runs v3, in the bucket that holds both dims, except
  *       DeepSeek-V3's 192/128 on Hopper (v6 below).
  *   v6 at 96, 192/128 and 256  K and V rings of their own widths, a last 64-column panel half
