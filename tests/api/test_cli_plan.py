@@ -164,7 +164,8 @@ def test_the_table_shows_the_serving_layout():
             cli.row_of({"id": 2, "status": "done", "params": {"backend": "flash", "page_size": 0,
                                                                 "seqlens_q": list(range(100, 120))}})]
     assert rows[0]["page_size"] == 16 and rows[0]["seqlens"] == "kv uniform:128:8192"
-    assert rows[1]["page_size"] is None and rows[1]["seqlens"].startswith("q 100,101,") and len(rows[1]["seqlens"]) <= 26
+    assert rows[1]["page_size"] is None
+    assert rows[1]["seqlens"].startswith("q 100,101,") and len(rows[1]["seqlens"]) <= 26
     table = cli.format_table(rows)
     assert "page_size" in table.splitlines()[0] and "seqlens" in table.splitlines()[0]
     dense = cli.format_table([cli.row_of({"id": 3, "status": "done", "params": {"backend": "flash"}})])

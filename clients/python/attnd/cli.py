@@ -54,8 +54,8 @@ RUNS_BOOL_FILTERS = ("ragged",)
 TERMINAL = ("done", "failed", "cancelled")
 # --follow prints rows as they come, so its columns have fixed widths (wider cells push on).
 FOLLOW_WIDTHS = {"id": 6, "backend": 9, "device": 6, "batch": 5, "heads": 5, "kv_heads": 8, "seq_q": 6, "seq_kv": 6,
-                 "head_dim": 8, "head_dim_v": 10, "window": 6, "page_size": 9, "seqlens": 16, "dtype": 5, "mask": 6, "status": 9, "median_us": 9,
-                 "rse": 7, "noise": 15, "tflops": 7, "kernels": 7, "verify": 6, "tags": 8}
+                 "head_dim": 8, "head_dim_v": 10, "window": 6, "page_size": 9, "seqlens": 16, "dtype": 5, "mask": 6,
+                 "status": 9, "median_us": 9, "rse": 7, "noise": 15, "tflops": 7, "kernels": 7, "verify": 6, "tags": 8}
 
 
 def _bool(text):
