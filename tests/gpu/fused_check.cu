@@ -224,19 +224,25 @@ typedef tma_q_smem<tma_d128_w2> tma_d128_w2_qs;
 typedef tma_q_smem<tma_d128_w2d> tma_d128_w2d_qs;
 typedef tma_q_smem<tma_d64_w2s3d_tree> tma_d64_w2s3d_tree_qs;
 #define TMA_VARIANT(name, TR) {name, flash_tma_check<TR>, flash_tma_fwd<TR>}
-/* v6 or v5 by name (IMPL), on sm_90 with its code, checked as the forward will be: with that
- * impl (a serving batch takes v6 for prefill only). */
+/* flash's check with p's impl set to impl, as the forward will see it; -1 in a binary without
+ * sm_90a code, where neither Hopper kernel exists. */
+static int flash_check_as(const attn_problem *p, int impl, char *why, size_t why_len)
+{
+#ifdef FLASH_HAVE_SM90A
+    attn_problem q = *p;
+    q.impl = impl;
+    return variant_check_flash(&q, why, why_len);
+#else
+    (void)p, (void)impl, (void)why, (void)why_len;
+    return -1;
+#endif
+}
+/* v6 or v5 by name (IMPL), on sm_90 with its code (a serving batch takes v6 for prefill only). */
 template <int IMPL> static int flash_check_hopper_64_128(const attn_problem *p, char *why, size_t why_len)
 {
     why[0] = '\0';
     if (fused_cc != 90 || (p->head_dim != 64 && p->head_dim != 128)) return -1;
-#ifdef FLASH_HAVE_SM90A
-    attn_problem q = *p;
-    q.impl = IMPL;
-    return variant_check_flash(&q, why, why_len);
-#else
-    return -1;
-#endif
+    return flash_check_as(p, IMPL, why, why_len);
 }
 /* v6's other head dims (flash.cu's flash_tma_dims): 96, 256 and 192 with V's 128 */
 static int flash_check_hopper_tma(const attn_problem *p, char *why, size_t why_len)
@@ -245,13 +251,7 @@ static int flash_check_hopper_tma(const attn_problem *p, char *why, size_t why_l
     const int64_t d = p->head_dim, dv = attn_dv(p);
     if (fused_cc != 90 || p->scale == 0.0) return -1;
     if (!((d == dv && (d == 64 || d == 96 || d == 128 || d == 256)) || (d == 192 && dv == 128))) return -1;
-#ifdef FLASH_HAVE_SM90A
-    attn_problem q = *p;
-    q.impl = FLASH_IMPL_TMA;
-    return variant_check_flash(&q, why, why_len);
-#else
-    return -1;
-#endif
+    return flash_check_as(p, FLASH_IMPL_TMA, why, why_len);
 }
 
 static const fused_variant check_variants[] = {
