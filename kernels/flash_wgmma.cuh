@@ -29,7 +29,7 @@
  * Epilogue: O / l packed to 16 bits into this warpgroup's own Q rows (swizzled the same way:
  * conflict-free), then each warp stores its 16 rows with 16-byte coalesced stores.
  *
- * Contract (flash_wg_launch checks): head_dim == TR::D, 16-bit types, q,k,v,out 16-byte
+ * Contract (flash_wg_launch checks): head_dim == head_dim_v == TR::D, 16-bit types, q,k,v,out 16-byte
  * aligned, contiguous (q, out [B,H,Sq,D], k, v [B,Hkv,Skv,D]); sm_90 and a binary with sm_90a
  * code (FLASH_HAVE_SM90A).
  */
@@ -369,7 +369,8 @@ __global__ void __launch_bounds__(TR::THREADS, 1) flash_wg_kernel(const flash_pa
 template <class TR, class T, bool BF16>
 static int flash_wg_launch(exec_context *ctx, const attn_problem *pr, const attn_tensors *t, const char *who)
 {
-    if (pr->head_dim != TR::D) return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim differs from the kernel's");
+    if (pr->head_dim != TR::D || attn_dv(pr) != TR::D)
+        return exec_fail(ctx, __FILE__, __LINE__, who, "head_dim or head_dim_v differs from the kernel's");
     if (ctx->cc != 90) return exec_fail(ctx, __FILE__, __LINE__, who, "the wgmma kernel runs on sm_90 only");
     static std::atomic<unsigned long long> smem_set(0), smem_set_gw(0);
     if (flash_gqa_window(pr))

@@ -161,7 +161,16 @@ typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> wg_d128_w3s2;
 typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_DEFER> wg_d128_w3s3d_bn64;
 typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> wg_d64_w2s3d;
 typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> wg_d64_w3s3d;
-#define WG_VARIANT(name, TR) {name, flash_wg_check<TR>, flash_wg_fwd<TR>}
+/* v5 has one head dim for K and V (flash.cu sends a value head dim of its own to v3) */
+template <class TR> static int flash_v5_check(const attn_problem *p, char *why, size_t why_len)
+{
+    if (attn_dv(p) != TR::D) {
+        why[0] = '\0';
+        return -1;
+    }
+    return flash_wg_check<TR>(p, why, why_len);
+}
+#define WG_VARIANT(name, TR) {name, flash_v5_check<TR>, flash_wg_fwd<TR>}
 /* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [d] [_tree]" = head dim
  * D, W consumer warpgroups, S stages (default 2), d: the dynamic tile counter (default: static
  * round-robin), _tree: the softmax's reductions as trees (TREE). The shipped ones (kernels/
