@@ -28,15 +28,19 @@ SECTIONS=(--section SpeedOfLight --section MemoryWorkloadAnalysis --section Occu
           --section WarpStateStats)
 # what the table keeps of them (the CSVs hold everything)
 export KEEP="Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per Thread|Block Limit Registers|Grid Size|Block Size|Waves Per SM|Warp Cycles Per Issued Instruction|Issued Warp Per Scheduler"
+# One ncu run a binary and variant: ncu stops after --launch-count kernels, so a run of both
+# variants would profile only the first one's. cudnn once: the same library in every build.
 i=0
 for bin in "${BINS[@]}"; do
-    only="flash@splitkv"
-    [ $i -eq 0 ] && only="flash@splitkv,cudnn" # cudnn once: it is the same library in every build
-    csv="$OUT/ncu-$i.csv"
-    ncu --clock-control none -k "$KERNELS" --launch-skip 4 --launch-count 6 "${SECTIONS[@]}" --csv \
-        "$bin" --timing-only --shape "$SHAPE" --only "$only" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} --repeats 1 \
-        > "$csv" 2> "$OUT/ncu-$i.log"
-    echo "$bin: rc $? ($csv)"
+    variants="flash@splitkv"
+    [ $i -eq 0 ] && variants="flash@splitkv cudnn"
+    for only in $variants; do
+        csv="$OUT/ncu-$i-${only%%@*}.csv"
+        ncu --clock-control none -k "$KERNELS" --launch-skip 4 --launch-count 6 "${SECTIONS[@]}" --csv \
+            "$bin" --timing-only --shape "$SHAPE" --only "$only" ${CUDNN_DIR:+--cudnn "$CUDNN_DIR"} --repeats 1 \
+            > "$csv" 2> "${csv%.csv}.log"
+        echo "$bin $only: rc $? ($csv)"
+    done
     i=$((i + 1))
 done
 
