@@ -102,11 +102,11 @@ int flash_serving_prefill_is(const attn_problem *p)
            (p->impl == ATTN_IMPL_DEFAULT || p->impl == tma);
 }
 
-/* Pending until v3's SERVING instantiation has run on a GPU (docs/serving.md). */
+/* A paged or ragged batch named to v3 (impl legacy): its SERVING instantiation, any head dim. */
 int flash_serving_generic_is(const attn_problem *p)
 {
     const int legacy = variant_info_impl_find(&variant_info_flash, "legacy") + 1;
-    return pending_offered && (p->ragged || p->page_size > 0) && p->impl == legacy;
+    return (p->ragged || p->page_size > 0) && p->impl == legacy;
 }
 
 int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len)
@@ -131,19 +131,6 @@ int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len
     if (!(scale_log2 != 0.0 && scale_log2 > -3.4e38 && scale_log2 < 3.4e38)) {
         snprintf(why, why_len, "flash runs paged and ragged prefill with a nonzero scale finite in fp32, got %g",
                  p->scale);
-        return -1;
-    }
-    return 0;
-}
-
-/* What only the device decides: flash's paged and ragged prefill needs v6 (Hopper), or, with the
- * pending features, runs v3 elsewhere. */
-static int flash_check_device(const attn_problem *p, int cc, char *why, size_t why_len)
-{
-    if (flash_serving_prefill_is(p) && cc != 90 && !pending_offered) {
-        snprintf(why, why_len, "flash runs paged and ragged prefill (seq_q above %d) in its Hopper kernel only (v6: "
-                 "compute capability 9.0), not on %d.%d, where its split-KV decode takes seq_q up to %d; flashinfer "
-                 "runs ragged prefill", FLASH_SPLITKV_MAX_SEQ_Q, cc / 10, cc % 10, FLASH_SPLITKV_MAX_SEQ_Q);
         return -1;
     }
     return 0;
@@ -564,10 +551,10 @@ const variant_info variant_info_efficient = {
     /* Validated on the H200 (bench/results/nvidia-h200/2026-12-05-717cfd2-models-serving.md):
      * fused_check's grouped-K/V, window and head_dim_v rows in every dtype, and
      * tests/gpu/test_models.py. */
-    .features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V,
-    /* Paged and ragged batches natively in v1 (flash_kernel.cuh's SERVING instantiation, 16-bit):
-     * pending until fused_check's serving rows pass on a GPU. */
-    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
+    /* Paged and ragged batches natively in v1 (flash_kernel.cuh's SERVING instantiation, 16-bit),
+     * validated on an H100 (fused_check's serving rows, tests/gpu/test_serving_generic.py;
+     * bench/results/nvidia-h100/2026-12-06-102c30b-serving-offered.md). */
+    .features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V | VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_efficient,
     IMPLS(efficient_impls),
 };
@@ -586,7 +573,6 @@ const variant_info variant_info_flash = {
      * kernel (tests/gpu/test_splitkv.py's serving cases). */
     .features = VARIANT_GQA | VARIANT_WINDOW | VARIANT_HEAD_DIM_V | VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_flash,
-    .check_device = flash_check_device,
     .workspace_bound = flash_bound,
     IMPLS(flash_impls),
 };
@@ -599,12 +585,10 @@ const variant_info variant_info_cudnn = {
     .min_cc = 80,
     .max_head_dim = CUDNN_SDPA_MAX_HEAD_DIM,
     .head_dim_multiple = CUDNN_SDPA_HEAD_DIM_MULTIPLE,
-    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW,
     /* Paged caches (PAGED_CACHE_LOAD) and ragged batches (ragged offsets, padding mask) in the
-     * composite graph (docs/cudnn.md): pending until tests/gpu/test_cudnn_serving.py passes on
-     * a GPU (on an H100 the unmasked cases did; the masked ones met a duplicated variant-pack
-     * entry, fixed since and not yet rerun). */
-    .pending_features = VARIANT_PAGED | VARIANT_RAGGED,
+     * composite graph (docs/cudnn.md), validated on an H100 (tests/gpu/test_cudnn_serving.py,
+     * the unit test's GPU cases; the results file named at efficient's). */
+    .features = VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW | VARIANT_PAGED | VARIANT_RAGGED,
     .check = variant_check_cudnn,
     .workspace_bound = cudnn_bound,
     .library = "cuDNN",
@@ -701,7 +685,6 @@ int variant_info_check_arch(const variant_info *v, int cc, char *why, size_t why
 }
 
 void variant_info_offer_pending(int on) { pending_offered = on != 0; }
-int variant_info_pending_offered(void) { return pending_offered; }
 
 unsigned variant_info_features(const variant_info *v)
 {
@@ -757,6 +740,5 @@ int variant_info_check(const variant_info *v, const attn_problem *p, int cc, cha
     }
     if (variant_info_check_arch(v, cc, why, why_len) != 0) return -1;
     if (v->check && v->check(p, why, why_len) != 0) return -1;
-    if (cc > 0 && v->check_device) return v->check_device(p, cc, why, why_len);
     return 0;
 }

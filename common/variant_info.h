@@ -51,9 +51,6 @@ typedef struct variant_info {
     /* Further limits of this variant; NULL when there are none. 0 when p is supported, else
      * -1 with a message that names the limit. */
     int (*check)(const attn_problem *p, char *why, size_t why_len);
-    /* The limits that depend on the device it runs on (compute capability cc > 0), checked
-     * after `check` where the device is known (the worker); NULL when there are none. */
-    int (*check_device)(const attn_problem *p, int cc, char *why, size_t why_len);
     /* Device bytes one forward needs besides q, k, v and out, at most: what the front
      * reserves against the memory budget before queueing (the worker allocates the exact
      * size, kernels/variants.h). NULL: none. */
@@ -142,16 +139,13 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len);
 /* flash's paged and ragged prefill (seq_q above FLASH_SPLITKV_MAX_SEQ_Q, impl tma or the
  * default): v6's SERVING instantiation (kernels/flash_tma_serving.cuh) on sm_90a. Its limits:
  * head_dim 64 and 128 with head_dim_v equal, pages of whole FLASH_SERVING_KEY_BLOCK-key blocks,
- * a finite nonzero scale; and compute capability 9.0 (the table's check_device), or, with the
- * pending_features setting, any device, where v3's SERVING instantiation runs it
- * (kernels/flash_kernel.cuh). flash_serving_generic_is: a paged or ragged batch with impl legacy
- * (v3's SERVING instantiation, any head dim and page size), pending like it. */
+ * a finite nonzero scale. Off Hopper v3's SERVING instantiation (kernels/flash_kernel.cuh) runs
+ * it. flash_serving_generic_is: a paged or ragged batch with impl legacy (v3's SERVING
+ * instantiation, any head dim and page size). */
 #define FLASH_SERVING_KEY_BLOCK 128 /* v6's key block at head_dim 64 and 128 */
 int flash_serving_prefill_is(const attn_problem *p);
 int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len);
 int flash_serving_generic_is(const attn_problem *p);
-/* Whether the pending_features setting is on (variant_info_offer_pending). */
-int variant_info_pending_offered(void);
 int64_t flash_splitkv_max_splits(const attn_problem *p);
 size_t flash_splitkv_lse_offset(const attn_problem *p);
 size_t flash_splitkv_workspace_bytes(const attn_problem *p);

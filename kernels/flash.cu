@@ -75,8 +75,8 @@
  *       cudnn's time where cudnn runs such a batch as fast as a dense one.
  *       Validated on an H100 (fused_check's serving section, tests/gpu/test_flash_prefill.py) and
  *       offered; not yet timed. Off Hopper, v3's SERVING instantiation (flash_kernel.cuh) runs
- *       it, pending (docs/serving.md). The dense kernels are instruction for instruction those
- *       above (cuobjdump -sass).
+ *       it (validated with impl legacy on an H100: tests/gpu/test_serving_generic.py). The dense
+ *       kernels are instruction for instruction those above (cuobjdump -sass).
  *   head_dim_v  a value head dim of its own runs v3, in the bucket that holds both dims, except
  *       DeepSeek-V3's 192/128 on Hopper (v6 below).
  *   v6 at 96, 192/128 and 256  K and V rings of their own widths, a last 64-column panel half
@@ -247,7 +247,7 @@ static int flash_impl(int cc, const attn_problem *p)
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
     if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged decode's default */
-    if (flash_serving_prefill_is(p)) /* v6's SERVING kernel; elsewhere v3's, pending (flash_check_device) */
+    if (flash_serving_prefill_is(p)) /* v6's SERVING kernel; elsewhere v3's */
         return hopper ? FLASH_IMPL_TMA : FLASH_IMPL_GENERIC;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
     if (f == FLASH_IMPL_DEFAULT && hopper) f = FLASH_IMPL_TMA;
@@ -321,9 +321,5 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
     if (variant_check_flash(p, why, sizeof why) != 0) return exec_fail(ctx, __FILE__, __LINE__, "flash_check", why);
     if (ctx->cc < 80) return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "needs compute capability 8.0+");
     if (flash_impl(ctx->cc, p) == FLASH_IMPL_SPLITKV) return flash_splitkv_forward(ctx, p, t, workspace);
-    if (flash_serving_prefill_is(p) && !flash_hopper(ctx->cc) && !variant_info_pending_offered())
-        return exec_fail(ctx, __FILE__, __LINE__, "flash_forward", "paged and ragged prefill runs in v6 only: "
-                         "compute capability 9.0 and a binary with sm_90a code (v3's serving kernel, elsewhere, "
-                         "is pending)"); /* variant_info's device check refuses it first */
     return p->dtype == ATTN_BF16 ? flash_dispatch<true>(ctx, p, t) : flash_dispatch<false>(ctx, p, t);
 }

@@ -45,7 +45,7 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
  * SPLITKV is the decode kernel (flash_splitkv.cu: seq_q ≤ 16, head_dim 64/128, any sm_80+),
  * chosen by name, and the default for paged and ragged batches of seq_q ≤ 16 only; their
  * prefill runs TMA's SERVING instantiation (flash_tma_serving.cuh) on sm_90a
- * (flash_serving_prefill_is), and GENERIC's elsewhere or with impl legacy, pending
+ * (flash_serving_prefill_is), and GENERIC's elsewhere or with impl legacy
  * (flash_serving_generic_is).
  * FLASH_IMPL_DEFAULT: the per-problem default (v6, else v5, on sm_90a; else w4, w8 on
  * sm_86/sm_89). */

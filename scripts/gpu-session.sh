@@ -11,7 +11,8 @@
 #                (default: all but targets, transfers, ncu and bench). A lent call runs 10 minutes at
 #                most: all of them take longer, so split them over calls, e.g. "fused pending unit",
 #                then "ab throughput sanitize", then "tests", then "targets transfers ncu"
-#   PENDING_TESTS the pending phase's tests/gpu files (default those that check pending features)
+#   PENDING_TESTS the pending phase's tests/gpu files (default the serving ones; name those of a feature
+#                written but not yet validated)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
 #   SANITIZE_TOOLS, SANITIZE_ARGS  the sanitize phase's compute-sanitizer tools (default memcheck
 #                racecheck synccheck) and more fused_check arguments (e.g. "--sections dense")

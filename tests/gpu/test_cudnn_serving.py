@@ -1,8 +1,8 @@
 """cudnn over paged K/V caches and ragged batches (kernels/cudnn_serving.cu, the serving graph of
-kernels/cudnn_sdpa.c, docs/cudnn.md "Serving batches"). Its feature bits are pending until this
-passes: the module runs on the pytest run's server (ATTND_URL) where that one offers them
-(scripts/gpu-session.sh's pending phase), else starts its own with --pending-features true; it
-skips where the server has no cuda:0 (fails with ATTND_REQUIRE_GPU=1) or cudnn is unavailable.
+kernels/cudnn_sdpa.c, docs/cudnn.md "Serving batches"), offered since this passed on an H100. The
+module runs on the pytest run's server (ATTND_URL) where that one offers them, else starts its own
+(with --pending-features true, for a build where they are pending); it skips where the server has
+no cuda:0 (fails with ATTND_REQUIRE_GPU=1) or cudnn is unavailable.
 
 - verify=true against the fp64 reference, bf16 and fp16, every mask: page_size 1 and 16, seq_kv
   not a multiple of the page, more pages than used, sequences of length 0 and 1 (an empty

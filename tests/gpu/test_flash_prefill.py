@@ -33,7 +33,7 @@ CASES = [
 
 def offers_prefill(api):
     """Whether api's server has cuda:0 and runs flash's ragged prefill rather than refusing it
-    (without the pending features the front refuses it: no GPU job)."""
+    (a build without the serving kernels refuses it: no GPU job)."""
     devs = [d.get("id") for d in api.get("/v1/device").json()["devices"]]
     if "cuda:0" not in devs:
         return False
@@ -46,8 +46,8 @@ def offers_prefill(api):
 def papi():
     with server_offering(offers_prefill) as api:
         (dev,) = [d for d in api.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
-        if dev.get("compute_capability") != "9.0":  # elsewhere the worker refuses it, naming the Hopper kernel
-            pytest.skip("flash's paged and ragged prefill runs on compute capability 9.0, cuda:0 is %s"
+        if dev.get("compute_capability") != "9.0":  # elsewhere v3 runs it: test_serving_generic.py
+            pytest.skip("this module checks v6's serving kernel (compute capability 9.0), cuda:0 is %s"
                         % dev.get("compute_capability"))
         yield api
 

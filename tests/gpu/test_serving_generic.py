@@ -1,8 +1,9 @@
 """Paged and ragged batches in the mma.sync kernel's SERVING instantiation (kernels/flash_kernel.cuh)
 through the API on a GPU: `efficient` (its 16-bit v1 kernel) and `flash` with impl legacy (v3),
-the A100 path. Pending until this passes: the module runs on the pytest run's server (ATTND_URL)
-where that one offers them (scripts/gpu-session.sh's pending phase), else starts its own with
---pending-features true; it skips where the server has no cuda:0 (fails with ATTND_REQUIRE_GPU=1).
+the A100 path (offered since this passed on an H100). The module runs on the pytest run's server
+(ATTND_URL) where that one offers them, else starts its own (with --pending-features true, for a
+build where they are pending); it skips where the server has no cuda:0 (fails with
+ATTND_REQUIRE_GPU=1).
 
 - verify=true against the fp64 reference (or the GPU fp32 one above verify_cpu_max_macs), every
   mask, bf16 at head_dim 128 and fp16 at 64 and 96: a sequence of 1 token, an empty one, Skv ≠ Sq

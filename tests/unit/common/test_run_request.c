@@ -784,27 +784,17 @@ static void test_serving(void)
         expect_fail(NULL, big, 400, "out_of_range", "seqlens_kv");
     }
 
-    /* The reference, flash, flashinfer and the padded route (naive, naive_inplace, math) run both
-     * (the GPU ones as decode: seq_q 1 here); every other variant refuses them, naming the
-     * parameter. */
+    /* Every variant runs both (the GPU ones as decode here: seq_q 1); the pending_features bits
+     * would be refused naming the parameter, and none is pending. */
     for (i = 0; i < variant_infos_count; i++) {
         const variant_info *v = variant_infos[i];
-        const int runs = (v->features & VARIANT_PAGED) && (v->features & VARIANT_RAGGED);
-        const int decode = !v->on_cpu;
-        const int padded_route = !strcmp(v->name, "naive") || !strcmp(v->name, "naive_inplace") ||
-                                 !strcmp(v->name, "math");
-        CHECK(runs == (v->on_cpu || !strcmp(v->name, "flash") || !strcmp(v->name, "flashinfer") || padded_route),
-              "%s: paged and ragged on the reference, flash, flashinfer and the padded route", v->name);
-        snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64%s", v->name,
-                 runs && decode ? "&seq_q=1&mask=causal_bottom_right" : "");
-        if (runs) expect_ok(q, NULL, &r);
-        else expect_fail(q, NULL, 422, "unsupported", "seqlens_kv");
-        snprintf(q, sizeof q, "backend=%s&seqlens_q=3,4&dtype=bf16&head_dim=64", v->name);
-        if (!runs) expect_fail(q, NULL, 422, "unsupported", "seqlens_q");
-        snprintf(q, sizeof q, "backend=%s&page_size=16&dtype=bf16&head_dim=64%s", v->name,
-                 runs && decode ? "&seq_q=1&mask=causal_bottom_right" : "");
-        if (runs) expect_ok(q, NULL, &r);
-        else expect_fail(q, NULL, 422, "unsupported", "page_size");
+        const char *decode = v->on_cpu ? "" : "&seq_q=1&mask=causal_bottom_right";
+        CHECK((v->features & VARIANT_PAGED) && (v->features & VARIANT_RAGGED) && v->pending_features == 0,
+              "%s: paged and ragged batches offered", v->name);
+        snprintf(q, sizeof q, "backend=%s&seqlens_kv=3,4&dtype=bf16&head_dim=64%s", v->name, decode);
+        expect_ok(q, NULL, &r);
+        snprintf(q, sizeof q, "backend=%s&page_size=16&dtype=bf16&head_dim=64%s", v->name, decode);
+        expect_ok(q, NULL, &r);
     }
 }
 

@@ -1,7 +1,7 @@
-"""Features whose kernels are written but not yet validated on a GPU (variant_info's
-pending_features): listed by GET /v1/variants, refused 422 naming the field, and offered only
-by a server started with the pending_features setting, as scripts/gpu-session.sh's pending phase
-starts it. On this GPU-less machine an offered feature gets as far as the device (503)."""
+"""What each variant offers (GET /v1/variants' features) and how the front answers the rest: an
+offered feature gets as far as the device (503 on this GPU-less machine), a limit of the kernel is
+a 422 naming it. Features whose kernels are written but not yet validated on a GPU would be
+listed as pending_features and offered only with the pending_features setting; none is today."""
 from attnd_api_helpers import Api
 
 GQA_RUN = {"backend": "flash", "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64, "seq": 64}
@@ -19,7 +19,6 @@ def test_validated_features_are_offered(api):
     for name in ("flash", "efficient"):
         v = variant(api, name)
         assert {"kv_heads", "window", "head_dim_v"} <= set(v["features"]), v
-        assert not {"kv_heads", "window", "head_dim_v"} & set(v["pending_features"]), v
     for body in (GQA_RUN, dict(GQA_RUN, kv_heads=4, window=16), dict(GQA_RUN, head_dim=192, head_dim_v=128),
                  dict(GQA_RUN, backend="efficient", dtype="fp32", window=16)):
         r = api.post("/v1/runs", json=body)
@@ -45,23 +44,32 @@ def test_padded_route_is_offered(api):
             body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
             r = api.post("/v1/runs", json=body)
             assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
-    for name in ("flash", "flashinfer"):
-        assert not {"page_size", "seqlens"} & set(variant(api, name)["pending_features"]), name
 
 
-def test_cudnn_and_efficient_serving_are_pending(api):
+def test_nothing_is_pending(api, start_server):
+    """Every feature a kernel has is validated: no variant lists pending ones, and the setting that
+    would offer them changes no variant's features."""
+    listed = {v["name"]: v for v in api.get("/v1/variants").json()["variants"]}
+    assert all(v["pending_features"] == [] for v in listed.values()), listed
+    offering = Api(start_server(extra=["--pending-features", "true"]).url)
+    for v in offering.get("/v1/variants").json()["variants"]:
+        assert v["features"] == listed[v["name"]]["features"] and v["pending_features"] == [], v
+
+
+def test_cudnn_and_efficient_serving_are_offered(api):
     """cudnn builds paged caches (PAGED_CACHE_LOAD) and ragged batches (ragged offsets, padding
-    mask) into its graph, efficient runs them in its 16-bit kernel's SERVING instantiation; not
-    yet validated on a GPU, so listed as pending and refused 422 naming the field without the
-    setting."""
+    mask) into its graph, efficient runs them in its 16-bit kernel's SERVING instantiation (both
+    validated on an H100): offered, as far as the device (503 here); efficient refuses fp32 by its
+    reason."""
     for name in ("cudnn", "efficient"):
         v = variant(api, name)
-        assert {"page_size", "seqlens"} <= set(v["pending_features"]), v
-        assert not {"page_size", "seqlens"} & set(v["features"]), v
-        for extra, field in SERVING:
-            r = api.post("/v1/runs", json=dict({"backend": name, "dtype": "bf16", "head_dim": 64}, **extra))
-            err = r.json()["error"]
-            assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == field, (extra, r.text)
+        assert {"page_size", "seqlens"} <= set(v["features"]), v
+        for extra, _ in SERVING:
+            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
+            r = api.post("/v1/runs", json=body)
+            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
+    r = api.post("/v1/runs", json={"backend": "efficient", "dtype": "fp32", "head_dim": 64, "seqlens_q": [3, 4]})
+    assert r.status_code == 422 and "16-bit" in r.json()["error"]["message"], r.text
 
 
 def test_flash_serving_is_offered(api):
@@ -83,35 +91,14 @@ def test_flash_serving_is_offered(api):
     assert r.status_code == 422 and "not impl w4" in r.json()["error"]["message"], r.text
 
 
-def test_the_setting_offers_the_pending_serving_kernels(start_server):
-    """With the setting, cudnn and efficient take serving batches as far as the device (503 here:
-    no GPU), and so does flash's v3 by name (impl legacy: any page size and head dim) and its
-    prefill off Hopper; efficient refuses fp32 by its reason."""
-    api = Api(start_server(extra=["--pending-features", "true"]).url)
-    for name in ("cudnn", "efficient"):
-        assert {"page_size", "seqlens"} <= set(variant(api, name)["features"]), name
-        for extra, _ in SERVING:
-            body = dict({"backend": name, "dtype": "bf16", "heads": 4, "kv_heads": 2, "head_dim": 64}, **extra)
-            r = api.post("/v1/runs", json=body)
-            assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (name, extra, r.text)
-    r = api.post("/v1/runs", json={"backend": "efficient", "dtype": "fp32", "head_dim": 64, "seqlens_q": [3, 4]})
-    assert r.status_code == 422 and "16-bit" in r.json()["error"]["message"], r.text
-    legacy = {"backend": "flash", "impl": "legacy", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 96,
-              "seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16}
-    r = api.post("/v1/runs", json=legacy)
-    assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", r.text
-
-
 CUDNN_RUN = {"backend": "cudnn", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
 
 
-def test_cudnn_serving_with_the_setting(start_server):
-    """With the setting, cudnn's serving batches reach the device (503 here) wherever the front
-    can tell cuDNN runs them: paged decode and prefill, ragged prefill with bounds seq_q > seq_kv
-    under bottom-right and a window (the padding mask makes those per sequence: the worker checks
-    each); a page size that is not a power of 2 and ragged offsets past INT32 are 422 with the
-    reason, as is fp32."""
-    api = Api(start_server(extra=["--pending-features", "true"]).url)
+def test_cudnn_serving_limits(api):
+    """cudnn's serving batches reach the device (503 here) wherever the front can tell cuDNN runs
+    them: paged decode and prefill, ragged prefill with bounds seq_q > seq_kv under bottom-right
+    and a window (the padding mask makes those per sequence: the worker checks each); a page size
+    that is not a power of 2 and ragged offsets past INT32 are 422 with the reason, as is fp32."""
     for extra in ({"seq_q": 1, "page_size": 16, "seq_kv": 33}, {"seq_q": 4, "page_size": 1, "seq_kv": 70},
                   {"seqlens_q": [5, 0, 1], "seqlens_kv": [9, 0, 17], "page_size": 16},
                   {"seqlens_q": [40, 2], "seqlens_kv": [50, 30], "mask": "causal_bottom_right", "window": 8},
@@ -127,20 +114,23 @@ def test_cudnn_serving_with_the_setting(start_server):
 
 
 def test_flash_prefill_limits(api):
-    """flash's paged and ragged prefill (v6's SERVING kernel) gets as far as the device (503
-    here); pages that split a 128-key block, another impl and head dims v6 does not serve are
-    refused with the reason; decode (seq_q up to 16) still takes any page size."""
+    """flash's paged and ragged prefill (v6's SERVING kernel, v3's with impl legacy: any head dim
+    and page size) gets as far as the device (503 here); for v6, pages that split a 128-key block
+    and head dims it does not serve are refused with the reason, as is an impl with no serving
+    kernel; decode (seq_q up to 16) still takes any page size."""
     run = {"backend": "flash", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
     for extra in ({"seqlens_q": [1, 0, 130, 1000], "seqlens_kv": [1, 0, 130, 1000]},
                   {"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 256},
                   {"batch": 2, "seq_q": 200, "seq_kv": 700, "page_size": 128},
-                  {"seqlens_q": [1, 16], "seqlens_kv": [100, 300], "page_size": 16}):
+                  {"seqlens_q": [1, 16], "seqlens_kv": [100, 300], "page_size": 16},
+                  {"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16, "head_dim": 96,
+                   "impl": "legacy"}):
         r = api.post("/v1/runs", json=dict(run, **extra))
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
     for extra, words in (({"seqlens_q": [40, 17], "seqlens_kv": [100, 300], "page_size": 16},
                           "page_size a multiple of 128"),
                          ({"seqlens_q": [40, 17], "impl": "wgmma"}, "not impl wgmma"),
-                         ({"seqlens_q": [40, 17], "impl": "legacy"}, "not impl legacy"),
+                         ({"seqlens_q": [40, 17], "impl": "w4"}, "not impl w4"),
                          ({"seqlens_q": [40, 17], "head_dim": 96}, "head_dim 64 and 128")):
         r = api.post("/v1/runs", json=dict(run, **extra))
         assert r.status_code == 422 and words in r.json()["error"]["message"], (extra, r.text)
