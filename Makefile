@@ -165,6 +165,11 @@ $(BUILD)/fused_check: $(BUILD)/tests/gpu/fused_check.o $(LIB_WORKER) $(LIB_COMMO
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) $(LDLIBS_WORKER)
 $(BUILD)/tests/gpu/fused_check.o: NVFLAGS += -DFUSED_CHECK_CUDNN -Xcompiler -Wno-missing-field-initializers
 
+# The read ceiling a decode is held to (bench/read_ceiling.cu): the CUDA runtime only.
+$(BUILD)/read_ceiling: $(BUILD)/bench/read_ceiling.o
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) -lcudart_static -ldl -lrt -pthread
+
 # FlashInfer, the `flashinfer` variant (kernels/flashinfer/README.md): the worker dlopens
 # $(BUILD)/lib/libattnd_flashinfer.so when it is there, and lists the variant unavailable
 # with the reason when it is not; nothing else needs it. `make flashinfer` downloads the

@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Decode shapes as attnd studies, each variant's bandwidth against the read ceiling.
+
+A decode streams K and V once: its figure of merit is bytes a second. For each shape this posts
+one study (POST /v1/studies: the variants alternated over --rounds rounds, each run under the
+server's stopping rule with --min-time-ms), then prints per variant the median of the rounds
+and the worst round, the ratio to every other variant, the bandwidth (the run's perf.bytes: Q, K,
+V and O once, over its median) and its fraction of the read ceiling (bench/read_ceiling.cu,
+measured in the same call and passed as --ceiling-tbs).
+
+    python3 bench/decode_study.py --url URL --ceiling-tbs 4.3 [--variants flash,cudnn,flashinfer]
+        [--rounds 3] [--min-time-ms 300] [--json out.json]
+        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...]
+
+e.g. --shape 64,32,8,1,8192,128 (GQA decode), --shape 64,32,8,1,8192,128,none,16 (its paged twin),
+--shape 64,32,8,4,8192,128,causal_bottom_right (speculative decode, 4 query tokens).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from attnd.client import AttndError, Client  # noqa: E402
+
+
+def parse_shape(text):
+    """B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] as study parameters."""
+    parts = text.split(",")
+    if not 6 <= len(parts) <= 8:
+        raise argparse.ArgumentTypeError("shape %r: B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]]" % text)
+    b, h, hkv, sq, skv, d = (int(x) for x in parts[:6])
+    params = dict(batch=b, heads=h, kv_heads=hkv, seq_q=sq, seq_kv=skv, head_dim=d, dtype="bf16",
+                  mask=parts[6] if len(parts) > 6 else "none")
+    if len(parts) > 7 and int(parts[7]) > 0:
+        params["page_size"] = int(parts[7])
+    return params
+
+
+def shape_rows(client, study, ceiling):
+    """{variant: {median_us, worst_us, rounds, tbs, of_ceiling}} from a finished study."""
+    by_variant = {}
+    for run in study.get("runs") or []:
+        if run.get("status") == "done" and run.get("median_us"):
+            by_variant.setdefault(run["variant"], []).append(run)
+    rows = {}
+    for variant, runs in by_variant.items():
+        times = [r["median_us"] for r in runs]
+        rec = client.get_run(runs[0]["id"])
+        nbytes = (rec.get("perf") or {}).get("bytes")
+        med = statistics.median(times)
+        tbs = nbytes / (med * 1e-6) / 1e12 if nbytes else None
+        rows[variant] = dict(median_us=med, worst_us=max(times), rounds=times, tbs=tbs,
+                             of_ceiling=tbs / ceiling if tbs and ceiling else None,
+                             impl_used=rec.get("impl_used"), kernels=(rec.get("kernels") or {}).get("count"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--url", default=os.environ.get("ATTND_URL", "http://127.0.0.1:8080"))
+    ap.add_argument("--shape", action="append", type=parse_shape, required=True)
+    ap.add_argument("--variants", default="flash,cudnn,flashinfer")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--min-time-ms", type=int, default=300)
+    ap.add_argument("--ceiling-tbs", type=float, default=None, help="the read ceiling measured in the same call")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    client = Client(args.url, timeout=900)
+    variants = [v for v in args.variants.split(",") if v]
+    out, failed = [], 0
+    for params in args.shape:
+        label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
+        if params.get("page_size"):
+            label += " P%d" % params["page_size"]
+        try:
+            study = client.study(wait=True, variants=variants, rounds=args.rounds, device=args.device,
+                                 min_time_ms=args.min_time_ms, **params)
+        except AttndError as exc:
+            print("%s: %s: %s" % (label, exc.code, exc.message))
+            out.append(dict(shape=params, error=exc.message))
+            failed += 1
+            continue
+        rows = shape_rows(client, study, args.ceiling_tbs)
+        out.append(dict(shape=params, study=study.get("id"), rows=rows))
+        print("\n%s (study %s, %s)" % (label, study.get("id"), study.get("status")))
+        print("| variant | median us | worst round us | TB/s | of ceiling | " +
+              " | ".join("/ %s" % v for v in variants) + " |")
+        print("| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in variants) + " |")
+        for v in variants:
+            r = rows.get(v)
+            if not r:
+                err = next((row.get("error") for row in study.get("table") or [] if row.get("variant") == v), None)
+                print("| %s | failed: %s |" % (v, (err or {}).get("message", "no run done")))
+                failed += 1
+                continue
+            ratios = ["%.3f" % (r["median_us"] / rows[o]["median_us"]) if o in rows else "-" for o in variants]
+            print("| %s (%s) | %.1f | %.1f | %s | %s | %s |" % (
+                v, r["impl_used"] or "-", r["median_us"], r["worst_us"],
+                "%.2f" % r["tbs"] if r["tbs"] else "-", "%.3f" % r["of_ceiling"] if r["of_ceiling"] else "-",
+                " | ".join(ratios)))
+        sys.stdout.flush()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(ceiling_tbs=args.ceiling_tbs, shapes=out), f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
