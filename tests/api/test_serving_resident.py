@@ -267,12 +267,13 @@ def test_refusals_name_their_field(api, paged, case, status, code, field):
     refused(api, body, status, code, field)
 
 
-def test_gpu_variants_keep_refusing_with_422(api, paged):
-    """The features are off on the GPU variants without them: 422 unsupported naming the serving field."""
-    for name in ("efficient", "cudnn"):
+def test_gpu_variants_take_resident_lengths_where_they_live(api, paged):
+    """A GPU variant takes resident lengths like any serving batch; these live on the cpu device,
+    which runs no GPU variant: 422 naming the device, not the layout."""
+    for name in ("efficient", "cudnn", "flash"):
         body = {"backend": name, "seqlens_kv": paged["seqlens_kv"], "seqlens_q": paged["seqlens_q"]}
-        err = refused(api, body, 422, "unsupported", "seqlens_kv" if "seqlens_kv" in body else "seqlens_q")
-        assert name in err["message"], err
+        err = refused(api, body, 422, "unsupported", "device")
+        assert name in err["message"] and "cpu device" in err["message"], err
 
 
 def test_unknown_lengths_tensor_is_404(api):
