@@ -628,11 +628,10 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
     }
     impl_used = gpu_impl_used(v, ctx->cc, p);
     phases_mark(ph, "inputs");
-    if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts) != 0) {
+    if (measure_gpu(ctx, gpu_forward, &job, r, w->d_flush, w->flush_bytes, &ts, ph) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;
     }
-    phases_mark(ph, "measure");
     if (gpu_final_forward(ctx, &job, out_bytes, r->profile, &prof) != 0) {
         gpu_fail_500(w, e, "cuda_error");
         goto cleanup;

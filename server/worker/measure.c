@@ -228,21 +228,30 @@ static void measure_energy(measure_state *st, timing_stats *out)
     else out->energy_j = watts * out->total_ms * 1e-3;
 }
 
+/* ph's next phase, when there is a ph. */
+static void measure_mark(phases *ph, const char *name)
+{
+    if (ph) phases_mark(ph, name);
+}
+
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
-                       void *d_flush, size_t flush_bytes, timing_stats *out)
+                       void *d_flush, size_t flush_bytes, timing_stats *out, phases *ph)
 {
     const char *reason = NULL;
     double t_begin;
     int rc;
 
     TRY(measure_events(ctx, st, r));
+    measure_mark(ph, "measure_setup");
     nvtxRangePushA("warmup");
     rc = measure_warmup(ctx, st, fn, arg, r, out->warmup);
     nvtxRangePop();
     if (rc != 0) return -1;
+    measure_mark(ph, "warmup");
 
-    nvtxRangePushA("timed");
     st->energy = energy_sampler_start(&st->energy_why);
+    measure_mark(ph, "measure_setup"); /* the sampler's start joins the events' phase */
+    nvtxRangePushA("timed");
     t_begin = measure_now_ms();
     while (!reason) {
         int batch = measure_batch_size(r, st->n, measure_now_ms() - t_begin);
@@ -254,6 +263,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     }
     out->total_ms = measure_now_ms() - t_begin;
     nvtxRangePop();
+    measure_mark(ph, "timed");
     measure_energy(st, out);
 
     out->stop_reason = reason;
@@ -266,7 +276,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
 }
 
 int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, void *d_flush,
-                size_t flush_bytes, timing_stats *out)
+                size_t flush_bytes, timing_stats *out, phases *ph)
 {
     measure_state st;
     int rc, i;
@@ -280,7 +290,7 @@ int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
     if (out->cache_cold && (!d_flush || flush_bytes == 0))
         return exec_fail(ctx, __FILE__, __LINE__, "measure_gpu", "cache=cold without an L2 flush buffer");
 
-    rc = measure_run(ctx, &st, fn, arg, r, d_flush, flush_bytes, out);
+    rc = measure_run(ctx, &st, fn, arg, r, d_flush, flush_bytes, out, ph);
 
     /* Cleanup on every path. A failure here is recorded (the first error of the job wins)
      * and fails the measurement too: a leaked event or graph would grow with every job. */
@@ -302,5 +312,6 @@ int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
     energy_sampler_free(st.energy); /* stops its thread on a failed run too */
     free(st.gpu_us);
     free(st.host_us);
+    measure_mark(ph, "measure_end");
     return rc;
 }

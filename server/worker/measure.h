@@ -20,6 +20,7 @@
 #include "kernels/exec_context.h"
 #include "common/run_request.h"
 #include "server/worker/energy_sampler.h"
+#include "server/worker/phases.h"
 
 /* One forward of the job at hand, closed over its buffers. Returns 0 or -1 (ctx->error). */
 typedef int (*forward_fn)(exec_context *ctx, void *arg);
@@ -89,10 +90,12 @@ cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double pri
  * tokens those count (p->seqs needed when ragged). */
 cJSON *measure_stats_perf_json(const attn_problem *p, double median_us);
 
-/* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes.
- * Returns 0, or -1 with ctx->error set. */
+/* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes. ph (or
+ * NULL) gets its phases: measure_setup (events, the energy sampler's start), warmup, timed,
+ * measure_end (the sampler's stop, the statistics, the events freed). Returns 0, or -1 with
+ * ctx->error set. */
 int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, void *d_flush,
-                size_t flush_bytes, timing_stats *out);
+                size_t flush_bytes, timing_stats *out, phases *ph);
 
 /* CPU timing for the cpu device: the same rule with a monotonic clock (measure_stats.c). */
 int measure_cpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, timing_stats *out);

@@ -6,10 +6,11 @@
 #define PHASES_H
 
 #include <cjson/cJSON.h>
+#include <string.h>
 
 #include "common/clock.h"
 
-#define PHASES_MAX 12
+#define PHASES_MAX 16
 
 typedef struct phases {
     double begin_s, mark_s; /* clock_monotonic_s at phases_begin and at the last mark */
@@ -24,12 +25,17 @@ static inline void phases_begin(phases *ph)
     ph->n = 0;
 }
 
-/* The time since the last mark (or the beginning) was phase `name`'s (a string literal). */
+/* The time since the last mark (or the beginning) was phase `name`'s (a string literal); a
+ * phase marked again, after others, adds to its time. */
 static inline void phases_mark(phases *ph, const char *name)
 {
     double now = clock_monotonic_s();
+    int i;
 
-    if (ph->n < PHASES_MAX) {
+    for (i = 0; i < ph->n && strcmp(ph->name[i], name) != 0; i++) {
+    }
+    if (i < ph->n) ph->ms[i] += (now - ph->mark_s) * 1e3;
+    else if (ph->n < PHASES_MAX) {
         ph->name[ph->n] = name;
         ph->ms[ph->n++] = (now - ph->mark_s) * 1e3;
     }

@@ -1,5 +1,5 @@
-/* test_measure_stats.c — sample statistics, the stopping rule, the timing/perf JSON and cpu
- * timing (server/worker/measure_stats.c), without a GPU. */
+/* test_measure_stats.c — sample statistics, the stopping rule, the timing/perf JSON, cpu timing
+ * (server/worker/measure_stats.c) and a job's phases (phases.h), without a GPU. */
 #include <math.h>
 #include <string.h>
 
@@ -229,9 +229,30 @@ static void test_energy_json(void)
     cJSON_Delete(j);
 }
 
+/* A job's phases: in order, each once; a phase marked again adds to its time; the total is the
+ * sum (phases.h). */
+static void test_phases(void)
+{
+    phases ph;
+    cJSON *o;
+    phases_begin(&ph);
+    phases_mark(&ph, "setup");
+    phases_mark(&ph, "warmup");
+    phases_mark(&ph, "setup");
+    phases_mark(&ph, "timed");
+    CHECK(ph.n == 3 && !strcmp(ph.name[0], "setup") && !strcmp(ph.name[1], "warmup") && !strcmp(ph.name[2], "timed"),
+          "three phases, in first-mark order: %d", ph.n);
+    o = phases_json(&ph);
+    CHECK(o && cJSON_GetArraySize(o) == 4 && cJSON_GetObjectItem(o, "total"), "one key a phase, and total");
+    CHECK(near(ph.ms[0] + ph.ms[1] + ph.ms[2], cJSON_GetObjectItem(o, "total")->valuedouble, 1e-9),
+          "the phases sum to the total");
+    cJSON_Delete(o);
+}
+
 int main(void)
 {
     test_summarize();
+    test_phases();
     test_energy_json();
     test_stop_rule();
     test_json();
