@@ -40,6 +40,10 @@
 #define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
+/* CTAs (warps) an SM keeps: decode waits on memory, so more loads in flight beat registers.
+ * A warp's registers come from one of the SM's four 16K-register quarters: 12 warps need
+ * ≤ 168 registers (D128 dense compiles to 172 unbounded, which gives 8). */
+#define SPLITKV_MIN_CTAS 12
 
 struct splitkv_params {
     const void *q, *k, *v;
@@ -120,7 +124,7 @@ __device__ __forceinline__ int64_t splitkv_out_row(const splitkv_params &P, int6
 }
 
 template <int D, bool BF16, bool SERVING>
-__global__ void __launch_bounds__(32) flash_splitkv_kernel(const splitkv_params P)
+__global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(const splitkv_params P)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
