@@ -77,6 +77,22 @@ def test_splitkv_gqa_decode(papi, group, seq_q, mask, window):
     fact("flash splitkv GQA group %d seq_q %d %s median_us" % (group, seq_q, mask), rec["timing"]["median_us"])
 
 
+def test_gqa_decode_defaults_to_splitkv(papi):
+    """A dense grouped-query decode that leaves impl to the default runs split-KV (the prefill
+    kernels read each K/V head once per query head of its group); a multi-head one keeps the
+    default family."""
+    shape = dict(batch=2, heads=32, kv_heads=8, seq_q=1, seq_kv=4097, head_dim=128)
+    body = dict(shape, backend="flash", dtype="bf16", mask="causal_bottom_right", seed=fresh_seed(), warmup=1, iters=3,
+                verify=True, profile=True, device="cuda:0")
+    rec = post_run_ok(papi, body)
+    check_verified(rec, shape, "bf16")
+    assert rec["impl_used"] == "splitkv" and "impl" not in rec["params"], (rec.get("impl_used"), rec["params"])
+    names = kernel_names(rec)
+    assert len(names) == 2 and SPLIT in names[0] and COMBINE in names[1], names
+    mha = post_run_ok(papi, dict(body, kv_heads=32, seed=fresh_seed()))
+    assert mha["impl_used"] != "splitkv", mha.get("impl_used")
+
+
 def test_splitkv_refuses_long_queries(gapi, variants):
     need_variant(variants, "flash")
     r = gapi.run(params=dict(backend="flash", impl="splitkv", batch=1, heads=4, seq_q=17, seq_kv=4096,
@@ -149,14 +165,11 @@ def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
 
 def test_ragged_prefill_leaves_splitkv(sapi):
     """A batch with a sequence of more than 16 queries is a prefill: v6's SERVING kernel runs it
-    by default on compute capability 9.0 (refused naming it elsewhere); impl splitkv refuses it."""
+    by default on compute capability 9.0, v3's elsewhere."""
     body = dict(backend="flash", dtype="bf16", heads=8, kv_heads=2, head_dim=128, seqlens_q=[5, 17],
                 seqlens_kv=[30, 40], device="cuda:0", warmup=0, iters=1)
     (dev,) = [d for d in sapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
-    if dev.get("compute_capability") == "9.0":
-        assert post_run_ok(sapi, dict(body, verify=True))["impl_used"] == "tma"
-    else:
-        r = sapi.run(body=body)
-        assert r.status_code == 422 and "v6" in error_of(r)["message"], r.text
+    want = "tma" if dev.get("compute_capability") == "9.0" else "legacy"
+    assert post_run_ok(sapi, dict(body, verify=True))["impl_used"] == want
     r = sapi.run(body=dict(body, impl="splitkv"))
     assert r.status_code == 422 and "seq_q up to 16" in error_of(r)["message"], r.text

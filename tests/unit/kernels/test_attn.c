@@ -296,7 +296,19 @@ static void test_splitkv(void)
     char why[256];
     attn_problem p = attn_mha(64, 32, 1, 4096, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
 
-    CHECK(!flash_splitkv_is(&p) && flash->workspace_bytes(&p) == 0, "the default family: not splitkv, no workspace");
+    CHECK(!flash_splitkv_is(&p) && flash->workspace_bytes(&p) == 0, "MHA decode: the default family, no workspace");
+    {
+        attn_problem g = p; /* a grouped-query decode the kernel takes: split-KV by default */
+        g.kv_heads = 8;
+        CHECK(flash_splitkv_is(&g) && flash->impl_used(90, &g) == FLASH_IMPL_SPLITKV &&
+                  flash->impl_used(80, &g) == FLASH_IMPL_SPLITKV && flash->workspace_bytes(&g) > 0 &&
+                  variant_info_flash.workspace_bound(&g) == flash->workspace_bytes(&g),
+              "GQA decode: split-KV by default");
+        g.head_dim = 96; /* one it does not take: the default family */
+        CHECK(!flash_splitkv_is(&g) && variant_check_flash(&g, why, sizeof why) == 0, "GQA decode at D96: %s", why);
+        g.head_dim = 128, g.seq_q = 17;
+        CHECK(!flash_splitkv_is(&g), "GQA with 17 queries: prefill");
+    }
     p.impl = FLASH_IMPL_SPLITKV;
     CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "MHA decode: %s", why);
     /* 64·32 CTAs of one row tile: ⌈8192 / 2048⌉ = 4 splits at most */
