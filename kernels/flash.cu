@@ -246,7 +246,7 @@ static int flash_impl(int cc, const attn_problem *p)
 {
     const bool hopper = flash_hopper(cc);
     int f = p->impl;
-    if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or a paged or ragged decode's default */
+    if (flash_splitkv_is(p)) return FLASH_IMPL_SPLITKV; /* named, or the default of a serving or GQA decode */
     if (flash_serving_prefill_is(p)) /* v6's SERVING kernel; elsewhere v3's */
         return hopper ? FLASH_IMPL_TMA : FLASH_IMPL_GENERIC;
     if (!flash_impl_runnable(f, cc)) f = FLASH_IMPL_DEFAULT; /* unknown, or not here: the default */
