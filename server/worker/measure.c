@@ -237,19 +237,24 @@ static void measure_mark(phases *ph, const char *name)
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
                        void *d_flush, size_t flush_bytes, timing_stats *out, phases *ph)
 {
+    static char skip_why[400]; /* one job at a time per worker: never shared */
     const char *reason = NULL;
-    double t_begin;
+    double t_begin, t_warm;
     int rc;
 
     TRY(measure_events(ctx, st, r));
     measure_mark(ph, "measure_setup");
+    t_warm = measure_now_ms();
     nvtxRangePushA("warmup");
     rc = measure_warmup(ctx, st, fn, arg, r, out->warmup);
     nvtxRangePop();
     if (rc != 0) return -1;
     measure_mark(ph, "warmup");
 
-    st->energy = energy_sampler_start(&st->energy_why);
+    /* the sampler only where the window may be long enough for a reading */
+    st->energy_why =
+        measure_stats_energy_skip_why(r, measure_now_ms() - t_warm, out->warmup, skip_why, sizeof skip_why);
+    if (!st->energy_why) st->energy = energy_sampler_start(&st->energy_why);
     measure_mark(ph, "measure_setup"); /* the sampler's start joins the events' phase */
     nvtxRangePushA("timed");
     t_begin = measure_now_ms();

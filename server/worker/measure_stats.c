@@ -125,6 +125,24 @@ static double energy_slope_mj_per_ms(const energy_step *steps, int first, int la
     return (ste - st * se / k) / (stt - st * st / k);
 }
 
+const char *measure_stats_energy_skip_why(const run_request *r, double warmup_ms, int warmup, char *why, size_t why_len)
+{
+    if (r->max_time_ms > 0.0 && r->max_time_ms < MEASURE_ENERGY_MIN_SPAN_MS) {
+        snprintf(why, why_len, "max_time_ms=%g bounds the timed window below the %.0f ms an energy reading needs "
+                 "(NVML's counter steps about every 100 ms): ask for min_time_ms=%.0f or more",
+                 r->max_time_ms, MEASURE_ENERGY_MIN_SPAN_MS, MEASURE_ENERGY_MIN_SPAN_MS + 300.0);
+        return why;
+    }
+    if (r->iters > 0 && warmup > 0 && warmup_ms / warmup * r->iters < MEASURE_ENERGY_MIN_SPAN_MS / 4) {
+        snprintf(why, why_len, "iters=%d at the warm-up's %.3f ms a forward is a timed window of about %.1f ms, short "
+                 "of the %.0f ms an energy reading needs (NVML's counter steps about every 100 ms): ask for "
+                 "min_time_ms=%.0f or more instead of iters", r->iters, warmup_ms / warmup,
+                 warmup_ms / warmup * r->iters, MEASURE_ENERGY_MIN_SPAN_MS, MEASURE_ENERGY_MIN_SPAN_MS + 300.0);
+        return why;
+    }
+    return NULL;
+}
+
 double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
                               size_t why_len)
 {

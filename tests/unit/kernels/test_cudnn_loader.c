@@ -283,8 +283,10 @@ static void test_check_models(void)
     CHECK(cudnn_sdpa_check(&p, why, sizeof why) == 0, "2^24+1 keys without a window: %s", why);
 
     /* What the table says the variant runs, and the same problems through the table's check. */
-    CHECK(variant_info_cudnn.features == (VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW), "features %#x",
-          variant_info_cudnn.features);
+    CHECK(variant_info_cudnn.features ==
+                  (VARIANT_GQA | VARIANT_HEAD_DIM_V | VARIANT_WINDOW | VARIANT_PAGED | VARIANT_RAGGED) &&
+              variant_info_cudnn.pending_features == 0,
+          "features %#x, pending %#x", variant_info_cudnn.features, variant_info_cudnn.pending_features);
     p = model(2, 8, 2, 256, 256, 192, 128, 64, ATTN_FP16, ATTN_MASK_CAUSAL);
     CHECK(variant_info_check(&variant_info_cudnn, &p, 90, why, sizeof why) == 0, "table check, all three: %s", why);
     p.kv_heads = 3;

@@ -249,10 +249,32 @@ static void test_phases(void)
     cJSON_Delete(o);
 }
 
+/* The energy sampler runs only where the window may give a reading: not under a max_time_ms
+ * below MEASURE_ENERGY_MIN_SPAN_MS, nor for fixed iters whose window, at the warm-up's pace,
+ * is under a quarter of it. */
+static void test_energy_skip(void)
+{
+    run_request r;
+    char why[400];
+    memset(&r, 0, sizeof r);
+    r.max_time_ms = 2000, r.min_time_ms = 20;
+    CHECK(measure_stats_energy_skip_why(&r, 1.0, 5, why, sizeof why) == NULL, "the stopping rule: may run long");
+    r.max_time_ms = 150;
+    CHECK(measure_stats_energy_skip_why(&r, 1.0, 5, why, sizeof why) == why && strstr(why, "max_time_ms=150"),
+          "max_time_ms 150: %s", why);
+    r.max_time_ms = 2000, r.iters = 10; /* 0.2 ms a forward: a 2 ms window */
+    CHECK(measure_stats_energy_skip_why(&r, 1.0, 5, why, sizeof why) == why && strstr(why, "iters=10"),
+          "iters 10 of 0.2 ms: %s", why);
+    r.iters = 300; /* 60 ms: above a quarter of 200, the sampler runs */
+    CHECK(measure_stats_energy_skip_why(&r, 1.0, 5, why, sizeof why) == NULL, "iters 300 of 0.2 ms");
+    CHECK(measure_stats_energy_skip_why(&r, 0.0, 0, why, sizeof why) == NULL, "no warm-up: no estimate, it runs");
+}
+
 int main(void)
 {
     test_summarize();
     test_phases();
+    test_energy_skip();
     test_energy_json();
     test_stop_rule();
     test_json();
