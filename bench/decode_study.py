@@ -51,9 +51,10 @@ def shape_rows(client, study, ceiling):
         nbytes = (rec.get("perf") or {}).get("bytes")
         med = statistics.median(times)
         tbs = nbytes / (med * 1e-6) / 1e12 if nbytes else None
+        table = (rec.get("kernels") or {}).get("table") or []
         rows[variant] = dict(median_us=med, worst_us=max(times), rounds=times, tbs=tbs,
-                             of_ceiling=tbs / ceiling if tbs and ceiling else None,
-                             impl_used=rec.get("impl_used"), kernels=(rec.get("kernels") or {}).get("count"))
+                             of_ceiling=tbs / ceiling if tbs and ceiling else None, impl_used=rec.get("impl_used"),
+                             kernels=[k.get("name", "")[:80] for k in table if k.get("kind") == "kernel"])
     return rows
 
 
@@ -101,6 +102,9 @@ def main():
                 v, r["impl_used"] or "-", r["median_us"], r["worst_us"],
                 "%.2f" % r["tbs"] if r["tbs"] else "-", "%.3f" % r["of_ceiling"] if r["of_ceiling"] else "-",
                 " | ".join(ratios)))
+        for v in variants:  # what each launched: a split decode shows its merge kernel
+            if rows.get(v):
+                print("  %s: %s" % (v, "; ".join(rows[v]["kernels"]) or "no kernel table"))
         sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:
