@@ -7,10 +7,13 @@
 #   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
 #   GPU_PACK     a tarball of the builds from scripts/gpu-build.sh (GPU_PACK=… there), unpacked first
-#   PHASES       which of: ab throughput fused sanitize unit tests pending targets transfers ncu bench
-#                (default: all but targets, transfers, ncu and bench). A lent call runs 10 minutes at
-#                most: all of them take longer, so split them over calls, e.g. "fused pending unit",
-#                then "ab throughput sanitize", then "tests", then "targets transfers ncu"
+#   PHASES       which of: ab throughput fused sanitize unit tests pending targets studies transfers ncu
+#                bench (default: all but targets, studies, transfers, ncu and bench). A lent call runs
+#                10 minutes at most: all of them take longer, so split them over calls, e.g. "fused
+#                pending unit", then "ab throughput sanitize", then "tests", then "targets studies ncu"
+#   STUDY_SHAPES the studies phase's decode shapes, bench/decode_study.py's B,H,Hkv,SQ,SKV,D[,MASK[,PAGE]]
+#                (default the decode targets: GQA and its paged twin, MHA, few long sequences,
+#                speculative); STUDY_VARIANTS (default flash:splitkv,cudnn,flashinfer)
 #   PENDING_TESTS the pending phase's tests/gpu files (default the serving ones; name those of a feature
 #                written but not yet validated)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
@@ -36,7 +39,9 @@
 # the unit tests; tests — tests/gpu through attnd (tests/gpu/run.sh, without the bench); pending —
 # the tests/gpu files that check the variants' pending_features, against a server that offers
 # them (ATTND_PENDING_FEATURES=true): what must pass before a feature moves to `features`; targets —
-# flash and cudnn one at a time in isolated windows on TARGET_SHAPES; transfers — 1 GiB up and
+# flash and cudnn one at a time in isolated windows on TARGET_SHAPES; studies — the read ceiling
+# (bench/read_ceiling.cu), then STUDY_SHAPES as attnd studies, each variant's TB/s against it
+# (bench/decode_study.py, sustained, the variants alternated); transfers — 1 GiB up and
 # down through curl (tests/gpu/test_tensors.py) beside what curl alone reaches on this machine
 # (bench/loopback_ceiling.py); ncu — bench/decode_ncu.sh, ncu's counters of flash's split-KV
 # decode and cudnn's; bench — bench/run.sh, attnd against PyTorch. A short table comes last.
@@ -157,6 +162,29 @@ print("; ".join("%s %.2f GB/s" % (k.split()[3], f[k]) for k in f if "GB/s (curl,
     note "loopback ceiling (curl alone)" "rc $?; $(python3 -c 'import json, sys
 c = json.load(open(sys.argv[1]))
 print("up %s, down %s GB/s" % (c.get("median upload GB/s"), c.get("median download GB/s")))' "$OUT/ceiling.json" 2>/dev/null)"
+fi
+
+if has studies; then
+    timeout -k 5 120 "$B/read_ceiling" --bytes 2147483648 --window-ms 800 --rounds 2 > "$OUT/ceiling.log" 2>&1
+    ceiling=$(sed -n 's/^ceiling: \([0-9.]*\) TB\/s/\1/p' "$OUT/ceiling.log")
+    note "read ceiling (2 GiB)" "${ceiling:-none} TB/s"
+    data=$(mktemp -d)
+    ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" "$ATTND_BIN" --listen 127.0.0.1:0 --data-dir "$data" --devices all \
+        --job-timeout-s 300 --log-level warn > "$data/stdout" 2> "$OUT/studies-attnd.log" &
+    pid=$!
+    url=""
+    for _ in $(seq 1 300); do url=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$data/stdout") && break; sleep 0.1; done
+    for _ in $(seq 1 300); do curl -sf "$url/readyz" > /dev/null && break; sleep 0.1; done
+    shapes=()
+    for shape in ${STUDY_SHAPES:-64,32,8,1,8192,128 64,32,8,1,8192,128,none,16 64,32,32,1,4096,128 128,32,32,1,2048,128 \
+                  8,64,8,1,32768,128 64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
+    timeout -k 5 "${STUDIES_TIMEOUT_S:-300}" python3 bench/decode_study.py --url "$url" ${ceiling:+--ceiling-tbs "$ceiling"} \
+        --variants "${STUDY_VARIANTS:-flash:splitkv,cudnn,flashinfer}" "${shapes[@]}" --json "$OUT/studies.json" \
+        > "$OUT/studies.log" 2>&1
+    note "decode studies" "rc $? (table in studies.log)"
+    grep -E '^B[0-9]|^\| [a-z]' "$OUT/studies.log" | grep -v '^| variant' | while read -r line; do note "  " "${line:0:150}"; done
+    kill -TERM "$pid"
+    wait "$pid"
 fi
 
 if has ncu; then
