@@ -289,7 +289,9 @@ def test_two_runs_of_one_shape_show_no_significant_difference(cpu1):
     api.run_ok(**tiny(seq=32, iters=200))  # the server's first run pays for cold caches and page faults
     a = api.run_ok(**tiny(seq=32, iters=200))
     b = api.run_ok(**tiny(seq=32, iters=200))
-    body = compare(api, a["id"], b["id"], noise_floor=CPU_NOISE_FLOOR)
+    # At 95% one pair in twenty differs by chance, and CI's 2-core machine moved one run past the
+    # ~15% that allows, beside the PostgreSQL server under test: 99.9%, as for the groups below.
+    body = compare(api, a["id"], b["id"], noise_floor=CPU_NOISE_FLOOR, confidence=0.999)
     (row,) = body["rows"]
     assert row["verdict"] == "no significant difference" and row["significant"] is False
     assert row["low"] < 1 < row["high"] and row["ratio"] == pytest.approx(
@@ -299,7 +301,7 @@ def test_two_runs_of_one_shape_show_no_significant_difference(cpu1):
     # the CLI prints the verdict and exits 0
     out = __import__("io").StringIO()
     assert cli.main(["compare", str(a["id"]), str(b["id"]), "--url", api.url, "--noise-floor",
-                     str(CPU_NOISE_FLOOR)], out=out) == 0
+                     str(CPU_NOISE_FLOOR), "--confidence", "0.999"], out=out) == 0
     assert "no significant difference" in out.getvalue(), out.getvalue()
 
 
