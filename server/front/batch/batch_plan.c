@@ -203,11 +203,14 @@ static int plan_check_keys(const char *path, const cJSON *plan, char *err, size_
                     !strcmp(item->string, "study");
         for (k = 0; k < PLAN_AXIS_COUNT && !known; k++) known = !strcmp(item->string, plan_axes[k].key);
         if (!known) {
+            char axes[256];
+            size_t n = 0;
+            for (k = 0; k < PLAN_AXIS_COUNT && n < sizeof axes; k++) /* the table's names: a new axis is named */
+                n += (size_t)snprintf(axes + n, sizeof axes - n, "%s%s", k ? ", " : "", plan_axes[k].key);
             snprintf(err, err_len,
-                     "plan %s: unknown key \"%.40s\"; a plan has backends, the axes (model, batch, heads, kv_heads, "
-                     "seq, seq_q_kv, head_dim, dtype, mask, window, page_size, impl, cache, graph), params, repeat, "
-                     "study and description (docs/plan.md)",
-                     path, item->string);
+                     "plan %s: unknown key \"%.40s\"; a plan has backends, the axes (%s), params, repeat, study and "
+                     "description (docs/plan.md)",
+                     path, item->string, axes);
             return -1;
         }
     }
