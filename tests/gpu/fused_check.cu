@@ -143,10 +143,12 @@ static int efficient_check_d128_16(const attn_problem *p, char *why, size_t why_
  * FLASH_WG_DEFER), N keys per block (default 128). Only in a build with sm_90a code, on sm_90;
  * otherwise skipped silently. */
 static int fused_cc = 0;
-template <class TR> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
+/* DV: the value head dim the configuration holds (v5 has one head dim for K and V: flash.cu
+ * sends a value head dim of its own to v3) */
+template <class TR, int DV = TR::D> static int flash_wg_check(const attn_problem *p, char *why, size_t why_len)
 {
 #ifdef FLASH_HAVE_SM90A
-    if (p->head_dim == TR::D && fused_cc == 90) return variant_check_flash(p, why, why_len);
+    if (p->head_dim == TR::D && attn_dv(p) == DV && fused_cc == 90) return variant_check_flash(p, why, why_len);
 #endif
     why[0] = '\0';
     return -1;
@@ -161,16 +163,7 @@ typedef flash_wg_traits<128, 128, 3, 2, FLASH_WG_SERIAL> wg_d128_w3s2;
 typedef flash_wg_traits<128, 64, 3, 3, FLASH_WG_DEFER> wg_d128_w3s3d_bn64;
 typedef flash_wg_traits<64, 128, 2, 3, FLASH_WG_DEFER> wg_d64_w2s3d;
 typedef flash_wg_traits<64, 128, 3, 3, FLASH_WG_DEFER> wg_d64_w3s3d;
-/* v5 has one head dim for K and V (flash.cu sends a value head dim of its own to v3) */
-template <class TR> static int flash_v5_check(const attn_problem *p, char *why, size_t why_len)
-{
-    if (attn_dv(p) != TR::D) {
-        why[0] = '\0';
-        return -1;
-    }
-    return flash_wg_check<TR>(p, why, why_len);
-}
-#define WG_VARIANT(name, TR) {name, flash_v5_check<TR>, flash_wg_fwd<TR>}
+#define WG_VARIANT(name, TR) {name, flash_wg_check<TR>, flash_wg_fwd<TR>}
 /* v6 (flash_tma.cuh) configurations forced likewise: "flash@tD wW [sS] [d] [_tree]" = head dim
  * D, W consumer warpgroups, S stages (default 2), d: the dynamic tile counter (default: static
  * round-robin), _tree: the softmax's reductions as trees (TREE). The shipped ones (kernels/
@@ -183,11 +176,11 @@ template <class TR> static int flash_tma_fwd(exec_context *c, const attn_problem
 }
 template <class TR> static int flash_tma_check(const attn_problem *p, char *why, size_t why_len)
 {
-    if (p->scale == 0.0 || attn_dv(p) != TR::DV) { /* v6 needs a nonzero scale (flash.cu routes 0 to v5) */
+    if (p->scale == 0.0) { /* v6 needs a nonzero scale (flash.cu routes 0 to v5) */
         why[0] = '\0';
         return -1;
     }
-    return flash_wg_check<TR>(p, why, why_len);
+    return flash_wg_check<TR, TR::DV>(p, why, why_len);
 }
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_STATIC> tma_d128_w2;
 typedef flash_tma_traits<128, 2, 128, 2, FLASH_TMA_DYNAMIC> tma_d128_w2d;
