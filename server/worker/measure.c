@@ -228,12 +228,6 @@ static void measure_energy(measure_state *st, timing_stats *out)
     else out->energy_j = watts * out->total_ms * 1e-3;
 }
 
-/* ph's next phase, when there is a ph. */
-static void measure_mark(phases *ph, const char *name)
-{
-    if (ph) phases_mark(ph, name);
-}
-
 static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void *arg, const run_request *r,
                        void *d_flush, size_t flush_bytes, timing_stats *out, phases *ph)
 {
@@ -243,19 +237,19 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     int rc;
 
     TRY(measure_events(ctx, st, r));
-    measure_mark(ph, "measure_setup");
+    phases_mark(ph, "measure_setup");
     t_warm = measure_now_ms();
     nvtxRangePushA("warmup");
     rc = measure_warmup(ctx, st, fn, arg, r, out->warmup);
     nvtxRangePop();
     if (rc != 0) return -1;
-    measure_mark(ph, "warmup");
+    phases_mark(ph, "warmup");
 
     /* the sampler only where the window may be long enough for a reading */
     st->energy_why =
         measure_stats_energy_skip_why(r, measure_now_ms() - t_warm, out->warmup, skip_why, sizeof skip_why);
     if (!st->energy_why) st->energy = energy_sampler_start(&st->energy_why);
-    measure_mark(ph, "measure_setup"); /* the sampler's start joins the events' phase */
+    phases_mark(ph, "measure_setup"); /* the sampler's start joins the events' phase */
     nvtxRangePushA("timed");
     t_begin = measure_now_ms();
     while (!reason) {
@@ -268,7 +262,7 @@ static int measure_run(exec_context *ctx, measure_state *st, forward_fn fn, void
     }
     out->total_ms = measure_now_ms() - t_begin;
     nvtxRangePop();
-    measure_mark(ph, "timed");
+    phases_mark(ph, "timed");
     measure_energy(st, out);
 
     out->stop_reason = reason;
@@ -317,6 +311,6 @@ int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *
     energy_sampler_free(st.energy); /* stops its thread on a failed run too */
     free(st.gpu_us);
     free(st.host_us);
-    measure_mark(ph, "measure_end");
+    phases_mark(ph, "measure_end");
     return rc;
 }

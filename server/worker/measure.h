@@ -97,8 +97,8 @@ cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double pri
  * tokens those count (p->seqs needed when ragged). */
 cJSON *measure_stats_perf_json(const attn_problem *p, double median_us);
 
-/* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes. ph (or
- * NULL) gets its phases: measure_setup (events, the energy sampler's start), warmup, timed,
+/* GPU timing (measure.c). d_flush is the worker's L2 flush buffer of flush_bytes. ph gets its
+ * phases: measure_setup (events, the energy sampler's start), warmup, timed,
  * measure_end (the sampler's stop, the statistics, the events freed). Returns 0, or -1 with
  * ctx->error set. */
 int measure_gpu(exec_context *ctx, forward_fn fn, void *arg, const run_request *r, void *d_flush,
