@@ -170,9 +170,23 @@ def test_energy_roofline_and_clock_reasons(gapi, variants):
 
 def test_energy_needs_a_long_enough_window(gapi, variants):
     need_variant(variants, "flash")
-    rec = gapi.run_ok(backend="flash", seed=fresh_seed(), iters=3, warmup=1, **STUDY)
+    gapi.run_ok(backend="flash", seed=fresh_seed(), iters=1, warmup=1, **STUDY)  # loads the module: a warm-up
+    rec = gapi.run_ok(backend="flash", seed=fresh_seed(), iters=3, warmup=1, **STUDY)  # at its pace after that
     en = rec["energy"]
     assert en["joules_per_forward"] is None and "min_time_ms" in en["why"], en
+    # a window this short never starts the sampler, and says so by its iters
+    assert "iters=3" in en["why"], en
+
+
+def test_worker_phases_split_the_measuring(gapi, variants):
+    """A GPU run's service.worker_ms gives its measuring in four phases, not one, and they sum
+    with the rest to the total."""
+    need_variant(variants, "flash")
+    rec = gapi.run_ok(backend="flash", seed=fresh_seed(), iters=10, **STUDY)
+    w = rec["service"]["worker_ms"]
+    assert {"measure_setup", "warmup", "timed", "measure_end"} <= set(w) and "measure" not in w, w
+    assert sum(v for k, v in w.items() if k != "total") == pytest.approx(w["total"], rel=1e-6, abs=1e-6), w
+    fact("flash small run worker_ms", w)
 
 
 def test_cudnn_fraction_of_peak_is_plausible(gapi, variants):
