@@ -170,6 +170,12 @@ $(BUILD)/read_ceiling: $(BUILD)/bench/read_ceiling.o
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) -lcudart_static -ldl -lrt -pthread
 
+# What each NVML query the worker makes costs (bench/nvml_cost.c): NVML is dlopened, as the worker does.
+$(BUILD)/nvml_cost: bench/nvml_cost.c
+	@echo "  CC    $@"
+	$(Q)mkdir -p $(dir $@)
+	$(Q)$(CC) $(CFLAGS) -o $@ $< -ldl
+
 # FlashInfer, the `flashinfer` variant (kernels/flashinfer/README.md): the worker dlopens
 # $(BUILD)/lib/libattnd_flashinfer.so when it is there, and lists the variant unavailable
 # with the reason when it is not; nothing else needs it. `make flashinfer` downloads the
