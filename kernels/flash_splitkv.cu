@@ -8,11 +8,13 @@
  *     times the query tokens, packed as FlashAttention-3's PackGQA does (row p = token p / G,
  *     head p % G of the group): every K/V element is read from global memory once per split
  *     and row tile, and serves every query head of the group.
- *   - No shared memory: each lane loads its part of a 16-key block with 16-byte loads straight
- *     into the registers mma.sync m16n8k16 reads (flash_mma.cuh's fragment layouts). The dot
- *     products do not care about the order of head dims, nor P·V about the order of keys, so
- *     the dims are permuted to make K's B fragments contiguous 16-byte chunks (Q's A fragments
- *     use the same permutation) and V's B fragments are pairs of rows joined by one byte_perm.
+ *   - K and V skip shared memory: each lane loads its part of a 16-key block with 16-byte loads
+ *     straight into the registers mma.sync m16n8k16 reads (flash_mma.cuh's fragment layouts).
+ *     The dot products do not care about the order of head dims, nor P·V about the order of
+ *     keys, so the dims are permuted to make K's B fragments contiguous 16-byte chunks (Q's A
+ *     fragments, kept in 4 KiB of shared memory, use the same permutation) and V's B fragments
+ *     are pairs of rows joined by one byte_perm. A block's K loads are issued while the block
+ *     before finishes, its V loads while its own Q·Kᵀ runs: loads stay in flight through the math.
  *   - Online softmax per row in log2 space (FA2's); the CTA writes its normalised partial O
  *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits.
  *     With one split the CTA writes O itself: one launch.
@@ -26,8 +28,9 @@
  *     with its own lengths, mask and window. Every sequence's keys are split over the same
  *     bound (seq_kv); a split past a short sequence's keys writes an empty partial. Dense
  *     problems run the instantiation without it.
- * Head dims 64 and 128 (256 would hold 128 fp32 accumulators and 64 Q registers per lane:
- * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, no smem).
+ * Head dims 64 and 128 (256 would hold 128 fp32 accumulators per lane and two blocks' loads:
+ * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, 4 KiB of
+ * shared memory a CTA).
  */
 #include "kernels/fused.h"
 
@@ -40,10 +43,10 @@
 #define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
-/* CTAs (warps) an SM keeps: decode waits on memory, so more loads in flight beat registers.
- * A warp's registers come from one of the SM's four 16K-register quarters: 12 warps need
- * ≤ 168 registers (D128 dense compiles to 172 unbounded, which gives 8). */
-#define SPLITKV_MIN_CTAS 12
+/* CTAs (warps) an SM keeps. A warp's registers come from one of the SM's four 16K-register
+ * quarters: 8 warps allow 255 registers, 12 only 168. With the staggered load pipeline below,
+ * 8 warps that never spill kept more bytes in flight than 12 that spill (docs/fused.md). */
+#define SPLITKV_MIN_CTAS 8
 
 struct splitkv_params {
     const void *q, *k, *v;
@@ -148,15 +151,18 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
     /* this lane's two rows (g and g + 8 of the tile) and their output rows [b, h, token] */
     int prow[2], lo[2], hi[2];
     int64_t orow[2];
-    uint4 qf[2][KCH];
+    /* Q's A fragments wait in shared memory, lane-major (conflict-free 16-byte reads): the
+     * registers they would hold go to keeping K and V loads in flight */
+    __shared__ uint4 qs[2][KCH][32];
     for (int r = 0; r < 2; ++r) {
         const int p = tile * SPLITKV_ROWS + g + 8 * r;
         prow[r] = p;
         orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
         splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[r], hi[r]);
         const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
-        for (int c = 0; c < KCH; ++c) qf[r][c] = splitkv_load(qrow, c * 4 + t, p < rows);
+        for (int c = 0; c < KCH; ++c) qs[r][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
     }
+    __syncwarp();
     /* the keys any row of the tile sees, in whole 16-key blocks */
     int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
     if (lo[1] < hi[1]) first = min(first, lo[1]), last = max(last, hi[1]);
@@ -173,32 +179,43 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
     for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    for (int kb = first < last ? first & ~(SPLITKV_KEYS - 1) : last; kb < last; kb += SPLITKV_KEYS) {
-        /* every load of the block first: V's are in flight during Q·Kᵀ and the softmax */
-        uint4 kf[2][KCH], vf[4][VG];
+    /* A staggered pipeline: a block's K is loaded while the block before it finishes its
+     * softmax and P·V, and its V while its Q·Kᵀ and softmax run, so each warp keeps about a
+     * block of loads in flight through its arithmetic. Each buffer is reloaded as soon as its
+     * last reader is done: the registers of one block, not two. */
+    uint4 kf[2][KCH], vf[4][VG];
+    auto load_k = [&](int kb) {
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
             const bool ok = key < sq.seq_kv;
             const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
             for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, row * VPR + c * 4 + t, ok);
         }
+    };
+    auto load_v = [&](int kb) {
         for (int i = 0; i < 4; ++i) {
             const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
             const bool ok = key < sq.seq_kv;
             const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
             for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
+    };
+    const int kb_first = first < last ? first & ~(SPLITKV_KEYS - 1) : last;
+    if (kb_first < last) load_k(kb_first), load_v(kb_first);
+    for (int kb = kb_first; kb < last; kb += SPLITKV_KEYS) {
+        const bool more = kb + SPLITKV_KEYS < last;
         /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
-        float s[2][4];
-        for (int n = 0; n < 2; ++n) {
-            s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
-            for (int c = 0; c < KCH; ++c) {
-                const uint32_t a_lo[4] = {qf[0][c].x, qf[1][c].x, qf[0][c].y, qf[1][c].y};
-                const uint32_t a_hi[4] = {qf[0][c].z, qf[1][c].z, qf[0][c].w, qf[1][c].w};
+        float s[2][4] = {};
+        for (int c = 0; c < KCH; ++c) {
+            const uint4 q0 = qs[0][c][lane], q1 = qs[1][c][lane];
+            const uint32_t a_lo[4] = {q0.x, q1.x, q0.y, q1.y};
+            const uint32_t a_hi[4] = {q0.z, q1.z, q0.w, q1.w};
+            for (int n = 0; n < 2; ++n) {
                 flash_mma<BF16>(s[n], a_lo, kf[n][c].x, kf[n][c].y);
                 flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
             }
         }
+        if (more) load_k(kb + SPLITKV_KEYS); /* kf's last reader was Q·Kᵀ */
         /* online softmax, log2 space; keys outside a row's range are -inf */
         float alpha[2];
         for (int r = 0; r < 2; ++r) {
@@ -240,6 +257,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
                                 __byte_perm(w2[e >> 1], w3[e >> 1], sel));
             }
         }
+        if (more) load_v(kb + SPLITKV_KEYS); /* vf's last reader was P·V */
     }
 
     /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
