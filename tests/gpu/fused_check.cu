@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "common/attn.h"
+#include "kernels/decomposed.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/exec_context.h"
 #include "kernels/flash_tma.cuh"
@@ -110,6 +111,28 @@ static size_t flash_splitkv_ws(const attn_problem *p)
     attn_problem q = *p;
     q.impl = FLASH_IMPL_SPLITKV;
     return flash_workspace_bytes(&q);
+}
+/* "reference@online": the GPU verify's fallback reference (kernels/reference_online.cu) held to
+ * the fp64 reference like a kernel, every layout: its fp32 output in the workspace, then
+ * rounded to the dtype. */
+static int online_ref_check(const attn_problem *p, char *why, size_t why_len)
+{
+    if (p->head_dim <= 256 && attn_dv(p) <= 256) return 0;
+    snprintf(why, why_len, "head dims up to 256");
+    return -1;
+}
+static size_t online_ref_ws(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(float); }
+__global__ void online_ref_round(const float *src, void *dst, attn_dtype t, int64_t n)
+{
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dtype_store_f32(dst, t, i, src[i]);
+}
+static int online_ref_forward(exec_context *c, const attn_problem *p, const attn_tensors *t, void *w)
+{
+    if (reference_online_f32(c, p, t, (float *)w) != 0) return -1;
+    online_ref_round<<<1024, 256, 0, c->stream>>>((const float *)w, t->out, p->dtype, attn_out_elems(p));
+    LAUNCH_TRY(c);
+    return 0;
 }
 /* v3 by name, checked as the forward will be: with that impl (a serving batch: v3's SERVING
  * instantiation, pending). */
@@ -264,6 +287,7 @@ static const fused_variant check_variants[] = {
     {"flash@w4", flash_check_d96_128, flash_fwd_impl<FLASH_IMPL_W4>},
     {"flash@legacy", flash_check_d64_96_128, flash_fwd_impl<FLASH_IMPL_GENERIC>},
     {"flash@splitkv", flash_check_splitkv, flash_fwd_impl<FLASH_IMPL_SPLITKV>, flash_splitkv_ws},
+    {"reference@online", online_ref_check, online_ref_forward, online_ref_ws},
     WG_VARIANT("flash@wg2s3d", wg_d128_w2s3d),
     WG_VARIANT("flash@wg3s2", wg_d128_w3s2),
     WG_VARIANT("flash@wg3s3d_bn64", wg_d128_w3s3d_bn64),
@@ -415,16 +439,20 @@ static void reference_cpu(const attn_problem *p, const void *q, const void *k, c
 }
 
 #define REF_THREADS 128
+#define REF_SMEM_MAX ((size_t)160 << 10) /* an A100 CTA holds 163 KB */
 /* One block per (sampled row, b·h); fp64 throughout; scores of the row in dynamic smem. K/V
  * heads and visible keys as reference_cpu. */
+/* A row's scores live in shared memory, or in `scratch` (n_rows·BH rows of seq_kv) when a row
+ * outgrows it (a decode over 32K keys). */
 __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *k, const void *v, const int *rows,
-                                     int n_rows, double *out)
+                                     int n_rows, double *out, double *scratch)
 {
-    extern __shared__ double ref_sc[];
+    extern __shared__ double ref_smem[];
     __shared__ double red[REF_THREADS];
     const int64_t bh = blockIdx.y, kvh = bh / (p.heads / attn_kv_heads(&p));
     const int ri = blockIdx.x, tid = threadIdx.x;
     const int64_t i = rows[ri], Sq = p.seq_q, Skv = p.seq_kv, D = p.head_dim, DV = attn_dv(&p);
+    double *ref_sc = scratch ? scratch + (bh * n_rows + ri) * Skv : ref_smem;
     int64_t lo, hi;
     attn_visible_range(&p, i, &lo, &hi);
     double *o = out + (bh * n_rows + ri) * DV;
@@ -492,6 +520,7 @@ static void problem_setup(device_problem &dp, int64_t B, int64_t H, int64_t Sq, 
     CHECK_CUDA(cudaMemcpy(dp.d_q, dp.h_q.data(), dp.h_q.size(), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(dp.d_k, dp.h_k.data(), dp.h_k.size(), cudaMemcpyHostToDevice));
     CHECK_CUDA(cudaMemcpy(dp.d_v, dp.h_v.data(), dp.h_v.size(), cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaDeviceSynchronize()); /* a pageable copy may return before its DMA lands */
 }
 
 static void problem_free(device_problem &dp)
@@ -559,14 +588,20 @@ static void verify(device_problem &dp, int row_step)
         CHECK_CUDA(cudaMalloc(&d_ref, ref.size() * sizeof(double)));
         CHECK_CUDA(cudaMemcpy(d_rows, rows.data(), rows.size() * sizeof(int), cudaMemcpyHostToDevice));
         size_t smem = (size_t)std::max<int64_t>(p->seq_kv, 1) * sizeof(double);
+        double *d_scratch = NULL;
+        if (smem > REF_SMEM_MAX) { /* past what any supported GPU's CTA holds: the scores go to global memory */
+            CHECK_CUDA(cudaMalloc(&d_scratch, smem * rows.size() * (size_t)BH));
+            smem = 0;
+        }
         CHECK_CUDA(cudaFuncSetAttribute(reference_gpu_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
         reference_gpu_kernel<<<dim3((unsigned)rows.size(), (unsigned)BH), REF_THREADS, smem>>>(
-            *p, dp.d_q, dp.d_k, dp.d_v, d_rows, (int)rows.size(), d_ref);
+            *p, dp.d_q, dp.d_k, dp.d_v, d_rows, (int)rows.size(), d_ref, d_scratch);
         CHECK_CUDA(cudaGetLastError());
         CHECK_CUDA(cudaDeviceSynchronize());
         CHECK_CUDA(cudaMemcpy(ref.data(), d_ref, ref.size() * sizeof(double), cudaMemcpyDeviceToHost));
         CHECK_CUDA(cudaFree(d_rows));
         CHECK_CUDA(cudaFree(d_ref));
+        CHECK_CUDA(cudaFree(d_scratch));
     }
     const double tol = p->dtype == ATTN_BF16 ? 1.6e-2 : p->dtype == ATTN_FP16 ? 2e-3 : 1e-5;
     std::vector<uint8_t> h_out((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
@@ -577,7 +612,8 @@ static void verify(device_problem &dp, int row_step)
             if (why[0]) printf("  %-16s %s  unsupported: %s\n", v.name, shape_str(p), why);
             continue;
         }
-        CHECK_CUDA(cudaMemset(dp.d_out, 0xff, h_out.size())); /* all-ones bits: NaN in every dtype */
+        /* on the forward's stream: a non-blocking stream is not ordered after a plain cudaMemset */
+        CHECK_CUDA(cudaMemsetAsync(dp.d_out, 0xff, h_out.size(), ctx.stream)); /* all-ones bits: NaN in every dtype */
         attn_tensors t = {dp.d_q, dp.d_k, dp.d_v, dp.d_out};
         exec_clear_error(&ctx);
         void *ws = variant_workspace(v, p);
@@ -633,7 +669,7 @@ struct serving_problem {
 static bool serving_variant(const char *name)
 {
     return strcmp(name, "flash") == 0 || strcmp(name, "flash@tma") == 0 || strcmp(name, "flash@splitkv") == 0 ||
-           strcmp(name, "flash@legacy") == 0 || strcmp(name, "efficient") == 0;
+           strcmp(name, "flash@legacy") == 0 || strcmp(name, "efficient") == 0 || strcmp(name, "reference@online") == 0;
 }
 
 template <class T> static T *device_copy(const void *host, size_t bytes)
@@ -641,6 +677,7 @@ template <class T> static T *device_copy(const void *host, size_t bytes)
     void *d = NULL;
     CHECK_CUDA(cudaMalloc(&d, bytes + 16));
     if (bytes) CHECK_CUDA(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaDeviceSynchronize()); /* a pageable copy may return before its DMA lands */
     return static_cast<T *>(d);
 }
 
@@ -792,7 +829,7 @@ static void verify_serving(serving_problem &sp, int row_step)
             if (why[0]) printf("  %-16s %s  unsupported: %s\n", v.name, serving_str(p), why);
             continue;
         }
-        CHECK_CUDA(cudaMemset(sp.d_out, 0xff, out_bytes)); /* NaN in every dtype */
+        CHECK_CUDA(cudaMemsetAsync(sp.d_out, 0xff, out_bytes, ctx.stream)); /* NaN in every dtype, stream-ordered */
         attn_tensors t = {sp.d_q, sp.d_k, sp.d_v, sp.d_out, sp.d_cu_q, sp.d_cu_kv, sp.d_table};
         exec_clear_error(&ctx);
         if (v.forward(&ctx, p, &t, variant_workspace(v, p)) != 0) {
@@ -821,7 +858,7 @@ static void verify_serving(serving_problem &sp, int row_step)
         bool ok = nan_count == 0 && rel <= tol;
         char twin[96] = "";
         if (p->page_size > 0) { /* the same logical cache without pages */
-            CHECK_CUDA(cudaMemset(sp.d_out_flat, 0xff, out_bytes));
+            CHECK_CUDA(cudaMemsetAsync(sp.d_out_flat, 0xff, out_bytes, ctx.stream));
             attn_tensors tf = {sp.d_q, sp.d_k_flat, sp.d_v_flat, sp.d_out_flat, sp.d_cu_q, sp.d_cu_kv, NULL};
             if (v.check(&flat, why, sizeof why) != 0 || v.forward(&ctx, &flat, &tf, variant_workspace(v, &flat)) != 0) {
                 snprintf(twin, sizeof twin, ", twin FAIL: %.60s", why[0] ? why : ctx.error);
