@@ -40,6 +40,11 @@ int math_prepare(exec_context *ctx, const attn_problem *p, void *workspace);
 int math_forward_f32(exec_context *ctx, const attn_problem *p, const attn_tensors *t, float *d_out_f32,
                      void *workspace);
 
+/* reference_online.cu — the same fp32 output without the scores (online softmax, one warp a
+ * query row, no workspace): the GPU reference where math_forward_f32's workspace does not fit.
+ * Every layout (dense, GQA, paged, ragged), mask and window; head dims up to 256. */
+int reference_online_f32(exec_context *ctx, const attn_problem *p, const attn_tensors *t, float *d_out_f32);
+
 /* reference.c — plain C, fp64 accumulation: the oracle.
  * reference_attention_f64 reads q, k, v stored in p->dtype and writes the fp64 output
  * [B,H,Sq,D]; fully masked rows are zeros (SDPA's safe softmax). `threads` ≤ 0: one per

@@ -25,7 +25,7 @@ typedef struct output_summary {
 } output_summary;
 
 typedef struct verify_result {
-    char reference[32];        /* "cpu_fp64" or "gpu_math_fp32" */
+    char reference[32];        /* "cpu_fp64", "gpu_math_fp32" or "gpu_online_fp32" */
     double max_abs_err, rel_l2_err; /* vs the reference; NaN when the output has NaN */
     double tol_abs, tol_rel_l2;
     int64_t nan;               /* elements that are NaN or Inf in the output */
