@@ -143,15 +143,12 @@ int flash_serving_prefill_check(const attn_problem *p, char *why, size_t why_len
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
 {
     const double scale_log2 = p->scale * 1.4426950408889634;
-    if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q && (p->ragged || p->page_size > 0)) {
-        snprintf(why, why_len, "flash runs paged and ragged batches in its split-KV decode kernel: seq_q (the longest "
-                 "sequence's queries) up to %d, got %lld; flashinfer runs ragged prefill",
-                 FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q);
-        return -1;
-    }
     if (p->seq_q > FLASH_SPLITKV_MAX_SEQ_Q) {
         snprintf(why, why_len, "flash impl splitkv is the decode kernel: seq_q up to %d (decode and speculative "
-                 "decode), got %lld; the other impls run longer queries", FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q);
+                 "decode), got %lld%s; %s", FLASH_SPLITKV_MAX_SEQ_Q, (long long)p->seq_q,
+                 p->ragged ? " (the longest sequence's queries)" : "",
+                 p->ragged || p->page_size > 0 ? "the default impl runs paged and ragged prefill"
+                                               : "the other impls run longer queries");
         return -1;
     }
     if (p->head_dim != 64 && p->head_dim != 128) {
