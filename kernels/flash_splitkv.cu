@@ -47,10 +47,6 @@
  * quarters: 8 warps allow 255 registers, 12 only 168. With the staggered load pipeline below,
  * 8 warps that never spill kept more bytes in flight than 12 that spill (docs/fused.md). */
 #define SPLITKV_MIN_CTAS 8
-/* How many 16-key blocks ahead of its loads a warp prefetches K and V into L2 (0: none). */
-#ifndef SPLITKV_PREFETCH_BLOCKS
-#define SPLITKV_PREFETCH_BLOCKS 2
-#endif
 
 struct splitkv_params {
     const void *q, *k, *v;
@@ -208,18 +204,6 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
     if (kb_first < last) load_k(kb_first), load_v(kb_first);
     for (int kb = kb_first; kb < last; kb += SPLITKV_KEYS) {
         const bool more = kb + SPLITKV_KEYS < last;
-        /* Into L2 ahead of the loads: the block SPLITKV_PREFETCH_BLOCKS ahead, a 128-byte line of
-         * K and one of V a lane (lane/2 its key, lane&1 its half row). No registers held: more
-         * bytes in flight than the register pipeline can keep, and the loads then hit L2. */
-        if constexpr (SPLITKV_PREFETCH_BLOCKS > 0) {
-            const int key = kb + SPLITKV_PREFETCH_BLOCKS * SPLITKV_KEYS + (lane >> 1);
-            if (key < last && key < sq.seq_kv) {
-                const int64_t row = SERVING ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : key;
-                const int64_t at = row * VPR + (lane & 1) * (VPR / 2);
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(kbase + at));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(vbase + at));
-            }
-        }
         /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
         float s[2][4] = {};
         for (int c = 0; c < KCH; ++c) {
