@@ -183,7 +183,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
      * softmax and P·V, and its V while its Q·Kᵀ and softmax run, so each warp keeps about a
      * block of loads in flight through its arithmetic. Each buffer is reloaded as soon as its
      * last reader is done: the registers of one block, not two. */
-    uint4 kf[2][KCH], vf[4][VG];
+    uint4 kf[2][KCH], va[4][VG], vb[4][VG];
     auto load_k = [&](int kb) {
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
@@ -192,7 +192,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
             for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, row * VPR + c * 4 + t, ok);
         }
     };
-    auto load_v = [&](int kb) {
+    auto load_v = [&](int kb, uint4(&vf)[4][VG]) {
         for (int i = 0; i < 4; ++i) {
             const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
             const bool ok = key < sq.seq_kv;
@@ -201,8 +201,9 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
         }
     };
     const int kb_first = first < last ? first & ~(SPLITKV_KEYS - 1) : last;
-    if (kb_first < last) load_k(kb_first), load_v(kb_first);
-    for (int kb = kb_first; kb < last; kb += SPLITKV_KEYS) {
+    /* one block's step: Q·Kᵀ from kf, then the next block's K and V on their way (V into the
+     * buffer P·V does not read now), softmax, P·V from vf */
+    auto step = [&](int kb, const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
         const bool more = kb + SPLITKV_KEYS < last;
         /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
         float s[2][4] = {};
@@ -215,7 +216,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
                 flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
             }
         }
-        if (more) load_k(kb + SPLITKV_KEYS); /* kf's last reader was Q·Kᵀ */
+        if (more) load_k(kb + SPLITKV_KEYS), load_v(kb + SPLITKV_KEYS, v_next); /* kf's last reader was Q·Kᵀ */
         /* online softmax, log2 space; keys outside a row's range are -inf */
         float alpha[2];
         for (int r = 0; r < 2; ++r) {
@@ -257,7 +258,11 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
                                 __byte_perm(w2[e >> 1], w3[e >> 1], sel));
             }
         }
-        if (more) load_v(kb + SPLITKV_KEYS); /* vf's last reader was P·V */
+    };
+    if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
+    for (int kb = kb_first; kb < last; kb += 2 * SPLITKV_KEYS) { /* two steps, the V buffers swapped */
+        step(kb, va, vb);
+        if (kb + SPLITKV_KEYS < last) step(kb + SPLITKV_KEYS, vb, va);
     }
 
     /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
