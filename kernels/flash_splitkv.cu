@@ -13,8 +13,8 @@
  *     The dot products do not care about the order of head dims, nor P·V about the order of
  *     keys, so the dims are permuted to make K's B fragments contiguous 16-byte chunks (Q's A
  *     fragments, kept in 4 KiB of shared memory, use the same permutation) and V's B fragments
- *     are pairs of rows joined by one byte_perm. A block's K loads are issued while the block
- *     before finishes, its V loads while its own Q·Kᵀ runs: loads stay in flight through the math.
+ *     are pairs of rows joined by one byte_perm. The next block's K and V loads are issued
+ *     right after a block's Q·Kᵀ: they stay in flight through its softmax and P·V.
  *   - Online softmax per row in log2 space (FA2's); the CTA writes its normalised partial O
  *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits.
  *     With one split the CTA writes O itself: one launch.
@@ -44,8 +44,8 @@
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
 /* CTAs (warps) an SM keeps. A warp's registers come from one of the SM's four 16K-register
- * quarters: 8 warps allow 255 registers, 12 only 168. With the staggered load pipeline below,
- * 8 warps that never spill kept more bytes in flight than 12 that spill (docs/fused.md). */
+ * quarters: 8 warps allow 255 registers, 12 only 168. With the load pipeline below, 8 warps
+ * that never spill kept more bytes in flight than 12 that spill (docs/fused.md). */
 #define SPLITKV_MIN_CTAS 8
 
 struct splitkv_params {
@@ -179,10 +179,9 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
     for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    /* A staggered pipeline: a block's K is loaded while the block before it finishes its
-     * softmax and P·V, and its V while its Q·Kᵀ and softmax run, so each warp keeps about a
-     * block of loads in flight through its arithmetic. Each buffer is reloaded as soon as its
-     * last reader is done: the registers of one block, not two. */
+    /* A pipeline one block deep: as soon as a block's Q·Kᵀ has read kf, the next block's K and
+     * V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
+     * block of loads in flight through its softmax and P·V. K needs one buffer, V two. */
     uint4 kf[2][KCH], va[4][VG], vb[4][VG];
     auto load_k = [&](int kb) {
         for (int n = 0; n < 2; ++n) {
