@@ -44,6 +44,8 @@ int math_forward_f32(exec_context *ctx, const attn_problem *p, const attn_tensor
  * query row, no workspace): the GPU reference where math_forward_f32's workspace does not fit.
  * Every layout (dense, GQA, paged, ragged), mask and window; head dims up to 256. */
 int reference_online_f32(exec_context *ctx, const attn_problem *p, const attn_tensors *t, float *d_out_f32);
+/* Why reference_online_f32 cannot take p (head dims above 256, batch or heads above 65535), or NULL. */
+const char *reference_online_refuses(const attn_problem *p);
 
 /* reference.c — plain C, fp64 accumulation: the oracle.
  * reference_attention_f64 reads q, k, v stored in p->dtype and writes the fp64 output

@@ -84,14 +84,19 @@ __global__ void __launch_bounds__(32 * REF_ONLINE_WARPS) ref_online_kernel(const
     }
 }
 
+const char *reference_online_refuses(const attn_problem *p)
+{
+    if (p->head_dim > 32 * REF_ONLINE_MAX_PER_LANE || attn_dv(p) > 32 * REF_ONLINE_MAX_PER_LANE)
+        return "head dims above 256";
+    if (p->batch > 65535 || p->heads > 65535) return "batch or heads above 65535";
+    return NULL;
+}
+
 int reference_online_f32(exec_context *ctx, const attn_problem *p, const attn_tensors *t, float *d_out_f32)
 {
     if (const char *missing = attn_serving_arrays_missing(p, t))
         return exec_fail(ctx, __FILE__, __LINE__, "reference_online_f32", missing);
-    if (p->head_dim > 32 * REF_ONLINE_MAX_PER_LANE || attn_dv(p) > 32 * REF_ONLINE_MAX_PER_LANE)
-        return exec_fail(ctx, __FILE__, __LINE__, "reference_online_f32", "head dims above 256");
-    if (p->batch > 65535 || p->heads > 65535)
-        return exec_fail(ctx, __FILE__, __LINE__, "reference_online_f32", "batch or heads above 65535");
+    if (const char *why = reference_online_refuses(p)) return exec_fail(ctx, __FILE__, __LINE__, "reference_online_f32", why);
     ref_online_params P;
     P.dense = attn_padded(p);
     P.q = t->q, P.k = t->k, P.v = t->v, P.out = d_out_f32;

@@ -588,7 +588,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
         *fatal = ctx->sticky;
         goto refused;
     }
-    if (verify_gpu && need > (double)free_b) {
+    if (verify_gpu && need > (double)free_b && !reference_online_refuses(p)) {
         /* the scores of SDPA's math path do not fit beside the run: the reference without them */
         need -= (double)math_ws_bytes;
         math_ws_bytes = 0;

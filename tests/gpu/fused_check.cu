@@ -117,9 +117,9 @@ static size_t flash_splitkv_ws(const attn_problem *p)
  * rounded to the dtype. */
 static int online_ref_check(const attn_problem *p, char *why, size_t why_len)
 {
-    if (p->head_dim <= 256 && attn_dv(p) <= 256) return 0;
-    snprintf(why, why_len, "head dims up to 256");
-    return -1;
+    const char *refused = reference_online_refuses(p);
+    if (refused) snprintf(why, why_len, "%s", refused);
+    return refused ? -1 : 0;
 }
 static size_t online_ref_ws(const attn_problem *p) { return (size_t)attn_out_elems(p) * sizeof(float); }
 __global__ void online_ref_round(const float *src, void *dst, attn_dtype t, int64_t n)
