@@ -81,7 +81,12 @@ if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; the
         ${THROUGHPUT_CONFIGS:-} --seconds "${THROUGHPUT_SECONDS:-10}" --rounds 2 \
         --json "$OUT/throughput.json" > "$OUT/throughput.log" 2>&1
     note "throughput" "rc $?"
-    grep -E '^\| [^-b]' "$OUT/throughput.log" | while read -r line; do note "  runs/s" "${line:0:150}"; done
+    grep -E '^\| ' "$OUT/throughput.log" | grep -vE '^\| (build \||---)' | while read -r line; do note "  runs/s" "${line:0:150}"; done
+    grep 'worker ms by phase' "$OUT/throughput.log" | head -n 2 | while read -r line; do note "  phases" "${line:0:250}"; done
+    if [ -x "$B/nvml_cost" ]; then # what the NVML reads of a run cost on this machine
+        timeout -k 5 30 "$B/nvml_cost" --reads 200 > "$OUT/nvml_cost.log" 2>&1
+        grep '^| nvml' "$OUT/nvml_cost.log" | while read -r line; do note "  nvml us" "$line"; done
+    fi
 fi
 
 if has fused; then
