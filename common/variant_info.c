@@ -196,7 +196,7 @@ int64_t flash_splitkv_max_splits(const attn_problem *p)
 /* The serving layouts as cuDNN takes them (docs/cudnn.md, "Serving batches"): ragged offsets
  * are INT32 element counts, and cuDNN documents a paged cache's block size as a power of 2.
  * Whether a sequence leaves a query row without keys needs the lengths: the worker's check
- * (kernels/cudnn_serving.cu). */
+ * (kernels/cudnn/cudnn_serving.cu). */
 static int cudnn_check_serving(const attn_problem *p, char *why, size_t why_len)
 {
     const int paged = p->page_size > 0;

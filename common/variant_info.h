@@ -109,7 +109,7 @@ int variant_check_efficient(const attn_problem *p, char *why, size_t why_len);
 int variant_check_flash(const attn_problem *p, char *why, size_t why_len);
 int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len);
 /* The cudnn variant's per-sequence arrays of a serving batch, in its workspace after the
- * plan's own bytes (kernels/cudnn_serving.cu fills them on the device every forward): the
+ * plan's own bytes (kernels/cudnn/cudnn_serving.cu fills them on the device every forward): the
  * lengths seq_len_q and seq_len_kv (int32 [batch]) and the ragged offsets of Q, K, V and O
  * (int32 [batch + 1], in elements), each 256-byte aligned. Writes each array's offset from
  * the first and returns the bytes of all; 0 (offsets 0) for a dense problem. */

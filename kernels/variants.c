@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
 #include "kernels/decomposed.h"
 #include "kernels/flashinfer_attn.h"
 #include "kernels/flashinfer_loader.h"

@@ -32,8 +32,8 @@
 #include <nvtx3/nvToolsExt.h>
 
 #include "common/attn.h"
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
 #include "kernels/decomposed.h"
 #include "kernels/exec_context.h"
 #include "kernels/flashinfer_loader.h"
@@ -311,7 +311,7 @@ static void gpu_layout_free(gpu_layout *g)
 }
 
 /* The two cu_seqlens arrays in d_seqs, rounded up to 16 bytes so that the block table after
- * them is as aligned as cuDNN's tensors are declared (kernels/cudnn_sdpa.c). */
+ * them is as aligned as cuDNN's tensors are declared (kernels/cudnn/cudnn_sdpa.c). */
 static size_t gpu_cu_seqlens_bytes(const attn_problem *p)
 {
     return (2 * (size_t)(p->batch + 1) * sizeof(int32_t) + 15) / 16 * 16;

@@ -20,7 +20,7 @@
 
 #include <cjson/cJSON.h>
 
-#include "kernels/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_loader.h"
 #include "kernels/flashinfer_loader.h"
 #include "common/api_error.h"
 #include "server/worker/cpu_job.h"

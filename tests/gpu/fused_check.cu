@@ -5,7 +5,7 @@
  *   nvcc -std=c++17 -O3 -gencode arch=compute_90a,code=sm_90a -DFLASH_HAVE_SM90A -I. \
  *        -o build/fused_check tests/gpu/fused_check.cu kernels/efficient.cu kernels/flash.cu \
  *        kernels/exec_context.c kernels/attn.c -lcublas
- * plus -DFUSED_CHECK_CUDNN -D_GNU_SOURCE kernels/cudnn_loader.c kernels/cudnn_sdpa.c -ldl for the `cudnn`
+ * plus -DFUSED_CHECK_CUDNN -D_GNU_SOURCE kernels/cudnn/cudnn_loader.c kernels/cudnn/cudnn_sdpa.c -ldl for the `cudnn`
  * row (attnd's cudnn variant, enabled at run time with --cudnn DIR: the directory of the
  * libcudnn.so.9 to load, e.g. PyTorch's nvidia/cudnn/lib).
  * Options: --quick (no timing), --timing-only (only the timed shapes, still verified), --small
@@ -326,11 +326,11 @@ static const fused_variant check_variants[] = {
 };
 
 #ifdef FUSED_CHECK_CUDNN
-/* attnd's `cudnn` variant (kernels/cudnn_sdpa.c, cuDNN loaded at run time from the directory
+/* attnd's `cudnn` variant (kernels/cudnn/cudnn_sdpa.c, cuDNN loaded at run time from the directory
  * given with --cudnn DIR), checked and timed beside the fused kernels: the comparator of the
  * flash targets. Built only when FUSED_CHECK_CUDNN is defined (tests/gpu/fused_check.sh). */
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
 static bool cudnn_row = false;
 static int cudnn_row_check(const attn_problem *p, char *why, size_t why_len)
 {

@@ -1,5 +1,5 @@
-"""cudnn over paged K/V caches and ragged batches (kernels/cudnn_serving.cu, the serving graph of
-kernels/cudnn_sdpa.c, docs/cudnn.md "Serving batches"), offered since this passed on an H100. The
+"""cudnn over paged K/V caches and ragged batches (kernels/cudnn/cudnn_serving.cu, the serving graph of
+kernels/cudnn/cudnn_sdpa.c, docs/cudnn.md "Serving batches"), offered since this passed on an H100. The
 module runs on the pytest run's server (ATTND_URL) where that one offers them, else starts its own
 (with --pending-features true, for a build where they are pending); it skips where the server has
 no cuda:0 (fails with ATTND_REQUIRE_GPU=1) or cudnn is unavailable.

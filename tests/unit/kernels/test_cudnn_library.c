@@ -22,7 +22,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_loader.h"
 #include "tests/unit/check.h"
 
 /* What a child saw. */

@@ -25,8 +25,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
 #include "kernels/decomposed.h"
 #include "kernels/dtype_convert.h"
 #include "tests/unit/check.h"

@@ -1,5 +1,5 @@
 /* test_cudnn_serving.c — the `cudnn` variant's serving batches: paged K/V caches and ragged
- * batches (kernels/cudnn_serving.cu, the serving graph of kernels/cudnn_sdpa.c).
+ * batches (kernels/cudnn/cudnn_serving.cu, the serving graph of kernels/cudnn/cudnn_sdpa.c).
  *
  * Without a GPU: every tensor and operation of each serving graph (padding mask, ragged
  * offsets on Q/K/V/O, paged cache loads, the bands shifted by each sequence's lengths) is
@@ -22,9 +22,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_sdpa.h"
-#include "kernels/cudnn_serving.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_serving.h"
 #include "kernels/decomposed.h"
 #include "kernels/dtype_convert.h"
 #include "kernels/seq_layout.h"

@@ -45,7 +45,7 @@
  * graph, engine config, plan) plus its variant pack, and destroys them when evicted. A
  * failed build destroys everything it created before returning.
  */
-#include "kernels/cudnn_sdpa.h"
+#include "kernels/cudnn/cudnn_sdpa.h"
 
 #include <float.h>
 #include <math.h>
@@ -59,9 +59,9 @@
 #include <cuda_runtime_api.h>
 #include <cudnn_graph.h>
 
-#include "kernels/cudnn_graph.h"
-#include "kernels/cudnn_loader.h"
-#include "kernels/cudnn_serving.h"
+#include "kernels/cudnn/cudnn_graph.h"
+#include "kernels/cudnn/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_serving.h"
 
 #define SDPA_MAX_DEVICES 64
 #define SDPA_MAX_ENGINE_CFGS 64

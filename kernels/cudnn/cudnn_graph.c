@@ -1,5 +1,5 @@
 /* cudnn_graph.c — the backend graph builders of cudnn_graph.h, through cudnn_loader.h's table. */
-#include "kernels/cudnn_graph.h"
+#include "kernels/cudnn/cudnn_graph.h"
 
 #include <stdbool.h>
 #include <stdio.h>

@@ -15,7 +15,7 @@
 
 #include <cudnn_graph.h>
 
-#include "kernels/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_loader.h"
 #include "kernels/exec_context.h"
 
 #ifdef __cplusplus

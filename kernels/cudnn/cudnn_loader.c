@@ -16,7 +16,7 @@
  * sub-libraries, kernel caches) that outlives any one handle, and the table must stay valid
  * until exit.
  */
-#include "kernels/cudnn_loader.h"
+#include "kernels/cudnn/cudnn_loader.h"
 
 #include <dlfcn.h>
 #include <errno.h>

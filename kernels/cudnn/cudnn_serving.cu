@@ -9,7 +9,7 @@
  * PyTorch's cuDNN path for nested tensors likewise derives them from cu_seqlens every call
  * (at::diff and a multiply per array: six small kernels where this is one).
  */
-#include "kernels/cudnn_serving.h"
+#include "kernels/cudnn/cudnn_serving.h"
 
 #include <stdio.h>
 
