@@ -76,7 +76,6 @@ const char *measure_stats_stop_reason(const run_request *r, const double *sample
 double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
                               size_t why_len);
 
-/* The "timing" object of the result. */
 /* Why the timed window cannot give an energy reading (it will be shorter than
  * MEASURE_ENERGY_MIN_SPAN_MS), written to why (why_len bytes): a max_time_ms below it, or a fixed
  * iters whose window, at the warm-up's pace (warmup_ms over warmup forwards, launches and all:
@@ -84,6 +83,7 @@ double measure_stats_average_power_w(const energy_step *steps, int n, double win
  * Short runs so skip its NVML reads and its thread. */
 const char *measure_stats_energy_skip_why(const run_request *r, double warmup_ms, int warmup, char *why, size_t why_len);
 
+/* The "timing" object of the result. */
 cJSON *measure_stats_timing_json(const timing_stats *s);
 
 /* The "energy" object: joules_per_forward, avg_power_w, tflop_per_joule (flops: one

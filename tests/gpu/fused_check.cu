@@ -440,10 +440,9 @@ static void reference_cpu(const attn_problem *p, const void *q, const void *k, c
 
 #define REF_THREADS 128
 #define REF_SMEM_MAX ((size_t)160 << 10) /* an A100 CTA holds 163 KB */
-/* One block per (sampled row, b·h); fp64 throughout; scores of the row in dynamic smem. K/V
- * heads and visible keys as reference_cpu. */
-/* A row's scores live in shared memory, or in `scratch` (n_rows·BH rows of seq_kv) when a row
- * outgrows it (a decode over 32K keys). */
+/* One block per (sampled row, b·h); fp64 throughout. The row's scores live in dynamic shared
+ * memory, or in `scratch` (n_rows·BH rows of seq_kv) when a row outgrows it (a decode over 32K
+ * keys). K/V heads and visible keys as reference_cpu. */
 __global__ void reference_gpu_kernel(attn_problem p, const void *q, const void *k, const void *v, const int *rows,
                                      int n_rows, double *out, double *scratch)
 {

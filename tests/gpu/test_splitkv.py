@@ -165,7 +165,7 @@ def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
 
 def test_ragged_prefill_leaves_splitkv(sapi):
     """A batch with a sequence of more than 16 queries is a prefill: v6's SERVING kernel runs it
-    by default on compute capability 9.0, v3's elsewhere."""
+    by default on compute capability 9.0, v3's elsewhere; impl splitkv refuses it."""
     body = dict(backend="flash", dtype="bf16", heads=8, kv_heads=2, head_dim=128, seqlens_q=[5, 17],
                 seqlens_kv=[30, 40], device="cuda:0", warmup=0, iters=1)
     (dev,) = [d for d in sapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
