@@ -20,6 +20,13 @@
  *                    filled in place with its progress at P (tensor_download_progress);
  *                    499 `cancelled` when the front set "cancel".
  *     tensor_delete  {"id"}
+ *     tensor_stage   {"key", "body_bytes":N, "budget":B, "tensors":[{"offset","bytes"}]} + memfd
+ *                    while an upload's body is still arriving: copies what the memfd holds now
+ *                    (the first message allocates); answers "staged" (bytes copied), "copy_s",
+ *                    "fingerprint_s". Later messages name the key only. A tensor_put with
+ *                    "stage":key copies the rest and keeps the tensors; an unknown key or other
+ *                    spans make it copy everything. An error drops the staged upload.
+ *     tensor_unstage {"key"}  a staged upload whose request ended without its put: dropped
  *   Unknown tensor ids answer 410: the front knew it, so this worker must have restarted.
  */
 #ifndef PROTO_H
@@ -37,6 +44,8 @@ typedef enum proto_type {
     PROTO_TENSOR_PUT,
     PROTO_TENSOR_GET,
     PROTO_TENSOR_DELETE,
+    PROTO_TENSOR_STAGE,
+    PROTO_TENSOR_UNSTAGE,
     PROTO_TENSOR_RESULT,
     PROTO_ERROR,
     PROTO_FAILED,

@@ -33,17 +33,19 @@ static uint64_t fingerprint_load_le(const unsigned char *b, size_t len)
     return x;
 }
 
-/* Σ of the terms of the whole words first..end-1 of b. */
-static uint64_t fingerprint_word_sum(const unsigned char *b, size_t first, size_t end)
+/* Σ of the terms of the whole words first..end-1 of b, word i of b being word base + i of its
+ * tensor. */
+static uint64_t fingerprint_word_sum(const unsigned char *b, size_t first, size_t end, uint64_t base)
 {
     uint64_t sum = 0;
-    for (size_t i = first; i < end; i++) sum += fingerprint_term(fingerprint_load_le(b + 8 * i, 8), i);
+    for (size_t i = first; i < end; i++) sum += fingerprint_term(fingerprint_load_le(b + 8 * i, 8), base + i);
     return sum;
 }
 
 typedef struct fingerprint_job {
     const unsigned char *b;
     size_t words;
+    uint64_t base;         /* b's first word is this word of its tensor */
     atomic_size_t next;    /* the first word of the next unclaimed range */
     _Atomic uint64_t sum;  /* the ranges' sums, added as each thread finishes */
 } fingerprint_job;
@@ -58,30 +60,32 @@ static void fingerprint_part(void *arg)
         size_t first = atomic_fetch_add(&job->next, FINGERPRINT_RANGE_WORDS), end;
         if (first >= job->words) break;
         end = job->words - first < FINGERPRINT_RANGE_WORDS ? job->words : first + FINGERPRINT_RANGE_WORDS;
-        sum += fingerprint_word_sum(job->b, first, end);
+        sum += fingerprint_word_sum(job->b, first, end, job->base);
     }
     atomic_fetch_add(&job->sum, sum);
 }
 
 /* The word sum of b's first `words` words, on up to FINGERPRINT_THREADS threads. */
-static uint64_t fingerprint_word_sum_parallel(const unsigned char *b, size_t words)
+static uint64_t fingerprint_word_sum_parallel(const unsigned char *b, size_t words, uint64_t base)
 {
     fingerprint_job job;
     int cores = host_threads_cores();
 
-    job.b = b, job.words = words;
+    job.b = b, job.words = words, job.base = base;
     atomic_init(&job.next, 0);
     atomic_init(&job.sum, 0);
     host_threads_run(cores < FINGERPRINT_THREADS ? cores : FINGERPRINT_THREADS, fingerprint_part, &job);
     return atomic_load(&job.sum);
 }
 
-uint64_t fingerprint_bytes(const void *bytes, size_t n)
+uint64_t fingerprint_piece_sum(const void *bytes, size_t n, uint64_t first_word)
 {
     const unsigned char *b = bytes;
     size_t words = n / 8;
-    uint64_t sum = n >= FINGERPRINT_PARALLEL_BYTES ? fingerprint_word_sum_parallel(b, words)
-                                                    : fingerprint_word_sum(b, 0, words);
-    if (n % 8) sum += fingerprint_term(fingerprint_load_le(b + 8 * words, n % 8), words);
-    return fingerprint_finish(sum, (uint64_t)n);
+    uint64_t sum = n >= FINGERPRINT_PARALLEL_BYTES ? fingerprint_word_sum_parallel(b, words, first_word)
+                                                    : fingerprint_word_sum(b, 0, words, first_word);
+    if (n % 8) sum += fingerprint_term(fingerprint_load_le(b + 8 * words, n % 8), first_word + words);
+    return sum;
 }
+
+uint64_t fingerprint_bytes(const void *bytes, size_t n) { return fingerprint_finish(fingerprint_piece_sum(bytes, n, 0), (uint64_t)n); }

@@ -31,6 +31,11 @@ extern "C" {
 /* Host fingerprint of n bytes. */
 uint64_t fingerprint_bytes(const void *bytes, size_t n);
 
+/* The term sum of a piece of a tensor: n bytes that start at its word first_word (n a
+ * multiple of 8 but for the tensor's last piece, zero-padded). A tensor summed in pieces, in
+ * any order, has fingerprint_finish(Σ of its pieces' sums mod 2^64, its byte count). */
+uint64_t fingerprint_piece_sum(const void *bytes, size_t n, uint64_t first_word);
+
 #ifdef __cplusplus
 }
 #endif

@@ -24,7 +24,7 @@
 #include "server/worker/measure.h"
 #include "server/worker/output_stats.h"
 #include "server/worker/roofline.h"
-#include "server/worker/tensors.h"
+#include "server/worker/tensors/tensors.h"
 
 /* ---- the device object ------------------------------------------------------------ */
 

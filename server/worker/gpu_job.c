@@ -48,7 +48,7 @@
 #include "server/worker/profile.h"
 #include "server/worker/profile_trace.h"
 #include "server/worker/roofline.h"
-#include "server/worker/tensors.h"
+#include "server/worker/tensors/tensors.h"
 #include "server/worker/variants_report.h"
 #include "server/worker/json_fields.h"
 

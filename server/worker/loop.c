@@ -30,7 +30,7 @@
 #include "common/parse_int.h"
 #include "common/proto.h"
 #include "common/run_request.h"
-#include "server/worker/tensors.h"
+#include "server/worker/tensors/tensors.h"
 #include "server/worker/variants_report.h"
 
 enum { WORKER_EXIT_OK = 0, WORKER_EXIT_OPEN = 1, WORKER_EXIT_IPC = 2, WORKER_EXIT_FATAL = 3 };
@@ -204,7 +204,7 @@ static void worker_handle_verify(worker_state *w, double job, const cJSON *msg, 
     worker_send(w, m, -1);
 }
 
-/* tensor_put / tensor_get / tensor_delete (common/proto.h, server/worker/tensors.h). */
+/* tensor_put / _stage / _unstage / _get / _delete (common/proto.h, server/worker/tensors/tensors.h). */
 static void worker_handle_tensor(worker_state *w, double job, proto_type type, const cJSON *msg, int fd)
 {
     api_error e;
@@ -302,6 +302,8 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
         case PROTO_VERIFY: worker_handle_verify(&w, job_id, msg, fd); break;
         case PROTO_TENSOR_PUT:
         case PROTO_TENSOR_GET:
+        case PROTO_TENSOR_STAGE:
+        case PROTO_TENSOR_UNSTAGE:
         case PROTO_TENSOR_DELETE: worker_handle_tensor(&w, job_id, kind, msg, fd); break;
         default: {
             api_error e;

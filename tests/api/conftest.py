@@ -502,14 +502,15 @@ class MemfdSampler:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _memfd_bytes(self):
-        total, fd_dir = 0, "/proc/%d/fd" % self.pid
+        held, fd_dir = {}, "/proc/%d/fd" % self.pid
         for name in os.listdir(fd_dir):
             try:
                 if os.readlink(os.path.join(fd_dir, name)).startswith("/memfd:attnd"):
-                    total += os.stat(os.path.join(fd_dir, name)).st_blocks * 512
+                    st = os.stat(os.path.join(fd_dir, name))
+                    held[st.st_ino] = st.st_blocks * 512  # a memfd open twice holds its bytes once
             except OSError:  # closed between the listing and the look
                 pass
-        return total
+        return sum(held.values())
 
     def _rss_bytes(self):
         with open("/proc/%d/status" % self.pid) as f:

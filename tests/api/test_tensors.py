@@ -337,7 +337,7 @@ def test_upload_larger_than_max_body_bytes_streams(api):
 
 # ---------------------------------------------------------------- timing
 
-TIMING_KEYS = {"receive_s", "queue_s", "copy_s", "fingerprint_s", "total_s"}
+TIMING_KEYS = {"receive_s", "queue_s", "copy_s", "fingerprint_s", "total_s", "staged_bytes", "staged_s"}
 
 
 def check_timing(timing):

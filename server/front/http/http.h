@@ -81,6 +81,11 @@ typedef struct http_stream_route {
      * of the body read and thrown away (1 GiB at most, else the connection is closed
      * unanswered) and e answered. NULL: only max_upload_bytes bounds it. */
     int (*grow)(void *hold, unsigned long long total, api_error *e);
+    /* Once the memfd of a body of declared length exists, before its first byte lands: fd stays
+     * http's (closed when the request ends; dup it to keep it), and its size is how much of the
+     * body has landed, written in order. The route may read what has while the rest arrives; it
+     * must return at once. NULL: only the handler reads the body. */
+    void (*landing)(void *hold, const http_request *req, int fd);
     /* Once, when the request ends, whatever happened; after the handler when it ran. */
     void (*release)(void *hold);
 } http_stream_route;

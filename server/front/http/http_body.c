@@ -61,6 +61,8 @@ void http_body_admit(struct MHD_Connection *conn, const char *url, const char *m
     if (c->fd < 0) {
         log_error("memfd_create for an upload: %s", strerror(errno));
         api_fail(&c->refusal, 500, "internal", "", "cannot hold the upload: %s", strerror(errno));
+    } else if (declared != HTTP_LENGTH_CHUNKED && route->landing) {
+        route->landing(c->hold, &req, c->fd);
     }
 }
 

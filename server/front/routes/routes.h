@@ -67,9 +67,11 @@ void route_tensor_delete(http_request *req);  /* DELETE /v1/tensors/{id} */
  * entry (507 when max_tensors is reached). A chunked body is reserved as it grows, and cut
  * off (507) the moment it would pass. The handler finds the hold in req->hold, and promises
  * the rest of a safetensors file's entries before the worker stores anything; release gives
- * back whatever the upload did not turn into listed tensors. */
+ * back whatever the upload did not turn into listed tensors. landing starts copying a large
+ * body to its GPU while it arrives (tensors/tensor_stage.h). */
 int route_tensor_upload_admit(const http_request *req, unsigned long long declared, void **hold, api_error *e);
 int route_tensor_upload_grow(void *hold, unsigned long long total, api_error *e);
+void route_tensor_upload_landing(void *hold, const http_request *req, int fd);
 void route_tensor_upload_release(void *hold);
 
 /* static.c */

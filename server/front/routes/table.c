@@ -34,8 +34,8 @@ static const http_route routes[] = {
 
 /* POST bodies written to a memfd as they arrive (http.h): tensor uploads. */
 static const http_stream_route stream_routes[] = {
-    {"/v1/tensors", route_tensor_upload_admit, route_tensor_upload_grow, route_tensor_upload_release},
-    {NULL, NULL, NULL, NULL},
+    {"/v1/tensors", route_tensor_upload_admit, route_tensor_upload_grow, route_tensor_upload_landing, route_tensor_upload_release},
+    {NULL, NULL, NULL, NULL, NULL},
 };
 
 const http_route_table routes_table = {routes, sizeof routes / sizeof routes[0], stream_routes};

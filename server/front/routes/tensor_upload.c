@@ -27,6 +27,7 @@
 #include "common/run_request.h"
 #include "server/front/pool/pool.h"
 #include "server/front/tensors/tensor_io.h"
+#include "server/front/tensors/tensor_stage.h"
 #include "server/front/tensors/tensor_table.h"
 #include "server/front/tensors/tensor_upload_parse.h"
 
@@ -55,6 +56,9 @@ typedef struct tensor_upload_hold {
     double host_counted_bytes;    /* this body's bytes in the memfd at that reading */
     double reserved_bytes;        /* this upload's part of device's reservation (tensor_table.h) */
     int slots;                    /* this upload's promised table entries (tensor_table_take_slots_locked) */
+    unsigned long long body_bytes; /* the declared length; 0 when chunked */
+    tensor_stage *stage;          /* a large body copied to its GPU while it arrives; NULL */
+    int stage_put_sent;           /* the handler's tensor_put named the stage (the worker took it) */
 } tensor_upload_hold;
 
 /* A chunked body is reserved up to its next MiB (so its growth takes the lock once a MiB,
@@ -156,6 +160,7 @@ int route_tensor_upload_admit(const http_request *req, unsigned long long declar
     }
     h->on_cpu = !strcmp(h->device, "cpu");
     h->chunked = chunked;
+    h->body_bytes = chunked ? 0 : declared;
     h->budget_bytes = req->settings->memory_budget_bytes;
     h->max_upload_bytes = req->settings->max_upload_bytes;
     if (!chunked && h->max_upload_bytes > 0 && declared > (unsigned long long)h->max_upload_bytes) {
@@ -206,11 +211,20 @@ int route_tensor_upload_grow(void *hold, unsigned long long total, api_error *e)
     return rc;
 }
 
+void route_tensor_upload_landing(void *hold, const http_request *req, int fd)
+{
+    tensor_upload_hold *h = hold;
+
+    if (!h || h->body_bytes < TENSOR_STAGE_MIN_BYTES) return;
+    h->stage = tensor_stage_start(h->device, req->query, fd, h->body_bytes, h->budget_bytes);
+}
+
 void route_tensor_upload_release(void *hold)
 {
     tensor_upload_hold *h = hold;
 
     if (!h) return;
+    tensor_stage_drop(h->stage, h->stage_put_sent);
     tensor_table_lock();
     tensor_table_unreserve_locked(h->device, h->reserved_bytes);
     tensor_table_return_slots_locked(h->slots);
@@ -227,6 +241,8 @@ typedef struct upload_timing {
     double copy_s;        /* the worker mapping the memfd, allocating and copying to the device */
     double fingerprint_s; /* the worker fingerprinting what it stored */
     double total_s;       /* headers in → the answer */
+    double staged_bytes;  /* a large body: the bytes the worker had copied before it was whole */
+    double staged_s;      /* the worker's time on them, while the body arrived */
 } upload_timing;
 
 static cJSON *upload_timing_json(const upload_timing *t)
@@ -234,7 +250,8 @@ static cJSON *upload_timing_json(const upload_timing *t)
     cJSON *o = cJSON_CreateObject();
     if (!o || !cJSON_AddNumberToObject(o, "receive_s", t->receive_s) || !cJSON_AddNumberToObject(o, "queue_s", t->queue_s) ||
         !cJSON_AddNumberToObject(o, "copy_s", t->copy_s) || !cJSON_AddNumberToObject(o, "fingerprint_s", t->fingerprint_s) ||
-        !cJSON_AddNumberToObject(o, "total_s", t->total_s)) {
+        !cJSON_AddNumberToObject(o, "total_s", t->total_s) || !cJSON_AddNumberToObject(o, "staged_bytes", t->staged_bytes) ||
+        !cJSON_AddNumberToObject(o, "staged_s", t->staged_s)) {
         cJSON_Delete(o);
         return NULL;
     }
@@ -275,8 +292,10 @@ void route_tensor_upload(http_request *req)
     tensor_entry *entries = NULL;
     tensor_upload_hold *hold = req->hold;
     void *own = NULL; /* a hold admitted here, released at the end */
+    tensor_stage_report staged;
 
     memset(&e, 0, sizeof e);
+    memset(&timing, 0, sizeof timing);
     /* http.c admits every upload before its body; a caller that did not gets it done here. */
     if (!hold) {
         if (route_tensor_upload_admit(req, req->body_fd >= 0 ? req->body_len : 0, &own, &e) != 0) {
@@ -286,6 +305,9 @@ void route_tensor_upload(http_request *req)
         hold = own;
     }
     device = hold->device;
+    tensor_stage_finish(hold->stage, &staged); /* nothing more is staged: the put copies the rest */
+    timing.staged_bytes = (double)staged.staged_bytes;
+    timing.staged_s = staged.staged_s;
     if (req->body_fd < 0 || req->body_len == 0) {
         api_fail(&e, 400, "missing_body", "", "POST /v1/tensors needs a body (raw bytes, .npy or safetensors)");
         goto out;
@@ -314,6 +336,7 @@ void route_tensor_upload(http_request *req)
     tensor_table_unlock();
     cJSON_AddStringToObject(msg, "type", proto_type_name(PROTO_TENSOR_PUT));
     cJSON_AddNumberToObject(msg, "budget", (double)req->settings->memory_budget_bytes);
+    if (staged.key[0]) cJSON_AddStringToObject(msg, "stage", staged.key);
     list = cJSON_AddArrayToObject(msg, "tensors");
     for (i = 0; i < count; i++) {
         cJSON *t = cJSON_CreateObject();
@@ -323,11 +346,11 @@ void route_tensor_upload(http_request *req)
         cJSON_AddItemToArray(list, t);
     }
     sent_s = clock_monotonic_s();
+    hold->stage_put_sent = staged.key[0] != 0;
     if (tensor_exchange(device, msg, req->body_fd, &reply, &reply_fd, &gen, &e) != 0) goto out;
     if (reply_fd >= 0) close(reply_fd);
     worker_copy_s = cJSON_GetObjectItem(reply, "copy_s");
     worker_fingerprint_s = cJSON_GetObjectItem(reply, "fingerprint_s");
-    memset(&timing, 0, sizeof timing);
     timing.receive_s = req->received_s - req->arrived_s;
     timing.copy_s = cJSON_IsNumber(worker_copy_s) ? worker_copy_s->valuedouble : 0.0;
     timing.fingerprint_s = cJSON_IsNumber(worker_fingerprint_s) ? worker_fingerprint_s->valuedouble : 0.0;
@@ -377,12 +400,11 @@ void route_tensor_upload(http_request *req)
         api_fail(&e, 500, "internal", "", "out of memory for the answer (the upload is stored: GET /v1/tensors)");
         goto out;
     }
-    log_info("tensors: %s%s uploaded to %s, %.0f bytes: received in %.3f s (%.2f GB/s), queued %.3f s, "
-             "copied %.3f s (%.2f GB/s), fingerprinted %.3f s (%.2f GB/s); %.3f s in all (%.2f GB/s)",
+    log_info("tensors: %s%s uploaded to %s, %.0f bytes: received in %.3f s (%.2f GB/s; %.0f bytes copied meanwhile "
+             "in %.3f s), queued %.3f s, copied %.3f s, fingerprinted %.3f s; %.3f s in all (%.2f GB/s)",
              entries[0].id, count > 1 ? " and more" : "", device, (double)req->body_len, timing.receive_s,
-             tensor_gbps((double)req->body_len, timing.receive_s), timing.queue_s, timing.copy_s,
-             tensor_gbps(total, timing.copy_s), timing.fingerprint_s, tensor_gbps(total, timing.fingerprint_s),
-             timing.total_s, tensor_gbps((double)req->body_len, timing.total_s));
+             tensor_gbps((double)req->body_len, timing.receive_s), timing.staged_bytes, timing.staged_s, timing.queue_s,
+             timing.copy_s, timing.fingerprint_s, timing.total_s, tensor_gbps((double)req->body_len, timing.total_s));
 
 out:
     if (answer) {

@@ -122,6 +122,17 @@ static void test_fingerprint_parallel(void)
         sum += fingerprint_term(w, n / 8);
     }
     CHECK(fingerprint_bytes(b, n) == fingerprint_finish(sum, n), "40 MiB + 5 bytes, threads = the serial definition");
+    /* Summed in pieces as a staged upload lands (whole words, the last one partial), on one
+     * thread or several, in any order: the same fingerprint. */
+    {
+        const size_t cut1 = (size_t)1 << 20, cut2 = ((size_t)35 << 20) + 8;
+        uint64_t pieces = fingerprint_piece_sum(b + cut2, n - cut2, cut2 / 8) + fingerprint_piece_sum(b, cut1, 0) +
+                          fingerprint_piece_sum(b + cut1, cut2 - cut1, cut1 / 8);
+        CHECK(fingerprint_finish(pieces, n) == fingerprint_finish(sum, n), "three pieces, out of order = the whole");
+        CHECK(fingerprint_finish(fingerprint_piece_sum(b + 8, n - 8, 0) + fingerprint_piece_sum(b, 8, 1), n) !=
+                  fingerprint_finish(sum, n),
+              "a piece summed at the wrong word index changes it");
+    }
     b[n / 2] ^= 1;
     CHECK(fingerprint_bytes(b, n) != fingerprint_finish(sum, n), "one flipped bit in the middle changes it");
     free(raw);

@@ -5,7 +5,10 @@
  * restarts has none, and the front answers 410 for the ones it had. The front keeps the
  * metadata (id, name, shape, dtype) and checks the budget; the worker stores bytes by id.
  *
- * Its messages (tensor_put, tensor_get, tensor_delete) are described in common/proto.h.
+ * Its messages (tensor_put, tensor_stage, tensor_unstage, tensor_get, tensor_delete) are
+ * described in common/proto.h. The files of this folder: tensors.c (the table and what runs
+ * read of it), tensor_memory.c (the memory and the copies into it), tensor_upload.c and
+ * tensor_download.c (the bytes in and out), tensor_messages.c (which file answers which message).
  */
 #ifndef WORKER_TENSORS_H
 #define WORKER_TENSORS_H
@@ -33,6 +36,13 @@ void *worker_tensors_find(const char *id, size_t *bytes);
 /* Keep ptr (allocated as this worker allocates: cudaMalloc or malloc) as tensor id; the
  * table owns it from now on. 0, or -1 (id taken or out of memory: ptr not taken). */
 int worker_tensors_adopt(const char *id, void *ptr, size_t bytes);
+
+/* The same for a tensor that lies in a private mapping of its upload (the cpu device keeps a
+ * one-tensor upload where it landed): [map_base, + map_len) is unmapped with it, not freed. */
+int worker_tensors_adopt_mapped(const char *id, void *ptr, size_t bytes, void *map_base, size_t map_len);
+
+/* Free tensor id and forget it. 0, or -1 when there is none by that id. */
+int worker_tensors_drop(const char *id);
 
 /* The resident inputs a run names (r->q_tensor, …): *q, *k, *v point at them, or NULL
  * where the run generates that input. 0, or -1 with e: 410 when one is not on this worker,
