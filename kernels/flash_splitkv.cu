@@ -23,7 +23,8 @@
  *     waves (flash_splitkv_splits), at most flash_splitkv_max_splits, which sizes the
  *     workspace (common/variant_info.c).
  *   - Serving batches (the SERVING instantiation): a paged K/V cache, each key's row found
- *     through the block table (vLLM's and FlashInfer's NHD pages, any page size), and ragged
+ *     through the block table (vLLM's and FlashInfer's NHD pages, any page size; where pages
+ *     hold whole 16-key blocks, a block's page id is read a block ahead of its loads), and ragged
  *     batches, token-major and located by cu_seqlens (FlashAttention's varlen), each sequence
  *     with its own lengths, mask and window. Every sequence's keys are split over the same
  *     bound (seq_kv); a split past a short sequence's keys writes an empty partial. Dense
@@ -183,11 +184,26 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
      * V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
      * block of loads in flight through its softmax and P·V. K needs one buffer, V two. */
     uint4 kf[2][KCH], va[4][VG], vb[4][VG];
+    /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
+     * share one page, whose id is read from the block table a block before its K and V loads
+     * (page_next), so they do not wait for it. Smaller pages look each key's page up. */
+    const bool block_pages = SERVING && P.page_size >= SPLITKV_KEYS && P.page_size % SPLITKV_KEYS == 0;
+    auto page_start = [&](int kb) -> int64_t { /* the first token of block kb's page */
+        if (kb >= sq.seq_kv) return 0;
+        return (int64_t)P.block_table[b * P.pages_per_seq + kb / P.page_size] * P.page_size;
+    };
+    int64_t page_next = 0; /* block_pages: page_start of the next block to load */
+    auto kv_row = [&](int key, bool ok) -> int64_t {
+        if (!SERVING) return key;
+        if (!ok) return 0;
+        if (block_pages) return (page_next + key % P.page_size) * P.kv_heads + hk;
+        return splitkv_kv_row<SERVING>(P, b, hk, sq, key);
+    };
     auto load_k = [&](int kb) {
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
             const bool ok = key < sq.seq_kv;
-            const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
+            const int64_t row = kv_row(key, ok);
             for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, row * VPR + c * 4 + t, ok);
         }
     };
@@ -195,9 +211,10 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
         for (int i = 0; i < 4; ++i) {
             const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
             const bool ok = key < sq.seq_kv;
-            const int64_t row = SERVING ? (ok ? splitkv_kv_row<SERVING>(P, b, hk, sq, key) : 0) : key;
+            const int64_t row = kv_row(key, ok);
             for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
+        if (block_pages) page_next = page_start(kb + SPLITKV_KEYS); /* in flight until the next block's loads */
     };
     const int kb_first = first < last ? first & ~(SPLITKV_KEYS - 1) : last;
     /* one block's step: Q·Kᵀ from kf, then the next block's K and V on their way (V into the
@@ -258,6 +275,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
             }
         }
     };
+    if (block_pages) page_next = page_start(kb_first);
     if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
     for (int kb = kb_first; kb < last; kb += 2 * SPLITKV_KEYS) { /* two steps, the V buffers swapped */
         step(kb, va, vb);
