@@ -208,6 +208,7 @@ LDLIBS_FLASHINFER = -lcudart_static -ldl -lrt -lpthread
 FI_HEAD_DIMS  = 64 128 256
 FI_OBJ        = $(FLASHINFER_DIR)/obj
 FI_OBJS       = $(FI_OBJ)/flashinfer_module.o $(patsubst %,$(FI_OBJ)/decode_d%.o,$(FI_HEAD_DIMS)) \
+                $(patsubst %,$(FI_OBJ)/decode_tc_d%.o,$(FI_HEAD_DIMS)) \
                 $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/prefill_sm90_d%.o,$(FI_HEAD_DIMS))) \
                 $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/ragged_sm90_d%.o,$(FI_HEAD_DIMS))) \
                 $(if $(filter 1,$(FI_HAVE_SM80)),$(patsubst %,$(FI_OBJ)/prefill_sm80_d%.o,$(FI_HEAD_DIMS))) \
@@ -236,6 +237,12 @@ $(FI_OBJ)/flashinfer_module.o: kernels/flashinfer/flashinfer_module.cu $(FI_DEPS
 	    -DATTND_FI_VERSION="\"$$(cut -d' ' -f1 $(FI_VERSION))\"" -DATTND_FI_COMMIT="\"$$(cut -d' ' -f2 $(FI_VERSION))\"" \
 	    -c $< -o $@
 $(patsubst %,$(FI_OBJ)/decode_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/decode_d%.o: kernels/flashinfer/flashinfer_decode.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (head_dim $*)"
+	$(Q)$(NVCC) $(FI_NVFLAGS) $(FLASHINFER_GENCODE) -DATTND_FI_HEAD_DIM=$* -c $< -o $@
+# The tensor-core decode is FA2's batch prefill (FlashInfer's decode wrapper picks fa2 on every
+# architecture): like the decode, for all of FLASHINFER_GENCODE.
+$(patsubst %,$(FI_OBJ)/decode_tc_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/decode_tc_d%.o: kernels/flashinfer/flashinfer_decode_tc.cu $(FI_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC  $< (head_dim $*)"
 	$(Q)$(NVCC) $(FI_NVFLAGS) $(FLASHINFER_GENCODE) -DATTND_FI_HEAD_DIM=$* -c $< -o $@

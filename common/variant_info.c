@@ -326,15 +326,11 @@ int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
                  "strides are 32-bit)");
         return -1;
     }
-    if (p->page_size > 0) {
-        const int64_t g = p->heads / hkv;
-        if (p->seq_q > 1 || !(g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) {
-            snprintf(why, why_len, "flashinfer runs a paged cache by its batch decode only (seq_q 1, query heads per "
-                     "K/V head 1, 2, 3, 4, 6, 8 or 16; got seq_q %lld, %lld): its paged prefill "
-                     "(BatchPrefillWithPagedKVCacheDispatched) is not wired in attnd's module",
-                     (long long)p->seq_q, (long long)g);
-            return -1;
-        }
+    if (p->page_size > 0 && p->seq_q > 1) {
+        snprintf(why, why_len, "flashinfer runs a paged cache by its decode only (seq_q 1; got seq_q %lld): its paged "
+                 "prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over token-major queries) is "
+                 "not wired in attnd's module", (long long)p->seq_q);
+        return -1;
     }
     return 0;
 }
@@ -442,10 +438,12 @@ static size_t cudnn_bound(const attn_problem *p)
 }
 
 /* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
- * for a decode (seq_q 1, a group size FlashInfer's decode kernel takes), DecodePlan's buffers
- * at their largest (each sequence split into at most ⌈pages/max(128/page, 1)⌉ chunks of
- * pages of page_size keys, or 16 for a contiguous cache; a partial output of head_dim + 1
- * floats per head and chunk) and the page table; for a ragged batch, the batch prefill's plan
+ * for a decode (seq_q 1), the plan's buffers at their largest (each sequence split into at
+ * most ⌈pages/max(128/page, 1)⌉ chunks of pages of page_size keys, or 16 for a contiguous
+ * cache) and the page table: up to 4 query heads per K/V head DecodePlan's (a partial output
+ * of head_dim + 1 floats per head and chunk), above that the tensor-core decode's PrefillPlan
+ * (3 int32 per CTA, a CTA per query tile of 16, 64 or 128 packed rows and chunk, and
+ * ⌈CTAs·tile/group⌉ partial rows of head_dim + 1 floats per head); for a ragged batch, the batch prefill's plan
  * (Hopper: 7 int32 per query tile of 128 rows and head; FA2: 3 per tile of 16 packed rows,
  * and the two indptrs). Looser than the module's own layouts (flashinfer_layout.h), which
  * the worker allocates. */
@@ -459,11 +457,18 @@ static size_t flashinfer_bound(const attn_problem *p)
     const size_t rows = (size_t)(p->batch * p->seq_q), b1 = (size_t)p->batch + 1; /* rows bound total_q */
     size_t pages, chunks, decode = 0, ragged = 0, bound = staged;
 
-    if (p->seq_q == 1 && (g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) {
+    if (p->seq_q == 1) {
         pages = ((size_t)p->seq_kv + page - 1) / page;
-        chunks = (size_t)p->batch * ((pages + min_pages - 1) / min_pages);
-        decode = (size_t)p->heads * chunks * ((size_t)p->head_dim + 1) * 4 + 16 * chunks +
-                 4 * (size_t)p->batch * (pages + 2) + 8192;
+        chunks = (size_t)p->batch * (pages > min_pages ? (pages + min_pages - 1) / min_pages : 1);
+        if (g > 4) { /* kernels/flashinfer/flashinfer_layout.h ATTND_FI_TC_GROUP */
+            const size_t tile = g > 64 && p->head_dim < 256 ? 128 : g > 16 ? 64 : 16;
+            const size_t ctas = chunks * (((size_t)g + tile - 1) / tile), rows = (ctas * tile + (size_t)g - 1) / (size_t)g;
+            decode = (size_t)p->heads * rows * ((size_t)p->head_dim + 1) * 4 + 12 * ctas +
+                     4 * (size_t)p->batch * (pages + 4) + 8192;
+        } else {
+            decode = (size_t)p->heads * chunks * ((size_t)p->head_dim + 1) * 4 + 16 * chunks +
+                     4 * (size_t)p->batch * (pages + 2) + 8192;
+        }
     }
     if (p->ragged)
         ragged = 28 * (size_t)p->heads * (rows / 128 + b1) + 12 * (rows * (size_t)g / 16 + b1) + 8 * b1 + 8192;
@@ -599,8 +604,9 @@ const variant_info variant_info_cudnn = {
 const variant_info variant_info_flashinfer = {
     .name = "flashinfer",
     .summary = "FlashInfer, the attention library of vLLM and SGLang, built from its wheel's headers into a "
-               "module loaded at run time: decode (seq_q 1) through its plan and batch decode over a paged "
-               "view of the cache (or a paged cache's block table), prefill through its single-request kernels "
+               "module loaded at run time: decode (seq_q 1) over a paged view of the cache (or a paged cache's "
+               "block table) through its batch decode, or for more than 4 query heads per K/V head its "
+               "tensor-core decode (the batch prefill over the pages, as vLLM chooses), prefill through its single-request kernels "
                "(the FA3 template on Hopper, FA2 elsewhere), a ragged batch through its batch prefill",
     .dtypes = HALF_DTYPES,
     .min_cc = 80,

@@ -2,16 +2,18 @@
  * vLLM and SGLang, through attnd's module libattnd_flashinfer.so (flashinfer_loader.h).
  *
  * Which FlashInfer entry point an attnd problem calls (docs/flashinfer.md has the table):
- *   seq_q 1 (decode), query heads per K/V head 1, 2, 3, 4, 6, 8 or 16:
+ *   seq_q 1 (decode), query heads per K/V head up to 4:
  *       DecodePlan once per job (prepare), then BatchDecodeWithPagedKVCacheDispatched per
  *       forward, over the cache as HND pages of 16 keys (nothing copied);
+ *   seq_q 1, more than 4 (vLLM's use_tensor_cores rule): PrefillPlan once per job, then FA2's
+ *       BatchPrefillWithPagedKVCacheDispatched over the same pages, one query row a sequence;
  *   else, compute capability 9.0: the Hopper SinglePrefillWithKVCacheDispatched (FA3 template),
  *       once per sequence;
  *   else (8.x): the FA2 SinglePrefillWithKVCacheDispatched once per sequence, then a transpose
  *       of its token-major output.
  * A serving batch (docs/serving.md) hands the module its host cu_seqlens and block table:
- *   one query row in every sequence: the same decode over the paged cache through its block
- *       table (NHD), or over a ragged cache as pages of 16 tokens;
+ *   one query row in every sequence: the same decodes (by the group) over the paged cache
+ *       through its block table (NHD), or over a ragged cache as pages of 16 tokens;
  *   any other ragged batch: BatchPrefillWithRaggedKVCacheDispatched (Hopper or FA2) after its
  *       plan, one launch for the batch; a paged prefill is refused.
  * Masks: FlashInfer's causal mask is bottom-right aligned. causal_bottom_right is it; causal

@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 /* Raised whenever a function or the case below changes: the loader refuses another number. */
-#define ATTND_FI_ABI 2
+#define ATTND_FI_ABI 3
 
 /* The module is compiled with hidden visibility: these functions are all it exports. */
 #define ATTND_FI_EXPORT __attribute__((visibility("default")))
@@ -62,6 +62,8 @@ typedef struct attnd_fi_case {
 #define ATTND_FI_ROUTE_DECODE 3       /* decode.cuh BatchDecodeWithPagedKVCacheDispatched after DecodePlan */
 #define ATTND_FI_ROUTE_RAGGED_SM90 4  /* hopper/prefill_sm90.cuh BatchPrefillWithRaggedKVCacheDispatched after PrefillSM90Plan */
 #define ATTND_FI_ROUTE_RAGGED_SM80 5  /* prefill.cuh BatchPrefillWithRaggedKVCacheDispatched (FA2) after PrefillPlan */
+#define ATTND_FI_ROUTE_DECODE_TC 6    /* prefill.cuh BatchPrefillWithPagedKVCacheDispatched (FA2) after PrefillPlan: a
+                                       * decode of more than ATTND_FI_TC_GROUP query heads per K/V head */
 
 /* ATTND_FI_ABI of the module. */
 ATTND_FI_EXPORT int attnd_fi_abi(void);

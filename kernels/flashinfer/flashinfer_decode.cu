@@ -10,13 +10,15 @@
  * stride is D, the head stride Skv·D), so sequence b's page j is row b·Hkv·Skv + j·page; a
  * ragged [total_kv,Hkv,D] likewise as NHD pages whose ids count tokens (the page stride is
  * one token, Hkv·D), so sequence b's page j is token cu_seqlens_kv[b] + j·page. The table
- * (indptr, ids, each last page's keys) is built on the host in prepare and uploaded.
+ * (indptr, ids, each last page's keys) is built on the host in prepare and uploaded
+ * (flashinfer_pages.h, shared with the tensor-core decode).
  * FlashInfer's plan then splits long sequences into chunks of pages when batch × kv_heads
  * CTAs would leave SMs idle, and a merge kernel combines the chunks.
  *
  * The kernel is FlashInfer's CUDA-core decode: one CTA row of threads per query head of a
- * group, so the group shares every K/V load (group sizes 1, 2, 3, 4, 6, 8, 16). q [B,H,1,D] is
- * its [B,H,D] query (strides H·D, D) and out its [B,H,D] output.
+ * group, so the group shares every K/V load. attnd runs it for groups of at most 4 query heads
+ * per K/V head; larger groups take the tensor-core decode (flashinfer_decode_tc.cu), as vLLM
+ * and SGLang do. q [B,H,1,D] is its [B,H,D] query (strides H·D, D) and out its [B,H,D] output.
  */
 #include <flashinfer/attention/decode.cuh>
 #include <flashinfer/attention/default_decode_params.cuh>
@@ -27,6 +29,7 @@
 #include <vector>
 
 #include "kernels/flashinfer/flashinfer_module.h"
+#include "kernels/flashinfer/flashinfer_pages.h"
 
 /* One namespace per head dim: the templates below bake ATTND_FI_HEAD_DIM in, and the three
  * objects of this file are linked into one module. Named, not anonymous: nvcc's registration
@@ -40,60 +43,15 @@ using Variant = DefaultAttention</*use_custom_mask=*/false, /*use_sliding_window
 template <typename DType>
 using Params = BatchDecodeParams<DType, DType, DType, int32_t>;
 
-/* FlashInfer's page table of the case, on the host: indptr (pages per sequence, prefix sums),
- * the page ids, the keys on each last page (1..page; 0 for a sequence of no keys). Three caches:
- *   dense [B,Hkv,Skv,D]: HND pages of ATTND_FI_DECODE_PAGE keys over it, ids in rows of D;
- *   paged [num_pages,page_size,Hkv,D]: its own pages, the block table's first ⌈len/page⌉ ids;
- *   ragged [total_kv,Hkv,D]: NHD pages of ATTND_FI_DECODE_PAGE keys over it, ids in tokens. */
-struct page_table {
-    std::vector<int32_t> indptr, indices, last_page_len;
-};
-
-int is_serving(const attnd_fi_case &c) { return c.ragged || c.page_size > 0; }
-
-page_table page_table_of(const attnd_fi_case &c, int64_t page)
-{
-    page_table t;
-
-    t.indptr.assign(1, 0);
-    for (int64_t b = 0; b < c.batch; b++) {
-        const int64_t len = is_serving(c) ? attnd_fi_kv_seen(c, b) : c.kv_len, pages = (len + page - 1) / page;
-        for (int64_t j = 0; j < pages; j++) {
-            int64_t id;
-            if (c.page_size > 0) id = c.block_table[b * c.pages_per_seq + j];
-            else if (c.ragged) id = c.cu_seqlens_kv[b] + j * page;
-            else id = b * c.kv_heads * c.seq_kv + j * page;
-            t.indices.push_back((int32_t)id);
-        }
-        t.indptr.push_back((int32_t)t.indices.size());
-        t.last_page_len.push_back((int32_t)(pages ? len - (pages - 1) * page : 0));
-    }
-    return t;
-}
-
-/* The page table into the workspace (the layout has room for pages_per_seq a sequence). */
-cudaError_t upload_page_table(const page_table &pt, const attnd_fi_decode_layout &l, char *ws, cudaStream_t s)
-{
-    cudaError_t e = cudaMemcpyAsync(ws + l.indptr_off, pt.indptr.data(), pt.indptr.size() * 4, cudaMemcpyHostToDevice, s);
-    if (e == cudaSuccess && !pt.indices.empty())
-        e = cudaMemcpyAsync(ws + l.indices_off, pt.indices.data(), pt.indices.size() * 4, cudaMemcpyHostToDevice, s);
-    if (e == cudaSuccess)
-        e = cudaMemcpyAsync(ws + l.last_page_len_off, pt.last_page_len.data(), pt.last_page_len.size() * 4,
-                            cudaMemcpyHostToDevice, s);
-    /* The host vectors die after the plan: the copies must have read them. */
-    if (e == cudaSuccess) e = cudaStreamSynchronize(s);
-    return e;
-}
-
 template <typename DType>
 cudaError_t plan(const attnd_fi_case &c, void *workspace, cudaStream_t s, attnd_fi_decode_plan *out)
 {
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     const attnd_fi_decode_layout l = attnd_fi_decode_layout_of(&c);
     char *ws = (char *)workspace;
-    page_table pt = page_table_of(c, l.page);
+    attnd_fi_page_table pt = attnd_fi_page_table_of(c, l.page); /* DecodePlan takes a mutable indptr */
     DecodePlanInfo info;
-    cudaError_t e = upload_page_table(pt, l, ws, s);
+    cudaError_t e = attnd_fi_upload_page_table(pt, l, ws, s);
     void *pinned;
 
     if (e != cudaSuccess) return e;
@@ -122,20 +80,14 @@ cudaError_t run(const attnd_fi_case &c, const attnd_fi_tensors &t, const attnd_f
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     const attnd_fi_decode_layout l = attnd_fi_decode_layout_of(&c);
     char *ws = (char *)t.workspace, *int_buf = ws + l.int_off, *float_buf = ws + l.float_off;
-    /* Strides {page, then HND's head, key or NHD's key, head}: the dense view's pages are rows
-     * of D (HND), the ragged view's tokens (NHD), a paged cache's its pages (NHD). */
-    const int64_t token = c.kv_heads * D;
-    const int64_t dense[3] = {D, c.seq_kv * D, D}, ragged[3] = {token, token, D},
-                  paged[3] = {c.page_size * token, token, D};
-    const int64_t *strides = c.page_size > 0 ? paged : c.ragged ? ragged : dense;
-    const QKVLayout layout = is_serving(c) ? QKVLayout::kNHD : QKVLayout::kHND;
+    const attnd_fi_page_strides ps = attnd_fi_page_strides_of(c);
     DecodePlanInfo info;
     DType *tmp_v = nullptr;
     float *tmp_s = nullptr;
 
     info.FromVector(std::vector<int64_t>(pl.info, pl.info + 10));
-    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, (uint32_t)l.page, D, (uint32_t)c.batch, layout,
-                                  (DType *)t.k, (DType *)t.v, strides, (int32_t *)(ws + l.indices_off),
+    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, (uint32_t)l.page, D, (uint32_t)c.batch, ps.layout,
+                                  (DType *)t.k, (DType *)t.v, ps.s, (int32_t *)(ws + l.indices_off),
                                   (int32_t *)(ws + l.indptr_off), (int32_t *)(ws + l.last_page_len_off));
     Params<DType> p((DType *)t.q, /*q_rope_offset=*/nullptr, kv, (DType *)t.out, /*lse=*/nullptr,
                     /*maybe_alibi_slopes=*/nullptr, (uint32_t)c.heads, (int32_t)(c.heads * D), (int32_t)D,

@@ -14,6 +14,16 @@
  * PartitionPagedKVCacheBinarySearchMinNumPagePerBatch never goes below that many pages per
  * chunk), and each buffer it carves is given its alignment (16) on top.
  *
+ * Tensor-core decode (more than ATTND_FI_TC_GROUP query heads per K/V head, as vLLM and
+ * SGLang choose): FA2's batch prefill over the same paged view, one query row per sequence,
+ * planned by PrefillPlan with split-KV on (BatchDecodeWithPagedKVCacheWrapper(
+ * use_tensor_cores=True)'s default). Its int buffer holds three int32 arrays of one entry per
+ * (query tile, chunk) CTA, the output indptr, the chunk size and the merge indptr (one per
+ * sequence); its float buffer the split partials, which PrefillPlan sizes as
+ * ⌈CTAs·cta_tile_q / group⌉ rows of head_dim + 1 floats per query head. cta_tile_q is
+ * FlashInfer's FA2DetermineCtaTileQ of the packed rows (the group); chunks per sequence as for
+ * the decode. q_indptr (0, 1, …, batch) and the page table follow.
+ *
  * Ragged prefill. The batch prefill's plan writes its schedule into an int buffer: on Hopper
  * (PrefillSM90Plan) seven int32 arrays of one entry per (query tile of 128 or more rows,
  * query head) and one per SM; FA2 (PrefillPlan, split-KV off) three of one entry per query
@@ -30,12 +40,16 @@
 #include "kernels/flashinfer/flashinfer_abi.h"
 
 #define ATTND_FI_DECODE_PAGE 16
+/* Query heads per K/V head above which a decode takes the tensor cores (vLLM's
+ * num_qo_heads // num_kv_heads > 4, SGLang's gqa_group_size > 4). */
+#define ATTND_FI_TC_GROUP 4
 #define ATTND_FI_MAX_SMS 1024 /* PrefillSM90Plan's per-SM array, bounded: the module refuses a device with more */
 
 /* Byte offsets into the workspace, and its size. */
 typedef struct attnd_fi_decode_layout {
     size_t int_off, int_bytes, float_off, float_bytes;
     size_t indptr_off, indices_off, last_page_len_off, total;
+    size_t qo_indptr_off;  /* tensor-core decode: [batch + 1] int32 (0 for the CUDA-core one) */
     int64_t pages_per_seq; /* pages covering kv_len (at most) */
     int64_t page;          /* keys a page: the cache's page_size, or ATTND_FI_DECODE_PAGE for a contiguous one */
 } attnd_fi_decode_layout;
@@ -49,17 +63,37 @@ typedef struct attnd_fi_ragged_layout {
 
 static inline size_t attnd_fi_align256(size_t n) { return (n + 255) / 256 * 256; }
 
+/* The page table after the plan's buffers, from at. */
+static inline size_t attnd_fi_page_table_layout(const attnd_fi_case *c, attnd_fi_decode_layout *l, size_t at)
+{
+    l->indptr_off = at;
+    at += attnd_fi_align256((size_t)(c->batch + 1) * 4);
+    l->indices_off = at;
+    at += attnd_fi_align256((size_t)c->batch * (size_t)l->pages_per_seq * 4);
+    l->last_page_len_off = at;
+    at += attnd_fi_align256((size_t)c->batch * 4);
+    return at;
+}
+
+/* Chunks a sequence splits into at most: a plan never makes one of fewer than
+ * max(128 / page, 1) pages, and a sequence is at least one chunk. */
+static inline size_t attnd_fi_chunks_per_seq(int64_t pages, int64_t page)
+{
+    const int64_t min_pages = 128 / page > 1 ? 128 / page : 1;
+    const int64_t chunks = (pages + min_pages - 1) / min_pages;
+    return chunks > 1 ? (size_t)chunks : 1;
+}
+
 static inline attnd_fi_decode_layout attnd_fi_decode_layout_of(const attnd_fi_case *c)
 {
     attnd_fi_decode_layout l;
     const int64_t page = c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE;
-    const int64_t min_pages = 128 / page > 1 ? 128 / page : 1;
     size_t chunks, at = 0;
 
     memset(&l, 0, sizeof l);
     l.page = page;
     l.pages_per_seq = (c->kv_len + page - 1) / page;
-    chunks = (size_t)c->batch * (size_t)((l.pages_per_seq + min_pages - 1) / min_pages);
+    chunks = (size_t)c->batch * attnd_fi_chunks_per_seq(l.pages_per_seq, page);
     /* request_indices, kv_tile_indices and o_indptr (chunks + 1) int32, the chunk size, the
      * block-valid mask (bool), each aligned to 16 */
     l.int_bytes = 3 * (chunks * 4 + 16) + 4 + 16 + (chunks + 16) + 64;
@@ -69,13 +103,44 @@ static inline attnd_fi_decode_layout attnd_fi_decode_layout_of(const attnd_fi_ca
     at += attnd_fi_align256(l.int_bytes);
     l.float_off = at;
     at += attnd_fi_align256(l.float_bytes);
-    l.indptr_off = at;
-    at += attnd_fi_align256((size_t)(c->batch + 1) * 4);
-    l.indices_off = at;
-    at += attnd_fi_align256((size_t)c->batch * (size_t)l.pages_per_seq * 4);
-    l.last_page_len_off = at;
-    at += attnd_fi_align256((size_t)c->batch * 4);
-    l.total = at;
+    l.total = attnd_fi_page_table_layout(c, &l, at);
+    return l;
+}
+
+/* FlashInfer's FA2DetermineCtaTileQ (utils.cuh) on compute capability 8.0 and newer for
+ * packed rows of one query row per sequence (the group), 16-bit K/V, head_dim up to 256. */
+static inline int64_t attnd_fi_tc_cta_tile_q(int64_t group, int64_t head_dim)
+{
+    if (group > 64 && head_dim < 256) return 128;
+    return group > 16 ? 64 : 16;
+}
+
+static inline attnd_fi_decode_layout attnd_fi_decode_tc_layout_of(const attnd_fi_case *c)
+{
+    attnd_fi_decode_layout l;
+    const int64_t page = c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE;
+    const int64_t group = c->heads / c->kv_heads, cta_q = attnd_fi_tc_cta_tile_q(group, c->head_dim);
+    size_t ctas, rows, at = 0;
+
+    memset(&l, 0, sizeof l);
+    l.page = page;
+    l.pages_per_seq = (c->kv_len + page - 1) / page;
+    /* (query tile, chunk) CTAs per K/V head: ⌈group / cta_tile_q⌉ tiles a sequence */
+    ctas = (size_t)c->batch * attnd_fi_chunks_per_seq(l.pages_per_seq, page) *
+           (size_t)((group + cta_q - 1) / cta_q);
+    rows = (ctas * (size_t)cta_q + (size_t)group - 1) / (size_t)group;
+    /* request, query tile and kv tile indices; o_indptr and merge_indptr (batch + 1 each);
+     * the chunk size: each aligned to 16 */
+    l.int_bytes = 3 * (ctas * 4 + 16) + 2 * (((size_t)c->batch + 1) * 4 + 16) + 4 + 16 + 64;
+    /* tmp_v: heads·rows·head_dim floats; tmp_s: heads·rows floats */
+    l.float_bytes = (size_t)c->heads * rows * ((size_t)c->head_dim + 1) * 4 + 2 * 16;
+    l.int_off = at;
+    at += attnd_fi_align256(l.int_bytes);
+    l.float_off = at;
+    at += attnd_fi_align256(l.float_bytes);
+    l.qo_indptr_off = at;
+    at += attnd_fi_align256(((size_t)c->batch + 1) * 4);
+    l.total = attnd_fi_page_table_layout(c, &l, at);
     return l;
 }
 

@@ -35,7 +35,7 @@ void *planned_workspace;
 attnd_fi_decode_plan planned;
 attnd_fi_ragged_plan planned_ragged;
 int have_plan;
-char described[320];
+char described[384];
 
 void say(char *why, size_t why_len, const char *text)
 {
@@ -54,9 +54,16 @@ int same_case(const attnd_fi_case &a, const attnd_fi_case &b)
 
 int is_serving(const attnd_fi_case &c) { return c.ragged || c.page_size > 0; }
 
-/* FlashInfer's CUDA-core decode kernel is compiled for these query heads per K/V head
- * (utils.cuh DISPATCH_GQA_GROUP_SIZE); others throw "Unsupported group_size". */
-int decode_group_ok(int64_t g) { return g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16; }
+/* A decode's route by its group, as vLLM's FlashInfer backend chooses the decode wrapper's
+ * use_tensor_cores (num_qo_heads // num_kv_heads > 4; SGLang's rule for 16-bit caches is the
+ * same): the batch prefill over the pages above ATTND_FI_TC_GROUP, FlashInfer's CUDA-core
+ * decode at or below it (whose DISPATCH_GQA_GROUP_SIZE has every group of 1 to 4). */
+int decode_route_of(const attnd_fi_case &c)
+{
+    return c.heads / c.kv_heads > ATTND_FI_TC_GROUP ? ATTND_FI_ROUTE_DECODE_TC : ATTND_FI_ROUTE_DECODE;
+}
+
+int is_decode_route(int route) { return route == ATTND_FI_ROUTE_DECODE || route == ATTND_FI_ROUTE_DECODE_TC; }
 
 /* Whether the module holds code for compute capability cc: an sm_90a cubin runs on 9.0 only,
  * an sm_80 cubin on every 8.x. */
@@ -102,11 +109,11 @@ int serving_route_of(const attnd_fi_case &c, char *why, size_t why_len)
         decode = decode && q == 1;
         same_lengths = same_lengths && q == kv;
     }
-    if (decode && decode_group_ok(c.heads / c.kv_heads) && c.heads * c.head_dim <= INT32_MAX) return ATTND_FI_ROUTE_DECODE;
+    if (decode && c.heads * c.head_dim <= INT32_MAX) return decode_route_of(c);
     if (c.page_size > 0) {
-        say(why, why_len, "flashinfer runs a paged cache by its batch decode only (one query row in every sequence, "
-                          "query heads per K/V head 1, 2, 3, 4, 6, 8 or 16): its paged prefill "
-                          "(BatchPrefillWithPagedKVCacheDispatched) is not wired in attnd's module");
+        say(why, why_len, "flashinfer runs a paged cache by its decode only (one query row in every sequence): its "
+                          "paged prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over "
+                          "token-major queries) is not wired in attnd's module");
         return 0;
     }
     if (c.cc == 90) return ATTND_FI_ROUTE_RAGGED_SM90;
@@ -159,9 +166,8 @@ int route_of(const attnd_fi_case &c, char *why, size_t why_len)
     }
     if (is_serving(c)) return serving_route_of(c, why, why_len);
     /* Decode: one query row over the cache, in the paged view (page ids are int32 rows). */
-    if (c.seq_q == 1 && decode_group_ok(c.heads / c.kv_heads) && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX &&
-        c.heads * d <= INT32_MAX)
-        return ATTND_FI_ROUTE_DECODE;
+    if (c.seq_q == 1 && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX && c.heads * d <= INT32_MAX)
+        return decode_route_of(c);
     return c.cc == 90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80;
 }
 
@@ -202,8 +208,22 @@ typedef cudaError_t (*ragged_plan_fn)(const attnd_fi_case &, void *, cudaStream_
 typedef cudaError_t (*ragged_run_fn)(const attnd_fi_case &, const attnd_fi_tensors &, const attnd_fi_ragged_plan &,
                                      cudaStream_t);
 
+/* The tensor-core decode: compiled for every architecture of the module, like the decode. */
+ragged_plan_fn tc_plan_of(const attnd_fi_case &c)
+{
+    return c.head_dim == 64 ? attnd_fi_decode_tc_plan_d64
+           : c.head_dim == 128 ? attnd_fi_decode_tc_plan_d128 : attnd_fi_decode_tc_plan_d256;
+}
+
+ragged_run_fn tc_run_of(const attnd_fi_case &c)
+{
+    return c.head_dim == 64 ? attnd_fi_decode_tc_run_d64
+           : c.head_dim == 128 ? attnd_fi_decode_tc_run_d128 : attnd_fi_decode_tc_run_d256;
+}
+
 ragged_plan_fn ragged_plan_of(const attnd_fi_case &c, int route)
 {
+    if (route == ATTND_FI_ROUTE_DECODE_TC) return tc_plan_of(c);
 #if ATTND_FI_HAVE_SM90
     if (route == ATTND_FI_ROUTE_RAGGED_SM90)
         return c.head_dim == 64 ? attnd_fi_ragged_sm90_plan_d64
@@ -221,6 +241,7 @@ ragged_plan_fn ragged_plan_of(const attnd_fi_case &c, int route)
 
 ragged_run_fn ragged_run_of(const attnd_fi_case &c, int route)
 {
+    if (route == ATTND_FI_ROUTE_DECODE_TC) return tc_run_of(c);
 #if ATTND_FI_HAVE_SM90
     if (route == ATTND_FI_ROUTE_RAGGED_SM90)
         return c.head_dim == 64 ? attnd_fi_ragged_sm90_run_d64
@@ -288,6 +309,8 @@ size_t attnd_fi_workspace_bytes(const attnd_fi_case *c)
     switch (route_of(*c, NULL, 0)) {
     case ATTND_FI_ROUTE_DECODE:
         return attnd_fi_decode_layout_of(c).total;
+    case ATTND_FI_ROUTE_DECODE_TC:
+        return attnd_fi_decode_tc_layout_of(c).total;
     case ATTND_FI_ROUTE_RAGGED_SM90:
         return attnd_fi_ragged_layout_of(c, 1).total;
     case ATTND_FI_ROUTE_RAGGED_SM80:
@@ -321,7 +344,7 @@ int attnd_fi_prepare(const attnd_fi_case *c, void *workspace, size_t workspace_b
             e = plan_of(*c)(*c, workspace, (cudaStream_t)stream, &p);
         } else {
             ragged_plan_fn fn = ragged_plan_of(*c, route);
-            call = route == ATTND_FI_ROUTE_RAGGED_SM90 ? "PrefillSM90Plan" : "PrefillPlan";
+            call = route == ATTND_FI_ROUTE_RAGGED_SM90 ? "PrefillSM90Plan" : "PrefillPlan"; /* the tensor-core decode's too */
             if (!fn) return failed(why, why_len, call, "not compiled into this module");
             e = fn(*c, workspace, (cudaStream_t)stream, &rp);
         }
@@ -350,7 +373,7 @@ int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const
     if (!c || (route = route_of(*c, reason, sizeof reason)) == 0)
         return failed(why, why_len, "attnd_fi_forward", c ? reason : "no case");
     try {
-        if (route == ATTND_FI_ROUTE_DECODE || route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_RAGGED_SM80) {
+        if (is_decode_route(route) || route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_RAGGED_SM80) {
             attnd_fi_decode_plan p;
             attnd_fi_ragged_plan rp;
             {
@@ -366,7 +389,8 @@ int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const
                 e = run_of(*c)(*c, t, p, (cudaStream_t)stream);
             } else {
                 ragged_run_fn fn = ragged_run_of(*c, route);
-                entry = "BatchPrefillWithRaggedKVCacheDispatched";
+                entry = route == ATTND_FI_ROUTE_DECODE_TC ? "BatchPrefillWithPagedKVCacheDispatched"
+                                                           : "BatchPrefillWithRaggedKVCacheDispatched";
                 if (!fn) return failed(why, why_len, entry, "not compiled into this module");
                 e = fn(*c, t, rp, (cudaStream_t)stream);
             }
@@ -398,6 +422,21 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
         else
             snprintf(described, sizeof described, "decode.cuh BatchDecodeWithPagedKVCacheDispatched (FlashInfer %s)",
                      ATTND_FI_VERSION);
+        break;
+    case ATTND_FI_ROUTE_DECODE_TC:
+        if (have_plan && same_case(planned_case, *c))
+            snprintf(described, sizeof described,
+                     "prefill.cuh BatchPrefillWithPagedKVCacheDispatched, FA2 (FlashInfer %s) after PrefillPlan: "
+                     "tensor-core decode (%lld query heads per kv head > %d, vLLM's use_tensor_cores), %s pages of "
+                     "%lld keys%s, %lld CTAs per kv head (query tiles x chunks)%s", ATTND_FI_VERSION,
+                     (long long)(c->heads / c->kv_heads), ATTND_FI_TC_GROUP, is_serving(*c) ? "NHD" : "HND",
+                     (long long)(c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE),
+                     c->page_size > 0 ? " through the block table" : c->ragged ? " over the ragged cache" : "",
+                     (long long)planned_ragged.ctas,
+                     planned_ragged.split ? ", split-KV with VariableLengthMergeStates" : ", no split");
+        else
+            snprintf(described, sizeof described, "prefill.cuh BatchPrefillWithPagedKVCacheDispatched, FA2 (FlashInfer "
+                     "%s): tensor-core decode", ATTND_FI_VERSION);
         break;
     case ATTND_FI_ROUTE_PREFILL_SM90:
         snprintf(described, sizeof described, "hopper/prefill_sm90.cuh SinglePrefillWithKVCacheDispatched (FlashInfer "

@@ -34,11 +34,12 @@ struct attnd_fi_decode_plan {
 };
 
 /* FlashInfer's PrefillPlanSM90Info or PrefillPlanInfo (scheduler.cuh), as their ToVector
- * gives them, from prepare to the forwards of one job. */
+ * gives them, from prepare to the forwards of one job: the ragged routes' plan, and the
+ * tensor-core decode's (PrefillPlan over pages). */
 struct attnd_fi_ragged_plan {
     int64_t info[16];
-    int64_t ctas;  /* FA2: CTAs per KV head (query tiles); Hopper: work items (tiles × heads) */
-    int split;     /* FA2: split-KV with a merge kernel (never: the plan is made with it off) */
+    int64_t ctas;  /* FA2: CTAs per KV head ((query tile, chunk) pairs); Hopper: work items (tiles × heads) */
+    int split;     /* FA2: split-KV with a merge kernel (never for the ragged route: its plan has it off) */
 };
 
 /* Sequence b's query rows, its keys, and the keys its rows see (top-left causal: its first
@@ -83,7 +84,11 @@ void *attnd_fi_pinned_buffer(size_t bytes, cudaError_t *e);
     cudaError_t attnd_fi_ragged_sm80_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,    \
                                                attnd_fi_ragged_plan *plan);                              \
     cudaError_t attnd_fi_ragged_sm80_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,          \
-                                              const attnd_fi_ragged_plan &plan, cudaStream_t s);
+                                              const attnd_fi_ragged_plan &plan, cudaStream_t s);         \
+    cudaError_t attnd_fi_decode_tc_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,      \
+                                             attnd_fi_ragged_plan *plan);                                \
+    cudaError_t attnd_fi_decode_tc_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,            \
+                                            const attnd_fi_ragged_plan &plan, cudaStream_t s);
 ATTND_FI_DECLARE(64)
 ATTND_FI_DECLARE(128)
 ATTND_FI_DECLARE(256)

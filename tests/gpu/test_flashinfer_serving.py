@@ -1,6 +1,8 @@
 """The `flashinfer` variant over serving batches (docs/flashinfer.md, "Serving batches"): paged
 decode through the real block table (BatchDecodeWithPagedKVCacheDispatched over the NHD cache,
-paged_kv_t built on the host in prepare), ragged decode, and ragged prefill
+paged_kv_t built on the host in prepare; for more than 4 query heads per K/V head the
+tensor-core decode, FA2's BatchPrefillWithPagedKVCacheDispatched over the same pages, as vLLM
+chooses), ragged decode, and ragged prefill
 (BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
 are in `features` since this passed on the H200; it runs on the pytest run's server where
 that one offers them, else on one of its own; it skips where flashinfer is unavailable (make
@@ -9,12 +11,14 @@ flashinfer).
 - verify=true against the fp64 reference, bf16 and fp16, head dims 64 and 128: page_size 1, 16
   and 64, seq_kv not a multiple of the page, more pages than used, GQA groups 4 and 8, ragged
   lengths with sequences of 1 query or key and empty ones, every mask it takes;
+- a group-8 decode over a dense, a paged and a ragged cache takes the tensor-core decode (the
+  batch prefill kernel in CUPTI's table), a group-4 one the CUDA-core decode;
 - a paged decode at pages of 16 and its contiguous twin give equal fingerprints (both are
   FlashInfer's decode over 16-key pages, split alike: only the addresses differ); other page
   sizes agree within verify's tolerance;
 - an uploaded block table and lengths give the generated run's fingerprint;
-- kernels per forward as CUPTI measures them: the decode kernel (+ the merge when the plan
-  splits), one batch prefill kernel for a whole ragged batch;
+- kernels per forward as CUPTI measures them: the decode kernel, CUDA-core or tensor-core (+
+  the merge when the plan splits), one batch prefill kernel for a whole ragged batch;
 - what it refuses, by name: a paged prefill, a sequence with queries and no keys, a causal
   sequence with more queries than keys; GET /v1/device's `flashinfer` is the module's version.
 """
@@ -24,15 +28,18 @@ import pytest
 from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, offers_serving_features, post_run_ok, server_offering, upload
 from attnd_api_helpers import load_gen  # noqa: E402
 
-DECODE_GROUPS = {1, 2, 3, 4, 6, 8, 16}
+TC_GROUP = 4  # kernels/flashinfer/flashinfer_layout.h ATTND_FI_TC_GROUP: vLLM's use_tensor_cores rule
 # (case): decode cases have one query row a sequence; the rest are ragged prefills
 CASES = [
     dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=33, page_size=1),                  # GQA 4, page 1
     dict(batch=3, heads=16, kv_heads=2, seq_q=1, seq_kv=1000, page_size=16, num_pages=200),  # GQA 8, spare pages
     dict(batch=2, heads=8, kv_heads=2, seq_q=1, seq_kv=4097, page_size=64),               # long: split-KV
+    dict(batch=2, heads=10, kv_heads=2, seq_q=1, seq_kv=300, page_size=16),               # GQA 5: tensor cores
+    dict(batch=2, heads=16, kv_heads=2, seq_q=1, seq_kv=4097, page_size=1),               # GQA 8, page 1, split
     dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 16, 17, 40], page_size=16),         # ragged paged decode
     dict(heads=16, kv_heads=2, seq_q=1, seqlens_kv=[1, 16, 17, 300], page_size=64),
     dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 129, 17]),                          # ragged contiguous decode
+    dict(heads=16, kv_heads=2, seq_q=1, seqlens_kv=[1, 129, 17, 2000]),                   # the same, GQA 8
     dict(heads=8, kv_heads=2, seqlens_q=[5, 0, 1, 7], seqlens_kv=[33, 0, 17, 9]),         # ragged prefill
     dict(heads=16, kv_heads=2, seqlens_q=[1, 300, 64, 1], seqlens_kv=[1, 300, 700, 2]),
     dict(heads=4, kv_heads=4, seqlens_q="9,1,130", seq_kv=130),
@@ -51,7 +58,16 @@ def fapi():
 
 
 def is_decode(case):
-    return case.get("seq_q") == 1 and case["heads"] // case["kv_heads"] in DECODE_GROUPS
+    return case.get("seq_q") == 1
+
+
+def decode_entry(case):
+    """The entry point and kernel of a decode: FlashInfer's tensor-core decode (its FA2 batch
+    prefill over the pages) above TC_GROUP query heads per K/V head, its CUDA-core decode at or
+    below."""
+    if case["heads"] // case.get("kv_heads", case["heads"]) > TC_GROUP:
+        return "BatchPrefillWithPagedKVCacheDispatched", "BatchPrefillWithPagedKVCacheKernel"
+    return "BatchDecodeWithPagedKVCacheDispatched", "BatchDecodeWithPagedKVCacheKernel"
 
 
 def allowed(case, mask):
@@ -82,12 +98,13 @@ def test_verify_against_the_reference(fapi, case):
         ver, engine, k = rec.get("verify") or {}, rec.get("engine") or "", rec["kernels"]
         if not ver.get("pass") or rec["output"]["nan"]:
             failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
-        want = "BatchDecodeWithPagedKVCacheDispatched" if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
+        want = decode_entry(case)[0] if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
         if want not in engine:
             failures.append("%s: engine %r does not name %s" % (what, engine, want))
         names = [t["name"] for t in k["table"] if t["kind"] == "kernel"]
         if is_decode(case):
-            ok = k["per_forward"] == (2 if "split-KV" in engine else 1)
+            ok = k["per_forward"] == (2 if "split-KV" in engine else 1) and \
+                any(decode_entry(case)[1] in n for n in names)
         else:
             ok = k["per_forward"] == 1  # one launch for the whole ragged batch
         if not ok:
@@ -102,7 +119,8 @@ def test_verify_against_the_reference(fapi, case):
                          ids=["gqa4", "gqa8_split"])
 def test_paged_decode_gives_the_contiguous_fingerprint(fapi, twin):
     """Pages of 16 keys: the contiguous run is the same decode over 16-key pages (HND view), the
-    same plan and the same key order: equal fingerprints. Pages of 1 and 64 change the plan's
+    same plan and the same key order: equal fingerprints (the CUDA-core decode for group 4, the
+    tensor-core one for group 8). Pages of 1 and 64 change the plan's
     chunks (a reduction order): verify's tolerance, and the fingerprints are reported."""
     body = dict(twin, backend="flashinfer", device="cuda:0", dtype="bf16", head_dim=128, seed=fresh_seed(),
                 warmup=0, iters=1)
@@ -134,6 +152,49 @@ def test_uploaded_table_gives_the_generated_fingerprint(fapi):
     finally:
         for tid in (table, lkv):
             fapi.request("DELETE", "/v1/tensors/%s" % tid)
+
+
+LAYOUTS = {
+    "dense": dict(batch=3, seq_kv=3000),
+    "paged": dict(batch=3, seq_kv=3000, page_size=16, num_pages=700),
+    "ragged": dict(seqlens_kv=[1, 17, 3000]),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
+def test_group8_decode_takes_the_tensor_cores(fapi, layout):
+    """vLLM's rule (use_tensor_cores when num_qo_heads // num_kv_heads > 4): a group-8 decode runs
+    FlashInfer's tensor-core decode, the FA2 batch prefill over the paged view of the same cache,
+    and matches the fp64 reference; the kernel table CUPTI measures names its kernel (and the merge
+    when the plan splits). A group-4 decode of the same cache keeps the CUDA-core decode kernel."""
+    failures = []
+    for heads, kv_heads in ((64, 8), (32, 8)):
+        for dtype, d, mask in (("bf16", 128, "none"), ("fp16", 64, "causal"), ("bf16", 256, "causal_bottom_right")):
+            case = dict(LAYOUTS[layout], heads=heads, kv_heads=kv_heads, seq_q=1)
+            entry, kernel = decode_entry(case)
+            body = dict(case, backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, head_dim=d,
+                        seed=fresh_seed(), warmup=1, iters=2, verify=True, profile=True)
+            r = fapi.run(body=body, timeout=300)
+            what = "%s H%d/%d %s %s D%d" % (layout, heads, kv_heads, dtype, mask, d)
+            if r.status_code != 200:
+                failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:400]))
+                continue
+            rec = r.json()
+            ver, engine, k = rec.get("verify") or {}, rec.get("engine") or "", rec["kernels"]
+            names = [t["name"] for t in k["table"] if t["kind"] == "kernel"]
+            if not ver.get("pass") or rec["output"]["nan"]:
+                failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
+            if entry not in engine:
+                failures.append("%s: engine %r does not name %s" % (what, engine, entry))
+            if not any(kernel in n for n in names):
+                failures.append("%s: no %s in the kernel table %r" % (what, kernel, names))
+            if k["per_forward"] != (2 if "split-KV" in engine else 1) or \
+                    ("split-KV" in engine and not any("MergeStates" in n for n in names)):
+                failures.append("%s: %d kernels per forward %r (%s)" % (what, k["per_forward"], names, engine))
+            fact("flashinfer decode %s kernels" % what, "%d: %s | %s rel_l2 %.2e median %.1f us" % (
+                k["per_forward"], ", ".join(n[:50] for n in names), engine[:160], ver.get("rel_l2_err", -1),
+                rec["timing"]["median_us"]))
+    assert not failures, "\n".join(failures)
 
 
 @pytest.mark.parametrize("body,needle", [

@@ -209,20 +209,28 @@ static void test_serving_limits(void)
     p.seq_q = 4;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
           "paged prefill: %s", why);
-    p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5 */
-    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "got seq_q 1, 5"),
-          "paged decode of a group FlashInfer's decode has no kernel for: %s", why);
+    p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5: the tensor-core decode */
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged decode of a group of 5: %s", why);
     p = attn_mha(16, 32, 8192, 8192, 128, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
     p.kv_heads = 8, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = p.total_kv = 60000;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "ragged prefill: %s", why);
 }
 
+/* What the module asks for a decode: the CUDA-core decode's layout up to ATTND_FI_TC_GROUP
+ * query heads per K/V head, the tensor-core decode's above. */
+static size_t module_decode_bytes(const attnd_fi_case *c)
+{
+    return c->heads / c->kv_heads > ATTND_FI_TC_GROUP ? attnd_fi_decode_tc_layout_of(c).total
+                                                      : attnd_fi_decode_layout_of(c).total;
+}
+
 /* The front reserves workspace_bound; the worker allocates what the module asks, which for a
- * decode is attnd_fi_decode_layout_of and for an 8.x prefill the staged output. */
+ * decode is module_decode_bytes and for an 8.x prefill the staged output. */
 static void test_bound_covers_the_module(void)
 {
     static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 16, 17, 129, 4096, 8191, 32768};
-    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1}, {48, 16}};
+    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1},  {48, 16},
+                                       {40, 8},  {64, 2}, {128, 1}, {96, 1}};
     static const int64_t dims[] = {64, 128, 256};
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
@@ -236,7 +244,7 @@ static void test_bound_covers_the_module(void)
                     c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1, c.seq_kv = p.seq_kv;
                     c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
                     bound = variant_info_flashinfer.workspace_bound(&p);
-                    need = attnd_fi_decode_layout_of(&c).total;
+                    need = module_decode_bytes(&c);
                     CHECK(bound >= need, "decode B%lld H%lld/%lld Skv%lld D%lld: bound %zu < module %zu",
                           (long long)p.batch, (long long)p.heads, (long long)p.kv_heads, (long long)p.seq_kv,
                           (long long)p.head_dim, bound, need);
@@ -253,7 +261,7 @@ static void test_bound_covers_serving(void)
 {
     static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 17, 129, 4096, 8191};
     static const int64_t pages[] = {1, 16, 64, 256};
-    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1}};
+    static const int64_t heads[][2] = {{32, 32}, {32, 8}, {64, 8}, {8, 1}, {40, 8}, {128, 1}};
     static const int64_t dims[] = {64, 128, 256};
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
@@ -268,14 +276,14 @@ static void test_bound_covers_serving(void)
                     c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
                     for (size_t g = 0; g < sizeof pages / sizeof pages[0]; g++) {
                         p.page_size = c.page_size = pages[g];
-                        need = attnd_fi_decode_layout_of(&c).total;
+                        need = module_decode_bytes(&c);
                         CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "paged decode B%lld Skv%lld page %lld",
                               (long long)p.batch, (long long)p.seq_kv, (long long)p.page_size);
                     }
                     p.page_size = c.page_size = 0;
                     p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, c.ragged = 1;
                     p.total_kv = c.total_kv = p.batch * p.seq_kv;
-                    need = attnd_fi_decode_layout_of(&c).total; /* a ragged decode: its cache as 16-key pages */
+                    need = module_decode_bytes(&c); /* a ragged decode: its cache as 16-key pages */
                     p.total_q = c.total_q = p.batch;
                     CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged decode");
                     p.seq_q = c.seq_q = seqs[s];
@@ -327,9 +335,16 @@ static void test_real_module(const char *path)
                "a decode forward without its plan: %s", why);
         EXPECT(api->prepare(&c, NULL, 0, NULL, why, sizeof why) == -1 && strstr(why, "smaller"),
                "prepare with no workspace: %s", why);
-        c.heads = 40; /* a group of 5: no decode kernel for it, so the prefill route */
-        EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
-               "group 5: %s", why);
+        c.heads = 40; /* a group of 5: more than 4, the tensor-core decode, as vLLM chooses */
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "group 5: %s", why);
+        c.heads = 64; /* a group of 8 */
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "group 8: %s", why);
+        EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_tc_layout_of(&c).total, "tensor-core decode workspace %zu, "
+               "layout %zu", api->workspace_bytes(&c), attnd_fi_decode_tc_layout_of(&c).total);
+        EXPECT(strstr(api->describe(&c), "BatchPrefillWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
+        EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
+                   strstr(why, "attnd_fi_prepare first"),
+               "a tensor-core decode forward without its plan: %s", why);
         c.heads = 32, c.seq_q = 512, c.causal = 1;
         EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
                "prefill: %s", why);
@@ -356,10 +371,17 @@ static void test_real_module(const char *path)
             c.head_dim = 128, c.sm_scale = 0.088, c.cc = sm90 ? 90 : 80;
             c.page_size = 16, c.num_pages = 70, c.block_table = table, c.pages_per_seq = 63;
             c.ragged = 1, c.cu_seqlens_q = cu_q1, c.cu_seqlens_kv = cu_kv, c.total_q = 3, c.total_kv = 1018;
-            EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "paged ragged decode: %s", why);
+            EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "paged ragged decode, group 8: %s", why);
+            EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_tc_layout_of(&c).total &&
+                       attnd_fi_decode_tc_layout_of(&c).page == 16,
+                   "paged decode workspace %zu", api->workspace_bytes(&c));
+            EXPECT(strstr(api->describe(&c), "BatchPrefillWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
+            c.heads = 16; /* a group of 4: the CUDA-core decode */
+            EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "paged ragged decode, group 4: %s", why);
             EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_layout_of(&c).total && attnd_fi_decode_layout_of(&c).page == 16,
                    "paged decode workspace %zu", api->workspace_bytes(&c));
             EXPECT(strstr(api->describe(&c), "BatchDecodeWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
+            c.heads = 32;
             EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
                        strstr(why, "attnd_fi_prepare first"),
                    "a paged forward without its plan: %s", why);
