@@ -292,6 +292,36 @@ int variant_check_cudnn(const attn_problem *p, char *why, size_t why_len)
     return serving ? cudnn_check_serving(p, why, why_len) : 0;
 }
 
+/* flashinfer's impls name the decode kernel (kernels/flashinfer/flashinfer_abi.h
+ * ATTND_FI_DECODE_*), so one named is a decode's: one query row a sequence, over a cache the
+ * module's paged view takes (int32 rows of keys); cuda_cores takes the groups FlashInfer's
+ * CUDA-core decode is compiled for (flashinfer_layout.h attnd_fi_cuda_cores_group). */
+static int flashinfer_impl_check(const attn_problem *p, char *why, size_t why_len)
+{
+    const char *impl = variant_info_impl_name(&variant_info_flashinfer, p->impl);
+    const int64_t g = p->heads / attn_kv_heads(p);
+    if (p->seq_q > 1) {
+        snprintf(why, why_len, "flashinfer impl %s chooses the decode kernel: seq_q 1 only (one query row a "
+                 "sequence), got %lld%s; without impl FlashInfer's prefill kernels run it", impl ? impl : "?",
+                 (long long)p->seq_q, p->ragged ? " (the longest sequence's queries)" : "");
+        return -1;
+    }
+    if (!p->ragged && p->page_size == 0 && p->batch * attn_kv_heads(p) * p->seq_kv > INT32_MAX) {
+        snprintf(why, why_len, "flashinfer impl %s runs a decode over a paged view of the cache with 32-bit page "
+                 "ids: batch*kv_heads*seq_kv below 2^31, got %lld; without impl FlashInfer's prefill kernel runs it",
+                 impl ? impl : "?", (long long)(p->batch * attn_kv_heads(p) * p->seq_kv));
+        return -1;
+    }
+    if (impl && !strcmp(impl, "cuda_cores") &&
+        !(g == 1 || g == 2 || g == 3 || g == 4 || g == 6 || g == 8 || g == 16)) {
+        snprintf(why, why_len, "flashinfer impl cuda_cores (FlashInfer's CUDA-core decode) is compiled for 1, 2, 3, "
+                 "4, 6, 8 and 16 query heads per K/V head, not %lld (heads / kv_heads); impl tensor_cores, the "
+                 "default, runs any group", (long long)g);
+        return -1;
+    }
+    return 0;
+}
+
 /* attnd's FlashInfer module: the head dims its files are compiled for, FlashInfer's 32-bit
  * head strides (seq·head_dim), and its causal mask, which is bottom-right aligned: a row sees
  * keys up to its position plus seq_kv - seq_q. causal_bottom_right is that mask; top-left
@@ -326,6 +356,7 @@ int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
                  "strides are 32-bit)");
         return -1;
     }
+    if (p->impl != ATTN_IMPL_DEFAULT && flashinfer_impl_check(p, why, why_len) != 0) return -1;
     if (p->page_size > 0 && p->seq_q > 1) {
         snprintf(why, why_len, "flashinfer runs a paged cache by its decode only (seq_q 1; got seq_q %lld): its paged "
                  "prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over token-major queries) is "
@@ -440,9 +471,9 @@ static size_t cudnn_bound(const attn_problem *p)
 /* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
  * for a decode (seq_q 1), the plan's buffers at their largest (each sequence split into at
  * most ⌈pages/max(128/page, 1)⌉ chunks of pages of page_size keys, or 16 for a contiguous
- * cache) and the page table: up to 4 query heads per K/V head DecodePlan's (a partial output
- * of head_dim + 1 floats per head and chunk), above that the tensor-core decode's PrefillPlan
- * (3 int32 per CTA, a CTA per query tile of 16, 64 or 128 packed rows and chunk, and
+ * cache) and the page table: for impl cuda_cores DecodePlan's (a partial output of
+ * head_dim + 1 floats per head and chunk), else the tensor-core decode's PrefillPlan (3 int32
+ * per CTA, a CTA per query tile of 16, 64 or 128 packed rows and chunk, and
  * ⌈CTAs·tile/group⌉ partial rows of head_dim + 1 floats per head); for a ragged batch, the batch prefill's plan
  * (Hopper: 7 int32 per query tile of 128 rows and head; FA2: 3 per tile of 16 packed rows,
  * and the two indptrs). Looser than the module's own layouts (flashinfer_layout.h), which
@@ -460,7 +491,7 @@ static size_t flashinfer_bound(const attn_problem *p)
     if (p->seq_q == 1) {
         pages = ((size_t)p->seq_kv + page - 1) / page;
         chunks = (size_t)p->batch * (pages > min_pages ? (pages + min_pages - 1) / min_pages : 1);
-        if (g > 4) { /* kernels/flashinfer/flashinfer_layout.h ATTND_FI_TC_GROUP */
+        if (p->impl != variant_info_impl_find(&variant_info_flashinfer, "cuda_cores") + 1) {
             const size_t tile = g > 64 && p->head_dim < 256 ? 128 : g > 16 ? 64 : 16;
             const size_t ctas = chunks * (((size_t)g + tile - 1) / tile), rows = (ctas * tile + (size_t)g - 1) / (size_t)g;
             decode = (size_t)p->heads * rows * ((size_t)p->head_dim + 1) * 4 + 12 * ctas +
@@ -545,6 +576,16 @@ static const variant_impl flash_impls[] = {
                 "kernel; the default for paged and ragged batches, never for dense ones", NULL},
 };
 
+/* Which of FlashInfer's decodes runs a decode (kernels/flashinfer_attn.h FLASHINFER_IMPL_*,
+ * same order); a prefill takes no impl. */
+static const variant_impl flashinfer_impls[] = {
+    {"tensor_cores", "FlashInfer's tensor-core decode: FA2's batch prefill over the pages, one query row per "
+                     "sequence; what vLLM runs for every group (use_tensor_cores=True); the default", NULL},
+    {"cuda_cores", "FlashInfer's CUDA-core batch decode, a row of threads per query head; SGLang's choice up to 4 "
+                   "query heads per K/V head, vLLM's before it moved to tensor cores; groups 1, 2, 3, 4, 6, 8 and 16",
+     NULL},
+};
+
 #define IMPLS(a) .impls = (a), .impl_count = sizeof(a) / sizeof((a)[0])
 
 const variant_info variant_info_efficient = {
@@ -605,9 +646,10 @@ const variant_info variant_info_flashinfer = {
     .name = "flashinfer",
     .summary = "FlashInfer, the attention library of vLLM and SGLang, built from its wheel's headers into a "
                "module loaded at run time: decode (seq_q 1) over a paged view of the cache (or a paged cache's "
-               "block table) through its batch decode, or for more than 4 query heads per K/V head its "
-               "tensor-core decode (the batch prefill over the pages, as vLLM chooses), prefill through its single-request kernels "
-               "(the FA3 template on Hopper, FA2 elsewhere), a ragged batch through its batch prefill",
+               "block table) through its tensor-core decode (the batch prefill over the pages, as vLLM runs "
+               "every decode) or, with impl cuda_cores, its CUDA-core batch decode (SGLang's up to 4 query heads "
+               "per K/V head), prefill through its single-request kernels (the FA3 template on Hopper, FA2 "
+               "elsewhere), a ragged batch through its batch prefill",
     .dtypes = HALF_DTYPES,
     .min_cc = 80,
     .max_head_dim = 256,
@@ -618,6 +660,7 @@ const variant_info variant_info_flashinfer = {
     .check = variant_check_flashinfer,
     .workspace_bound = flashinfer_bound,
     .library = "FlashInfer",
+    IMPLS(flashinfer_impls),
 };
 
 const variant_info *const variant_infos[] = {

@@ -26,8 +26,9 @@ static int flashinfer_current_cc(void)
 
 /* p as FlashInfer's problem: its causal mask is bottom-right; top-left causal is the same mask
  * over the first seq_q keys (row i sees keys 0..i either way), which is all of them a
- * top-left row may see. A serving batch hands over its host arrays (p->seqs, built before the
- * worker asks) and leaves the cut per sequence to the module (top_left). */
+ * top-left row may see. impl names the decode kernel (tensor cores when not given). A serving
+ * batch hands over its host arrays (p->seqs, built before the worker asks) and leaves the cut
+ * per sequence to the module (top_left). */
 static attnd_fi_case flashinfer_case(const attn_problem *p, int cc)
 {
     attnd_fi_case c;
@@ -43,6 +44,7 @@ static attnd_fi_case flashinfer_case(const attn_problem *p, int cc)
     c.kv_len = p->mask == ATTN_MASK_CAUSAL && p->seq_q < p->seq_kv ? p->seq_q : p->seq_kv;
     c.sm_scale = p->scale;
     c.cc = cc;
+    c.decode_kernel = p->impl == FLASHINFER_IMPL_CUDA_CORES ? ATTND_FI_DECODE_CUDA_CORES : ATTND_FI_DECODE_TENSOR_CORES;
     if (p->ragged || p->page_size > 0) {
         c.kv_len = p->seq_kv;
         c.ragged = p->ragged != 0;
@@ -116,4 +118,22 @@ const char *flashinfer_engine_desc(const attn_problem *p)
     c = flashinfer_case(p, flashinfer_current_cc());
     d = api->describe(&c);
     return d && d[0] ? d : NULL;
+}
+
+int flashinfer_impl_runnable(int impl, int cc)
+{
+    return (impl == FLASHINFER_IMPL_TENSOR_CORES || impl == FLASHINFER_IMPL_CUDA_CORES) && cc >= 80;
+}
+
+int flashinfer_impl_used(int cc, const attn_problem *p)
+{
+    const flashinfer_api *api = flashinfer_api_get();
+    attnd_fi_case c;
+    if (!api) return ATTN_IMPL_DEFAULT;
+    c = flashinfer_case(p, cc);
+    switch (api->route(&c, NULL, 0)) {
+    case ATTND_FI_ROUTE_DECODE_TC: return FLASHINFER_IMPL_TENSOR_CORES;
+    case ATTND_FI_ROUTE_DECODE: return FLASHINFER_IMPL_CUDA_CORES;
+    default: return ATTN_IMPL_DEFAULT;
+    }
 }

@@ -2,17 +2,17 @@
  * vLLM and SGLang, through attnd's module libattnd_flashinfer.so (flashinfer_loader.h).
  *
  * Which FlashInfer entry point an attnd problem calls (docs/flashinfer.md has the table):
- *   seq_q 1 (decode), query heads per K/V head up to 4:
- *       DecodePlan once per job (prepare), then BatchDecodeWithPagedKVCacheDispatched per
- *       forward, over the cache as HND pages of 16 keys (nothing copied);
- *   seq_q 1, more than 4 (vLLM's use_tensor_cores rule): PrefillPlan once per job, then FA2's
- *       BatchPrefillWithPagedKVCacheDispatched over the same pages, one query row a sequence;
+ *   seq_q 1 (decode), impl tensor_cores (the default, as vLLM runs every decode): PrefillPlan
+ *       once per job (prepare), then FA2's BatchPrefillWithPagedKVCacheDispatched per forward,
+ *       one query row a sequence, over the cache as HND pages of 16 keys (nothing copied);
+ *   seq_q 1, impl cuda_cores (SGLang's up to 4 query heads per K/V head): DecodePlan once per
+ *       job, then BatchDecodeWithPagedKVCacheDispatched over the same pages;
  *   else, compute capability 9.0: the Hopper SinglePrefillWithKVCacheDispatched (FA3 template),
  *       once per sequence;
  *   else (8.x): the FA2 SinglePrefillWithKVCacheDispatched once per sequence, then a transpose
  *       of its token-major output.
  * A serving batch (docs/serving.md) hands the module its host cu_seqlens and block table:
- *   one query row in every sequence: the same decodes (by the group) over the paged cache
+ *   one query row in every sequence: the same decodes (by the impl) over the paged cache
  *       through its block table (NHD), or over a ragged cache as pages of 16 tokens;
  *   any other ragged batch: BatchPrefillWithRaggedKVCacheDispatched (Hopper or FA2) after its
  *       plan, one launch for the batch; a paged prefill is refused.
@@ -31,6 +31,10 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* attn_problem.impl of flashinfer: 1 + the index in common/variant_info.c's flashinfer_impls. */
+#define FLASHINFER_IMPL_TENSOR_CORES 1
+#define FLASHINFER_IMPL_CUDA_CORES 2
 
 /* variants.h `workspace_bytes`: FlashInfer's plan buffers and the page table (decode), the
  * FA2 output's staging (8.x prefill), for the current CUDA device; 0 when the module is not
@@ -51,6 +55,13 @@ int flashinfer_library_check(const attn_problem *p, char *why, size_t why_len);
 
 /* variants.h `engine_desc`: the entry point p calls and what its plan chose. */
 const char *flashinfer_engine_desc(const attn_problem *p);
+
+/* variants.h `impl_runnable`: both decodes run wherever the variant does (8.0 and newer). */
+int flashinfer_impl_runnable(int impl, int cc);
+
+/* variants.h `impl_used`: FLASHINFER_IMPL_* of the decode the module routes p to on the
+ * current device; ATTN_IMPL_DEFAULT (no impl_used) for the prefill routes or without the module. */
+int flashinfer_impl_used(int cc, const attn_problem *p);
 
 #ifdef __cplusplus
 }

@@ -80,6 +80,8 @@ const variant variants[] = {
         .engine_desc = flashinfer_engine_desc,
         .library_ready = flashinfer_ready,
         .library_info = flashinfer_library_info,
+        .impl_runnable = flashinfer_impl_runnable,
+        .impl_used = flashinfer_impl_used,
     },
 };
 

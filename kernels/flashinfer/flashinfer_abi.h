@@ -45,6 +45,7 @@ typedef struct attnd_fi_case {
     int64_t kv_len;   /* keys each row may see, from key 0 (at most seq_kv; k/v keep seq_kv rows) */
     double sm_scale;
     int cc;           /* the device's compute capability, major*10 + minor */
+    int decode_kernel; /* a decode's kernel: ATTND_FI_DECODE_TENSOR_CORES (0, the default) or _CUDA_CORES */
     /* A serving batch: all zero (NULL) for a dense problem, whose kv_len above says what a
      * causal row sees. seq_q and seq_kv are then the bounds of every sequence. */
     int ragged;                  /* lengths per sequence: q, k, v, out token-major, packed by cu_seqlens */
@@ -56,14 +57,23 @@ typedef struct attnd_fi_case {
     int64_t pages_per_seq;
 } attnd_fi_case;
 
+/* attnd_fi_case.decode_kernel: which of FlashInfer's decodes runs a case of one query row a
+ * sequence. The tensor-core decode is what vLLM runs for every group (use_tensor_cores=True);
+ * the CUDA-core one is SGLang's up to 4 query heads per K/V head, and is compiled for groups 1,
+ * 2, 3, 4, 6, 8 and 16 only. It is asked for by name: the module refuses it on a case that
+ * takes another kernel (a prefill), where the default is ignored. */
+#define ATTND_FI_DECODE_TENSOR_CORES 0
+#define ATTND_FI_DECODE_CUDA_CORES 1
+
 /* The FlashInfer entry point a case calls (attnd_fi_route). */
 #define ATTND_FI_ROUTE_PREFILL_SM90 1 /* hopper/prefill_sm90.cuh SinglePrefillWithKVCacheDispatched, per sequence */
 #define ATTND_FI_ROUTE_PREFILL_SM80 2 /* prefill.cuh SinglePrefillWithKVCacheDispatched (FA2), per sequence */
-#define ATTND_FI_ROUTE_DECODE 3       /* decode.cuh BatchDecodeWithPagedKVCacheDispatched after DecodePlan */
+#define ATTND_FI_ROUTE_DECODE 3       /* decode.cuh BatchDecodeWithPagedKVCacheDispatched after DecodePlan: a
+                                       * decode of decode_kernel ATTND_FI_DECODE_CUDA_CORES */
 #define ATTND_FI_ROUTE_RAGGED_SM90 4  /* hopper/prefill_sm90.cuh BatchPrefillWithRaggedKVCacheDispatched after PrefillSM90Plan */
 #define ATTND_FI_ROUTE_RAGGED_SM80 5  /* prefill.cuh BatchPrefillWithRaggedKVCacheDispatched (FA2) after PrefillPlan */
 #define ATTND_FI_ROUTE_DECODE_TC 6    /* prefill.cuh BatchPrefillWithPagedKVCacheDispatched (FA2) after PrefillPlan: a
-                                       * decode of more than ATTND_FI_TC_GROUP query heads per K/V head */
+                                       * decode of decode_kernel ATTND_FI_DECODE_TENSOR_CORES */
 
 /* ATTND_FI_ABI of the module. */
 ATTND_FI_EXPORT int attnd_fi_abi(void);

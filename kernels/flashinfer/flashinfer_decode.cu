@@ -16,9 +16,9 @@
  * CTAs would leave SMs idle, and a merge kernel combines the chunks.
  *
  * The kernel is FlashInfer's CUDA-core decode: one CTA row of threads per query head of a
- * group, so the group shares every K/V load. attnd runs it for groups of at most 4 query heads
- * per K/V head; larger groups take the tensor-core decode (flashinfer_decode_tc.cu), as vLLM
- * and SGLang do. q [B,H,1,D] is its [B,H,D] query (strides H·D, D) and out its [B,H,D] output.
+ * group, so the group shares every K/V load (groups 1, 2, 3, 4, 6, 8 and 16). attnd runs it
+ * for impl cuda_cores (SGLang's choice up to 4 query heads per K/V head); by default a decode
+ * takes the tensor-core one (flashinfer_decode_tc.cu), as vLLM does. q [B,H,1,D] is its [B,H,D] query (strides H·D, D) and out its [B,H,D] output.
  */
 #include <flashinfer/attention/decode.cuh>
 #include <flashinfer/attention/default_decode_params.cuh>

@@ -5,10 +5,10 @@
  * .plan() and .run() call them (csrc/batch_prefill.cu and batch_prefill_paged.cuh).
  *
  * Why this route: vLLM's FlashInfer backend builds its decode wrapper with
- * use_tensor_cores = num_qo_heads // num_kv_heads > 4 (SGLang: gqa_group_size > 4), and for
- * such groups the packed rows (group × 1 query) fill an mma tile where the CUDA-core decode
- * gives each query head a row of threads. flashinfer_module.cu routes decodes of more than
- * ATTND_FI_TC_GROUP query heads per K/V head here.
+ * use_tensor_cores=True for every group (it once did so above 4 query heads per K/V head,
+ * SGLang's rule still), and the packed rows (group × 1 query) fill an mma tile where the
+ * CUDA-core decode gives each query head a row of threads. flashinfer_module.cu routes every
+ * decode here but those of impl cuda_cores (decode_kernel ATTND_FI_DECODE_CUDA_CORES).
  *
  * Why FA2 and not the Hopper (sm90) batch prefill: with backend="auto" and 16-bit q and K/V,
  * the wrapper's plan() sets the backend to "fa2" on every architecture (flashinfer/decode.py;

@@ -14,8 +14,8 @@
  * PartitionPagedKVCacheBinarySearchMinNumPagePerBatch never goes below that many pages per
  * chunk), and each buffer it carves is given its alignment (16) on top.
  *
- * Tensor-core decode (more than ATTND_FI_TC_GROUP query heads per K/V head, as vLLM and
- * SGLang choose): FA2's batch prefill over the same paged view, one query row per sequence,
+ * Tensor-core decode (the default, as vLLM runs every decode; impl cuda_cores takes the
+ * CUDA-core one above): FA2's batch prefill over the same paged view, one query row per sequence,
  * planned by PrefillPlan with split-KV on (BatchDecodeWithPagedKVCacheWrapper(
  * use_tensor_cores=True)'s default). Its int buffer holds three int32 arrays of one entry per
  * (query tile, chunk) CTA, the output indptr, the chunk size and the merge indptr (one per
@@ -40,9 +40,6 @@
 #include "kernels/flashinfer/flashinfer_abi.h"
 
 #define ATTND_FI_DECODE_PAGE 16
-/* Query heads per K/V head above which a decode takes the tensor cores (vLLM's
- * num_qo_heads // num_kv_heads > 4, SGLang's gqa_group_size > 4). */
-#define ATTND_FI_TC_GROUP 4
 #define ATTND_FI_MAX_SMS 1024 /* PrefillSM90Plan's per-SM array, bounded: the module refuses a device with more */
 
 /* Byte offsets into the workspace, and its size. */
@@ -62,6 +59,13 @@ typedef struct attnd_fi_ragged_layout {
 } attnd_fi_ragged_layout;
 
 static inline size_t attnd_fi_align256(size_t n) { return (n + 255) / 256 * 256; }
+
+/* Whether FlashInfer's CUDA-core decode is compiled for group query heads per K/V head
+ * (utils.cuh DISPATCH_GQA_GROUP_SIZE; others throw "Unsupported group_size"). */
+static inline int attnd_fi_cuda_cores_group(int64_t group)
+{
+    return group == 1 || group == 2 || group == 3 || group == 4 || group == 6 || group == 8 || group == 16;
+}
 
 /* The page table after the plan's buffers, from at. */
 static inline size_t attnd_fi_page_table_layout(const attnd_fi_case *c, attnd_fi_decode_layout *l, size_t at)

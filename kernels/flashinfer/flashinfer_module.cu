@@ -46,7 +46,8 @@ int same_case(const attnd_fi_case &a, const attnd_fi_case &b)
 {
     return a.dtype == b.dtype && a.causal == b.causal && a.batch == b.batch && a.heads == b.heads &&
            a.kv_heads == b.kv_heads && a.seq_q == b.seq_q && a.seq_kv == b.seq_kv && a.head_dim == b.head_dim &&
-           a.kv_len == b.kv_len && a.sm_scale == b.sm_scale && a.cc == b.cc && a.ragged == b.ragged &&
+           a.kv_len == b.kv_len && a.sm_scale == b.sm_scale && a.cc == b.cc && a.decode_kernel == b.decode_kernel &&
+           a.ragged == b.ragged &&
            a.top_left == b.top_left && a.page_size == b.page_size && a.num_pages == b.num_pages &&
            a.total_q == b.total_q && a.total_kv == b.total_kv && a.cu_seqlens_q == b.cu_seqlens_q &&
            a.cu_seqlens_kv == b.cu_seqlens_kv && a.block_table == b.block_table && a.pages_per_seq == b.pages_per_seq;
@@ -54,13 +55,20 @@ int same_case(const attnd_fi_case &a, const attnd_fi_case &b)
 
 int is_serving(const attnd_fi_case &c) { return c.ragged || c.page_size > 0; }
 
-/* A decode's route by its group, as vLLM's FlashInfer backend chooses the decode wrapper's
- * use_tensor_cores (num_qo_heads // num_kv_heads > 4; SGLang's rule for 16-bit caches is the
- * same): the batch prefill over the pages above ATTND_FI_TC_GROUP, FlashInfer's CUDA-core
- * decode at or below it (whose DISPATCH_GQA_GROUP_SIZE has every group of 1 to 4). */
-int decode_route_of(const attnd_fi_case &c)
+/* A decode's route, as the case's decode_kernel names it: the batch prefill over the pages
+ * (what vLLM runs for every group, use_tensor_cores=True), or FlashInfer's CUDA-core decode,
+ * which is compiled for some groups only; 0 with why for another group. */
+int decode_route_of(const attnd_fi_case &c, char *why, size_t why_len)
 {
-    return c.heads / c.kv_heads > ATTND_FI_TC_GROUP ? ATTND_FI_ROUTE_DECODE_TC : ATTND_FI_ROUTE_DECODE;
+    char text[320];
+    if (c.decode_kernel != ATTND_FI_DECODE_CUDA_CORES) return ATTND_FI_ROUTE_DECODE_TC;
+    if (attnd_fi_cuda_cores_group(c.heads / c.kv_heads)) return ATTND_FI_ROUTE_DECODE;
+    snprintf(text, sizeof text, "FlashInfer's CUDA-core decode (impl cuda_cores) is compiled for 1, 2, 3, 4, 6, 8 "
+             "and 16 query heads per K/V head, not %lld (heads %lld / kv_heads %lld); its tensor-core decode "
+             "(impl tensor_cores, the default) runs any group", (long long)(c.heads / c.kv_heads),
+             (long long)c.heads, (long long)c.kv_heads);
+    say(why, why_len, text);
+    return 0;
 }
 
 int is_decode_route(int route) { return route == ATTND_FI_ROUTE_DECODE || route == ATTND_FI_ROUTE_DECODE_TC; }
@@ -109,7 +117,7 @@ int serving_route_of(const attnd_fi_case &c, char *why, size_t why_len)
         decode = decode && q == 1;
         same_lengths = same_lengths && q == kv;
     }
-    if (decode && c.heads * c.head_dim <= INT32_MAX) return decode_route_of(c);
+    if (decode && c.heads * c.head_dim <= INT32_MAX) return decode_route_of(c, why, why_len);
     if (c.page_size > 0) {
         say(why, why_len, "flashinfer runs a paged cache by its decode only (one query row in every sequence): its "
                           "paged prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over "
@@ -127,7 +135,7 @@ int serving_route_of(const attnd_fi_case &c, char *why, size_t why_len)
 }
 
 /* The route, or 0 with why. */
-int route_of(const attnd_fi_case &c, char *why, size_t why_len)
+int case_route_of(const attnd_fi_case &c, char *why, size_t why_len)
 {
     char text[320];
     const int64_t d = c.head_dim;
@@ -167,8 +175,27 @@ int route_of(const attnd_fi_case &c, char *why, size_t why_len)
     if (is_serving(c)) return serving_route_of(c, why, why_len);
     /* Decode: one query row over the cache, in the paged view (page ids are int32 rows). */
     if (c.seq_q == 1 && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX && c.heads * d <= INT32_MAX)
-        return decode_route_of(c);
+        return decode_route_of(c, why, why_len);
     return c.cc == 90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80;
+}
+
+/* case_route_of, and the CUDA-core decode only where a decode runs: it is asked for by name
+ * (impl cuda_cores), so a case that takes another kernel is refused, not run by that one. */
+int route_of(const attnd_fi_case &c, char *why, size_t why_len)
+{
+    int route;
+    if (c.decode_kernel != ATTND_FI_DECODE_TENSOR_CORES && c.decode_kernel != ATTND_FI_DECODE_CUDA_CORES) {
+        say(why, why_len, "attnd_fi_case.decode_kernel is neither ATTND_FI_DECODE_TENSOR_CORES nor _CUDA_CORES");
+        return 0;
+    }
+    route = case_route_of(c, why, why_len);
+    if (route && c.decode_kernel == ATTND_FI_DECODE_CUDA_CORES && route != ATTND_FI_ROUTE_DECODE) {
+        say(why, why_len, "FlashInfer's CUDA-core decode (impl cuda_cores) runs decodes only: one query row in every "
+                          "sequence, and a contiguous cache of fewer than 2^31 rows of keys (batch*kv_heads*seq_kv); "
+                          "this case takes another of FlashInfer's kernels");
+        return 0;
+    }
+    return route;
 }
 
 /* FlashInfer's launchers for c's head dim; NULL where the Makefile compiled none. */
@@ -427,9 +454,9 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
         if (have_plan && same_case(planned_case, *c))
             snprintf(described, sizeof described,
                      "prefill.cuh BatchPrefillWithPagedKVCacheDispatched, FA2 (FlashInfer %s) after PrefillPlan: "
-                     "tensor-core decode (%lld query heads per kv head > %d, vLLM's use_tensor_cores), %s pages of "
+                     "tensor-core decode (%lld query heads per kv head, vLLM's use_tensor_cores=True), %s pages of "
                      "%lld keys%s, %lld CTAs per kv head (query tiles x chunks)%s", ATTND_FI_VERSION,
-                     (long long)(c->heads / c->kv_heads), ATTND_FI_TC_GROUP, is_serving(*c) ? "NHD" : "HND",
+                     (long long)(c->heads / c->kv_heads), is_serving(*c) ? "NHD" : "HND",
                      (long long)(c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE),
                      c->page_size > 0 ? " through the block table" : c->ragged ? " over the ragged cache" : "",
                      (long long)planned_ragged.ctas,

@@ -41,8 +41,8 @@ cJSON *gpu_worker_device_json(gpu_worker *w);
 int gpu_device_count(char *err, size_t err_len);
 
 /* Run one job with r->impl's kernel family. Returns the result
- * object {timing, kernels, output, verify, perf, energy; impl_used for flash and efficient:
- * the family that ran}; or NULL with e filled: 4xx when refused before anything ran (nothing
+ * object {timing, kernels, output, verify, perf, energy; impl_used for flash, efficient and
+ * flashinfer's decodes: the family that ran}; or NULL with e filled: 4xx when refused before anything ran (nothing
  * to store), 500 when it failed while running. *output_fd: a memfd holding the output bytes when r->verify and the
  * problem is small enough for the cpu reference (the front sends it there and fills
  * "verify"); else -1 and "verify" is the GPU fp32 math comparison (or absent). *fatal: the

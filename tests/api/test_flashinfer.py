@@ -4,7 +4,8 @@ unavailable with the reason, its limits and its library; runs are refused like a
 (503 no_device, 422 on the cpu device); the setting flashinfer_library names another file,
 and a wrong one is reported by name. Stub modules, compiled here from C with the module's
 ABI (kernels/flashinfer/flashinfer_abi.h), stand in for the real one: the version and file it
-reports, and the refusal of another ABI. tests/gpu runs the real module.
+reports, and the refusal of another ABI. Its impls, which name the decode kernel, are the
+front's to list and to refuse, module or not. tests/gpu runs the real module.
 """
 import json
 import os
@@ -59,7 +60,8 @@ def test_unavailable_without_the_module_and_says_how_to_build_it(server_without_
     # What it runs, from common/variant_info.c.
     assert row["device"] == "cuda" and row["dtypes"] == ["bf16", "fp16"], row
     assert row["features"] == ["kv_heads", "page_size", "seqlens"] and row["head_dim"] == {"max": 256, "multiple": 64}, row
-    assert row["min_compute_capability"] == "8.0" and row["impls"] == [], row
+    assert row["min_compute_capability"] == "8.0", row
+    assert [i["name"] for i in row["impls"]] == ["tensor_cores", "cuda_cores"], row["impls"]
     assert "vLLM" in row["summary"] and "SGLang" in row["summary"], row["summary"]
 
 
@@ -184,3 +186,79 @@ def test_device_lists_flashinfer_beside_cudnn(server_without_module):
         check_against_openapi(d, "Device")
         if d["id"].startswith("cuda") and d.get("state") == "up":
             assert "flashinfer" in d and d["flashinfer"] is None, d
+
+
+DECODE = {"backend": "flashinfer", "batch": 2, "heads": 8, "kv_heads": 2, "seq_q": 1, "seq_kv": 512, "head_dim": 128,
+          "dtype": "bf16"}
+
+
+def test_impls_listed_with_what_they_run(server_without_module):
+    """tensor_cores first (the default: vLLM's decode at every group), then cuda_cores (SGLang's
+    up to 4 query heads per K/V head, and the groups it is compiled for); no device runs either
+    on this server."""
+    srv, _ = server_without_module
+    impls = flashinfer_row(srv.url)["impls"]
+    assert [i["name"] for i in impls] == ["tensor_cores", "cuda_cores"], impls
+    tc, cc = impls
+    assert "vLLM" in tc["summary"] and "default" in tc["summary"] and "use_tensor_cores=True" in tc["summary"], tc
+    assert "SGLang" in cc["summary"] and "1, 2, 3, 4, 6, 8 and 16" in cc["summary"], cc
+    assert all(i["devices"] == [] and i["needs"] is None for i in impls), impls
+
+
+@pytest.mark.parametrize("impl", ["tensor_cores", "cuda_cores"])
+@pytest.mark.parametrize("shape", [dict(seq_q=64), dict(seq_q=7, seq_kv=512, mask="causal_bottom_right"),
+                                   dict(seqlens_q=[3, 1], seqlens_kv=[40, 9])],
+                         ids=["prefill", "chunked_prefill", "ragged_prefill"])
+def test_impl_on_a_prefill_is_refused_before_any_device(server_without_module, impl, shape):
+    """The impls choose the decode kernel: a prefill naming one is 422 unsupported on seq_q,
+    before a device is chosen (the same prefill without impl reaches the no-GPU refusal)."""
+    srv, _ = server_without_module
+    api = Api(srv.url)
+    body = dict(DECODE, **shape)
+    if "seqlens_q" in body:
+        for key in ("batch", "seq_q", "seq_kv"):
+            body.pop(key)
+    r = api.run(body=dict(body, impl=impl))
+    err = error_of(r)
+    assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == "seq_q", (r.status_code, err)
+    assert "impl %s chooses the decode kernel" % impl in err["message"] and "seq_q 1 only" in err["message"], err
+    r = api.run(body=body)
+    assert r.status_code == 503 and error_of(r)["code"] == "no_device", r.text
+
+
+@pytest.mark.parametrize("heads,kv_heads", [(10, 2), (40, 8), (64, 2)])
+def test_cuda_cores_refuses_a_group_its_kernel_lacks(server_without_module, heads, kv_heads):
+    """FlashInfer's CUDA-core decode is compiled for groups 1, 2, 3, 4, 6, 8 and 16: another is
+    422 naming them; tensor_cores runs it (503 here: no GPU)."""
+    srv, _ = server_without_module
+    api = Api(srv.url)
+    body = dict(DECODE, heads=heads, kv_heads=kv_heads)
+    r = api.run(body=dict(body, impl="cuda_cores"))
+    err = error_of(r)
+    assert r.status_code == 422 and err["code"] == "unsupported" and err["field"] == "kv_heads", (r.status_code, err)
+    assert "1, 2, 3, 4, 6, 8 and 16" in err["message"] and "not %d" % (heads // kv_heads) in err["message"], err
+    for impl in ("tensor_cores", None):
+        r = api.run(body=dict(body, impl=impl) if impl else body)
+        assert r.status_code == 503 and error_of(r)["code"] == "no_device", (impl, r.text)
+
+
+@pytest.mark.parametrize("impl", ["tensor_cores", "cuda_cores"])
+@pytest.mark.parametrize("layout", [dict(), dict(page_size=16, num_pages=80), dict(seqlens_kv=[40, 9, 300])],
+                         ids=["dense", "paged", "ragged"])
+def test_impl_on_a_decode_is_a_gpu_run(server_without_module, impl, layout):
+    """Within its limits a decode naming either impl takes the path of any GPU run: 503 here."""
+    srv, _ = server_without_module
+    body = dict(DECODE, **layout)
+    if "seqlens_kv" in body:
+        for key in ("batch", "seq_kv"):
+            body.pop(key)
+    r = Api(srv.url).run(body=dict(body, impl=impl))
+    assert r.status_code == 503 and error_of(r)["code"] == "no_device", r.text
+
+
+def test_unknown_impl_names_the_two(server_without_module):
+    srv, _ = server_without_module
+    r = Api(srv.url).run(body=dict(DECODE, impl="tensor_core"))
+    err = error_of(r)
+    assert r.status_code == 400 and err["code"] == "bad_value" and err["field"] == "impl", err
+    assert "tensor_cores, cuda_cores" in err["message"], err

@@ -9,7 +9,8 @@ import pytest
 
 from attnd_api_helpers import REPO, check_against_openapi, error_of, tiny
 
-IMPLS = {"flash": ["tma", "wgmma", "w4", "w8", "legacy", "splitkv"], "efficient": ["exact", "legacy"]}
+IMPLS = {"flash": ["tma", "wgmma", "w4", "w8", "legacy", "splitkv"], "efficient": ["exact", "legacy"],
+         "flashinfer": ["tensor_cores", "cuda_cores"]}
 SINGLE = ("reference", "naive", "naive_inplace", "math", "cudnn")
 
 
@@ -37,10 +38,12 @@ def test_variants_list_implementations(api):
         assert "9.0" in needs and "sm_90a" in needs, needs
     for name in ("w4", "w8", "legacy", "splitkv"):
         assert next(i for i in by_name["flash"]["impls"] if i["name"] == name)["needs"] is None
+    assert all(i["needs"] is None for i in by_name["flashinfer"]["impls"])
 
 
 @pytest.mark.parametrize("backend,impl", [("flash", "nope"), ("flash", "exact"), ("efficient", "tma"),
-                                          ("efficient", ""), ("flash", "TMA")])
+                                          ("efficient", ""), ("flash", "TMA"), ("flashinfer", "splitkv"),
+                                          ("flashinfer", "tensor-cores")])
 def test_unknown_implementation_is_400_naming_the_ones_there_are(api, backend, impl):
     for r in (api.run({"backend": backend, "impl": impl}), api.run(body={"backend": backend, "impl": impl})):
         assert r.status_code == 400, r.text
@@ -59,7 +62,7 @@ def test_impl_on_a_backend_with_one_implementation_is_400(api, backend):
     assert r.status_code == 400, r.text
     err = error_of(r)
     assert err["code"] == "bad_value" and err["field"] == "impl", err
-    assert "flash" in err["message"] and "efficient" in err["message"], err
+    assert all(name in err["message"] for name in IMPLS), err
 
 
 @pytest.mark.parametrize("value", [1, True, ["tma"], {"name": "tma"}])

@@ -1,7 +1,7 @@
 """The `flashinfer` variant (FlashInfer's kernels through attnd's module, docs/flashinfer.md)
-against the fp64 reference: each route (decode over the paged view, CUDA-core up to 4 query
-heads per K/V head and tensor-core above, as vLLM chooses; the Hopper or FA2 single-request
-prefill) on odd sizes, both dtypes, every mask it takes, head dims 64, 128 and
+against the fp64 reference: each route (decode over the paged view, the tensor-core decode by
+default at every group, as current vLLM runs it, and the CUDA-core decode under
+impl=cuda_cores; the Hopper or FA2 single-request prefill) on odd sizes, both dtypes, every mask it takes, head dims 64, 128 and
 256, grouped K/V heads; what it refuses, by name; its library and engine in the record; its
 kernels counted by CUPTI like every variant's. Skipped, with the reason, where the module is
 not built (make flashinfer; scripts/gpu-build.sh builds it)."""
@@ -10,10 +10,14 @@ import pytest
 from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant
 from test_variants import check_verified, shape_id
 
-TC_GROUP = 4  # kernels/flashinfer/flashinfer_layout.h ATTND_FI_TC_GROUP: vLLM's use_tensor_cores rule
+CUDA_CORE_GROUPS = (1, 2, 3, 4, 6, 8, 16)  # kernels/flashinfer/flashinfer_layout.h attnd_fi_cuda_cores_group
+DECODE_ENTRY = {"tensor_cores": "BatchPrefillWithPagedKVCacheDispatched",
+                "cuda_cores": "BatchDecodeWithPagedKVCacheDispatched"}
+DECODE_KERNEL = {"tensor_cores": "BatchPrefillWithPagedKVCacheKernel", "cuda_cores": "BatchDecodeWithPagedKVCacheKernel"}
 
-# (name, shape): decode at group sizes of both decode routes (1 to 4: the CUDA-core decode; 5,
-# 6 and 8: the tensor-core decode, FA2's batch prefill over the pages), a cache of one key, lengths that are no multiple of its 16-key
+# (name, shape): decode at groups 1 to 8 (each under both impls where the CUDA-core decode has
+# the group: the default, FA2's batch prefill over the pages, and impl=cuda_cores; group 5
+# under the default only), a cache of one key, lengths that are no multiple of its 16-key
 # pages, many sequences and few long ones (split-KV); prefill square, Sq < Skv (chunked
 # prefill, and top-left causal over the first seq_q keys), one CTA's worth and odd sizes,
 # batch > 1 (one call per sequence).
@@ -41,15 +45,26 @@ def fi(variants):
     return need_variant(variants, "flashinfer")
 
 
+def decode_impl(shape, i):
+    """The impl the i-th run of a case names: None (the default, the tensor-core decode) and
+    cuda_cores in turn for a decode whose group the CUDA-core decode has; None otherwise."""
+    group = shape["heads"] // shape.get("kv_heads", shape["heads"])
+    return "cuda_cores" if shape["seq_q"] == 1 and group in CUDA_CORE_GROUPS and i % 2 else None
+
+
 @pytest.mark.parametrize("name,shape", CASES, ids=[c[0] for c in CASES])
 def test_matches_the_reference(gapi, fi, name, shape):
     failures = []
     for i, (dtype, mask) in enumerate((d, m) for d in ("bf16", "fp16") for m in MASKS):
         d = HEAD_DIMS[(i + CASES.index((name, shape))) % len(HEAD_DIMS)]  # every head dim meets every case
         s = dict(shape, head_dim=d)
-        r = gapi.run(params=dict(backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, seed=fresh_seed(),
-                                 warmup=1, iters=2, verify="true", profile="true", **s))
-        what = "%s %s %s D%d" % (name, dtype, mask, d)
+        impl = decode_impl(shape, i)
+        params = dict(backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, seed=fresh_seed(),
+                      warmup=1, iters=2, verify="true", profile="true", **s)
+        if impl:
+            params["impl"] = impl
+        r = gapi.run(params=params)
+        what = "%s %s %s D%d impl %s" % (name, dtype, mask, d, impl or "default")
         if r.status_code != 200:
             failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:400]))
             continue
@@ -62,11 +77,12 @@ def test_matches_the_reference(gapi, fi, name, shape):
         k = rec["kernels"]
         assert rec["library"]["name"] == "FlashInfer" and rec["library"]["version"], rec["library"]
         engine = rec.get("engine") or ""
-        group = s["heads"] // s.get("kv_heads", s["heads"])
-        route = "SinglePrefill" if s["seq_q"] > 1 else \
-            "BatchPrefillWithPagedKVCacheDispatched" if group > TC_GROUP else "BatchDecodeWithPagedKVCacheDispatched"
+        used = (impl or "tensor_cores") if s["seq_q"] == 1 else None
+        route = DECODE_ENTRY[used] if used else "SinglePrefill"
         if route not in engine:
             failures.append("%s: engine %r does not name %s" % (what, engine, route))
+        if rec.get("impl_used") != used:
+            failures.append("%s: impl_used %r, want %r" % (what, rec.get("impl_used"), used))
         assert not any(t["kind"] == "memcpy" for t in k["table"]), k["table"]
         fact("flashinfer %s kernels" % what, "%d: %s | %s rel_l2 %.2e" % (
             k["per_forward"], ", ".join(t["name"][:50] for t in k["table"] if t["kind"] == "kernel"), engine[:80],
@@ -75,28 +91,36 @@ def test_matches_the_reference(gapi, fi, name, shape):
 
 
 def test_kernels_per_forward_as_measured(gapi, fi):
-    """Decode: the decode kernel (CUDA-core for a group of 4, the batch prefill kernel for a
-    group of 8), plus a merge kernel when the plan splits the cache (one long sequence: it
-    does); prefill: one kernel per sequence (sm90), plus attnd's transpose (FA2, 8.x)."""
-    for kv_heads, kernel in ((2, "BatchDecodeWithPagedKVCacheKernel"), (1, "BatchPrefillWithPagedKVCacheKernel")):
-        rec = gapi.run_ok(backend="flashinfer", device="cuda:0", dtype="bf16", batch=1, heads=8, kv_heads=kv_heads,
-                          seq_q=1, seq_kv=32768, head_dim=128, iters=2, profile="true", seed=fresh_seed(),
-                          verify="true")
+    """Decode: the decode kernel the impl names (by default the batch prefill kernel, the
+    tensor-core decode, at groups 4 and 8; impl=cuda_cores the CUDA-core decode kernel and never
+    the other), plus a merge kernel when the plan splits the cache (one long sequence: it does);
+    prefill: one kernel per sequence (sm90), plus attnd's transpose (FA2, 8.x)."""
+    for kv_heads, impl in ((2, None), (2, "cuda_cores"), (1, None)):
+        params = dict(backend="flashinfer", device="cuda:0", dtype="bf16", batch=1, heads=8, kv_heads=kv_heads,
+                      seq_q=1, seq_kv=32768, head_dim=128, iters=2, profile="true", seed=fresh_seed(), verify="true")
+        if impl:
+            params["impl"] = impl
+        rec = gapi.run_ok(**params)
+        used = impl or "tensor_cores"
         names = [t["name"] for t in rec["kernels"]["table"] if t["kind"] == "kernel"]
-        assert any(kernel in n for n in names), names
+        assert any(DECODE_KERNEL[used] in n for n in names), names
+        other = [k for k in DECODE_KERNEL.values() if k != DECODE_KERNEL[used]][0]
+        assert not any(other in n for n in names), names
+        assert rec.get("impl_used") == used and rec["verify"]["pass"], (rec.get("impl_used"), rec["verify"])
         if "split-KV" in (rec.get("engine") or ""):
             assert any("MergeStates" in n for n in names), names
-        fact("flashinfer split decode, group %d" % (8 // kv_heads), "%s: %s" % (rec.get("engine"), names))
+        fact("flashinfer split decode, group %d, %s" % (8 // kv_heads, used), "%s: %s" % (rec.get("engine"), names))
     rec = gapi.run_ok(backend="flashinfer", device="cuda:0", dtype="bf16", batch=3, heads=4, seq=512, head_dim=128,
                       mask="causal", iters=2, profile="true", seed=fresh_seed())
     per = rec["kernels"]["per_forward"]
     assert per in (3, 4), "3 sequences: 3 prefill calls (+1 transpose on FA2): %r" % rec["kernels"]["table"]
+    assert "impl_used" not in rec, "a prefill names no decode kernel: %r" % rec.get("impl_used")
 
 
 def test_gqa8_decode_as_vllm_runs_it(gapi, fi):
     """The shape that showed the gap (B8 H64 Hkv8 Skv32768, group 8): vLLM's FlashInfer backend
-    would run the tensor-core decode here, so attnd does; verified, and the kernel table names
-    the batch prefill kernel. The time is reported, not judged."""
+    runs the tensor-core decode here (at every group), so attnd does by default; verified, and
+    the kernel table names the batch prefill kernel. The time is reported, not judged."""
     rec = gapi.run_ok(backend="flashinfer", device="cuda:0", dtype="bf16", batch=8, heads=64, kv_heads=8, seq_q=1,
                       seq_kv=32768, head_dim=128, iters=20, profile="true", seed=fresh_seed(), verify="true")
     names = [t["name"] for t in rec["kernels"]["table"] if t["kind"] == "kernel"]
@@ -106,6 +130,19 @@ def test_gqa8_decode_as_vllm_runs_it(gapi, fi):
     assert not any("BatchDecodeWithPagedKVCacheKernel" in n for n in names), names
     fact("flashinfer B8 H64/8 Skv32768 decode", "%.1f us: %s | %s" % (rec["timing"]["median_us"], names,
                                                                       rec.get("engine")))
+
+
+@pytest.mark.parametrize("body,needle", [
+    (dict(batch=2, heads=10, kv_heads=2, seq_q=1, seq_kv=300, impl="cuda_cores"), "1, 2, 3, 4, 6, 8 and 16"),
+    (dict(batch=1, heads=4, kv_heads=2, seq_q=64, seq_kv=300, impl="cuda_cores"), "chooses the decode kernel"),
+    (dict(batch=1, heads=4, kv_heads=2, seq_q=64, seq_kv=300, impl="tensor_cores"), "chooses the decode kernel"),
+], ids=["cuda_cores_group5", "cuda_cores_prefill", "tensor_cores_prefill"])
+def test_refuses_an_impl_it_does_not_run(gapi, fi, body, needle):
+    """impl=cuda_cores at a group FlashInfer's CUDA-core decode is not compiled for, and either
+    impl on a prefill (the impls choose the decode kernel): 422 naming why."""
+    r = gapi.run(params=dict(backend="flashinfer", device="cuda:0", dtype="bf16", head_dim=128, iters=1, **body))
+    err = error_of(r)
+    assert r.status_code == 422 and needle in err["message"], (r.status_code, err)
 
 
 @pytest.mark.parametrize("mask", ["causal", "causal_bottom_right"])

@@ -1,8 +1,8 @@
 """The `flashinfer` variant over serving batches (docs/flashinfer.md, "Serving batches"): paged
-decode through the real block table (BatchDecodeWithPagedKVCacheDispatched over the NHD cache,
-paged_kv_t built on the host in prepare; for more than 4 query heads per K/V head the
-tensor-core decode, FA2's BatchPrefillWithPagedKVCacheDispatched over the same pages, as vLLM
-chooses), ragged decode, and ragged prefill
+decode through the real block table (by default the tensor-core decode, FA2's
+BatchPrefillWithPagedKVCacheDispatched over the NHD cache, as current vLLM runs every decode;
+impl=cuda_cores BatchDecodeWithPagedKVCacheDispatched over the same pages; paged_kv_t built on
+the host in prepare), ragged decode, and ragged prefill
 (BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
 are in `features` since this passed on the H200; it runs on the pytest run's server where
 that one offers them, else on one of its own; it skips where flashinfer is unavailable (make
@@ -11,8 +11,9 @@ flashinfer).
 - verify=true against the fp64 reference, bf16 and fp16, head dims 64 and 128: page_size 1, 16
   and 64, seq_kv not a multiple of the page, more pages than used, GQA groups 4 and 8, ragged
   lengths with sequences of 1 query or key and empty ones, every mask it takes;
-- a group-8 decode over a dense, a paged and a ragged cache takes the tensor-core decode (the
-  batch prefill kernel in CUPTI's table), a group-4 one the CUDA-core decode;
+- a group-4 and a group-8 decode over a dense, a paged and a ragged cache take the tensor-core
+  decode by default (the batch prefill kernel in CUPTI's table) and the CUDA-core decode under
+  impl=cuda_cores, and impl_used says which;
 - a paged decode at pages of 16 and its contiguous twin give equal fingerprints (both are
   FlashInfer's decode over 16-key pages, split alike: only the addresses differ); other page
   sizes agree within verify's tolerance;
@@ -20,7 +21,8 @@ flashinfer).
 - kernels per forward as CUPTI measures them: the decode kernel, CUDA-core or tensor-core (+
   the merge when the plan splits), one batch prefill kernel for a whole ragged batch;
 - what it refuses, by name: a paged prefill, a sequence with queries and no keys, a causal
-  sequence with more queries than keys; GET /v1/device's `flashinfer` is the module's version.
+  sequence with more queries than keys, impl=cuda_cores at a group its kernel lacks, an impl on
+  a ragged prefill; GET /v1/device's `flashinfer` is the module's version.
 """
 import numpy as np
 import pytest
@@ -28,7 +30,7 @@ import pytest
 from attnd_gpu_helpers import case_id, error_of, fact, fresh_seed, offers_serving_features, post_run_ok, server_offering, upload
 from attnd_api_helpers import load_gen  # noqa: E402
 
-TC_GROUP = 4  # kernels/flashinfer/flashinfer_layout.h ATTND_FI_TC_GROUP: vLLM's use_tensor_cores rule
+CUDA_CORE_GROUPS = (1, 2, 3, 4, 6, 8, 16)  # kernels/flashinfer/flashinfer_layout.h attnd_fi_cuda_cores_group
 # (case): decode cases have one query row a sequence; the rest are ragged prefills
 CASES = [
     dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=33, page_size=1),                  # GQA 4, page 1
@@ -61,13 +63,19 @@ def is_decode(case):
     return case.get("seq_q") == 1
 
 
-def decode_entry(case):
-    """The entry point and kernel of a decode: FlashInfer's tensor-core decode (its FA2 batch
-    prefill over the pages) above TC_GROUP query heads per K/V head, its CUDA-core decode at or
-    below."""
-    if case["heads"] // case.get("kv_heads", case["heads"]) > TC_GROUP:
-        return "BatchPrefillWithPagedKVCacheDispatched", "BatchPrefillWithPagedKVCacheKernel"
-    return "BatchDecodeWithPagedKVCacheDispatched", "BatchDecodeWithPagedKVCacheKernel"
+def decode_entry(impl):
+    """The entry point and kernel of a decode: FlashInfer's CUDA-core decode for impl
+    cuda_cores, else its tensor-core decode (its FA2 batch prefill over the pages)."""
+    if impl == "cuda_cores":
+        return "BatchDecodeWithPagedKVCacheDispatched", "BatchDecodeWithPagedKVCacheKernel"
+    return "BatchPrefillWithPagedKVCacheDispatched", "BatchPrefillWithPagedKVCacheKernel"
+
+
+def decode_impl(case, i):
+    """The impl the i-th run of a decode case names: the default and cuda_cores in turn where
+    the CUDA-core decode has the group; None (the default) otherwise."""
+    group = case["heads"] // case.get("kv_heads", case["heads"])
+    return "cuda_cores" if is_decode(case) and group in CUDA_CORE_GROUPS and i % 2 else None
 
 
 def allowed(case, mask):
@@ -87,10 +95,13 @@ def test_verify_against_the_reference(fapi, case):
         if not allowed(case, mask):
             continue
         d = (64, 128)[(i + CASES.index(case)) % 2]
+        impl = decode_impl(case, i)
         body = dict(case, backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, head_dim=d,
                     seed=fresh_seed(), warmup=1, iters=2, verify=True, profile=True)
+        if impl:
+            body["impl"] = impl
         r = fapi.run(body=body, timeout=300)
-        what = "%s %s %s D%d" % (case_id(case), dtype, mask, d)
+        what = "%s %s %s D%d impl %s" % (case_id(case), dtype, mask, d, impl or "default")
         if r.status_code != 200:
             failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:400]))
             continue
@@ -98,13 +109,16 @@ def test_verify_against_the_reference(fapi, case):
         ver, engine, k = rec.get("verify") or {}, rec.get("engine") or "", rec["kernels"]
         if not ver.get("pass") or rec["output"]["nan"]:
             failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
-        want = decode_entry(case)[0] if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
+        want = decode_entry(impl)[0] if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
         if want not in engine:
             failures.append("%s: engine %r does not name %s" % (what, engine, want))
+        used = (impl or "tensor_cores") if is_decode(case) else None
+        if rec.get("impl_used") != used:
+            failures.append("%s: impl_used %r, want %r" % (what, rec.get("impl_used"), used))
         names = [t["name"] for t in k["table"] if t["kind"] == "kernel"]
         if is_decode(case):
             ok = k["per_forward"] == (2 if "split-KV" in engine else 1) and \
-                any(decode_entry(case)[1] in n for n in names)
+                any(decode_entry(impl)[1] in n for n in names)
         else:
             ok = k["per_forward"] == 1  # one launch for the whole ragged batch
         if not ok:
@@ -114,13 +128,16 @@ def test_verify_against_the_reference(fapi, case):
     assert not failures, "\n".join(failures)
 
 
-@pytest.mark.parametrize("twin", [dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=1000, mask="none"),
-                                  dict(batch=2, heads=16, kv_heads=2, seq_q=1, seq_kv=4097, mask="causal_bottom_right")],
-                         ids=["gqa4", "gqa8_split"])
+GQA4_TWIN = dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=1000, mask="none")
+GQA8_TWIN = dict(batch=2, heads=16, kv_heads=2, seq_q=1, seq_kv=4097, mask="causal_bottom_right")
+
+
+@pytest.mark.parametrize("twin", [GQA4_TWIN, dict(GQA4_TWIN, impl="cuda_cores"), GQA8_TWIN],
+                         ids=["gqa4", "gqa4_cuda_cores", "gqa8_split"])
 def test_paged_decode_gives_the_contiguous_fingerprint(fapi, twin):
     """Pages of 16 keys: the contiguous run is the same decode over 16-key pages (HND view), the
-    same plan and the same key order: equal fingerprints (the CUDA-core decode for group 4, the
-    tensor-core one for group 8). Pages of 1 and 64 change the plan's
+    same plan and the same key order: equal fingerprints (the tensor-core decode by default,
+    the CUDA-core one under impl=cuda_cores). Pages of 1 and 64 change the plan's
     chunks (a reduction order): verify's tolerance, and the fingerprints are reported."""
     body = dict(twin, backend="flashinfer", device="cuda:0", dtype="bf16", head_dim=128, seed=fresh_seed(),
                 warmup=0, iters=1)
@@ -162,20 +179,28 @@ LAYOUTS = {
 
 
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_group8_decode_takes_the_tensor_cores(fapi, layout):
-    """vLLM's rule (use_tensor_cores when num_qo_heads // num_kv_heads > 4): a group-8 decode runs
-    FlashInfer's tensor-core decode, the FA2 batch prefill over the paged view of the same cache,
-    and matches the fp64 reference; the kernel table CUPTI measures names its kernel (and the merge
-    when the plan splits). A group-4 decode of the same cache keeps the CUDA-core decode kernel."""
+def test_decode_impls_choose_the_kernel(fapi, layout):
+    """Current vLLM's choice (use_tensor_cores=True at every group) is the default: a group-4 and
+    a group-8 decode run FlashInfer's tensor-core decode, the FA2 batch prefill over the paged
+    view of the same cache; impl=cuda_cores runs its CUDA-core decode kernel instead (SGLang's
+    choice up to group 4). Each matches the fp64 reference, the kernel table CUPTI measures names
+    its kernel and never the other's (and the merge when the plan splits), and impl_used says
+    which ran."""
     failures = []
-    for heads, kv_heads in ((64, 8), (32, 8)):
-        for dtype, d, mask in (("bf16", 128, "none"), ("fp16", 64, "causal"), ("bf16", 256, "causal_bottom_right")):
+    triples = (("bf16", 128, "none"), ("fp16", 64, "causal"), ("bf16", 256, "causal_bottom_right"))
+    combos = [(h, impl) for h in (64, 32) for impl in (None, "cuda_cores")]
+    for n, (heads, impl) in enumerate(combos):
+        for dtype, d, mask in (triples[n % 3], triples[(n + 1) % 3]):
+            kv_heads = 8
             case = dict(LAYOUTS[layout], heads=heads, kv_heads=kv_heads, seq_q=1)
-            entry, kernel = decode_entry(case)
+            entry, kernel = decode_entry(impl)
+            other = decode_entry("tensor_cores" if impl == "cuda_cores" else "cuda_cores")[1]
             body = dict(case, backend="flashinfer", device="cuda:0", dtype=dtype, mask=mask, head_dim=d,
                         seed=fresh_seed(), warmup=1, iters=2, verify=True, profile=True)
+            if impl:
+                body["impl"] = impl
             r = fapi.run(body=body, timeout=300)
-            what = "%s H%d/%d %s %s D%d" % (layout, heads, kv_heads, dtype, mask, d)
+            what = "%s H%d/%d %s %s D%d impl %s" % (layout, heads, kv_heads, dtype, mask, d, impl or "default")
             if r.status_code != 200:
                 failures.append("%s: HTTP %d %s" % (what, r.status_code, r.text[:400]))
                 continue
@@ -186,8 +211,10 @@ def test_group8_decode_takes_the_tensor_cores(fapi, layout):
                 failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
             if entry not in engine:
                 failures.append("%s: engine %r does not name %s" % (what, engine, entry))
-            if not any(kernel in n for n in names):
-                failures.append("%s: no %s in the kernel table %r" % (what, kernel, names))
+            if not any(kernel in n for n in names) or any(other in n for n in names):
+                failures.append("%s: want %s and no %s in the kernel table %r" % (what, kernel, other, names))
+            if rec.get("impl_used") != (impl or "tensor_cores"):
+                failures.append("%s: impl_used %r" % (what, rec.get("impl_used")))
             if k["per_forward"] != (2 if "split-KV" in engine else 1) or \
                     ("split-KV" in engine and not any("MergeStates" in n for n in names)):
                 failures.append("%s: %d kernels per forward %r (%s)" % (what, k["per_forward"], names, engine))
@@ -201,7 +228,9 @@ def test_group8_decode_takes_the_tensor_cores(fapi, layout):
     (dict(batch=2, seq_q=4, seq_kv=64, page_size=16), "BatchPrefillWithPagedKVCacheDispatched"),
     (dict(seqlens_q=[3, 2], seqlens_kv=[8, 0], mask="none"), "sequence 1 has queries and no keys"),
     (dict(seqlens_q=[3, 5], seqlens_kv=[8, 4], mask="causal_bottom_right"), "sequence 1: 5 > 4"),
-], ids=["paged_prefill", "queries_without_keys", "causal_more_queries"])
+    (dict(heads=10, seq_q=1, seqlens_kv=[40, 9], page_size=16, impl="cuda_cores"), "1, 2, 3, 4, 6, 8 and 16"),
+    (dict(seqlens_q=[3, 2], seqlens_kv=[8, 9], impl="tensor_cores"), "chooses the decode kernel"),
+], ids=["paged_prefill", "queries_without_keys", "causal_more_queries", "cuda_cores_group5", "impl_on_a_prefill"])
 def test_refusals_name_the_reason(fapi, body, needle):
     r = fapi.run(body=dict(dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=4, kv_heads=2,
                                 head_dim=64, iters=1), **body))

@@ -1,8 +1,8 @@
 /* test_flashinfer_loader.c — the `flashinfer` variant without its module, as `make test` runs
  * it: flashinfer_loader.c's reasons (not built, a missing or wrong file named by the setting),
  * the variant's hooks answering them instead of crashing, its problem limits
- * (common/variant_info.c), and the front's workspace bound against the module's own layout
- * (kernels/flashinfer/flashinfer_layout.h). No GPU and no module needed; tests/api/
+ * (common/variant_info.c) and its impls (the decode kernel), and the front's workspace bound
+ * against the module's own layouts (kernels/flashinfer/flashinfer_layout.h) under either impl. No GPU and no module needed; tests/api/
  * test_flashinfer.py loads stub modules, tests/gpu runs the real one. With
  * ATTND_FLASHINFER_LIBRARY naming a built module (make flashinfer), its host side is checked
  * too, still without a GPU: the route each case takes, the refusals, the workspace, the
@@ -22,6 +22,7 @@
 
 #include "common/variant_info.h"
 #include "kernels/flashinfer/flashinfer_layout.h"
+#include "kernels/flashinfer_attn.h"
 #include "kernels/flashinfer_loader.h"
 #include "kernels/variants.h"
 #include "tests/unit/check.h"
@@ -209,23 +210,81 @@ static void test_serving_limits(void)
     p.seq_q = 4;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
           "paged prefill: %s", why);
-    p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5: the tensor-core decode */
+    p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5: the tensor-core decode (the default) */
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged decode of a group of 5: %s", why);
     p = attn_mha(16, 32, 8192, 8192, 128, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
     p.kv_heads = 8, p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, p.total_q = p.total_kv = 60000;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "ragged prefill: %s", why);
 }
 
-/* What the module asks for a decode: the CUDA-core decode's layout up to ATTND_FI_TC_GROUP
- * query heads per K/V head, the tensor-core decode's above. */
+/* The impls: their order is FLASHINFER_IMPL_*'s; one named is a decode's kernel, so a prefill
+ * naming one is refused, and cuda_cores takes the groups its kernel is compiled for. */
+static void test_impls(void)
+{
+    const variant_info *v = &variant_info_flashinfer;
+    char why[512];
+    attn_problem p = attn_mha(4, 32, 1, 1000, 128, ATTN_BF16, ATTN_MASK_NONE, 0.088);
+
+    CHECK(v->impl_count == 2 && !strcmp(v->impls[FLASHINFER_IMPL_TENSOR_CORES - 1].name, "tensor_cores") &&
+              !strcmp(v->impls[FLASHINFER_IMPL_CUDA_CORES - 1].name, "cuda_cores"),
+          "flashinfer's impls follow FLASHINFER_IMPL_*");
+    CHECK(strstr(v->impls[0].summary, "default") && strstr(v->impls[1].summary, "SGLang"), "%s | %s",
+          v->impls[0].summary, v->impls[1].summary);
+    CHECK(variant_find("flashinfer")->impl_runnable(FLASHINFER_IMPL_CUDA_CORES, 90) &&
+              variant_find("flashinfer")->impl_runnable(FLASHINFER_IMPL_TENSOR_CORES, 80) &&
+              !variant_find("flashinfer")->impl_runnable(FLASHINFER_IMPL_TENSOR_CORES, 75) &&
+              !variant_find("flashinfer")->impl_runnable(3, 90),
+          "both run from 8.0");
+    p.kv_heads = 8;
+    for (int impl = 0; impl <= 2; impl++) {
+        p.impl = impl;
+        CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "GQA 4 decode, impl %d: %s", impl, why);
+        p.page_size = 16, p.num_pages = 300;
+        CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged decode, impl %d: %s", impl, why);
+        p.page_size = 0, p.num_pages = 0;
+    }
+    p.heads = 40; /* a group of 5: no CUDA-core kernel for it */
+    p.impl = FLASHINFER_IMPL_TENSOR_CORES;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "group 5, tensor_cores: %s", why);
+    p.impl = FLASHINFER_IMPL_CUDA_CORES;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "cuda_cores") &&
+              strstr(why, "1, 2, 3, 4, 6, 8 and 16") && strstr(why, "not 5"),
+          "group 5, cuda_cores: %s", why);
+    p.heads = 128; /* a group of 16 */
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "group 16, cuda_cores: %s", why);
+    p.heads = 32, p.seq_q = 64;
+    for (int impl = 1; impl <= 2; impl++) {
+        p.impl = impl;
+        CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "chooses the decode kernel") &&
+                  strstr(why, "seq_q 1 only") && strstr(why, v->impls[impl - 1].name),
+              "prefill naming impl %d: %s", impl, why);
+    }
+    p.impl = ATTN_IMPL_DEFAULT;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "prefill without impl: %s", why);
+    p.seq_q = 1, p.batch = 64, p.kv_heads = 8, p.seq_kv = (int64_t)1 << 23; /* 2^32 rows of keys */
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "a decode past the paged view, no impl: %s", why);
+    p.impl = FLASHINFER_IMPL_TENSOR_CORES;
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "batch*kv_heads*seq_kv"),
+          "a decode past the paged view, named: %s", why);
+}
+
+/* What the module asks for a decode: the CUDA-core decode's layout for impl cuda_cores, the
+ * tensor-core decode's otherwise. */
 static size_t module_decode_bytes(const attnd_fi_case *c)
 {
-    return c->heads / c->kv_heads > ATTND_FI_TC_GROUP ? attnd_fi_decode_tc_layout_of(c).total
-                                                      : attnd_fi_decode_layout_of(c).total;
+    return c->decode_kernel == ATTND_FI_DECODE_CUDA_CORES ? attnd_fi_decode_layout_of(c).total
+                                                          : attnd_fi_decode_tc_layout_of(c).total;
+}
+
+/* p's impl as the module's decode_kernel (kernels/flashinfer_attn.c). */
+static int decode_kernel_of(int impl)
+{
+    return impl == FLASHINFER_IMPL_CUDA_CORES ? ATTND_FI_DECODE_CUDA_CORES : ATTND_FI_DECODE_TENSOR_CORES;
 }
 
 /* The front reserves workspace_bound; the worker allocates what the module asks, which for a
- * decode is module_decode_bytes and for an 8.x prefill the staged output. */
+ * decode is module_decode_bytes under each impl (cuda_cores at the groups it takes) and for an
+ * 8.x prefill the staged output. */
 static void test_bound_covers_the_module(void)
 {
     static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 16, 17, 129, 4096, 8191, 32768};
@@ -235,28 +294,33 @@ static void test_bound_covers_the_module(void)
     for (size_t b = 0; b < sizeof batches / sizeof batches[0]; b++)
         for (size_t s = 0; s < sizeof seqs / sizeof seqs[0]; s++)
             for (size_t h = 0; h < sizeof heads / sizeof heads[0]; h++)
-                for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++) {
-                    attn_problem p = attn_mha(batches[b], heads[h][0], 1, seqs[s], dims[d], ATTN_BF16, ATTN_MASK_NONE, 0.1);
-                    attnd_fi_case c;
-                    size_t bound, need;
-                    p.kv_heads = heads[h][1];
-                    memset(&c, 0, sizeof c);
-                    c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1, c.seq_kv = p.seq_kv;
-                    c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
-                    bound = variant_info_flashinfer.workspace_bound(&p);
-                    need = module_decode_bytes(&c);
-                    CHECK(bound >= need, "decode B%lld H%lld/%lld Skv%lld D%lld: bound %zu < module %zu",
-                          (long long)p.batch, (long long)p.heads, (long long)p.kv_heads, (long long)p.seq_kv,
-                          (long long)p.head_dim, bound, need);
-                    p.seq_q = 7;
-                    need = attnd_fi_align256((size_t)attn_out_elems(&p) * 2);
-                    CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "prefill staging");
-                }
+                for (size_t d = 0; d < sizeof dims / sizeof dims[0]; d++)
+                    for (int impl = 0; impl <= 2; impl++) {
+                        attn_problem p = attn_mha(batches[b], heads[h][0], 1, seqs[s], dims[d], ATTN_BF16,
+                                                  ATTN_MASK_NONE, 0.1);
+                        attnd_fi_case c;
+                        size_t bound, need;
+                        p.kv_heads = heads[h][1], p.impl = impl;
+                        if (impl == FLASHINFER_IMPL_CUDA_CORES && !attnd_fi_cuda_cores_group(p.heads / p.kv_heads))
+                            continue; /* refused by the check */
+                        memset(&c, 0, sizeof c);
+                        c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1;
+                        c.seq_kv = c.kv_len = p.seq_kv, c.head_dim = p.head_dim, c.decode_kernel = decode_kernel_of(impl);
+                        bound = variant_info_flashinfer.workspace_bound(&p);
+                        need = module_decode_bytes(&c);
+                        CHECK(bound >= need, "decode impl %d B%lld H%lld/%lld Skv%lld D%lld: bound %zu < module %zu",
+                              impl, (long long)p.batch, (long long)p.heads, (long long)p.kv_heads, (long long)p.seq_kv,
+                              (long long)p.head_dim, bound, need);
+                        if (impl != ATTN_IMPL_DEFAULT) continue; /* a prefill takes no impl */
+                        p.seq_q = 7;
+                        need = attnd_fi_align256((size_t)attn_out_elems(&p) * 2);
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "prefill staging");
+                    }
 }
 
-/* The same for serving batches: a paged decode's page table and plan at every page size, and a
- * ragged batch's plan on either architecture, whatever its lengths (the layouts bound them
- * from the sizes alone). */
+/* The same for serving batches: a paged decode's page table and plan at every page size under
+ * each impl, and a ragged batch's plan on either architecture, whatever its lengths (the
+ * layouts bound them from the sizes alone). */
 static void test_bound_covers_serving(void)
 {
     static const int64_t batches[] = {1, 3, 64}, seqs[] = {1, 15, 17, 129, 4096, 8191};
@@ -274,18 +338,27 @@ static void test_bound_covers_serving(void)
                     memset(&c, 0, sizeof c);
                     c.batch = p.batch, c.heads = p.heads, c.kv_heads = p.kv_heads, c.seq_q = 1, c.seq_kv = p.seq_kv;
                     c.kv_len = p.seq_kv, c.head_dim = p.head_dim;
-                    for (size_t g = 0; g < sizeof pages / sizeof pages[0]; g++) {
-                        p.page_size = c.page_size = pages[g];
-                        need = module_decode_bytes(&c);
-                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "paged decode B%lld Skv%lld page %lld",
-                              (long long)p.batch, (long long)p.seq_kv, (long long)p.page_size);
+                    for (int impl = 0; impl <= 2; impl++) {
+                        if (impl == FLASHINFER_IMPL_CUDA_CORES && !attnd_fi_cuda_cores_group(p.heads / p.kv_heads))
+                            continue; /* refused by the check */
+                        p.impl = impl, c.decode_kernel = decode_kernel_of(impl);
+                        for (size_t g = 0; g < sizeof pages / sizeof pages[0]; g++) {
+                            p.page_size = c.page_size = pages[g];
+                            need = module_decode_bytes(&c);
+                            CHECK(variant_info_flashinfer.workspace_bound(&p) >= need,
+                                  "paged decode impl %d B%lld Skv%lld page %lld", impl, (long long)p.batch,
+                                  (long long)p.seq_kv, (long long)p.page_size);
+                        }
+                        p.page_size = c.page_size = 0;
+                        p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, c.ragged = 1;
+                        p.total_kv = c.total_kv = p.batch * p.seq_kv;
+                        need = module_decode_bytes(&c); /* a ragged decode: its cache as 16-key pages */
+                        p.total_q = c.total_q = p.batch;
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged decode impl %d", impl);
+                        p.ragged = 0, c.ragged = 0;
                     }
-                    p.page_size = c.page_size = 0;
+                    p.impl = ATTN_IMPL_DEFAULT, c.decode_kernel = ATTND_FI_DECODE_TENSOR_CORES;
                     p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, c.ragged = 1;
-                    p.total_kv = c.total_kv = p.batch * p.seq_kv;
-                    need = module_decode_bytes(&c); /* a ragged decode: its cache as 16-key pages */
-                    p.total_q = c.total_q = p.batch;
-                    CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged decode");
                     p.seq_q = c.seq_q = seqs[s];
                     p.total_q = c.total_q = p.batch * p.seq_q - (p.batch > 1); /* one sequence a row short */
                     need = attnd_fi_ragged_layout_of(&c, 1).total;
@@ -325,8 +398,15 @@ static void test_real_module(const char *path)
         memset(&c, 0, sizeof c);
         c.dtype = 0, c.batch = 64, c.heads = 32, c.kv_heads = 8, c.seq_q = 1, c.seq_kv = c.kv_len = 8192;
         c.head_dim = 128, c.sm_scale = 0.088, c.cc = sm90 ? 90 : 80;
+        /* the default: the tensor-core decode at every group, as vLLM runs it */
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "GQA 4 decode, default: %s", why);
+        EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_tc_layout_of(&c).total, "default decode workspace %zu",
+               api->workspace_bytes(&c));
+        c.heads = c.kv_heads = 8;
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "MHA decode, default: %s", why);
+        c.heads = 32, c.decode_kernel = ATTND_FI_DECODE_CUDA_CORES; /* impl cuda_cores */
         l = attnd_fi_decode_layout_of(&c);
-        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "GQA decode: %s", why);
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "GQA decode, cuda_cores: %s", why);
         EXPECT(api->workspace_bytes(&c) == l.total, "decode workspace %zu, layout %zu", api->workspace_bytes(&c),
                l.total);
         EXPECT(strstr(api->describe(&c), "BatchDecodeWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
@@ -335,8 +415,14 @@ static void test_real_module(const char *path)
                "a decode forward without its plan: %s", why);
         EXPECT(api->prepare(&c, NULL, 0, NULL, why, sizeof why) == -1 && strstr(why, "smaller"),
                "prepare with no workspace: %s", why);
-        c.heads = 40; /* a group of 5: more than 4, the tensor-core decode, as vLLM chooses */
-        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "group 5: %s", why);
+        c.heads = 40; /* a group of 5: no CUDA-core kernel for it */
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "1, 2, 3, 4, 6, 8 and 16") && strstr(why, "not 5"),
+               "group 5, cuda_cores: %s", why);
+        EXPECT(api->workspace_bytes(&c) == 0, "a refused case has no workspace");
+        c.decode_kernel = 2;
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "decode_kernel"), "decode_kernel 2: %s", why);
+        c.decode_kernel = ATTND_FI_DECODE_TENSOR_CORES;
+        EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "group 5, tensor_cores: %s", why);
         c.heads = 64; /* a group of 8 */
         EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE_TC, "group 8: %s", why);
         EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_tc_layout_of(&c).total, "tensor-core decode workspace %zu, "
@@ -348,6 +434,9 @@ static void test_real_module(const char *path)
         c.heads = 32, c.seq_q = 512, c.causal = 1;
         EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
                "prefill: %s", why);
+        c.decode_kernel = ATTND_FI_DECODE_CUDA_CORES;
+        EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "decodes only"), "prefill, cuda_cores: %s", why);
+        c.decode_kernel = ATTND_FI_DECODE_TENSOR_CORES;
         EXPECT(api->workspace_bytes(&c) == (sm90 ? 0 : attnd_fi_align256((size_t)(64 * 32 * 512 * 128) * 2)),
                "prefill workspace %zu", api->workspace_bytes(&c));
         c.kv_len = 500;
@@ -376,12 +465,12 @@ static void test_real_module(const char *path)
                        attnd_fi_decode_tc_layout_of(&c).page == 16,
                    "paged decode workspace %zu", api->workspace_bytes(&c));
             EXPECT(strstr(api->describe(&c), "BatchPrefillWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
-            c.heads = 16; /* a group of 4: the CUDA-core decode */
+            c.heads = 16, c.decode_kernel = ATTND_FI_DECODE_CUDA_CORES; /* a group of 4, impl cuda_cores */
             EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_DECODE, "paged ragged decode, group 4: %s", why);
             EXPECT(api->workspace_bytes(&c) == attnd_fi_decode_layout_of(&c).total && attnd_fi_decode_layout_of(&c).page == 16,
                    "paged decode workspace %zu", api->workspace_bytes(&c));
             EXPECT(strstr(api->describe(&c), "BatchDecodeWithPagedKVCacheDispatched") != NULL, "%s", api->describe(&c));
-            c.heads = 32;
+            c.heads = 32, c.decode_kernel = ATTND_FI_DECODE_TENSOR_CORES;
             EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
                        strstr(why, "attnd_fi_prepare first"),
                    "a paged forward without its plan: %s", why);
@@ -435,6 +524,7 @@ int main(void)
     test_variant_without_module();
     test_limits();
     test_serving_limits();
+    test_impls();
     test_bound_covers_the_module();
     test_bound_covers_serving();
     {
