@@ -3,11 +3,14 @@
  * tile leaves most SMs idle and the work is streaming K and V from memory.
  *
  * Design (docs/fused.md, "Split-KV decode"):
- *   - One warp per CTA. A CTA owns one K/V head of one sequence, a tile of 16 query rows and
- *     a chunk of the keys (its split). Its rows are the query heads of the K/V head's group
- *     times the query tokens, packed as FlashAttention-3's PackGQA does (row p = token p / G,
- *     head p % G of the group): every K/V element is read from global memory once per split
- *     and row tile, and serves every query head of the group.
+ *   - A CTA owns one K/V head of one sequence, a tile of 16 query rows and a chunk of the
+ *     keys (its split). Its rows are the query heads of the K/V head's group times the query
+ *     tokens, packed as FlashAttention-3's PackGQA does (row p = token p / G, head p % G of the
+ *     group): every K/V element is read from global memory once per split and row tile, and
+ *     serves every query head of the group. Its SPLITKV_WARPS warps take the split's 16-key
+ *     blocks in turn and merge their partial rows in shared memory at the end: the CTA streams
+ *     64 contiguous keys at a time, as cuDNN's decode does, and a batch that fills the GPU
+ *     needs no split (one launch). One-warp CTAs ran 1.7-1.8% slower (more, narrower streams).
  *   - K and V skip shared memory: each lane loads its part of a 16-key block with 16-byte loads
  *     straight into the registers mma.sync m16n8k16 reads (flash_mma.cuh's fragment layouts).
  *     The dot products do not care about the order of head dims, nor P·V about the order of
@@ -44,10 +47,16 @@
 #define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
-/* CTAs (warps) an SM keeps. A warp's registers come from one of the SM's four 16K-register
- * quarters: 8 warps allow 255 registers, 12 only 168. With the load pipeline below, 8 warps
- * that never spill kept more bytes in flight than 12 that spill (docs/fused.md). */
-#define SPLITKV_MIN_CTAS 8
+/* Warps an SM keeps. A warp's registers come from one of the SM's four 16K-register quarters:
+ * 8 warps allow 255 registers, 12 only 168. With the load pipeline below, 8 warps that never
+ * spill kept more bytes in flight than 12 that spill (docs/fused.md). */
+#define SPLITKV_SM_WARPS 8
+/* Warps of a CTA: they take a split's 16-key blocks in turn (warp w blocks w, w + W, …), so the
+ * CTA reads W·16 contiguous keys at a time, and merge their partial rows in shared memory
+ * before the CTA writes. As cuDNN's decode does: fewer, wider streams than one-warp CTAs
+ * (H100: 4 warps 0.983 and 0.982 of 1 warp's time on the two GQA decodes, 2 warps 0.987 and
+ * 0.980). */
+#define SPLITKV_WARPS 4
 
 struct splitkv_params {
     const void *q, *k, *v;
@@ -128,13 +137,14 @@ __device__ __forceinline__ int64_t splitkv_out_row(const splitkv_params &P, int6
 }
 
 template <int D, bool BF16, bool SERVING>
-__global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(const splitkv_params P)
+__global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV_WARPS) flash_splitkv_kernel(const splitkv_params P)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
     constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
     constexpr int VG = D / 64;  /* 64-dim groups of a V row: a lane loads dims 64·j + 8g .. +7 */
     constexpr int VPR = D / 8;  /* uint4 per row */
-    const int lane = threadIdx.x, g = lane >> 2, t = lane & 3;
+    constexpr int STRIDE = SPLITKV_KEYS * SPLITKV_WARPS; /* keys from one of a warp's blocks to its next */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
 
     /* row tiles of one split adjacent in launch order: they read the same K/V (from L2) */
     int64_t idx = blockIdx.x;
@@ -161,9 +171,10 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
         orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
         splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[r], hi[r]);
         const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
-        for (int c = 0; c < KCH; ++c) qs[r][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
+        if (warp == 0) /* one copy for the CTA's warps: the same rows */
+            for (int c = 0; c < KCH; ++c) qs[r][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
     }
-    __syncwarp();
+    __syncthreads();
     /* the keys any row of the tile sees, in whole 16-key blocks */
     int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
     if (lo[1] < hi[1]) first = min(first, lo[1]), last = max(last, hi[1]);
@@ -189,7 +200,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
      * (page_next), so they do not wait for it. Smaller pages look each key's page up. */
     const bool block_pages = SERVING && P.page_size >= SPLITKV_KEYS && P.page_size % SPLITKV_KEYS == 0;
     auto page_start = [&](int kb) -> int64_t { /* the first token of block kb's page */
-        if (kb >= sq.seq_kv) return 0;
+        if (kb < 0 || kb >= sq.seq_kv) return 0; /* a tile that sees no key of its split has kb_first INT32_MIN */
         return (int64_t)P.block_table[b * P.pages_per_seq + kb / P.page_size] * P.page_size;
     };
     int64_t page_next = 0; /* block_pages: page_start of the next block to load */
@@ -214,13 +225,13 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
             const int64_t row = kv_row(key, ok);
             for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
-        if (block_pages) page_next = page_start(kb + SPLITKV_KEYS); /* in flight until the next block's loads */
+        if (block_pages) page_next = page_start(kb + STRIDE); /* in flight until this warp's next block's loads */
     };
-    const int kb_first = first < last ? first & ~(SPLITKV_KEYS - 1) : last;
+    const int kb_first = first < last ? (first & ~(SPLITKV_KEYS - 1)) + SPLITKV_KEYS * warp : last; /* this warp's first */
     /* one block's step: Q·Kᵀ from kf, then the next block's K and V on their way (V into the
      * buffer P·V does not read now), softmax, P·V from vf */
     auto step = [&](int kb, const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
-        const bool more = kb + SPLITKV_KEYS < last;
+        const bool more = kb + STRIDE < last;
         /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
         float s[2][4] = {};
         for (int c = 0; c < KCH; ++c) {
@@ -232,7 +243,7 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
                 flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
             }
         }
-        if (more) load_k(kb + SPLITKV_KEYS), load_v(kb + SPLITKV_KEYS, v_next); /* kf's last reader was Q·Kᵀ */
+        if (more) load_k(kb + STRIDE), load_v(kb + STRIDE, v_next); /* kf's last reader was Q·Kᵀ */
         /* online softmax, log2 space; keys outside a row's range are -inf */
         float alpha[2];
         for (int r = 0; r < 2; ++r) {
@@ -275,17 +286,53 @@ __global__ void __launch_bounds__(32, SPLITKV_MIN_CTAS) flash_splitkv_kernel(con
             }
         }
     };
-    if (block_pages) page_next = page_start(kb_first);
+    if (block_pages && kb_first < last) page_next = page_start(kb_first);
     if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
-    for (int kb = kb_first; kb < last; kb += 2 * SPLITKV_KEYS) { /* two steps, the V buffers swapped */
+    for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V buffers swapped */
         step(kb, va, vb);
-        if (kb + SPLITKV_KEYS < last) step(kb + SPLITKV_KEYS, vb, va);
+        if (kb + STRIDE < last) step(kb + STRIDE, vb, va);
     }
 
     /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
     for (int r = 0; r < 2; ++r) {
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
         l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+    }
+    if constexpr (SPLITKV_WARPS > 1) {
+        /* The warps' partial rows merged into warp 0's: O = Σ_w 2^(m_w − M)·O_w, l likewise,
+         * M = max_w m_w (O and l unnormalised, each relative to its warp's m). */
+        __shared__ float part_o[SPLITKV_WARPS - 1][SPLITKV_ROWS][D];
+        __shared__ float part_m[SPLITKV_WARPS - 1][SPLITKV_ROWS], part_l[SPLITKV_WARPS - 1][SPLITKV_ROWS];
+        if (warp > 0) {
+            for (int r = 0; r < 2; ++r) {
+                float *po = part_o[warp - 1][g + 8 * r];
+                for (int n = 0; n < D / 8; ++n) {
+                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
+                    po[d] = o[n][2 * r], po[d + 8] = o[n][2 * r + 1];
+                }
+                if (t == 0) part_m[warp - 1][g + 8 * r] = m[r], part_l[warp - 1][g + 8 * r] = l[r];
+            }
+        }
+        __syncthreads();
+        if (warp > 0) return;
+        for (int r = 0; r < 2; ++r) {
+            const int row = g + 8 * r;
+            float mx = m[r];
+            for (int w = 0; w < SPLITKV_WARPS - 1; ++w) mx = fmaxf(mx, part_m[w][row]);
+            const float base = mx == -INFINITY ? 0.f : mx, own = flash_exp2(m[r] - base);
+            l[r] *= own;
+            for (int n = 0; n < D / 8; ++n) o[n][2 * r] *= own, o[n][2 * r + 1] *= own;
+            for (int w = 0; w < SPLITKV_WARPS - 1; ++w) {
+                const float f = flash_exp2(part_m[w][row] - base); /* 0 for a warp that saw no key */
+                const float *po = part_o[w][row];
+                l[r] += f * part_l[w][row];
+                for (int n = 0; n < D / 8; ++n) {
+                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
+                    o[n][2 * r] += f * po[d], o[n][2 * r + 1] += f * po[d + 8];
+                }
+            }
+            m[r] = mx;
+        }
     }
     for (int r = 0; r < 2; ++r) {
         if (prow[r] >= rows) continue;
@@ -385,7 +432,8 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     auto kernel = serving ? flash_splitkv_kernel<D, BF16, true> : flash_splitkv_kernel<D, BF16, false>;
     static int ctas_per_sm = 0; /* per (D, dtype); the same on every device of one architecture */
     if (ctas_per_sm == 0)
-        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false>, 32, 0));
+        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false>,
+                                                                    32 * SPLITKV_WARPS, 0));
     const int64_t base = p->batch * P.kv_heads * P.row_tiles;
     int64_t max_splits = flash_splitkv_max_splits(p);
     if (max_splits > blocks) max_splits = blocks > 0 ? blocks : 1;
@@ -399,7 +447,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     const int64_t grid = base * splits;
     if (grid > INT32_MAX)
         return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "more CTAs than one launch takes (2^31 - 1)");
-    kernel<<<(unsigned)grid, 32, 0, ctx->stream>>>(P);
+    kernel<<<(unsigned)grid, 32 * SPLITKV_WARPS, 0, ctx->stream>>>(P);
     LAUNCH_TRY(ctx);
     if (splits == 1) return 0;
     const int64_t combine = (P.out_rows + SPLITKV_COMBINE_WARPS - 1) / SPLITKV_COMBINE_WARPS;
