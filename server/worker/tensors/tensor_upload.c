@@ -48,6 +48,7 @@ typedef struct up_stage {
     int fd;               /* the memfd (a staged upload's own dup): its size is what has landed */
     const uint8_t *map;   /* read-only shared mapping of the body's body_bytes */
     size_t map_len, body_bytes, landed; /* the body's bytes [0, landed) are copied and summed */
+    size_t unmapped;                    /* a staged upload's [0, unmapped) are let go already */
     double fingerprint_s;               /* the worker's time summing fingerprints in this message */
 } up_stage;
 
@@ -64,7 +65,7 @@ static void up_free(up_stage *s)
 
     if (!s) return;
     for (i = 0; i < s->n; i++) tensor_mem_release(s->t[i].buf);
-    if (s->map) munmap((void *)s->map, s->map_len);
+    if (s->map && s->unmapped < s->map_len) munmap((void *)(s->map + s->unmapped), s->map_len - s->unmapped);
     if (s->key[0] && s->fd >= 0) close(s->fd);
     free(s->t);
     free(s);
@@ -184,6 +185,25 @@ static int up_step(up_stage *s, size_t to, api_error *e)
     return rc;
 }
 
+/* A staged upload lets go of the pages no step will read again (each tensor's bytes up to its
+ * summed mark): unmapping a 1 GiB body at its end took 0.044 s on an H100 machine, a tenth of
+ * the upload, and here it is done while the body arrives. */
+static void up_unmap_done(up_stage *s)
+{
+    const size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t keep = s->landed;
+    int i;
+
+    for (i = 0; i < s->n; i++) {
+        const up_tensor *t = &s->t[i];
+        if (t->summed < t->bytes && t->off + t->summed < keep) keep = t->off + t->summed;
+    }
+    keep -= keep % page;
+    if (keep <= s->unmapped) return;
+    munmap((void *)(s->map + s->unmapped), keep - s->unmapped);
+    s->unmapped = keep;
+}
+
 /* How much of s's body is in its memfd now (no more than the body). */
 static size_t up_in_memfd(const up_stage *s)
 {
@@ -294,6 +314,7 @@ cJSON *tensor_upload_stage(const cJSON *msg, int fd, api_error *e)
         up_free(up_staged_take(s->key));
         return NULL;
     }
+    up_unmap_done(s);
     out = cJSON_CreateObject();
     if (!out || !cJSON_AddNumberToObject(out, "staged", (double)s->landed) ||
         up_timing(out, clock_monotonic_s() - t0 - s->fingerprint_s, s->fingerprint_s, e) != 0) {
@@ -441,7 +462,7 @@ cJSON *tensor_upload_put(const cJSON *msg, int fd, api_error *e)
     }
     t_kept = clock_monotonic_s();
     body = s->body_bytes, fingerprint_s = s->fingerprint_s;
-    up_free(s); /* the body's mapping goes: part of the worker's time, so of copy_s */
+    up_free(s); /* the rest of the body's mapping goes: part of the worker's time, so of copy_s */
     t_end = clock_monotonic_s();
     if (out && up_timing(out, t_end - t0 - fingerprint_s, fingerprint_s, e) != 0) {
         cJSON_Delete(out);
