@@ -572,8 +572,8 @@ static const variant_impl flash_impls[] = {
     {"legacy", "v3: mma.sync from a 2-stage cp.async ring, head_dim 32/64/256 compiled in; the only "
                "kernel at head_dim 32, and at 192 and 256 without sm_90a", NULL},
     {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64 and 128; the key range split across "
-                "one-warp CTAs that share each K/V load among a group's query heads, then a combine "
-                "kernel; the default for paged and ragged batches, never for dense ones", NULL},
+                "CTAs of 4 warps that share each K/V load among a group's query heads, then a combine "
+                "kernel; the default for paged and ragged decode and for dense grouped-query decode", NULL},
 };
 
 /* Which of FlashInfer's decodes runs a decode (kernels/flashinfer_attn.h FLASHINFER_IMPL_*,

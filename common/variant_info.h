@@ -132,7 +132,7 @@ size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS]
  * 256-byte aligned; 0 bytes when it never splits. */
 #define FLASH_SPLITKV_MAX_SEQ_Q 16
 #define FLASH_SPLITKV_MIN_SPLIT_KEYS 256
-#define FLASH_SPLITKV_TARGET_CTAS 8192 /* one-warp CTAs: ~5 waves of an H200 (132 SMs x 12) */
+#define FLASH_SPLITKV_TARGET_CTAS 8192 /* a bound, far past need: 4-warp CTAs fill an H200 at 264 */
 #define FLASH_SPLITKV_MAX_SPLITS 64
 int flash_splitkv_is(const attn_problem *p);
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len);
