@@ -421,6 +421,35 @@ def npy_bytes(a):
     return buf.getvalue()
 
 
+def slow_upload(url, body, device, piece, pause_s, stop_after=None):
+    """POST /v1/tensors?device=DEVICE with body sent piece by piece, pause_s apart (a client on a
+    slow link, so that a large upload is staged while it arrives): (status, answer JSON), or None
+    when stop_after bytes were sent and the socket closed (a client that went away)."""
+    import json
+    import socket
+    import time
+    host, port = url.replace("http://", "").rsplit(":", 1)
+    s = socket.create_connection((host, int(port)), timeout=120)
+    s.sendall(b"POST /v1/tensors?device=%s HTTP/1.1\r\nHost: attnd\r\nConnection: close\r\n"
+              b"Content-Length: %d\r\n\r\n" % (device.encode(), len(body)))
+    view = memoryview(body)
+    for off in range(0, len(body), piece):
+        if stop_after is not None and off >= stop_after:
+            s.close()
+            return None
+        s.sendall(view[off:off + piece])
+        time.sleep(pause_s)
+    data = b""
+    while True:  # Connection: close: the answer ends with the connection
+        chunk = s.recv(1 << 16)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    head, _, rest = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), json.loads(rest)
+
+
 def safetensors_bytes(tensors):
     """tensors: list of (name, dtype "BF16"/"F16"/"F32", numpy array): a safetensors file."""
     import json

@@ -3,12 +3,11 @@ they arrive"): the worker copies each 32 MiB that landed, the put only the rest,
 stores is what was sent. On the cpu device a file of several tensors is staged (one tensor is
 kept in its pages instead), so the whole path runs here without a GPU."""
 import re
-import socket
 import time
 
 import numpy as np
 
-from attnd_api_helpers import Api, load_gen, safetensors_bytes
+from attnd_api_helpers import Api, load_gen, safetensors_bytes, slow_upload
 
 STEP = 32 << 20
 
@@ -23,38 +22,12 @@ def _files(seed, mib):
     return safetensors_bytes([(k, "F32" if v.dtype == np.float32 else "I32", v) for k, v in arrays.items()]), arrays
 
 
-def _slow_post(url, body, piece, pause_s, stop_after=None):
-    """POST /v1/tensors?device=cpu with body sent piece by piece, pause_s apart; the answer's
-    status and JSON, or None when stop_after bytes were sent and the socket closed."""
-    import json
-    host, port = url.split("//")[1].split(":")
-    s = socket.create_connection((host, int(port)), timeout=120)
-    s.sendall(b"POST /v1/tensors?device=cpu HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(body))
-    view = memoryview(body)
-    for off in range(0, len(body), piece):
-        if stop_after is not None and off >= stop_after:
-            s.close()
-            return None
-        s.sendall(view[off:off + piece])
-        time.sleep(pause_s)
-    data = b""
-    while b"\r\n\r\n" not in data or len(data) < data.index(b"\r\n\r\n") + 4 + int(
-            [h for h in data.split(b"\r\n") if h.lower().startswith(b"content-length:")][0].split(b":")[1]):
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(rest)
-
-
 def test_large_upload_is_staged_and_stored_intact(start_server):
     gen = load_gen()
     srv = start_server(extra=["--log-level", "info"])
     api = Api(srv.url)
     body, arrays = _files(91, 112)
-    status, answer = _slow_post(srv.url, body, 8 << 20, 0.05)
+    status, answer = slow_upload(srv.url, body, "cpu", 8 << 20, 0.05)
     assert status == 201, answer
     timing = answer["timing"]
     # most of the body was copied before it was whole, in steps of the landed bytes
@@ -81,7 +54,7 @@ def test_small_or_single_uploads_are_not_staged(start_server):
     r = api.post("/v1/tensors", params={"device": "cpu"}, data=small)
     assert r.status_code == 201 and r.json()["timing"]["staged_bytes"] == 0, r.text[:300]
     one = np.arange(20 << 20, dtype=np.float32)  # 80 MiB, one tensor
-    status, answer = _slow_post(srv.url, safetensors_bytes([("x", "F32", one)]), 8 << 20, 0.02)
+    status, answer = slow_upload(srv.url, safetensors_bytes([("x", "F32", one)]), "cpu", 8 << 20, 0.02)
     assert status == 201 and answer["timing"]["staged_bytes"] == 0, answer
 
 
@@ -91,13 +64,13 @@ def test_an_upload_cut_off_after_staging_is_dropped_on_the_worker(start_server):
     srv = start_server(extra=["--log-level", "info"])
     api = Api(srv.url)
     body, arrays = _files(93, 128)
-    assert _slow_post(srv.url, body, 8 << 20, 0.05, stop_after=96 << 20) is None
+    assert slow_upload(srv.url, body, "cpu", 8 << 20, 0.05, stop_after=96 << 20) is None
     deadline = time.time() + 30
     while "staged upload stage-" not in srv.stderr_text() and time.time() < deadline:
         time.sleep(0.1)
     log = srv.stderr_text()
     assert "staged upload stage-" in log and "dropped after" in log, log[-3000:]
     assert api.get("/v1/tensors").json()["tensors"] == []
-    status, answer = _slow_post(srv.url, body, 16 << 20, 0.01)
+    status, answer = slow_upload(srv.url, body, "cpu", 16 << 20, 0.01)
     assert status == 201, answer
     assert sorted(t["name"] for t in answer["tensors"]) == sorted(arrays)

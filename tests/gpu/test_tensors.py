@@ -22,7 +22,8 @@ import requests
 from attnd_gpu_helpers import error_of, fact
 
 import attnd_api_helpers
-from attnd_api_helpers import MemfdSampler, npy_bytes, peak_rss_bytes, reset_peak_rss, safetensors_bytes
+from attnd_api_helpers import (MemfdSampler, npy_bytes, peak_rss_bytes, reset_peak_rss, safetensors_bytes,
+                               slow_upload)
 
 B, H, S, D = 2, 4, 128, 64
 
@@ -225,31 +226,6 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
         assert held.peak_total < 2 * n, "front VmRSS + memfds %.0f MiB over 2x the upload" % (held.peak_total / MIB)
 
 
-def _slow_upload(url, body, piece, pause_s, stop_after=None):
-    """POST body to cuda:0 piece by piece, pause_s apart: (status, answer), or None when the
-    socket was closed after stop_after bytes."""
-    host, port = url.replace("http://", "").rsplit(":", 1)
-    s = socket.create_connection((host, int(port)), timeout=120)
-    s.sendall(b"POST /v1/tensors?device=cuda:0 HTTP/1.1\r\nHost: attnd\r\nConnection: close\r\n"
-              b"Content-Length: %d\r\n\r\n" % len(body))
-    view = memoryview(body)
-    for off in range(0, len(body), piece):
-        if stop_after is not None and off >= stop_after:
-            s.close()
-            return None
-        s.sendall(view[off:off + piece])
-        time.sleep(pause_s)
-    data = b""
-    while True:  # Connection: close: the answer ends with the connection
-        chunk = s.recv(1 << 16)
-        if not chunk:
-            break
-        data += chunk
-    s.close()
-    head, _, rest = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), json.loads(rest)
-
-
 def test_staged_upload_to_the_gpu_is_intact(gapi):
     """A large upload is copied to the GPU while it arrives (docs/tensors.md): page-locked a
     range at a time, tensors whose spans end mid-word and mid-page, fingerprints summed in
@@ -261,8 +237,8 @@ def test_staged_upload_to_the_gpu_is_intact(gapi):
               "c": rng.integers(-9, 9, size=5, dtype=np.int32)}
     body = safetensors_bytes([(k, "F32" if v.dtype == np.float32 else "I32", v) for k, v in arrays.items()])
     before = {t["id"] for t in gapi.get("/v1/tensors").json()["tensors"]}
-    assert _slow_upload(gapi.url, body, 8 << 20, 0.03, stop_after=64 << 20) is None
-    status, answer = _slow_upload(gapi.url, body, 8 << 20, 0.03)
+    assert slow_upload(gapi.url, body, "cuda:0", 8 << 20, 0.03, stop_after=64 << 20) is None
+    status, answer = slow_upload(gapi.url, body, "cuda:0", 8 << 20, 0.03)
     assert status == 201, answer
     t = answer["timing"]
     fact("tensors: staged 90 MiB upload (8 MiB every 30 ms): staged MiB, staged s, tail copy s",
