@@ -7,9 +7,11 @@
  * by piece, which writes it to a memfd (the route streams; a chunked body is reserved as it
  * grows, route_tensor_upload_grow). The handler parses the header bytes (tensor_upload_parse.c),
  * then passes the memfd to the device's worker through its queue (pool_tensor_op), which
- * copies each tensor out of it into device (or host) memory. The body exists once, in the
- * memfd. The upload logs one info line with its phases' times and rates (receive, queue,
- * copy, fingerprint), and its answer carries them as "timing".
+ * copies each tensor out of it into device (or host) memory. A declared body of 64 MiB or more
+ * is copied while it arrives (route_tensor_upload_landing starts a tensors/tensor_stage.h
+ * stage): the worker's put then copies only the rest. The body exists once, in the memfd. The
+ * upload logs one info line with its phases' times and rates (receive, queue, copy,
+ * fingerprint, what was staged), and its answer carries them as "timing".
  */
 #include "server/front/routes/routes.h"
 
@@ -238,7 +240,7 @@ void route_tensor_upload_release(void *hold)
 typedef struct upload_timing {
     double receive_s;     /* the body's arrival: headers in → last byte in the memfd */
     double queue_s;       /* waiting for the device's worker (jobs ahead of it) and the messages */
-    double copy_s;        /* the worker mapping the memfd, allocating and copying to the device */
+    double copy_s;        /* the worker's time on the put but the fingerprint's: map, allocate, copy, unmap */
     double fingerprint_s; /* the worker fingerprinting what it stored */
     double total_s;       /* headers in → the answer */
     double staged_bytes;  /* a large body: the bytes the worker had copied before it was whole */
