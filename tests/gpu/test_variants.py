@@ -29,7 +29,7 @@ def expected_reference(s):
 
 def check_verified(rec, shape, dtype):
     out, v = rec["output"], rec["verify"]
-    assert out["shape"] == [shape["batch"], shape["heads"], shape["seq_q"], shape["head_dim"]]
+    assert out["shape"] == [shape["batch"], shape["heads"], shape["seq_q"], shape.get("head_dim_v", shape["head_dim"])]
     assert out["dtype"] == dtype
     assert out["nan"] == 0, "%d NaN in the output: an element was never written or overflowed" % out["nan"]
     assert out["inf"] == 0
