@@ -47,7 +47,7 @@ typedef struct up_stage {
     up_tensor *t;
     int fd;               /* the memfd (a staged upload's own dup): its size is what has landed */
     const uint8_t *map;   /* read-only shared mapping of the body's body_bytes */
-    size_t map_len, body_bytes, landed; /* the body's bytes [0, landed) are copied and summed */
+    size_t body_bytes, landed;          /* the body's bytes [0, landed) are copied and summed */
     size_t unmapped;                    /* a staged upload's [0, unmapped) are let go already */
     double fingerprint_s;               /* the worker's time summing fingerprints in this message */
 } up_stage;
@@ -65,7 +65,7 @@ static void up_free(up_stage *s)
 
     if (!s) return;
     for (i = 0; i < s->n; i++) tensor_mem_release(s->t[i].buf);
-    if (s->map && s->unmapped < s->map_len) munmap((void *)(s->map + s->unmapped), s->map_len - s->unmapped);
+    if (s->map && s->unmapped < s->body_bytes) munmap((void *)(s->map + s->unmapped), s->body_bytes - s->unmapped);
     if (s->key[0] && s->fd >= 0) close(s->fd);
     free(s->t);
     free(s);
@@ -138,7 +138,7 @@ static int up_map(up_stage *s, int populate, api_error *e)
     map = mmap(NULL, s->body_bytes, PROT_READ, MAP_SHARED | (populate ? MAP_POPULATE : 0), s->fd, 0);
     if (map == MAP_FAILED)
         return api_fail(e, 500, "internal", "", "mmap of the upload (%zu bytes) failed: %s", s->body_bytes, strerror(errno));
-    s->map = map, s->map_len = s->body_bytes;
+    s->map = map;
     return 0;
 }
 
@@ -212,14 +212,15 @@ static size_t up_in_memfd(const up_stage *s)
     return (size_t)st.st_size < s->body_bytes ? (size_t)st.st_size : s->body_bytes;
 }
 
-/* s's tensors kept as the ids of list (its put's, in the same order) with their fingerprints,
- * into out's "tensors"; s's buffers are the table's after it, whatever happens. 0, or -1 with e
- * (nothing kept). */
+/* The id of list's tensor i (a put's list). */
 static const char *up_id(const cJSON *list, int i)
 {
     return cJSON_GetStringValue(cJSON_GetObjectItem(cJSON_GetArrayItem(list, i), "id"));
 }
 
+/* s's tensors kept as the ids of list (its put's, in the same order) with their fingerprints,
+ * into out's "tensors": all of them, the table's from then on, or none (s's still). 0, or -1
+ * with e. */
 static int up_keep(up_stage *s, const cJSON *list, cJSON *out, api_error *e)
 {
     cJSON *arr = cJSON_AddArrayToObject(out, "tensors");
