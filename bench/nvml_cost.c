@@ -1,7 +1,8 @@
 /* bench/nvml_cost.c — what each NVML query the worker makes costs the calling thread.
  *
  * A GPU run reads the SM clock, the board's power and the clock-event reasons once a batch,
- * and the energy counter once a millisecond while the energy sampler runs. On a small run
+ * and the energy counter once a millisecond (and the instantaneous power field every 20th time)
+ * while the energy sampler runs. On a small run
  * (ten forwards of 20 us) those reads can cost more than the forwards: this program times
  * each one, so the worker's per-run budget can be set from measurements, not guesses.
  *
@@ -18,6 +19,13 @@
 
 typedef int nvml_return;
 typedef struct nvml_device_st *nvml_device;
+/* nvmlFieldValue_t: the instantaneous power is field 186 (NVML_FI_DEV_POWER_INSTANT) */
+typedef struct {
+    unsigned field_id, scope_id;
+    long long timestamp_us, latency_us;
+    int value_type, nvml_return;
+    unsigned long long value;
+} nvml_field;
 
 static double now_us(void)
 {
@@ -40,10 +48,11 @@ static void *sym(void *lib, const char *name)
     return p;
 }
 
-enum { QUERY_CLOCK, QUERY_POWER, QUERY_REASONS, QUERY_ENERGY, QUERY_POWER_LIMIT, QUERIES };
+enum { QUERY_CLOCK, QUERY_POWER, QUERY_REASONS, QUERY_ENERGY, QUERY_POWER_LIMIT, QUERY_POWER_INSTANT, QUERIES };
 static const char *query_names[QUERIES] = {"nvmlDeviceGetClockInfo(SM)", "nvmlDeviceGetPowerUsage",
                                            "nvmlDeviceGetCurrentClocksEventReasons",
-                                           "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetEnforcedPowerLimit"};
+                                           "nvmlDeviceGetTotalEnergyConsumption", "nvmlDeviceGetEnforcedPowerLimit",
+                                           "nvmlDeviceGetFieldValues(POWER_INSTANT)"};
 
 int main(int argc, char **argv)
 {
@@ -54,6 +63,7 @@ int main(int argc, char **argv)
     nvml_return (*get_clock)(nvml_device, int, unsigned *) = NULL;
     nvml_return (*get_u32)(nvml_device, unsigned *);
     nvml_return (*get_u64)(nvml_device, unsigned long long *);
+    nvml_return (*get_fields)(nvml_device, int, nvml_field *);
     double *us;
 
     for (i = 1; i + 1 < argc; i += 2) {
@@ -76,18 +86,26 @@ int main(int argc, char **argv)
     for (q = 0; q < QUERIES; q++) {
         unsigned u32;
         unsigned long long u64;
-        const char *name = q == QUERY_CLOCK ? "nvmlDeviceGetClockInfo" : query_names[q];
+        const char *name = q == QUERY_CLOCK           ? "nvmlDeviceGetClockInfo"
+                           : q == QUERY_POWER_INSTANT ? "nvmlDeviceGetFieldValues"
+                                                      : query_names[q];
+        nvml_field field;
         p = sym(lib, name);
         if (!p && q == QUERY_REASONS) p = sym(lib, "nvmlDeviceGetCurrentClocksThrottleReasons");
         if (!p) continue;
         memcpy(&get_clock, &p, sizeof p);
         memcpy(&get_u32, &p, sizeof p);
         memcpy(&get_u64, &p, sizeof p);
+        memcpy(&get_fields, &p, sizeof p);
         for (i = 0; i < reads; i++) {
             double t0 = now_us();
-            int rc = q == QUERY_CLOCK                              ? get_clock(dev, 1, &u32)
-                     : q == QUERY_POWER || q == QUERY_POWER_LIMIT ? get_u32(dev, &u32)
-                                                                  : get_u64(dev, &u64);
+            int rc;
+            memset(&field, 0, sizeof field);
+            field.field_id = 186;
+            rc = q == QUERY_CLOCK                                ? get_clock(dev, 1, &u32)
+                 : q == QUERY_POWER || q == QUERY_POWER_LIMIT   ? get_u32(dev, &u32)
+                 : q == QUERY_POWER_INSTANT                     ? get_fields(dev, 1, &field) || field.nvml_return
+                                                                : get_u64(dev, &u64);
             us[i] = now_us() - t0;
             if (rc != 0) {
                 fprintf(stderr, "nvml_cost: %s failed (NVML %d)\n", query_names[q], rc);

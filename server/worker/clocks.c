@@ -22,6 +22,24 @@ typedef int clocks_nvml_return;        /* nvmlReturn_t: 0 is NVML_SUCCESS */
 typedef struct clocks_nvml_device_st *clocks_nvml_device; /* nvmlDevice_t */
 enum { CLOCKS_NVML_SUCCESS = 0, CLOCKS_NVML_ERROR_NOT_SUPPORTED = 3 };
 enum { CLOCKS_NVML_CLOCK_SM = 1, CLOCKS_NVML_CLOCK_MEM = 2 }; /* nvmlClockType_t */
+/* nvmlFieldValue_t, and the field and value types read from it (nvml.h's NVML_FI_DEV_POWER_INSTANT,
+ * nvmlValueType_t) */
+typedef struct {
+    unsigned field_id, scope_id;
+    long long timestamp_us, latency_us;
+    int value_type, nvml_return;
+    union {
+        double d;
+        unsigned u32;
+        unsigned long ul;
+        unsigned long long u64;
+        long long s64;
+        int s32;
+        unsigned short u16;
+    } value;
+} clocks_nvml_field;
+enum { CLOCKS_NVML_FI_POWER_INSTANT = 186 };
+enum { CLOCKS_NVML_VALUE_DOUBLE = 0, CLOCKS_NVML_VALUE_U32 = 1, CLOCKS_NVML_VALUE_UL = 2, CLOCKS_NVML_VALUE_U64 = 3 };
 
 static struct {
     void *lib;
@@ -35,6 +53,7 @@ static struct {
     clocks_nvml_return (*get_power)(clocks_nvml_device, unsigned *);             /* mW */
     clocks_nvml_return (*get_reasons)(clocks_nvml_device, unsigned long long *); /* clock event bits */
     clocks_nvml_return (*get_power_limit)(clocks_nvml_device, unsigned *);       /* mW, enforced */
+    clocks_nvml_return (*get_fields)(clocks_nvml_device, int, clocks_nvml_field *);
 } clocks_nvml;
 
 /* A symbol of NVML, or NULL. dlsym returns void *: ISO C has no conversion to a function
@@ -112,6 +131,8 @@ int clocks_open(int cuda_device)
         memcpy(&clocks_nvml.get_reasons, &p, sizeof p);
         p = clocks_sym("nvmlDeviceGetEnforcedPowerLimit");
         memcpy(&clocks_nvml.get_power_limit, &p, sizeof p);
+        p = clocks_sym("nvmlDeviceGetFieldValues");
+        memcpy(&clocks_nvml.get_fields, &p, sizeof p);
     }
     if (driver_version(clocks_nvml.driver, (unsigned)sizeof clocks_nvml.driver) != CLOCKS_NVML_SUCCESS)
         clocks_nvml.driver[0] = '\0';
@@ -151,6 +172,23 @@ unsigned clocks_power_mw(void)
     unsigned mw = 0;
     if (!clocks_nvml.ok || !clocks_nvml.get_power) return 0;
     return clocks_nvml.get_power(clocks_nvml.dev, &mw) == CLOCKS_NVML_SUCCESS ? mw : 0;
+}
+
+unsigned clocks_power_instant_mw(void)
+{
+    clocks_nvml_field f;
+    if (!clocks_nvml.ok || !clocks_nvml.get_fields) return 0;
+    memset(&f, 0, sizeof f);
+    f.field_id = CLOCKS_NVML_FI_POWER_INSTANT;
+    if (clocks_nvml.get_fields(clocks_nvml.dev, 1, &f) != CLOCKS_NVML_SUCCESS || f.nvml_return != CLOCKS_NVML_SUCCESS)
+        return 0;
+    switch (f.value_type) {
+    case CLOCKS_NVML_VALUE_U32: return f.value.u32;
+    case CLOCKS_NVML_VALUE_UL: return (unsigned)f.value.ul;
+    case CLOCKS_NVML_VALUE_U64: return (unsigned)f.value.u64;
+    case CLOCKS_NVML_VALUE_DOUBLE: return f.value.d > 0.0 ? (unsigned)f.value.d : 0;
+    default: return 0;
+    }
 }
 
 unsigned clocks_power_limit_mw(void)

@@ -27,8 +27,13 @@ unsigned clocks_bus_bits(void);
  * Thread-safe (NVML is), so the energy sampler's thread may call it while timing. */
 int clocks_energy_mj(unsigned long long *mj, const char **why);
 
-/* The board's power draw in mW, 0 when unknown. */
+/* The board's power draw in mW, 0 when unknown: NVML's power reading, which on Ampere and
+ * later is an average over the last second (cheap: the driver caches it). */
 unsigned clocks_power_mw(void);
+
+/* The board's power draw now, in mW (NVML's instantaneous power field), 0 when this driver or
+ * GPU lacks it. Not cached by the driver: read off the measuring thread. */
+unsigned clocks_power_instant_mw(void);
 
 /* The power limit the board enforces now (nvidia-smi -pl may have changed it), in mW; 0 when
  * unknown. */

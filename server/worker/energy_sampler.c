@@ -2,7 +2,7 @@
  *
  * Each poll reads the counter (clocks_energy_mj) and, when the value moved, records a step
  * with the times of this poll and the one before; every ENERGY_SAMPLER_POWER_EVERY polls it
- * also reads the board's power. Polls are paced on absolute CLOCK_MONOTONIC deadlines; a
+ * also reads the board's power, NVML's one-second average and its instantaneous reading. Polls are paced on absolute CLOCK_MONOTONIC deadlines; a
  * thread more than a poll behind them (held off the CPU) starts again from now rather than
  * catching up in a burst. What polling cost is logged at debug level when it stops.
  */
@@ -31,6 +31,7 @@ struct energy_sampler {
     energy_step steps[ENERGY_SAMPLER_MAX_STEPS];
     int nsteps, steps_seen; /* held, and seen in all */
     double power_min_w, power_max_w;
+    double instant_min_w, instant_max_w; /* NVML's instantaneous power field; 0 when it has none */
     /* What polling costs: reads, the time spent inside NVML, and the widest gap between polls. */
     long polls;
     double read_ms, widest_gap_ms, first_poll_ms;
@@ -67,6 +68,9 @@ static int energy_sampler_poll(energy_sampler *s)
         double w = clocks_power_mw() * 1e-3;
         if (w > 0.0 && (s->power_min_w == 0.0 || w < s->power_min_w)) s->power_min_w = w;
         if (w > s->power_max_w) s->power_max_w = w;
+        w = clocks_power_instant_mw() * 1e-3;
+        if (w > 0.0 && (s->instant_min_w == 0.0 || w < s->instant_min_w)) s->instant_min_w = w;
+        if (w > s->instant_max_w) s->instant_max_w = w;
     }
     return 0;
 }
@@ -168,6 +172,12 @@ void energy_sampler_power_w(const energy_sampler *s, double *min_w, double *max_
 {
     *min_w = s->power_min_w;
     *max_w = s->power_max_w;
+}
+
+void energy_sampler_instant_power_w(const energy_sampler *s, double *min_w, double *max_w)
+{
+    *min_w = s->instant_min_w;
+    *max_w = s->instant_max_w;
 }
 
 void energy_sampler_free(energy_sampler *s)

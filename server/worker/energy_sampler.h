@@ -41,6 +41,10 @@ const energy_step *energy_sampler_steps(const energy_sampler *s, int *n);
 /* The least and the most board power read while polling, in W; both 0 when none was read. */
 void energy_sampler_power_w(const energy_sampler *s, double *min_w, double *max_w);
 
+/* The same from NVML's instantaneous power field (clocks_power_instant_mw): what the board drew
+ * at those moments, where the power above trails by up to a second. Both 0 when it has none. */
+void energy_sampler_instant_power_w(const energy_sampler *s, double *min_w, double *max_w);
+
 /* Stop (when still running) and free. NULL is a no-op. */
 void energy_sampler_free(energy_sampler *s);
 

@@ -205,7 +205,7 @@ static void measure_energy(measure_state *st, timing_stats *out)
     static char why[300]; /* one job at a time per worker: never shared */
     const energy_step *steps;
     int n, stopped;
-    double watts, min_w, max_w;
+    double watts, min_w, max_w, instant_min_w, instant_max_w;
 
     out->energy_j = NAN;
     out->energy_window_ms = out->total_ms;
@@ -223,7 +223,10 @@ static void measure_energy(measure_state *st, timing_stats *out)
         return;
     }
     steps = energy_sampler_steps(st->energy, &n);
-    watts = measure_stats_average_power_w(steps, n, out->total_ms, clocks_power_limit_mw() * 1e-3, why, sizeof why);
+    energy_sampler_instant_power_w(st->energy, &instant_min_w, &instant_max_w);
+    out->instant_power_min_w = instant_min_w, out->instant_power_max_w = instant_max_w;
+    watts = measure_stats_average_power_w(steps, n, out->total_ms, clocks_power_limit_mw() * 1e-3, instant_max_w, why,
+                                          sizeof why);
     if (isnan(watts)) out->energy_why = why;
     else out->energy_j = watts * out->total_ms * 1e-3;
 }

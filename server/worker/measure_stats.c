@@ -143,11 +143,11 @@ const char *measure_stats_energy_skip_why(const run_request *r, double warmup_ms
     return NULL;
 }
 
-double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w, char *why,
-                              size_t why_len)
+double measure_stats_average_power_w(const energy_step *steps, int n, double window_ms, double power_limit_w,
+                                     double instant_max_w, char *why, size_t why_len)
 {
     int first = 0, last = n - 1, timed = 0, i;
-    double span_ms = 0.0, watts;
+    double span_ms = 0.0, watts, bound;
 
     for (i = 0; i < n; i++) timed += energy_step_well_timed(&steps[i]);
     while (first < n && !energy_step_well_timed(&steps[first])) first++;
@@ -174,11 +174,17 @@ double measure_stats_average_power_w(const energy_step *steps, int n, double win
         return NAN;
     }
     watts = energy_slope_mj_per_ms(steps, first, last);
-    if (power_limit_w > 0.0 && watts > MEASURE_ENERGY_MAX_OVER_LIMIT * power_limit_w) {
-        snprintf(why, why_len,
-                 "NVML's energy counter gives %.0f W between its steps, more than %.0f%% above the board's enforced "
-                 "power limit of %.0f W: not a plausible reading",
-                 watts, (MEASURE_ENERGY_MAX_OVER_LIMIT - 1.0) * 100.0, power_limit_w);
+    bound = fmax(MEASURE_ENERGY_MAX_OVER_LIMIT * power_limit_w, MEASURE_ENERGY_MAX_OVER_INSTANT * instant_max_w);
+    if (bound > 0.0 && watts > bound) {
+        char limit[96] = "", seen[96] = "";
+        if (power_limit_w > 0.0)
+            snprintf(limit, sizeof limit, ", more than %.0f%% above the board's enforced power limit of %.0f W",
+                     (MEASURE_ENERGY_MAX_OVER_LIMIT - 1.0) * 100.0, power_limit_w);
+        if (instant_max_w > 0.0)
+            snprintf(seen, sizeof seen, "%s more than %.0f%% above the most it was read drawing (%.0f W)",
+                     limit[0] ? " and" : ",", (MEASURE_ENERGY_MAX_OVER_INSTANT - 1.0) * 100.0, instant_max_w);
+        snprintf(why, why_len, "NVML's energy counter gives %.0f W between its steps%s%s: not a plausible reading",
+                 watts, limit, seen);
         return NAN;
     }
     return watts;
@@ -235,6 +241,9 @@ cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double pri
     json_add_number_or_null(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
     json_add_number_or_null(o, "window_ms", s->energy_window_ms);
     cJSON_AddNumberToObject(o, "forwards", s->iters);
+    /* what the board was read drawing meanwhile: a reading of avg_power_w above the cap is real */
+    json_add_number_or_null(o, "instant_power_min_w", s->instant_power_min_w > 0 ? s->instant_power_min_w : NAN);
+    json_add_number_or_null(o, "instant_power_max_w", s->instant_power_max_w > 0 ? s->instant_power_max_w : NAN);
     /* The box is paid by the hour: a million forwards at the median take median_us seconds. */
     if (price_per_hour > 0.0) {
         json_add_number_or_null(o, "cost_per_million_forwards", s->iters > 0 ? price_per_hour / 3600.0 * s->median_us : NAN);

@@ -48,9 +48,14 @@ def test_energy_on_a_long_window(gapi, variants, variant, shape):
     assert en["window_ms"] >= 1000 and en["forwards"] == t["iters"], en
     assert en["avg_power_w"] > 0 and en["joules_per_forward"] > 0, en
     if limit is not None:
-        # A board held at its cap averages a little over it (NVML's own samples read 703 W on a
-        # 700 W H200); the worker's guard refuses more than 5% over.
-        assert en["avg_power_w"] <= 1.05 * limit, "%.0f W above the %.0f W limit" % (en["avg_power_w"], limit)
+        # A board held at its cap averages a little over it over a second or more (703 W on a
+        # 700 W H200); it draws up to ~17% over for its first half second under load.
+        assert en["avg_power_w"] <= 1.1 * limit, "%.0f W above the %.0f W limit" % (en["avg_power_w"], limit)
+    # The counter agrees with what the board was read drawing meanwhile (NVML's instantaneous
+    # power: the lent drivers have it).
+    lo, hi = en["instant_power_min_w"], en["instant_power_max_w"]
+    assert lo and hi and 0 < lo <= hi, en
+    assert 0.9 * lo <= en["avg_power_w"] <= 1.1 * hi, en
     # NVML's power reading is a one-second average on Hopper: the reads late in the window (the
     # highest, as the board warms to the load) are the window's average; early ones still hold
     # the second before it.

@@ -42,7 +42,7 @@ static double simulated_power_w(double power_w, double poll_ms, double window_ms
 {
     energy_step steps[64];
     *n = simulate(power_w, poll_ms, window_ms, steps, 64);
-    return measure_stats_average_power_w(steps, *n, window_ms, LIMIT_W, why, why_len);
+    return measure_stats_average_power_w(steps, *n, window_ms, LIMIT_W, 0.0, why, why_len);
 }
 
 static void test_sampled_often(void)
@@ -74,20 +74,20 @@ static void test_exact_arithmetic(void)
     char why[300];
     /* Midpoints 100 ms and 600 ms, 350 J apart: 700 W. The middle step changes nothing. */
     energy_step s[3] = {{99.0, 101.0, 1000}, {349.5, 350.5, 176000}, {599.5, 600.5, 351000}};
-    double w = measure_stats_average_power_w(s, 3, 800.0, LIMIT_W, why, sizeof why);
+    double w = measure_stats_average_power_w(s, 3, 800.0, LIMIT_W, 0.0, why, sizeof why);
     CHECK(fabs(w - 700.0) < 1e-9, "700 W: %.12g", w);
 
     /* A first step seen 40 ms after the poll before it is skipped: the second one bounds it. */
     {
         energy_step loose[4] = {{10.0, 50.0, 1000}, {149.5, 150.5, 51000}, {399.5, 400.5, 176000},
                                 {649.5, 650.5, 301000}};
-        w = measure_stats_average_power_w(loose, 4, 800.0, LIMIT_W, why, sizeof why);
+        w = measure_stats_average_power_w(loose, 4, 800.0, LIMIT_W, 0.0, why, sizeof why);
         CHECK(fabs(w - 500.0) < 1e-9, "500 W from steps 2 to 4: %.12g", w);
     }
     /* power_limit_w 0: unknown, not checked. */
     {
         energy_step hot[2] = {{0.0, 1.0, 0}, {500.0, 501.0, 1000000}}; /* 2000 W */
-        w = measure_stats_average_power_w(hot, 2, 600.0, 0.0, why, sizeof why);
+        w = measure_stats_average_power_w(hot, 2, 600.0, 0.0, 0.0, why, sizeof why);
         CHECK(fabs(w - 2000.0) < 1e-9, "no limit known: %g", w);
     }
 }
@@ -103,7 +103,7 @@ static void test_late_step_spread_by_the_fit(void)
         double t = 100.0 * (i + 1) + (i == 0 ? 30.0 : 0.0);
         s[i] = (energy_step){t - 0.5, t + 0.5, (unsigned long long)(700.0 * 100.0 * (i + 1))};
     }
-    w = measure_stats_average_power_w(s, 6, 700.0, 0.0, why, sizeof why);
+    w = measure_stats_average_power_w(s, 6, 700.0, 0.0, 0.0, why, sizeof why);
     CHECK(fabs(w - 700.0) < 35.0 && fabs(w - 700.0) < fabs(350000.0 / 470.0 - 700.0), "fit: %g W for 700 W", w);
 }
 
@@ -114,27 +114,37 @@ static void test_too_few_steps(void)
     energy_step close[2] = {{10.0, 11.0, 5000}, {160.0, 161.0, 95000}}; /* 150 ms apart */
     double w;
 
-    w = measure_stats_average_power_w(NULL, 0, 670.0, LIMIT_W, why, sizeof why);
+    w = measure_stats_average_power_w(NULL, 0, 670.0, LIMIT_W, 0.0, why, sizeof why);
     CHECK(isnan(w) && strstr(why, "stepped 0 time(s) in the 670 ms") && strstr(why, "min_time_ms"), "none: %s", why);
-    w = measure_stats_average_power_w(one, 1, 120.0, LIMIT_W, why, sizeof why);
+    w = measure_stats_average_power_w(one, 1, 120.0, LIMIT_W, 0.0, why, sizeof why);
     CHECK(isnan(w) && strstr(why, "stepped 1 time(s)"), "one: %s", why);
-    w = measure_stats_average_power_w(close, 2, 180.0, LIMIT_W, why, sizeof why);
+    w = measure_stats_average_power_w(close, 2, 180.0, LIMIT_W, 0.0, why, sizeof why);
     CHECK(isnan(w) && strstr(why, "150 ms from the first step to the last"), "150 ms apart: %s", why);
 }
 
 static void test_power_limit_guard(void)
 {
     char why[300];
-    energy_step hot[2] = {{0.0, 1.0, 0}, {500.0, 501.0, 380000}};   /* 760 W */
-    energy_step warm[2] = {{0.0, 1.0, 0}, {500.0, 501.0, 365000}};  /* 730 W: within 5% */
+    energy_step misread[2] = {{0.0, 1.0, 0}, {500.0, 501.0, 437500}}; /* 875 W: a misreading seen once */
+    energy_step capped[2] = {{0.0, 1.0, 0}, {500.0, 501.0, 403000}};  /* 806 W: a board catching up with its cap */
     energy_step back[2] = {{0.0, 1.0, 9000}, {500.0, 501.0, 1000}};
     double w;
 
-    w = measure_stats_average_power_w(hot, 2, 600.0, LIMIT_W, why, sizeof why);
-    CHECK(isnan(w) && strstr(why, "760 W") && strstr(why, "700 W"), "760 W over a 700 W limit: %s", why);
-    w = measure_stats_average_power_w(warm, 2, 600.0, LIMIT_W, why, sizeof why);
-    CHECK(fabs(w - 730.0) < 1e-9, "730 W is within 5%% of 700 W: %g", w);
-    w = measure_stats_average_power_w(back, 2, 600.0, LIMIT_W, why, sizeof why);
+    w = measure_stats_average_power_w(misread, 2, 600.0, LIMIT_W, 0.0, why, sizeof why);
+    CHECK(isnan(w) && strstr(why, "875 W") && strstr(why, "700 W") && !strstr(why, "read drawing"),
+          "875 W over a 700 W limit: %s", why);
+    w = measure_stats_average_power_w(capped, 2, 600.0, LIMIT_W, 0.0, why, sizeof why);
+    CHECK(fabs(w - 806.0) < 1e-9, "806 W is within 20%% of 700 W: %g", w);
+    /* the board was read drawing 820 W: 875 W is within 10% of that */
+    w = measure_stats_average_power_w(misread, 2, 600.0, LIMIT_W, 820.0, why, sizeof why);
+    CHECK(fabs(w - 875.0) < 1e-9, "875 W beside an 820 W reading: %g", w);
+    /* read drawing 700 W at most: the limit's bound holds, and the reason names both */
+    w = measure_stats_average_power_w(misread, 2, 600.0, LIMIT_W, 700.0, why, sizeof why);
+    CHECK(isnan(w) && strstr(why, "limit of 700 W") && strstr(why, "read drawing (700 W)"), "both named: %s", why);
+    /* no limit known: the instantaneous reads alone */
+    w = measure_stats_average_power_w(capped, 2, 600.0, 0.0, 500.0, why, sizeof why);
+    CHECK(isnan(w) && strstr(why, "806 W") && !strstr(why, "limit"), "over 550 W: %s", why);
+    w = measure_stats_average_power_w(back, 2, 600.0, LIMIT_W, 0.0, why, sizeof why);
     CHECK(isnan(w) && strstr(why, "backwards"), "backwards: %s", why);
 }
 
