@@ -26,7 +26,9 @@
 #include <cupti.h>
 #include <nvtx3/nvToolsExt.h>
 
+#include "common/clock.h"
 #include "common/grow.h"
+#include "common/log.h"
 
 /* In libstdc++ (attnd links with g++): demangles C++ kernel names. */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
@@ -164,21 +166,49 @@ static void profile_keep(const CUpti_Activity *rec)
     profile_g.raw[profile_g.nraw++] = r;
 }
 
-/* CUPTI wants a buffer: a few MB, 8-byte aligned, filled with as many records as fit. */
+/* Activity buffers kept for the next profiled forward, zeroed where CUPTI wrote. CUPTI
+ * zeroes a buffer it is not told is zero on the launching thread: 4 MiB of fresh pages, a
+ * millisecond of every small run (docs/measurement.md, "Kernels"). */
+#define PROFILE_SPARE_BUFFERS 4
+static struct {
+    pthread_mutex_t mu;
+    uint8_t *spare[PROFILE_SPARE_BUFFERS];
+    int n;
+} profile_buffers = {PTHREAD_MUTEX_INITIALIZER, {0}, 0};
+
+/* CUPTI wants a buffer: a few MB, 8-byte aligned and zero (CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER),
+ * filled with as many records as fit. */
 static void CUPTIAPI profile_buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records)
 {
-    *buffer = aligned_alloc(8, PROFILE_BUFFER_BYTES);
-    *size = *buffer ? PROFILE_BUFFER_BYTES : 0; /* no buffer: CUPTI drops and counts records */
+    uint8_t *b = NULL;
+    pthread_mutex_lock(&profile_buffers.mu);
+    if (profile_buffers.n > 0) b = profile_buffers.spare[--profile_buffers.n];
+    pthread_mutex_unlock(&profile_buffers.mu);
+    if (!b) b = calloc(1, PROFILE_BUFFER_BYTES); /* fresh pages: zero until written */
+    *buffer = b;
+    *size = b ? PROFILE_BUFFER_BYTES : 0; /* no buffer: CUPTI drops and counts records */
     *max_records = 0;
 }
 
-/* CUPTI is done with a buffer (possibly on its own thread): parse, count drops, free. */
+/* A buffer CUPTI is done with, zeroed again where it wrote (a page past its records for
+ * good measure) and kept, or freed when enough are kept. */
+static void profile_buffer_keep(uint8_t *buffer, size_t size, size_t valid_size)
+{
+    size_t written = valid_size + 4096 < size ? valid_size + 4096 : size;
+    memset(buffer, 0, written);
+    pthread_mutex_lock(&profile_buffers.mu);
+    if (profile_buffers.n < PROFILE_SPARE_BUFFERS) profile_buffers.spare[profile_buffers.n++] = buffer, buffer = NULL;
+    pthread_mutex_unlock(&profile_buffers.mu);
+    free(buffer);
+}
+
+/* CUPTI is done with a buffer (possibly on its own thread): parse, count drops, keep it for
+ * the next. */
 static void CUPTIAPI profile_buffer_completed(CUcontext context, uint32_t stream_id, uint8_t *buffer, size_t size,
                                               size_t valid_size)
 {
     CUpti_Activity *rec = NULL;
     size_t dropped = 0;
-    (void)size;
     pthread_mutex_lock(&profile_g.mu);
     if (buffer && valid_size > 0) {
         for (;;) {
@@ -190,7 +220,7 @@ static void CUPTIAPI profile_buffer_completed(CUcontext context, uint32_t stream
     if (cuptiActivityGetNumDroppedRecords(context, stream_id, &dropped) == CUPTI_SUCCESS)
         profile_g.dropped += dropped;
     pthread_mutex_unlock(&profile_g.mu);
-    free(buffer);
+    if (buffer) profile_buffer_keep(buffer, size, valid_size);
 }
 
 /* ------------------------------------------------------------ init -------------------- */
@@ -232,6 +262,11 @@ static int profile_init_inner(exec_context *ctx, int nvtx_to_cupti)
     profile_g.occ_ok = 1;
 
     if (nvtx_to_cupti) profile_nvtx_injection();
+    {
+        uint8_t zeroed = 1; /* the buffers come zeroed (profile_buffer_requested) */
+        size_t len = sizeof zeroed;
+        CUPTI_TRY(ctx, cuptiActivitySetAttribute(CUPTI_ACTIVITY_ATTR_ZEROED_OUT_ACTIVITY_BUFFER, &len, &zeroed));
+    }
     CUPTI_TRY(ctx, cuptiActivityRegisterCallbacks(profile_buffer_requested, profile_buffer_completed));
     return 0;
 }
@@ -522,15 +557,24 @@ done:
     return rc;
 }
 
+/* When each step of a profiled forward ended (clock_monotonic_s), for the debug log: what the
+ * profile phase of a small run is made of. */
+typedef struct profile_steps {
+    double begin, enabled, ran, flushed, disabled, built;
+} profile_steps;
+
 /* Enable the kinds, run, synchronise, flush. The kinds are disabled by the caller on
  * every path. */
-static int profile_run(exec_context *ctx, forward_fn fn, void *arg, int *enabled)
+static int profile_run(exec_context *ctx, forward_fn fn, void *arg, int *enabled, profile_steps *at)
 {
     for (*enabled = 0; *enabled < PROFILE_NKINDS; (*enabled)++)
         CUPTI_TRY(ctx, cuptiActivityEnable(profile_kinds[*enabled]));
+    at->enabled = clock_monotonic_s();
     TRY(fn(ctx, arg));
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
+    at->ran = clock_monotonic_s();
     CUPTI_TRY(ctx, cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
+    at->flushed = clock_monotonic_s();
     return 0;
 }
 
@@ -549,6 +593,7 @@ int profile_forward(exec_context *ctx, forward_fn fn, void *arg, profile_result 
 {
     profile_raw *raw;
     int nraw, enabled = 0, rc;
+    profile_steps at;
 
     memset(out, 0, sizeof *out);
     if (!profile_g.init_ok)
@@ -563,14 +608,17 @@ int profile_forward(exec_context *ctx, forward_fn fn, void *arg, profile_result 
     profile_g.collecting = 1;
     pthread_mutex_unlock(&profile_g.mu);
 
+    memset(&at, 0, sizeof at);
+    at.begin = clock_monotonic_s();
     nvtxRangePushA("profile");
-    rc = profile_run(ctx, fn, arg, &enabled);
+    rc = profile_run(ctx, fn, arg, &enabled, &at);
     nvtxRangePop();
     if (rc != 0) {
         (void)cudaStreamSynchronize(ctx->stream);
         (void)cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     }
     if (profile_disable(ctx, enabled) != 0) rc = -1;
+    at.disabled = clock_monotonic_s();
 
     pthread_mutex_lock(&profile_g.mu);
     profile_g.collecting = 0;
@@ -584,6 +632,11 @@ int profile_forward(exec_context *ctx, forward_fn fn, void *arg, profile_result 
     if (rc == 0) rc = profile_build(ctx, raw, nraw, out);
     profile_free_raw(raw, nraw);
     if (rc != 0) profile_free(out);
+    at.built = clock_monotonic_s();
+    if (rc == 0)
+        log_debug("profile: %d records; ms enabling %.3f, forward and sync %.3f, flush %.3f, disabling %.3f, table %.3f",
+                  nraw, (at.enabled - at.begin) * 1e3, (at.ran - at.enabled) * 1e3, (at.flushed - at.ran) * 1e3,
+                  (at.disabled - at.flushed) * 1e3, (at.built - at.disabled) * 1e3);
     return rc;
 }
 
