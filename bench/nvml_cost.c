@@ -1,10 +1,10 @@
 /* bench/nvml_cost.c — what each NVML query the worker makes costs the calling thread.
  *
  * A GPU run reads the SM clock, the board's power and the clock-event reasons once a batch,
- * and the energy counter once a millisecond (and the instantaneous power field every 20th time)
- * while the energy sampler runs. On a small run
- * (ten forwards of 20 us) those reads can cost more than the forwards: this program times
- * each one, so the worker's per-run budget can be set from measurements, not guesses.
+ * and the energy counter once a millisecond (the instantaneous power field every 20th time)
+ * while the energy sampler runs. On a small run (ten forwards of 20 us) those reads can cost
+ * more than the forwards: this program times each one, so the worker's per-run budget can be
+ * set from measurements, not guesses.
  *
  *   cc -O2 -o build/nvml_cost bench/nvml_cost.c -ldl && build/nvml_cost [--reads 200] [--index 0]
  *

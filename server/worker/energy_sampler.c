@@ -2,9 +2,10 @@
  *
  * Each poll reads the counter (clocks_energy_mj) and, when the value moved, records a step
  * with the times of this poll and the one before; every ENERGY_SAMPLER_POWER_EVERY polls it
- * also reads the board's power, NVML's one-second average and its instantaneous reading. Polls are paced on absolute CLOCK_MONOTONIC deadlines; a
- * thread more than a poll behind them (held off the CPU) starts again from now rather than
- * catching up in a burst. What polling cost is logged at debug level when it stops.
+ * also reads the board's power, NVML's one-second average and its instantaneous reading.
+ * Polls are paced on absolute CLOCK_MONOTONIC deadlines; a thread more than a poll behind them
+ * (held off the CPU) starts again from now rather than catching up in a burst. What polling
+ * cost is logged at debug level when it stops.
  */
 #include "server/worker/energy_sampler.h"
 

@@ -241,7 +241,7 @@ cJSON *measure_stats_energy_json(const timing_stats *s, double flops, double pri
     json_add_number_or_null(o, "tflop_per_joule", known ? flops / per_forward / 1e12 : NAN);
     json_add_number_or_null(o, "window_ms", s->energy_window_ms);
     cJSON_AddNumberToObject(o, "forwards", s->iters);
-    /* what the board was read drawing meanwhile: a reading of avg_power_w above the cap is real */
+    /* what the board was read drawing meanwhile: whether an avg_power_w above the cap was the board's */
     json_add_number_or_null(o, "instant_power_min_w", s->instant_power_min_w > 0 ? s->instant_power_min_w : NAN);
     json_add_number_or_null(o, "instant_power_max_w", s->instant_power_max_w > 0 ? s->instant_power_max_w : NAN);
     /* The box is paid by the hour: a million forwards at the median take median_us seconds. */
