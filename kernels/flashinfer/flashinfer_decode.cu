@@ -80,15 +80,12 @@ cudaError_t run(const attnd_fi_case &c, const attnd_fi_tensors &t, const attnd_f
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     const attnd_fi_decode_layout l = attnd_fi_decode_layout_of(&c);
     char *ws = (char *)t.workspace, *int_buf = ws + l.int_off, *float_buf = ws + l.float_off;
-    const attnd_fi_page_strides ps = attnd_fi_page_strides_of(c);
     DecodePlanInfo info;
     DType *tmp_v = nullptr;
     float *tmp_s = nullptr;
 
     info.FromVector(std::vector<int64_t>(pl.info, pl.info + 10));
-    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, (uint32_t)l.page, D, (uint32_t)c.batch, ps.layout,
-                                  (DType *)t.k, (DType *)t.v, ps.s, (int32_t *)(ws + l.indices_off),
-                                  (int32_t *)(ws + l.indptr_off), (int32_t *)(ws + l.last_page_len_off));
+    paged_kv_t<DType, int32_t> kv = attnd_fi_paged_kv_of<DType, D>(c, l, t);
     Params<DType> p((DType *)t.q, /*q_rope_offset=*/nullptr, kv, (DType *)t.out, /*lse=*/nullptr,
                     /*maybe_alibi_slopes=*/nullptr, (uint32_t)c.heads, (int32_t)(c.heads * D), (int32_t)D,
                     /*window_left=*/-1, /*logits_soft_cap=*/0.0f, (float)c.sm_scale, /*rope_scale=*/1.0f,

@@ -82,7 +82,6 @@ cudaError_t run(const attnd_fi_case &c, const attnd_fi_tensors &t, const attnd_f
     constexpr uint32_t D = ATTND_FI_HEAD_DIM;
     using Params = BatchPrefillPagedParams<DType, DType, DType, int32_t>;
     const attnd_fi_decode_layout l = attnd_fi_decode_tc_layout_of(&c);
-    const attnd_fi_page_strides ps = attnd_fi_page_strides_of(c);
     char *ws = (char *)t.workspace, *int_buf = ws + l.int_off, *float_buf = ws + l.float_off;
     PrefillPlanInfo info;
     DType *tmp_v = nullptr;
@@ -90,9 +89,7 @@ cudaError_t run(const attnd_fi_case &c, const attnd_fi_tensors &t, const attnd_f
     cudaError_t e = cudaSuccess;
 
     info.FromVector(std::vector<int64_t>(pl.info, pl.info + 15));
-    paged_kv_t<DType, int32_t> kv((uint32_t)c.kv_heads, (uint32_t)l.page, D, (uint32_t)c.batch, ps.layout,
-                                  (DType *)t.k, (DType *)t.v, ps.s, (int32_t *)(ws + l.indices_off),
-                                  (int32_t *)(ws + l.indptr_off), (int32_t *)(ws + l.last_page_len_off));
+    paged_kv_t<DType, int32_t> kv = attnd_fi_paged_kv_of<DType, D>(c, l, t);
     Params p((DType *)t.q, kv, /*maybe_custom_mask=*/nullptr, (int32_t *)(ws + l.qo_indptr_off),
              /*maybe_mask_indptr=*/nullptr, /*maybe_q_rope_offset=*/nullptr, (DType *)t.out, /*lse=*/nullptr,
              /*maybe_alibi_slopes=*/nullptr, (uint32_t)c.heads, /*q_stride_n=*/(int32_t)(c.heads * D),

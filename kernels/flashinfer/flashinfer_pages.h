@@ -17,6 +17,7 @@
 #define FLASHINFER_PAGES_H
 
 #include <flashinfer/layout.cuh>
+#include <flashinfer/page.cuh>
 
 #include <vector>
 
@@ -81,6 +82,20 @@ static inline attnd_fi_page_strides attnd_fi_page_strides_of(const attnd_fi_case
     if (c.page_size > 0) return {{c.page_size * token, token, d}, flashinfer::QKVLayout::kNHD};
     if (c.ragged) return {{token, token, d}, flashinfer::QKVLayout::kNHD};
     return {{d, c.seq_kv * d, d}, flashinfer::QKVLayout::kHND};
+}
+
+/* The paged_kv_t both decode routes hand FlashInfer: t's K and V seen through the page table
+ * uploaded at l's offsets of t's workspace. */
+template <typename DType, uint32_t HEAD_DIM>
+static inline flashinfer::paged_kv_t<DType, int32_t> attnd_fi_paged_kv_of(const attnd_fi_case &c,
+                                                                        const attnd_fi_decode_layout &l,
+                                                                        const attnd_fi_tensors &t)
+{
+    const attnd_fi_page_strides ps = attnd_fi_page_strides_of(c);
+    char *ws = (char *)t.workspace;
+    return flashinfer::paged_kv_t<DType, int32_t>(
+        (uint32_t)c.kv_heads, (uint32_t)l.page, HEAD_DIM, (uint32_t)c.batch, ps.layout, (DType *)t.k, (DType *)t.v,
+        ps.s, (int32_t *)(ws + l.indices_off), (int32_t *)(ws + l.indptr_off), (int32_t *)(ws + l.last_page_len_off));
 }
 
 #endif
