@@ -19,8 +19,9 @@
  *     are pairs of rows joined by one byte_perm. The next block's K and V loads are issued
  *     right after a block's Q·Kᵀ: they stay in flight through its softmax and P·V.
  *   - Online softmax per row in log2 space (FA2's); the CTA writes its normalised partial O
- *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits.
- *     With one split the CTA writes O itself: one launch.
+ *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits
+ *     (a warp a row, two round trips to memory; on sm_90+ a dependent launch, scheduled
+ *     while the split CTAs finish). With one split the CTA writes O itself: one launch.
  *   - The key range split is the union of what the rows see (a top-left causal decode sees
  *     only its first seq_q keys); the split count fills the GPU's CTA slots in near-whole
  *     waves (flash_splitkv_splits), at most flash_splitkv_max_splits, which sizes the
@@ -292,6 +293,11 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         step(kb, va, vb);
         if (kb + STRIDE < last) step(kb + STRIDE, vb, va);
     }
+    /* a split decode's combine kernel may be scheduled now (it waits for this grid to finish
+     * before reading): its launch overlaps the tail of this one (Hopper's dependent launch) */
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
 
     /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
     for (int r = 0; r < 2; ++r) {
@@ -358,26 +364,44 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
 }
 
 /* One warp per output row: O = Σ_s 2^(lse_s − L)·O_s / Σ_s 2^(lse_s − L), L = max_s lse_s;
- * a row no split saw a key of is zeros. */
+ * a row no split saw a key of is zeros. Two round trips to memory, not one per split: lane s
+ * reads split s's log2-sum-exp, the warp agrees on L and the weights by shuffles, then every
+ * split's partial row is loaded at once (D/32 dims a lane, one vector load each). */
 template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE_WARPS) flash_splitkv_combine(const splitkv_params P)
 {
     constexpr int E = D / 32;
+    typedef typename std::conditional<E == 4, float4, float2>::type vec;
+    constexpr int SLOTS = (FLASH_SPLITKV_MAX_SPLITS + 31) / 32; /* splits a lane holds */
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory"); /* the split kernel done, its partials visible */
+#endif
     const int lane = threadIdx.x & 31;
     const int64_t row = (int64_t)blockIdx.x * SPLITKV_COMBINE_WARPS + (threadIdx.x >> 5);
     if (row >= P.out_rows) return;
-    float L = -INFINITY;
-    for (int s = 0; s < P.splits; ++s) L = fmaxf(L, P.part_lse[(int64_t)s * P.out_rows + row]);
-    float acc[E], sum = 0.f;
-    for (int e = 0; e < E; ++e) acc[e] = 0.f;
-    if (L != -INFINITY)
-        for (int s = 0; s < P.splits; ++s) {
-            const int64_t w = (int64_t)s * P.out_rows + row;
-            const float wt = exp2f(P.part_lse[w] - L);
-            if (wt == 0.f) continue;
+    float lse[SLOTS], L = -INFINITY;
+#pragma unroll
+    for (int c = 0; c < SLOTS; ++c) {
+        const int s = 32 * c + lane;
+        lse[c] = s < P.splits ? P.part_lse[(int64_t)s * P.out_rows + row] : -INFINITY;
+        L = fmaxf(L, lse[c]);
+    }
+    for (int o = 16; o > 0; o >>= 1) L = fmaxf(L, __shfl_xor_sync(0xffffffffu, L, o));
+    float acc[E] = {}, sum = 0.f;
+#pragma unroll
+    for (int c = 0; c < SLOTS; ++c) {
+        if (32 * c >= P.splits) break;
+        const float own = L == -INFINITY ? 0.f : exp2f(lse[c] - L); /* 0 past the last split */
+        const int n = min(32, P.splits - 32 * c);
+#pragma unroll 8
+        for (int j = 0; j < n; ++j) {
+            const float wt = __shfl_sync(0xffffffffu, own, j);
+            const vec x = reinterpret_cast<const vec *>(P.part_o + ((int64_t)(32 * c + j) * P.out_rows + row) * D)[lane];
+            const float *xe = reinterpret_cast<const float *>(&x);
             sum += wt;
-            const float *po = P.part_o + w * D + lane * E;
-            for (int e = 0; e < E; ++e) acc[e] += wt * po[e];
+            /* a split of weight 0 (no key seen) adds exact zeros, whatever its partial holds */
+            for (int e = 0; e < E; ++e) acc[e] = fmaf(wt, wt != 0.f ? xe[e] : 0.f, acc[e]);
         }
+    }
     const float inv = sum > 0.f ? 1.f / sum : 0.f;
     T *out = reinterpret_cast<T *>(P.out) + row * D + lane * E;
     for (int e = 0; e < E; ++e) out[e] = (T)(acc[e] * inv);
@@ -451,8 +475,15 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     LAUNCH_TRY(ctx);
     if (splits == 1) return 0;
     const int64_t combine = (P.out_rows + SPLITKV_COMBINE_WARPS - 1) / SPLITKV_COMBINE_WARPS;
-    flash_splitkv_combine<D, T><<<(unsigned)combine, 32 * SPLITKV_COMBINE_WARPS, 0, ctx->stream>>>(P);
-    LAUNCH_TRY(ctx);
+    /* on sm_90+ a programmatic dependent launch: scheduled once every split CTA has passed its
+     * key loop, so the launch latency hides behind their last stores */
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)combine), cfg.blockDim = dim3(32 * SPLITKV_COMBINE_WARPS), cfg.stream = ctx->stream;
+    cudaLaunchAttribute dependent;
+    dependent.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    dependent.val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = &dependent, cfg.numAttrs = ctx->cc >= 90 ? 1 : 0;
+    CUDA_TRY(ctx, cudaLaunchKernelEx(&cfg, flash_splitkv_combine<D, T>, P));
     return 0;
 }
 

@@ -77,6 +77,24 @@ def test_splitkv_gqa_decode(papi, group, seq_q, mask, window):
     fact("flash splitkv GQA group %d seq_q %d %s median_us" % (group, seq_q, mask), rec["timing"]["median_us"])
 
 
+def test_split_decode_replays_in_a_graph(gapi, variants):
+    """On Hopper the combine kernel is a dependent launch: scheduled while the split kernel's
+    CTAs finish, it waits for that grid before reading. Captured in a CUDA graph and replayed,
+    the run still verifies, and its output has the bits of a plain run's. 35 splits: the
+    combine's lanes hold splits 0-31 and 32-34."""
+    need_variant(variants, "flash")
+    if not runs_splitkv(gapi):
+        pytest.fail("cuda:0's worker does not run flash splitkv (it needs compute capability 8.0)")
+    shape = dict(batch=1, heads=2, seq_q=2, seq_kv=9000, head_dim=128)
+    plain = check_decode(gapi, shape, "none", "bf16", [SPLIT, COMBINE])
+    seed = plain["params"]["seed"]
+    graph = post_run_ok(gapi, dict(shape, backend="flash", impl="splitkv", mask="none", dtype="bf16", seed=seed,
+                                   warmup=1, iters=10, graph=True, verify=True, device="cuda:0"))
+    check_verified(graph, shape, "bf16")
+    assert graph["timing"]["graph"] is True, graph["timing"]
+    assert graph["output"]["fingerprint"] == plain["output"]["fingerprint"]
+
+
 def test_gqa_decode_defaults_to_splitkv(papi):
     """A dense grouped-query decode that leaves impl to the default runs split-KV (the prefill
     kernels read each K/V head once per query head of its group); a multi-head one keeps the
