@@ -54,7 +54,7 @@ def shape_rows(client, study, ceiling):
         table = (rec.get("kernels") or {}).get("table") or []
         rows[variant] = dict(median_us=med, worst_us=max(times), rounds=times, tbs=tbs,
                              of_ceiling=tbs / ceiling if tbs and ceiling else None, impl_used=rec.get("impl_used"),
-                             kernels=[k.get("name", "")[:80] for k in table if k.get("kind") == "kernel"])
+                             kernels=["%s (%s us)" % (k.get("name", "")[:80], k.get("gpu_us")) for k in table if k.get("kind") == "kernel"])
     return rows
 
 
@@ -102,7 +102,7 @@ def main():
                 v, r["impl_used"] or "-", r["median_us"], r["worst_us"],
                 "%.2f" % r["tbs"] if r["tbs"] else "-", "%.3f" % r["of_ceiling"] if r["of_ceiling"] else "-",
                 " | ".join(ratios)))
-        for v in variants:  # what each launched: a split decode shows its merge kernel
+        for v in variants:  # what each launched, with its time in the profiled forward: a split decode shows its merge kernel
             if rows.get(v):
                 print("  %s: %s" % (v, "; ".join(rows[v]["kernels"]) or "no kernel table"))
         sys.stdout.flush()
