@@ -50,14 +50,19 @@
 #define SPLITKV_COMBINE_WARPS 4
 /* Warps an SM keeps. A warp's registers come from one of the SM's four 16K-register quarters:
  * 8 warps allow 255 registers, 12 only 168. With the load pipeline below, 8 warps that never
- * spill kept more bytes in flight than 12 that spill (docs/fused.md). */
+ * spill kept more bytes in flight than 12 that spill (docs/fused.md). Both counts may be set with
+ * -D for an experiment build. */
+#ifndef SPLITKV_SM_WARPS
 #define SPLITKV_SM_WARPS 8
+#endif
 /* Warps of a CTA: they take a split's 16-key blocks in turn (warp w blocks w, w + W, …), so the
  * CTA reads W·16 contiguous keys at a time, and merge their partial rows in shared memory
  * before the CTA writes. As cuDNN's decode does: fewer, wider streams than one-warp CTAs
  * (H100: 4 warps 0.983 and 0.982 of 1 warp's time on the two GQA decodes, 2 warps 0.987 and
  * 0.980). */
+#ifndef SPLITKV_WARPS
 #define SPLITKV_WARPS 4
+#endif
 
 struct splitkv_params {
     const void *q, *k, *v;
