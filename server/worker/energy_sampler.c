@@ -20,6 +20,17 @@
 #include "common/log.h"
 #include "server/worker/clocks.h"
 
+/* The least and the most of a power read while polling, in W; 0 until a reading above 0. */
+typedef struct watt_range {
+    double min_w, max_w;
+} watt_range;
+
+static void watt_range_add(watt_range *r, double w)
+{
+    if (w > 0.0 && (r->min_w == 0.0 || w < r->min_w)) r->min_w = w;
+    if (w > r->max_w) r->max_w = w;
+}
+
 struct energy_sampler {
     pthread_t thread;
     int running;          /* the thread was started and not yet joined (calling thread only) */
@@ -31,8 +42,8 @@ struct energy_sampler {
     double last_poll_ms;  /* when the last read returned */
     energy_step steps[ENERGY_SAMPLER_MAX_STEPS];
     int nsteps, steps_seen; /* held, and seen in all */
-    double power_min_w, power_max_w;
-    double instant_min_w, instant_max_w; /* NVML's instantaneous power field; 0 when it has none */
+    watt_range power;   /* NVML's power reading, a one-second average */
+    watt_range instant; /* NVML's instantaneous power field; 0 when it has none */
     /* What polling costs: reads, the time spent inside NVML, and the widest gap between polls. */
     long polls;
     double read_ms, widest_gap_ms, first_poll_ms;
@@ -66,12 +77,8 @@ static int energy_sampler_poll(energy_sampler *s)
     }
     s->last_poll_ms = t1;
     if (s->polls % ENERGY_SAMPLER_POWER_EVERY == 0) {
-        double w = clocks_power_mw() * 1e-3;
-        if (w > 0.0 && (s->power_min_w == 0.0 || w < s->power_min_w)) s->power_min_w = w;
-        if (w > s->power_max_w) s->power_max_w = w;
-        w = clocks_power_instant_mw() * 1e-3;
-        if (w > 0.0 && (s->instant_min_w == 0.0 || w < s->instant_min_w)) s->instant_min_w = w;
-        if (w > s->instant_max_w) s->instant_max_w = w;
+        watt_range_add(&s->power, clocks_power_mw() * 1e-3);
+        watt_range_add(&s->instant, clocks_power_instant_mw() * 1e-3);
     }
     return 0;
 }
@@ -171,14 +178,14 @@ const energy_step *energy_sampler_steps(const energy_sampler *s, int *n)
 
 void energy_sampler_power_w(const energy_sampler *s, double *min_w, double *max_w)
 {
-    *min_w = s->power_min_w;
-    *max_w = s->power_max_w;
+    *min_w = s->power.min_w;
+    *max_w = s->power.max_w;
 }
 
 void energy_sampler_instant_power_w(const energy_sampler *s, double *min_w, double *max_w)
 {
-    *min_w = s->instant_min_w;
-    *max_w = s->instant_max_w;
+    *min_w = s->instant.min_w;
+    *max_w = s->instant.max_w;
 }
 
 void energy_sampler_free(energy_sampler *s)
