@@ -29,6 +29,7 @@
 #include "common/clock.h"
 #include "common/grow.h"
 #include "common/log.h"
+#include "server/worker/gpu_busy.h"
 
 /* In libstdc++ (attnd links with g++): demangles C++ kernel names. */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *len, int *status);
@@ -451,14 +452,16 @@ static int profile_build(exec_context *ctx, profile_raw *raw, int nraw, profile_
 {
     profile_api *apis = NULL;
     profile_raw **gpu = NULL;
+    gpu_interval *busy = NULL;
     int napi = 0, ngpu = 0, i, j, rc = -1;
     char name[384];
 
     apis = calloc((size_t)nraw + 1, sizeof *apis);
     gpu = calloc((size_t)nraw + 1, sizeof *gpu);
+    busy = calloc((size_t)nraw + 1, sizeof *busy);
     out->rows = calloc((size_t)nraw + 1, sizeof *out->rows);
     out->events = calloc((size_t)nraw + 1, sizeof *out->events);
-    if (!apis || !gpu || !out->rows || !out->events) {
+    if (!apis || !gpu || !busy || !out->rows || !out->events) {
         exec_fail(ctx, __FILE__, __LINE__, "calloc(profile rows)", "out of memory");
         goto done;
     }
@@ -526,7 +529,8 @@ static int profile_build(exec_context *ctx, profile_raw *raw, int nraw, profile_
 
         if (kind == PROFILE_KERNEL) out->kernels_per_forward++;
         else out->memops_per_forward++;
-        out->gpu_us += us;
+        busy[i].start_ns = r->start_ns;
+        busy[i].end_ns = r->end_ns;
 
         for (j = 0; j < out->nrows; j++)
             if (out->rows[j].kind == kind && !strcmp(out->rows[j].name, name)) {
@@ -549,11 +553,13 @@ static int profile_build(exec_context *ctx, profile_raw *raw, int nraw, profile_
         row->gpu_us += us;
         row->bytes += r->bytes;
     }
+    out->gpu_us = gpu_busy_us(busy, ngpu);
     qsort(out->events, (size_t)out->nevents, sizeof *out->events, profile_event_cmp);
     rc = 0;
 done:
     free(apis);
     free(gpu);
+    free(busy);
     return rc;
 }
 

@@ -47,7 +47,7 @@ typedef struct profile_event {
 typedef struct profile_result {
     int kernels_per_forward;
     int memops_per_forward;
-    double gpu_us;            /* sum of all GPU activity of the forward */
+    double gpu_us;            /* time the GPU ran at least one of the forward's activities */
     kernel_row *rows;         /* malloc'd, nrows long, in order of first launch */
     int nrows;
     profile_event *events;    /* malloc'd raw records, for the trace */

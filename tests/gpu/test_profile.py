@@ -47,6 +47,7 @@ def check_table(rec):
         else:
             assert r["bytes"] > 0, r
     assert k["gpu_us"] > 0
+    # The study's variants launch one after another on one stream: their union is their sum.
     assert k["gpu_us"] == pytest.approx(sum(r["gpu_us"] for r in table), rel=1e-3, abs=0.01)
 
 
