@@ -11,9 +11,9 @@ noise_floor (5%), as the docs say a user of such a machine would, and groups of 
 studies measure it instead.
 
 Runs that should agree last about a fifth of a second after a warmup (STEADY): a median of
-forwards moves only when the machine changes for half a run or more, and a run of a few
-milliseconds sat wholly inside one such change (a busy neighbour on the CPU's other thread, a
-clock step) often enough on CI's 2-core machine to be judged faster beyond 99.9%.
+forwards moves only when the machine changes for half a run or more. A run of a few
+milliseconds can sit wholly inside one such change (a busy neighbour on the CPU's other thread,
+a clock step), and CI's 2-core machine once judged such a pair faster beyond 99.9%.
 """
 import os
 import signal
