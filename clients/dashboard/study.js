@@ -132,7 +132,7 @@ function renderStudy() {
     { empty: "no variant yet" });
   stackedBars($("#s-top"), table.map((row) => ({ key: row.variant, label: label(row), note: `n/a (${why(row)})`,
     segments: (row.top_kernels || []).map((k) => ({ name: k.name, value: k.gpu_us || 0,
-      title: `${k.name}\n${fmt(k.gpu_us, 2)} µs, ${k.calls} call${k.calls === 1 ? "" : "s"}, ${pct(k.share)} of the forward's GPU time` })) })),
+      title: `${k.name}\n${fmt(k.gpu_us, 2)} µs, ${k.calls} call${k.calls === 1 ? "" : "s"}, ${pct(k.share)} of its kernel table's summed GPU time` })) })),
     { unit: "µs GPU", empty: "no variant yet" });
   $("#s-table tbody").replaceChildren(...table.map((row) => {
     const v = row.verify;
