@@ -49,7 +49,7 @@ comma := ,
 
 COMMON_C  = $(wildcard common/*.c)
 FRONT_C   = $(filter-out server/front/main.c,$(wildcard server/front/*.c server/front/*/*.c))
-WORKER_C  = $(filter-out server/worker/main.c,$(wildcard server/worker/*.c server/worker/tensors/*.c))
+WORKER_C  = $(filter-out server/worker/main.c,$(wildcard server/worker/*.c server/worker/tensors/*.c server/worker/memory/*.c))
 WORKER_CU = $(wildcard server/worker/*.cu)
 KERNEL_C  = $(wildcard kernels/*.c kernels/cpu/*.c kernels/cudnn/*.c)
 KERNEL_CU = $(wildcard kernels/*.cu kernels/cudnn/*.cu)

@@ -3,7 +3,8 @@
  * The worker owns everything long-lived: the CUDA context, one non-blocking stream, the
  * cuBLAS handle and its workspace, the CUPTI subscription, NVML, and the L2 flush buffer.
  * A job allocates its own tensors and frees them on every path (a worker lives for many
- * jobs: a leak would end it with "out of memory" hours later).
+ * jobs: a leak would end it with "out of memory" hours later); the small blocks go back to
+ * the worker's idle list (server/worker/memory/), not to the driver.
  *
  * Order inside a job, and why:
  *   refuse early (variant, arch, memory) → 4xx, nothing allocated, nothing ran;
@@ -41,6 +42,7 @@
 #include "kernels/seq_layout.h"
 #include "kernels/variants.h"
 #include "server/worker/clocks.h"
+#include "server/worker/memory/device_memory.h"
 #include "common/ipc.h"
 #include "common/log.h"
 #include "server/worker/measure.h"
@@ -152,6 +154,7 @@ void gpu_worker_close(gpu_worker *w)
 {
     if (!w) return;
     cudnn_sdpa_release(); /* its plans and handle belong to this device's context */
+    device_memory_release();
     if (w->ctx.cublas) {
         cublasStatus_t s = cublasDestroy(w->ctx.cublas);
         if (s != CUBLAS_STATUS_SUCCESS) log_warn("cublasDestroy failed: %s", exec_cublas_status_name(s));
@@ -217,7 +220,7 @@ cJSON *gpu_worker_device_json(gpu_worker *w)
     cJSON_AddStringToObject(o, "compute_capability", buf);
     cJSON_AddNumberToObject(o, "sms", w->prop.multiProcessorCount);
     cJSON_AddNumberToObject(o, "memory_total_bytes", (double)w->prop.totalGlobalMem);
-    ce = cudaMemGetInfo(&free_b, &total_b);
+    ce = (cudaError_t)device_memory_free_bytes(&free_b, &total_b); /* with the blocks kept idle */
     if (ce == cudaSuccess) cJSON_AddNumberToObject(o, "memory_free_bytes", (double)free_b);
     else {
         log_warn("cudaMemGetInfo failed at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
@@ -347,21 +350,20 @@ static int gpu_layout_build(const run_request *r, attn_problem *p, gpu_layout *g
     return 0;
 }
 
-/* cudaMalloc that reports an out-of-memory as 413 (the request, not the worker, is at
- * fault) and clears the runtime's last error so a later launch check does not see it. */
+/* An allocation (device_memory.h, which leaves no last error for a later launch check to see)
+ * that reports an out-of-memory as 413: the request, not the worker, is at fault. */
 static int gpu_alloc(gpu_worker *w, void **d, size_t bytes, const char *what, api_error *e)
 {
     cudaError_t ce;
     *d = NULL;
     if (bytes == 0) return 0;
-    ce = cudaMalloc(d, bytes);
+    ce = (cudaError_t)device_memory_alloc(d, bytes);
     if (ce == cudaSuccess) return 0;
     *d = NULL;
-    (void)cudaGetLastError();
     if (ce == cudaErrorMemoryAllocation)
         return api_fail(e, 413, "too_large_for_device", "", "allocating %s (%.2f GiB) on cuda:%d failed: out of memory",
                         what, (double)bytes / GIB, w->ctx.device);
-    exec_fail_cuda(&w->ctx, __FILE__, __LINE__, "cudaMalloc", ce);
+    exec_fail_cuda(&w->ctx, __FILE__, __LINE__, "device_memory_alloc", ce);
     return api_fail(e, 500, "cuda_error", "", "%s", w->ctx.error);
 }
 
@@ -369,13 +371,14 @@ static void gpu_free(gpu_worker *w, void *d)
 {
     cudaError_t ce;
     if (!d) return;
-    ce = cudaFree(d);
-    if (ce != cudaSuccess) exec_fail_cuda(&w->ctx, __FILE__, __LINE__, "cudaFree", ce);
+    ce = (cudaError_t)device_memory_free(d);
+    if (ce != cudaSuccess) exec_fail_cuda(&w->ctx, __FILE__, __LINE__, "device_memory_free", ce);
 }
 
 static void gpu_buffers_free(gpu_worker *w, gpu_buffers *b)
 {
-    /* cudaFree synchronises the device: queued work of a failed job ends first. */
+    /* device_memory_free synchronises the device, as cudaFree: queued work of a failed job ends
+     * first. */
     gpu_free(w, b->d_q), gpu_free(w, b->d_k), gpu_free(w, b->d_v), gpu_free(w, b->d_out);
     gpu_free(w, b->d_ws), gpu_free(w, b->d_math_ws), gpu_free(w, b->d_ref), gpu_free(w, b->d_seqs);
     memset(b, 0, sizeof *b);
@@ -581,7 +584,7 @@ cJSON *gpu_worker_run(gpu_worker *w, const run_request *r, phases *ph, api_error
     need = (res_q ? 0.0 : (double)attn_q_elems(p) * esz) + (res_k ? 0.0 : (double)attn_k_elems(p) * esz) +
            (res_v ? 0.0 : (double)attn_v_elems(p) * esz) + (double)attn_out_elems(p) * esz + (double)ws_bytes +
            (double)ref_bytes + (double)math_ws_bytes + (double)lay.device_bytes;
-    ce = cudaMemGetInfo(&free_b, &total_b);
+    ce = (cudaError_t)device_memory_free_bytes(&free_b, &total_b); /* with the blocks kept idle */
     if (ce != cudaSuccess) {
         exec_fail_cuda(ctx, __FILE__, __LINE__, "cudaMemGetInfo(&free_b, &total_b)", ce);
         gpu_fail_500(w, e, "cuda_error");

@@ -18,6 +18,7 @@
 
 #include "common/host_memory.h"
 #include "common/log.h"
+#include "server/worker/memory/device_memory.h"
 
 static int tm_on_gpu;
 /* The copies from page-locked uploads: queued here, so the fingerprint can run meanwhile. */
@@ -31,7 +32,7 @@ double tensor_mem_free_bytes(void)
 {
     if (tm_on_gpu) {
         size_t free_b = 0, total_b = 0;
-        if (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess) {
+        if (device_memory_free_bytes(&free_b, &total_b) != cudaSuccess) {
             (void)cudaGetLastError();
             return 0.0;
         }
@@ -45,10 +46,9 @@ int tensor_mem_alloc(void **p, size_t bytes, const char *id, api_error *e)
 {
     *p = NULL;
     if (tm_on_gpu) {
-        cudaError_t ce = cudaMalloc(p, bytes ? bytes : 1);
+        cudaError_t ce = (cudaError_t)device_memory_alloc(p, bytes ? bytes : 1);
         if (ce == cudaSuccess) return 0;
         *p = NULL;
-        (void)cudaGetLastError();
         return api_fail(e, ce == cudaErrorMemoryAllocation ? 507 : 500,
                         ce == cudaErrorMemoryAllocation ? "insufficient_storage" : "cuda_error", "",
                         "cudaMalloc of tensor %s (%zu bytes) failed: %s", id, bytes, cudaGetErrorString(ce));
@@ -62,8 +62,8 @@ void tensor_mem_release(void *p)
 {
     if (!p) return;
     if (tm_on_gpu) {
-        cudaError_t ce = cudaFree(p);
-        if (ce != cudaSuccess) log_warn("cudaFree of a tensor failed at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
+        cudaError_t ce = (cudaError_t)device_memory_free(p);
+        if (ce != cudaSuccess) log_warn("freeing a tensor failed at %s:%d: %s", __FILE__, __LINE__, cudaGetErrorString(ce));
     } else {
         free(p);
     }

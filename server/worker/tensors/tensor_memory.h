@@ -1,5 +1,5 @@
 /* tensor_memory.h — where a worker's resident tensors live and how bytes get there: device
- * memory (cudaMalloc) on a GPU worker, host memory on the cpu worker, and the copies into it
+ * memory (server/worker/memory/device_memory.h) on a GPU worker, host memory on the cpu worker, and the copies into it
  * from an upload's memfd, straight out of its page-locked pages where the driver allows.
  * For the files of server/worker/tensors/.
  */
@@ -15,7 +15,7 @@
  * would cost more than the copy. */
 #define TENSOR_MEM_PIN_MIN_BYTES ((size_t)4 << 20)
 
-/* Once, at the worker's start: cudaMalloc and copies to the device (1), or host memory (0). */
+/* Once, at the worker's start: device memory and copies to the device (1), or host memory (0). */
 void tensor_mem_init(int on_gpu);
 int tensor_mem_on_gpu(void);
 
