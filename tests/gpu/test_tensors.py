@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import requests
 
-from attnd_gpu_helpers import error_of, fact
+from attnd_gpu_helpers import error_of, fact, fresh_seed
 
 import attnd_api_helpers
 from attnd_api_helpers import (MemfdSampler, npy_bytes, peak_rss_bytes, reset_peak_rss, safetensors_bytes,
@@ -118,6 +118,31 @@ def test_mixed_resident_and_generated(gapi, variants, resident):
     out = np.load(io.BytesIO(download(gapi, rec["output"]["tensor"])))
     cmp = g.compare(out, g.reference_attention(arrays[0], k, v, mask="none"), "fp16")
     assert cmp["pass"], cmp
+
+
+def test_kept_outputs_keep_their_bytes_while_later_runs_reuse_blocks(gapi):
+    """The worker keeps a run's device blocks idle for the next run (server/worker/memory/). A
+    kept output's block belongs to its tensor: runs of the same shape after it, which allocate
+    the very sizes it has, must neither get it nor write it, and a deleted tensor's block is
+    handed out again without harm. Each run is verified against the fp64 reference."""
+    shape = dict(backend="flash", device="cuda:0", batch=1, heads=2, seq=128, head_dim=64, dtype="bf16",
+                 mask="causal", warmup=1, iters=3, verify="true")
+    first = gapi.run_ok(seed=fresh_seed(), keep_output="true", **shape)
+    kept = first["output"]["tensor"]
+    before = download(gapi, kept, "raw")
+    assert gen().fingerprint_hex(before) == first["output"]["fingerprint"]
+    others = []
+    for i in range(12):
+        rec = gapi.run_ok(seed=fresh_seed(), keep_output="true" if i % 3 == 0 else "false", **shape)
+        assert rec["verify"]["pass"] is True, rec["verify"]
+        if rec["output"].get("tensor"):
+            others.append(rec["output"]["tensor"])
+        if len(others) == 2:  # a kept output let go mid-way: its block may serve the next runs
+            assert gapi.request("DELETE", "/v1/tensors/%s" % others.pop(0)).status_code == 200
+    assert download(gapi, kept, "raw") == before, "a later run wrote the kept output's block"
+    assert gapi.get("/v1/tensors/%s" % kept).json()["fingerprint"] == first["output"]["fingerprint"]
+    for tid in [kept] + others:
+        assert gapi.request("DELETE", "/v1/tensors/%s" % tid).status_code == 200
 
 
 ROUND_TRIP_GBPS = {}
