@@ -170,6 +170,11 @@ $(BUILD)/read_ceiling: $(BUILD)/bench/read_ceiling.o
 	@echo "  LINK  $@"
 	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) -lcudart_static -ldl -lrt -pthread
 
+# What one profiled forward's CUPTI steps cost (bench/cupti_cost.cu): the runtime and CUPTI.
+$(BUILD)/cupti_cost: $(BUILD)/bench/cupti_cost.o
+	@echo "  LINK  $@"
+	$(Q)$(CXX) -o $@ $^ $(LDFLAGS_WORKER) -lcudart_static -lcupti -ldl -lrt -pthread
+
 # What each NVML query the worker makes costs (bench/nvml_cost.c): NVML is dlopened, as the worker does.
 $(BUILD)/nvml_cost: bench/nvml_cost.c
 	@echo "  CC    $@"

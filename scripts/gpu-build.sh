@@ -15,12 +15,12 @@ GENCODE=${GENCODE:-"-gencode arch=compute_90a,code=sm_90a"}
 B=${GPU_BUILD:-build/test}
 # the unit tests with GPU cases (gpu-session.sh's unit phase: cuDNN's loader and serving batches)
 UNIT_GPU_BINS=("$B/tests/unit/kernels/test_cudnn_loader" "$B/tests/unit/kernels/test_cudnn_serving")
-make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/read_ceiling" "$B/nvml_cost" "${UNIT_GPU_BINS[@]}"
+make -j"$(nproc)" BUILD="$B" GENCODE="$GENCODE" "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/read_ceiling" "$B/nvml_cost" "$B/cupti_cost" "${UNIT_GPU_BINS[@]}"
 sh scripts/bundle-libs.sh "$B"
 if [ "${GPU_FLASHINFER:-1}" = 1 ]; then
     nice make BUILD="$B" GENCODE="$GENCODE" flashinfer
 fi
-echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check, $B/read_ceiling, $B/nvml_cost, ${UNIT_GPU_BINS[*]}"
+echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check, $B/read_ceiling, $B/nvml_cost, $B/cupti_cost, ${UNIT_GPU_BINS[*]}"
 # A call carries 64 MiB of working tree at most, and a build is ~45 MB: GPU_PACK=FILE (under
 # build/) packs it, and the build before when BASE_BUILD names one inside the repository
 # (e.g. build/base), into one xz tarball of ~13 MB a build; carry FILE, and gpu-session.sh
@@ -28,6 +28,6 @@ echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check, $B/read_ceiling
 if [ -n "${GPU_PACK:-}" ]; then
     base=()
     [ -n "${BASE_BUILD:-}" ] && base=("$BASE_BUILD/attnd" "$BASE_BUILD/attnd-worker" "$BASE_BUILD/fused_check")
-    tar -cf - "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/read_ceiling" "$B/nvml_cost" "${UNIT_GPU_BINS[@]}" "$B/lib" "${base[@]}" | xz -T0 -6 > "$GPU_PACK"
+    tar -cf - "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/read_ceiling" "$B/nvml_cost" "$B/cupti_cost" "${UNIT_GPU_BINS[@]}" "$B/lib" "${base[@]}" | xz -T0 -6 > "$GPU_PACK"
     echo "packed: $GPU_PACK ($(du -h "$GPU_PACK" | cut -f1))"
 fi
