@@ -173,8 +173,11 @@ def main():
     ap.add_argument("--seconds", type=float, default=15.0)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm-seconds", type=float, default=2.0, help="load before each measured window, not counted")
+    ap.add_argument("--verify", choices=("both", "no", "yes"), default="both",
+                    help="the loads without verify, with it, or both (with it, the cpu worker's fp64 reference bounds them)")
     ap.add_argument("--json", default=None, help="write the rows here too")
     args = ap.parse_args()
+    passes = {"both": (False, True), "no": (False,), "yes": (True,)}[args.verify]
     builds = args.builds.split(",")
     if len(builds) < 2:
         ap.error("--builds takes two folders or more")
@@ -182,7 +185,7 @@ def main():
     variants = args.variants.split(",")
     shape = parse_shape(args.shape)
     rows = []
-    for verify in (False, True):
+    for verify in passes:
         for rnd in range(args.rounds):
             order = builds if rnd % 2 == 0 else builds[::-1]  # ABC, CBA: drift falls on all
             for build in order:
@@ -206,7 +209,7 @@ def main():
                         "%s %.3f" % (k, v) for k, v in phases.items() if k != "total")), file=sys.stderr, flush=True)
     print("| build | verify | runs/s (median of rounds) | range | vs %s |" % builds[0])
     print("| --- | --- | --- | --- | --- |")
-    for verify in (False, True):
+    for verify in passes:
         base = statistics.median(r["runs_per_s"] for r in rows if r["build"] == builds[0] and r["verify"] == verify)
         for build in builds:
             rates = [r["runs_per_s"] for r in rows if r["build"] == build and r["verify"] == verify]
