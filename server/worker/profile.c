@@ -585,8 +585,8 @@ static int profile_run(exec_context *ctx, forward_fn fn, void *arg, int *enabled
     CUDA_TRY(ctx, cudaStreamSynchronize(ctx->stream));
     at->ran = clock_monotonic_s();
     /* After the synchronisation every record is complete, so a plain flush returns every
-     * buffer. A forced one would too, but makes CUPTI's next recorded launch cost 0.16 ms on
-     * an H100 (docs/measurement.md); it is kept for a buffer the plain flush left out. */
+     * buffer. A forced one would too, but makes CUPTI's next recorded launch cost 0.16-0.20 ms
+     * on an H100 (docs/measurement.md); it is kept for a buffer the plain flush left out. */
     CUPTI_TRY(ctx, cuptiActivityFlushAll(0));
     if (__atomic_load_n(&profile_buffers.out, __ATOMIC_SEQ_CST) > 0)
         CUPTI_TRY(ctx, cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED));
