@@ -123,7 +123,8 @@ int main(int argc, char **argv)
             const double l = now_us();
             cudaStreamSynchronize(st);
             const double s = now_us();
-            if (m.flush != FLUSH_NONE) cuptiActivityFlushAll(m.flush == FLUSH_FORCED ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
+            if (m.flush != FLUSH_NONE)
+                cuptiActivityFlushAll(m.flush == FLUSH_FORCED ? CUPTI_ACTIVITY_FLAG_FLUSH_FORCED : 0);
             const double f = now_us();
             const long out = buffers_out;
             if (!m.kept)

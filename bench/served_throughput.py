@@ -174,7 +174,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--warm-seconds", type=float, default=2.0, help="load before each measured window, not counted")
     ap.add_argument("--verify", choices=("both", "no", "yes"), default="both",
-                    help="the loads without verify, with it, or both (with it, the cpu worker's fp64 reference bounds them)")
+                    help="the loads without verify, with it, or both "
+                         "(with it, the cpu worker's fp64 reference bounds them)")
     ap.add_argument("--json", default=None, help="write the rows here too")
     args = ap.parse_args()
     passes = {"both": (False, True), "no": (False,), "yes": (True,)}[args.verify]

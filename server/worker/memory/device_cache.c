@@ -51,7 +51,8 @@ int device_cache_alloc(device_cache *c, void **p, size_t bytes)
     if (bytes == 0) return 0;
     /* the smallest idle block that holds it, at most twice its size */
     for (int i = 0; i < c->nidle; i++)
-        if (c->idle[i].bytes >= want && c->idle[i].bytes / 2 <= want && (best < 0 || c->idle[i].bytes < c->idle[best].bytes))
+        if (c->idle[i].bytes >= want && c->idle[i].bytes / 2 <= want &&
+            (best < 0 || c->idle[i].bytes < c->idle[best].bytes))
             best = i;
     if (best >= 0 && device_blocks_push(&c->live, &c->nlive, &c->live_cap, c->idle[best]) == 0) {
         *p = c->idle[best].ptr;

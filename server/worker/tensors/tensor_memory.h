@@ -1,6 +1,7 @@
 /* tensor_memory.h — where a worker's resident tensors live and how bytes get there: device
- * memory (server/worker/memory/device_memory.h) on a GPU worker, host memory on the cpu worker, and the copies into it
- * from an upload's memfd, straight out of its page-locked pages where the driver allows.
+ * memory (server/worker/memory/device_memory.h) on a GPU worker, host memory on the cpu
+ * worker, and the copies into it from an upload's memfd, straight out of its page-locked pages
+ * where the driver allows.
  * For the files of server/worker/tensors/.
  */
 #ifndef TENSOR_MEMORY_H
