@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 void device_cache_init(device_cache *c, device_raw_alloc raw_alloc, device_raw_free raw_free, void *arg,
                        int no_memory_code, size_t granule, size_t max_block, size_t max_idle)
 {
@@ -17,14 +19,9 @@ void device_cache_init(device_cache *c, device_raw_alloc raw_alloc, device_raw_f
     c->max_idle = max_idle;
 }
 
-static int device_blocks_push(device_block **a, int *n, int *cap, device_block b)
+static int device_blocks_push(device_block **a, int *n, size_t *cap, device_block b)
 {
-    if (*n == *cap) {
-        int cap2 = *cap ? 2 * *cap : 16;
-        device_block *g = realloc(*a, (size_t)cap2 * sizeof *g);
-        if (!g) return -1;
-        *a = g, *cap = cap2;
-    }
+    if (grow_array(a, cap, (size_t)*n + 1, sizeof **a, 16) != 0) return -1;
     (*a)[(*n)++] = b;
     return 0;
 }
@@ -70,7 +67,6 @@ int device_cache_alloc(device_cache *c, void **p, size_t bytes)
         *p = NULL;
         return rc;
     }
-    c->allocated++;
     /* untracked, it would be freed raw and never kept: the same as before the cache */
     (void)device_blocks_push(&c->live, &c->nlive, &c->live_cap, (device_block){*p, want});
     return 0;
@@ -113,5 +109,6 @@ void device_cache_destroy(device_cache *c)
     free(c->live);
     free(c->idle);
     c->live = c->idle = NULL;
-    c->nlive = c->nidle = c->live_cap = c->idle_cap = 0;
+    c->nlive = c->nidle = 0;
+    c->live_cap = c->idle_cap = 0;
 }

@@ -33,9 +33,9 @@ typedef struct device_cache {
     int no_memory_code;
     size_t granule, max_block, max_idle;
     device_block *live, *idle;
-    int nlive, live_cap, nidle, idle_cap;
-    size_t idle_bytes;
-    long long reused, allocated; /* allocations served from the idle list, and by the raw allocator */
+    int nlive, nidle;
+    size_t live_cap, idle_cap, idle_bytes;
+    long long reused; /* allocations served from the idle list */
 } device_cache;
 
 void device_cache_init(device_cache *c, device_raw_alloc raw_alloc, device_raw_free raw_free, void *arg,
