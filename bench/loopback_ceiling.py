@@ -6,8 +6,9 @@ read against the machine rather than in a vacuum.
 Two minimal servers, each doing the least work an HTTP server can: the sink answers a
 POST after reading it into a reused 1 MiB buffer (no copy out, no store), the source
 answers a GET with sendfile from the file (no copy through user space). curl is run
-exactly as the attnd test runs it (-T FILE for uploads, -o FILE for downloads; files in
-/dev/shm where there is one). attnd does strictly more than these servers (it stores the
+exactly as the attnd test runs it (-T FILE for uploads; -o FILE, files in /dev/shm where
+there is one, and -o /dev/null for downloads: writing the file is part of curl's cost, and
+on these VMs the larger part). attnd does strictly more than these servers (it stores the
 upload in a memfd, then the worker copies it to the GPU), so its rates should sit below
 these. On the H200 machine (16 cores): upload 2.36 GB/s, download 1.50 GB/s (medians of 3,
 bench/results/nvidia-h200/2026-12-02-0dc0055-loopback-ceiling.md).
@@ -82,7 +83,7 @@ def main():
         server.socket.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         url = "http://127.0.0.1:%d/" % server.server_address[1]
-        ups, downs = [], []
+        ups, downs, nulls = [], [], []
         for _ in range(args.repeats):
             t0 = time.monotonic()
             subprocess.run(["curl", "-sS", "--fail", "-X", "POST", "-T", src, "-o", "/dev/null", url], check=True)
@@ -92,12 +93,20 @@ def main():
             downs.append(n / (time.monotonic() - t0) / 1e9)
             if os.path.getsize(dst) != n:
                 raise SystemExit("download short: %d of %d bytes" % (os.path.getsize(dst), n))
+            t0 = time.monotonic()
+            got = subprocess.run(["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}", url],
+                                 check=True, capture_output=True, text=True).stdout
+            nulls.append(n / (time.monotonic() - t0) / 1e9)
+            if int(got) != n:
+                raise SystemExit("download to /dev/null short: %s of %d bytes" % (got, n))
         server.shutdown()
         print(json.dumps({"mib": args.mib, "cpus": os.cpu_count(),
                           "curl upload to a recv-only sink GB/s": [round(x, 3) for x in ups],
                           "curl download from a sendfile source GB/s": [round(x, 3) for x in downs],
+                          "curl download from a sendfile source to /dev/null GB/s": [round(x, 3) for x in nulls],
                           "median upload GB/s": round(statistics.median(ups), 3),
-                          "median download GB/s": round(statistics.median(downs), 3)}, indent=1))
+                          "median download GB/s": round(statistics.median(downs), 3),
+                          "median download to /dev/null GB/s": round(statistics.median(nulls), 3)}, indent=1))
     finally:
         shutil.rmtree(files, ignore_errors=True)
 

@@ -211,7 +211,7 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
     src.write_bytes(body)
     url = "%s/v1/tensors?dtype=fp32&shape=%d&device=cuda:0" % (gapi.url, n // 4)
     reset = front_pid is not None and reset_peak_rss(front_pid)
-    ups, downs, up_phases, down_phases = [], [], [], []
+    ups, downs, nulls, up_phases, down_phases = [], [], [], [], []
     with (MemfdSampler(front_pid) if front_pid else contextlib.nullcontext()) as held:
         for rep in range(ROUND_TRIPS):
             t0 = time.monotonic()
@@ -228,6 +228,13 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
             downs.append(n / (time.monotonic() - t0) / 1e9)
             down_phases.append(server_timing((tmp_path / "headers").read_text(errors="replace")))
             assert down.returncode == 0, down.stderr[:500]
+            # the same bytes to /dev/null: curl's writes to the file are its own cost, not the server's
+            t0 = time.monotonic()
+            null = subprocess.run(["curl", "-sS", "--fail", "-o", "/dev/null", "-w", "%{size_download}",
+                                   "%s/v1/tensors/%s/data?format=raw" % (gapi.url, t["id"])],
+                                  capture_output=True, text=True, timeout=300)
+            nulls.append(n / (time.monotonic() - t0) / 1e9)
+            assert null.returncode == 0 and null.stdout == str(n), null.stdout[:200] + null.stderr[:500]
             if rep == 0:
                 assert dst.read_bytes() == body
                 assert t["fingerprint"] == gen().fingerprint_hex(body)
@@ -235,11 +242,13 @@ def test_one_gib_round_trip(gapi, front_pid, tmp_path, request):
     ROUND_TRIP_GBPS["up"], ROUND_TRIP_GBPS["down"] = statistics.median(ups), statistics.median(downs)
     fact("tensors: 1 GiB upload GB/s (curl, each of %d)" % ROUND_TRIPS, [round(x, 3) for x in ups])
     fact("tensors: 1 GiB download GB/s (curl, each of %d)" % ROUND_TRIPS, [round(x, 3) for x in downs])
+    fact("tensors: 1 GiB download to /dev/null GB/s (curl, each of %d)" % ROUND_TRIPS, [round(x, 3) for x in nulls])
     fact("tensors: 1 GiB upload phases s (median)", median_phases(up_phases))
     fact("tensors: 1 GiB download phases ms (median, Server-Timing)", median_phases(down_phases))
     peak = peak_rss_bytes(front_pid) if front_pid else None
     fact("tensors: 1 GiB upload GB/s (curl, median)", ROUND_TRIP_GBPS["up"])
     fact("tensors: 1 GiB download GB/s (curl, median)", ROUND_TRIP_GBPS["down"])
+    fact("tensors: 1 GiB download to /dev/null GB/s (curl, median)", statistics.median(nulls))
     if peak is None:
         fact("tensors: front peak RSS MiB during 1 GiB round trip", "not measured: ATTND_URL without ATTND_PID")
     else:
