@@ -54,8 +54,9 @@ class CeilingHandler(http.server.BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(b"{}")
 
-    def do_GET(self):  # the source: sendfile
+    def do_GET(self):  # the source: sendfile, or /copy/N: pread into an N-byte buffer, then send
         size = os.path.getsize(self.source_path)
+        block = int(self.path.rsplit("/", 1)[1]) if self.path.startswith("/copy/") else 0
         self.send_response(200)
         self.send_header("Content-Type", "application/octet-stream")
         self.send_header("Content-Length", str(size))
@@ -63,6 +64,13 @@ class CeilingHandler(http.server.BaseHTTPRequestHandler):
         self.wfile.flush()
         with open(self.source_path, "rb") as f:
             sent = 0
+            if block:  # as a server's content reader does (libmicrohttpd's callback responses)
+                buf = bytearray(block)
+                view = memoryview(buf)
+                while sent < size:
+                    got = os.preadv(f.fileno(), [view[: min(block, size - sent)]], sent)
+                    self.connection.sendall(view[:got])
+                    sent += got
             while sent < size:
                 sent += os.sendfile(self.connection.fileno(), f.fileno(), sent, size - sent)
 
@@ -71,6 +79,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--copy-blocks", default="",
+                    help="comma-separated block sizes in KiB: downloads to /dev/null from a source that "
+                         "preads each block into a buffer and sends it (what copying through user space costs)")
     args = ap.parse_args()
     n = args.mib << 20
     files = tempfile.mkdtemp(dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
@@ -99,6 +110,13 @@ def main():
             nulls.append(n / (time.monotonic() - t0) / 1e9)
             if int(got) != n:
                 raise SystemExit("download to /dev/null short: %s of %d bytes" % (got, n))
+        copies = {}
+        for kib in [int(x) for x in args.copy_blocks.split(",") if x]:
+            rates = copies.setdefault("curl download to /dev/null, pread+send of %d KiB blocks GB/s" % kib, [])
+            for _ in range(args.repeats):
+                t0 = time.monotonic()
+                subprocess.run(["curl", "-sS", "--fail", "-o", "/dev/null", url + "copy/%d" % (kib << 10)], check=True)
+                rates.append(round(n / (time.monotonic() - t0) / 1e9, 3))
         server.shutdown()
         print(json.dumps({"mib": args.mib, "cpus": os.cpu_count(),
                           "curl upload to a recv-only sink GB/s": [round(x, 3) for x in ups],
@@ -106,7 +124,7 @@ def main():
                           "curl download from a sendfile source to /dev/null GB/s": [round(x, 3) for x in nulls],
                           "median upload GB/s": round(statistics.median(ups), 3),
                           "median download GB/s": round(statistics.median(downs), 3),
-                          "median download to /dev/null GB/s": round(statistics.median(nulls), 3)}, indent=1))
+                          "median download to /dev/null GB/s": round(statistics.median(nulls), 3), **copies}, indent=1))
     finally:
         shutil.rmtree(files, ignore_errors=True)
 

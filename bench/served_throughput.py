@@ -33,7 +33,7 @@ import urllib.parse
 LISTEN_RE = re.compile(r"attnd listening on (http://[^\s]+)")
 
 
-def start(build, config, device):
+def start(build, config, device, log_level="warn", stderr=subprocess.DEVNULL):
     """A started attnd of build on a fresh data dir: (process, url, data dir)."""
     data = tempfile.mkdtemp(prefix="attnd-throughput-")
     env = dict(os.environ)
@@ -41,8 +41,8 @@ def start(build, config, device):
         env["ATTND_CONFIG"] = config
     devices = "none" if device == "cpu" else "all"
     proc = subprocess.Popen([os.path.join(build, "attnd"), "--listen", "127.0.0.1:0", "--data-dir", data,
-                             "--devices", devices, "--log-level", "warn", "--queue-depth", "256"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                             "--devices", devices, "--log-level", log_level, "--queue-depth", "256"],
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         m = LISTEN_RE.search(proc.stdout.readline() or "")

@@ -42,7 +42,8 @@
 # flash and cudnn one at a time in isolated windows on TARGET_SHAPES; studies — the read ceiling
 # (bench/read_ceiling.cu), then STUDY_SHAPES as attnd studies, each variant's TB/s against it
 # (bench/decode_study.py, sustained, the variants alternated); transfers — 1 GiB up and
-# down through curl (tests/gpu/test_tensors.py) beside what curl alone reaches on this machine
+# down through curl (tests/gpu/test_tensors.py; with BASE_BUILD, both builds through
+# bench/served_transfers.py) beside what curl alone reaches on this machine
 # (bench/loopback_ceiling.py); ncu — bench/decode_ncu.sh, ncu's counters of flash's split-KV
 # decode and cudnn's; bench — bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
@@ -160,13 +161,20 @@ if has transfers; then
         bash scripts/gpu-quick.sh > "$OUT/transfers.log" 2>&1
     note "transfers 1 GiB (curl)" "$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/transfers/tests.log" | tail -n 1); $(python3 -c 'import json, sys
 f = json.load(open(sys.argv[1]))
-print("; ".join("%s %.2f GB/s" % (k.split()[3], f[k]) for k in f if "GB/s (curl, median)" in k))' \
+print("; ".join("%s %.2f GB/s" % (k.split(" GB/s")[0].split("GiB ")[1], f[k]) for k in f if "GB/s (curl, median)" in k))' \
         "$OUT/transfers/gpu-facts.json" 2>/dev/null)"
-    timeout -k 5 "${CEILING_TIMEOUT_S:-240}" python3 bench/loopback_ceiling.py --mib 1024 --repeats 3 \
+    if [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; then # both builds, with the fill's and the send's times
+        timeout -k 5 "${TRANSFERS_AB_TIMEOUT_S:-240}" python3 bench/served_transfers.py \
+            --builds "$BASE_BUILD,$B" --rounds 2 --json "$OUT/transfers-ab.json" > "$OUT/transfers-ab.log" 2>&1
+        note "transfers, both builds" "rc $?"
+        grep -E '^\| ' "$OUT/transfers-ab.log" | grep -vE '^\| (build \||---)' | while read -r line; do note "  " "${line:0:150}"; done
+    fi
+    timeout -k 5 "${CEILING_TIMEOUT_S:-240}" python3 bench/loopback_ceiling.py --mib 1024 --repeats 3 --copy-blocks 4096,256 \
         > "$OUT/ceiling.json" 2> "$OUT/ceiling.log"
     note "loopback ceiling (curl alone)" "rc $?; $(python3 -c 'import json, sys
 c = json.load(open(sys.argv[1]))
-print("up %s, down %s GB/s" % (c.get("median upload GB/s"), c.get("median download GB/s")))' "$OUT/ceiling.json" 2>/dev/null)"
+print("up %s, down %s GB/s, to /dev/null %s" % (c.get("median upload GB/s"), c.get("median download GB/s"),
+                                               c.get("median download to /dev/null GB/s")))' "$OUT/ceiling.json" 2>/dev/null)"
 fi
 
 if has studies; then
