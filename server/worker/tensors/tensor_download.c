@@ -116,6 +116,7 @@ typedef struct dl_parallel_copy {
     size_t bytes;
     size_t next;  /* the next slice's offset, taken atomically */
     int err;      /* the first errno of a failed population, taken atomically */
+    uintptr_t page_mask;
 } dl_parallel_copy;
 
 static void dl_copy_slices(void *arg)
@@ -125,7 +126,11 @@ static void dl_copy_slices(void *arg)
 
     while ((at = __atomic_fetch_add(&c->next, DL_SLICE_BYTES, __ATOMIC_RELAXED)) < c->bytes) {
         const size_t n = c->bytes - at < DL_SLICE_BYTES ? c->bytes - at : DL_SLICE_BYTES;
-        if (madvise(c->dst + at, n, MADV_POPULATE_WRITE) != 0 && errno != EINVAL) { /* EINVAL: a kernel before 5.14 */
+        /* from the slice's first page (an npy body starts mid-page; a page two slices share is
+         * populated twice, which costs nothing the second time) */
+        uint8_t *first = (uint8_t *)((uintptr_t)(c->dst + at) & c->page_mask);
+        if (madvise(first, (size_t)(c->dst + at + n - first), MADV_POPULATE_WRITE) != 0 &&
+            errno != EINVAL) { /* EINVAL: a kernel before 5.14 */
             int none = 0;
             __atomic_compare_exchange_n(&c->err, &none, errno, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
             return;
@@ -138,7 +143,7 @@ static void dl_copy_slices(void *arg)
  * 0, or an errno. */
 static int dl_copy_parallel(uint8_t *dst, const void *from, size_t bytes)
 {
-    dl_parallel_copy c = {dst, from, bytes, 0, 0};
+    dl_parallel_copy c = {dst, from, bytes, 0, 0, ~((uintptr_t)sysconf(_SC_PAGESIZE) - 1)};
     const int cores = host_threads_cores();
     const int threads = host_threads_for_work(cores < DL_FILL_THREADS ? cores : DL_FILL_THREADS, (double)bytes,
                                               (double)(4 * DL_SLICE_BYTES));
