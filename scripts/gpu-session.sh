@@ -165,7 +165,8 @@ print("; ".join("%s %.2f GB/s" % (k.split(" GB/s")[0].split("GiB ")[1], f[k]) fo
         "$OUT/transfers/gpu-facts.json" 2>/dev/null)"
     if [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; then # both builds, with the fill's and the send's times
         timeout -k 5 "${TRANSFERS_AB_TIMEOUT_S:-240}" python3 bench/served_transfers.py \
-            --builds "$BASE_BUILD,$B" --rounds 2 --json "$OUT/transfers-ab.json" > "$OUT/transfers-ab.log" 2>&1
+            --builds "$BASE_BUILD,$B" ${BASE_CONFIG:+--config-of "$BASE_BUILD=$BASE_CONFIG"} --rounds 2 \
+            --json "$OUT/transfers-ab.json" > "$OUT/transfers-ab.log" 2>&1
         note "transfers, both builds" "rc $?"
         grep -E '^\| ' "$OUT/transfers-ab.log" | grep -vE '^\| (build \||---)' | while read -r line; do note "  " "${line:0:150}"; done
     fi
