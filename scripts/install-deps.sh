@@ -9,7 +9,8 @@
 #       apt: clang (libFuzzer targets of tests/fuzz), chromium (the dashboard test drives it
 #            headless), openssl (self-signed certificates for the TLS tests), jq (the README's
 #            examples are run as printed), postgresql (the tests run a throwaway server of
-#            their own, tests/pg/pg_server.py)
+#            their own, tests/pg/pg_server.py), curl (the tensor transfer tests and bench
+#            scripts upload and download with it, as users do)
 #       pip: pytest, numpy, requests; prometheus_client (its text parser reads /metrics),
 #            schemathesis (fuzzes the API against docs/openapi.json), websocket-client
 #            (Chromium's DevTools protocol), pyyaml (deploy/*.yaml), hatchling (the client
@@ -39,6 +40,7 @@ test)
     need_command chromium chromium
     need_command openssl openssl
     need_command jq jq
+    need_command curl curl
     need_pg_server
     for m in pytest:pytest numpy:numpy requests:requests prometheus_client:prometheus_client \
              schemathesis:schemathesis websocket:websocket-client yaml:pyyaml \
