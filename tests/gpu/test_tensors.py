@@ -196,10 +196,11 @@ def median_phases(rows):
 
 
 def test_streamed_downloads_from_the_gpu_are_exact(gapi):
-    """Downloads from 8 MiB on are streamed: the worker fills the memfd 32 MiB at a time
-    through its staging buffer while the front sends. A tensor over several pieces and not a
-    whole number of pages, raw (the body at offset 0) and npy (behind the header, mid-page),
-    several at once, and after clients that went away mid-stream."""
+    """Downloads from 8 MiB on are streamed: the worker fills the memfd 32 MiB at a time (into
+    its staging buffer, then through a mapping on several threads) while the front sends. A
+    tensor over several pieces and not a whole number of pages, raw (the body at offset 0) and
+    npy (behind the header, mid-page), several at once, and after clients that went away
+    mid-stream."""
     n = (40 << 20) // 4 + 3
     a = np.random.default_rng(fresh_seed()).standard_normal(n).astype(np.float32)
     tid = upload(gapi, a.tobytes(), dtype="fp32", shape=str(n))["id"]
