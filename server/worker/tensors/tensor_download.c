@@ -100,6 +100,14 @@ static int dl_cancelled(api_error *e)
     return api_fail(e, 499, "cancelled", "", "the download was cancelled: the client went away");
 }
 
+/* A failed copy of bytes from the GPU (ce) as the download's error. Returns -1. */
+static int dl_copy_failed(cudaError_t ce, size_t bytes, api_error *e)
+{
+    (void)cudaGetLastError();
+    return api_fail(e, 500, "cuda_error", "", "cudaMemcpy DtoH (%zu bytes%s) failed at %s:%d: %s", bytes,
+                    dl_staging_pinned ? "" : ", pageable", __FILE__, __LINE__, cudaGetErrorString(ce));
+}
+
 /* A streamed download is written through a shared mapping of the front's memfd, each piece by
  * several threads at once. What a fill costs is the kernel allocating the memfd's pages, and
  * pwrite does that on one thread (a tmpfs file's writes hold its lock, so parallel pwrites
@@ -173,9 +181,7 @@ static int dl_write_mapped(int fd, uint64_t off, const void *src, size_t bytes, 
         if (tensor_mem_on_gpu()) { /* synchronous: returns once the piece is in the staging buffer */
             cudaError_t ce = cudaMemcpy(dl_staging, from, piece, cudaMemcpyDeviceToHost);
             if (ce != cudaSuccess) {
-                (void)cudaGetLastError();
-                rc = api_fail(e, 500, "cuda_error", "", "cudaMemcpy DtoH (%zu bytes%s) failed at %s:%d: %s", piece,
-                              dl_staging_pinned ? "" : ", pageable", __FILE__, __LINE__, cudaGetErrorString(ce));
+                rc = dl_copy_failed(ce, piece, e);
                 break;
             }
             from = dl_staging;
@@ -197,23 +203,17 @@ static int dl_write_out(int fd, uint64_t off, const void *src, size_t bytes, ten
                         api_error *e)
 {
     size_t done, piece;
-    cudaError_t ce;
+    cudaError_t ce = cudaSuccess;
+    int rc;
 
-    if (p) { /* streamed: the memfd has its final size, so it can be mapped */
-        int rc;
-        if (tensor_mem_on_gpu()) {
-            if (dl_staging_ready(e) != 0) return -1;
-            /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream,
-             * which the legacy stream of cudaMemcpy does not wait for) has finished. */
-            ce = cudaDeviceSynchronize();
-            if (ce != cudaSuccess) {
-                (void)cudaGetLastError();
-                return api_fail(e, 500, "cuda_error", "", "cudaDeviceSynchronize before a download failed: %s",
-                                cudaGetErrorString(ce));
-            }
-        }
-        if ((rc = dl_write_mapped(fd, off, src, bytes, p, e)) <= 0) return rc;
+    if (tensor_mem_on_gpu()) {
+        if (dl_staging_ready(e) != 0) return -1;
+        /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream, which
+         * the legacy stream of cudaMemcpy does not wait for) has finished before it is read. */
+        ce = cudaDeviceSynchronize();
     }
+    /* streamed: the memfd has its final size, so it can be mapped (1: it could not, pwrite) */
+    if (ce == cudaSuccess && p && (rc = dl_write_mapped(fd, off, src, bytes, p, e)) <= 0) return rc;
     if (!tensor_mem_on_gpu()) {
         size_t step = p ? DL_STREAM_PIECE_BYTES : bytes;
         for (done = 0; done < bytes; done += piece) {
@@ -224,10 +224,6 @@ static int dl_write_out(int fd, uint64_t off, const void *src, size_t bytes, ten
         }
         return 0;
     }
-    if (dl_staging_ready(e) != 0) return -1;
-    /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream, which
-     * the legacy stream of cudaMemcpy does not wait for) has finished before it is read. */
-    ce = cudaDeviceSynchronize();
     for (done = 0; ce == cudaSuccess && done < bytes; done += piece) {
         piece = bytes - done < DL_STAGING_BYTES ? bytes - done : DL_STAGING_BYTES;
         /* Synchronous: returns once the piece is in dl_staging (pinned or pageable alike). */
@@ -236,10 +232,7 @@ static int dl_write_out(int fd, uint64_t off, const void *src, size_t bytes, ten
             return dl_write_failed(bytes, e);
         if (ce == cudaSuccess && dl_publish(p, off + done + piece) != 0) return dl_cancelled(e);
     }
-    if (ce == cudaSuccess) return 0;
-    (void)cudaGetLastError();
-    return api_fail(e, 500, "cuda_error", "", "cudaMemcpy DtoH (%zu bytes%s) failed at %s:%d: %s", bytes,
-                    dl_staging_pinned ? "" : ", pageable", __FILE__, __LINE__, cudaGetErrorString(ce));
+    return ce == cudaSuccess ? 0 : dl_copy_failed(ce, bytes, e);
 }
 
 /* ---------------------------------------------------------------- the table ------------- */
