@@ -42,7 +42,7 @@ def one_build(build, config, device, src, n, downloads, files):
     proc, url, data = start(build, config, "cpu" if device == "cpu" else "", "info", log)
     try:
         up_s, out = curl(["-X", "POST", "-T", src, "-H", "Content-Type: application/octet-stream",
-                          "%s/v1/tensors?dtype=int32&shape=%d&device=%s" % (url, n // 4, device)])
+                          "%s/v1/tensors?dtype=fp32&shape=%d&device=%s" % (url, n // 4, device)])
         tid = json.loads(out)["id"]
         data_url = "%s/v1/tensors/%s/data?format=raw" % (url, tid)
         nulls = [n / curl(["-o", "/dev/null", data_url])[0] / 1e9 for _ in range(downloads)]
