@@ -9,8 +9,12 @@ V and O once, over its median) and its fraction of the read ceiling (bench/read_
 measured in the same call and passed as --ceiling-tbs).
 
     python3 bench/decode_study.py --url URL --ceiling-tbs 4.3 [--variants flash,cudnn,flashinfer]
-        [--rounds 3] [--min-time-ms 300] [--json out.json]
+        [--rounds 3] [--min-time-ms 300] [--cache hot|cold] [--json out.json]
         --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...]
+
+--cache cold flushes L2 before every timed forward. Back to back (hot, the default), a forward
+finds in L2 the last tens of MB the one before it read, and how much of that it reuses depends on
+the order its CTAs read in; a serving decode reads each layer's cache from memory.
 
 e.g. --shape 64,32,8,1,8192,128 (GQA decode), --shape 64,32,8,1,8192,128,none,16 (its paged twin),
 --shape 64,32,8,4,8192,128,causal_bottom_right (speculative decode, 4 query tokens).
@@ -67,6 +71,8 @@ def main():
     ap.add_argument("--min-time-ms", type=int, default=300)
     ap.add_argument("--ceiling-tbs", type=float, default=None, help="the read ceiling measured in the same call")
     ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--cache", choices=("hot", "cold"), default="hot",
+                    help="cold: L2 flushed before every timed forward (the run parameter cache)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     client = Client(args.url, timeout=900)
@@ -76,9 +82,11 @@ def main():
         label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
         if params.get("page_size"):
             label += " P%d" % params["page_size"]
+        if args.cache == "cold":
+            label += " cache=cold"
         try:
             study = client.study(wait=True, variants=variants, rounds=args.rounds, device=args.device,
-                                 min_time_ms=args.min_time_ms, **params)
+                                 min_time_ms=args.min_time_ms, cache=args.cache, **params)
         except AttndError as exc:
             print("%s: %s: %s" % (label, exc.code, exc.message))
             out.append(dict(shape=params, error=exc.message))
@@ -108,7 +116,7 @@ def main():
         sys.stdout.flush()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(dict(ceiling_tbs=args.ceiling_tbs, shapes=out), f, indent=1)
+            json.dump(dict(ceiling_tbs=args.ceiling_tbs, cache=args.cache, shapes=out), f, indent=1)
     return 1 if failed else 0
 
 

@@ -13,7 +13,8 @@
 #                pending unit", then "ab throughput sanitize", then "tests", then "targets studies ncu"
 #   STUDY_SHAPES the studies phase's decode shapes, bench/decode_study.py's B,H,Hkv,SQ,SKV,D[,MASK[,PAGE]]
 #                (default the decode targets: GQA and its paged twin, MHA, few long sequences,
-#                speculative); STUDY_VARIANTS (default flash:splitkv,cudnn,flashinfer)
+#                speculative); STUDY_VARIANTS (default flash:splitkv,cudnn,flashinfer); STUDY_CACHE
+#                hot (default) or cold (L2 flushed before every timed forward)
 #   PENDING_TESTS the pending phase's tests/gpu files (default the serving ones; name those of a feature
 #                written but not yet validated)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
@@ -193,7 +194,8 @@ if has studies; then
     for shape in ${STUDY_SHAPES:-64,32,8,1,8192,128 64,32,8,1,8192,128,none,16 64,32,32,1,4096,128 128,32,32,1,2048,128 \
                   8,64,8,1,32768,128 64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
     timeout -k 5 "${STUDIES_TIMEOUT_S:-300}" python3 bench/decode_study.py --url "$url" ${ceiling:+--ceiling-tbs "$ceiling"} \
-        --variants "${STUDY_VARIANTS:-flash:splitkv,cudnn,flashinfer}" "${shapes[@]}" --json "$OUT/studies.json" \
+        --variants "${STUDY_VARIANTS:-flash:splitkv,cudnn,flashinfer}" --cache "${STUDY_CACHE:-hot}" "${shapes[@]}" \
+        --json "$OUT/studies.json" \
         > "$OUT/studies.log" 2>&1
     note "decode studies" "rc $? (table in studies.log)"
     grep -E '^B[0-9]|^\| [a-z]' "$OUT/studies.log" | grep -v '^| variant' | while read -r line; do note "  " "${line:0:150}"; done
