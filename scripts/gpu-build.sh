@@ -23,11 +23,15 @@ fi
 echo "built: $B/attnd, $B/attnd-worker, $B/lib/, $B/fused_check, $B/read_ceiling, $B/nvml_cost, $B/cupti_cost, ${UNIT_GPU_BINS[*]}"
 # A call carries 64 MiB of working tree at most, and a build is ~45 MB: GPU_PACK=FILE (under
 # build/) packs it, and the build before when BASE_BUILD names one inside the repository
-# (e.g. build/base), into one xz tarball of ~13 MB a build; carry FILE, and gpu-session.sh
-# unpacks it when given GPU_PACK=FILE there.
+# (e.g. build/base, from scripts/gpu-build-base.sh REV), into one xz tarball of ~13 MB a
+# build; carry FILE, and gpu-session.sh unpacks it when given GPU_PACK=FILE there.
 if [ -n "${GPU_PACK:-}" ]; then
-    base=()
-    [ -n "${BASE_BUILD:-}" ] && base=("$BASE_BUILD/attnd" "$BASE_BUILD/attnd-worker" "$BASE_BUILD/fused_check")
+    base=() # what the build before has (scripts/gpu-build-base.sh: an older commit may lack some)
+    if [ -n "${BASE_BUILD:-}" ]; then
+        for f in attnd attnd-worker fused_check attnd.json lib rev; do
+            if [ -e "$BASE_BUILD/$f" ]; then base+=("$BASE_BUILD/$f"); fi
+        done
+    fi
     tar -cf - "$B/attnd" "$B/attnd-worker" "$B/fused_check" "$B/read_ceiling" "$B/nvml_cost" "$B/cupti_cost" "${UNIT_GPU_BINS[@]}" "$B/lib" "${base[@]}" | xz -T0 -6 > "$GPU_PACK"
     echo "packed: $GPU_PACK ($(du -h "$GPU_PACK" | cut -f1))"
 fi

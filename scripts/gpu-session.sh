@@ -4,8 +4,10 @@
 # (scripts/gpu-build.sh for this tree, and the same for the build before); then carry both.
 #
 #   GPU_BUILD    this build: attnd, attnd-worker, lib/, fused_check (default build/test)
-#   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker); unset: none
-#   BASE_CONFIG  the config file the build before reads (an older build may not read today's)
+#   BASE_BUILD   the build before, for the A/Bs (its fused_check, attnd and attnd-worker:
+#                scripts/gpu-build-base.sh REV builds one); unset: none
+#   BASE_CONFIG  the config file the build before reads (an older build may not read today's);
+#                default BASE_BUILD/attnd.json where there is one (gpu-build-base.sh puts it there)
 #   GPU_PACK     a tarball of the builds from scripts/gpu-build.sh (GPU_PACK=… there), unpacked first
 #   PHASES       which of: ab throughput fused sanitize unit tests pending targets studies transfers ncu
 #                bench (default: all but targets, studies, transfers, ncu and bench). A lent call runs
@@ -52,6 +54,9 @@ cd "$(dirname "$0")/.."
 B=${GPU_BUILD:-build/test}
 # GPU_PACK: the tarball scripts/gpu-build.sh packed (the builds, under 64 MiB to carry).
 if [ -n "${GPU_PACK:-}" ]; then tar -xJf "$GPU_PACK" || { echo "gpu-session: cannot unpack $GPU_PACK" >&2; exit 2; }; fi
+if [ -z "${BASE_CONFIG:-}" ] && [ -n "${BASE_BUILD:-}" ] && [ -f "$BASE_BUILD/attnd.json" ]; then
+    BASE_CONFIG=$BASE_BUILD/attnd.json
+fi
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 PHASES=${PHASES:-"ab throughput fused sanitize unit tests pending"}
 export ATTND_BIN=${ATTND_BIN:-$PWD/$B/attnd} OUT
