@@ -8,7 +8,7 @@
  * streamed download (the front sends while the worker fills) is written into the front's
  * memfd, in order, piece by piece, with the bytes filled so far published in a shared page past
  * the body (tensor_download_progress); its pieces go through a mapping, on several threads
- * (dl_write_mapped). The reply's "fill_s" is the worker's part: the memfd made and filled.
+ * (dl_copy_parallel). The reply's "fill_s" is the worker's part: the memfd made and filled.
  */
 #include "server/worker/tensors/tensor_download.h"
 
@@ -160,25 +160,37 @@ static int dl_copy_parallel(uint8_t *dst, const void *from, size_t bytes)
     return c.err;
 }
 
-/* A streamed download's bytes (src: device or host pointer, as the worker is) into fd at off,
- * a piece at a time through the mapping, publishing progress after each. 1 when the memfd
- * cannot be mapped (the caller pwrites instead), 0, or -1 with e. */
-static int dl_write_mapped(int fd, uint64_t off, const void *src, size_t bytes, tensor_download_progress *p,
-                           api_error *e)
+/* The bytes of a tensor (src: device or host pointer, as the worker is) into fd at off, a
+ * piece at a time: from a GPU through the staging buffer, each piece written through a
+ * mapping of the memfd when the download is streamed (it has its final size then) and with
+ * pwrite otherwise or when it cannot be mapped; progress is published after each piece when
+ * p is not NULL. 0, or -1 with e. */
+static int dl_write_out(int fd, uint64_t off, const void *src, size_t bytes, tensor_download_progress *p,
+                        api_error *e)
 {
-    const long page = sysconf(_SC_PAGESIZE);
-    const uint64_t map_off = off - off % (uint64_t)page;
-    const size_t lead = (size_t)(off - map_off), piece_max = tensor_mem_on_gpu() ? DL_STAGING_BYTES
-                                                                                  : DL_STREAM_PIECE_BYTES;
-    uint8_t *map = mmap(NULL, lead + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)map_off);
+    const int gpu = tensor_mem_on_gpu();
+    const size_t piece_max = gpu ? DL_STAGING_BYTES : p ? DL_STREAM_PIECE_BYTES : bytes;
+    const uint64_t map_off = off - off % (uint64_t)sysconf(_SC_PAGESIZE);
+    const size_t lead = (size_t)(off - map_off);
+    uint8_t *map = NULL;
     size_t done, piece;
     int rc = 0, err;
 
-    if (map == MAP_FAILED) return 1;
+    if (gpu) {
+        cudaError_t ce;
+        if (dl_staging_ready(e) != 0) return -1;
+        /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream, which
+         * the legacy stream of cudaMemcpy does not wait for) has finished before it is read. */
+        if ((ce = cudaDeviceSynchronize()) != cudaSuccess) return dl_copy_failed(ce, bytes, e);
+    }
+    if (p) {
+        map = mmap(NULL, lead + bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, (off_t)map_off);
+        if (map == MAP_FAILED) map = NULL; /* pwrite instead */
+    }
     for (done = 0; done < bytes && rc == 0; done += piece) {
         const void *from = (const uint8_t *)src + done;
         piece = bytes - done < piece_max ? bytes - done : piece_max;
-        if (tensor_mem_on_gpu()) { /* synchronous: returns once the piece is in the staging buffer */
+        if (gpu) { /* synchronous: returns once the piece is in the staging buffer */
             cudaError_t ce = cudaMemcpy(dl_staging, from, piece, cudaMemcpyDeviceToHost);
             if (ce != cudaSuccess) {
                 rc = dl_copy_failed(ce, piece, e);
@@ -186,53 +198,17 @@ static int dl_write_mapped(int fd, uint64_t off, const void *src, size_t bytes, 
             }
             from = dl_staging;
         }
-        if ((err = dl_copy_parallel(map + lead + done, from, piece)) != 0) {
+        err = map ? dl_copy_parallel(map + lead + done, from, piece)
+                  : dl_pwrite_all(fd, from, piece, off + done) != 0 ? errno : 0;
+        if (err != 0) {
             errno = err;
             rc = dl_write_failed(bytes, e);
         } else if (dl_publish(p, off + done + piece) != 0) {
             rc = dl_cancelled(e);
         }
     }
-    munmap(map, lead + bytes);
+    if (map) munmap(map, lead + bytes);
     return rc;
-}
-
-/* The bytes of a tensor (src: device or host pointer, as the worker is) into fd at off,
- * publishing progress after each piece when p is not NULL. 0, or -1 with e. */
-static int dl_write_out(int fd, uint64_t off, const void *src, size_t bytes, tensor_download_progress *p,
-                        api_error *e)
-{
-    size_t done, piece;
-    cudaError_t ce = cudaSuccess;
-    int rc;
-
-    if (tensor_mem_on_gpu()) {
-        if (dl_staging_ready(e) != 0) return -1;
-        /* Whatever wrote the tensor (a run's kernels on the worker's non-blocking stream, which
-         * the legacy stream of cudaMemcpy does not wait for) has finished before it is read. */
-        ce = cudaDeviceSynchronize();
-    }
-    /* streamed: the memfd has its final size, so it can be mapped (1: it could not, pwrite) */
-    if (ce == cudaSuccess && p && (rc = dl_write_mapped(fd, off, src, bytes, p, e)) <= 0) return rc;
-    if (!tensor_mem_on_gpu()) {
-        size_t step = p ? DL_STREAM_PIECE_BYTES : bytes;
-        for (done = 0; done < bytes; done += piece) {
-            piece = bytes - done < step ? bytes - done : step;
-            if (dl_pwrite_all(fd, (const uint8_t *)src + done, piece, off + done) != 0)
-                return dl_write_failed(bytes, e);
-            if (dl_publish(p, off + done + piece) != 0) return dl_cancelled(e);
-        }
-        return 0;
-    }
-    for (done = 0; ce == cudaSuccess && done < bytes; done += piece) {
-        piece = bytes - done < DL_STAGING_BYTES ? bytes - done : DL_STAGING_BYTES;
-        /* Synchronous: returns once the piece is in dl_staging (pinned or pageable alike). */
-        ce = cudaMemcpy(dl_staging, (const uint8_t *)src + done, piece, cudaMemcpyDeviceToHost);
-        if (ce == cudaSuccess && dl_pwrite_all(fd, dl_staging, piece, off + done) != 0)
-            return dl_write_failed(bytes, e);
-        if (ce == cudaSuccess && dl_publish(p, off + done + piece) != 0) return dl_cancelled(e);
-    }
-    return ce == cudaSuccess ? 0 : dl_copy_failed(ce, bytes, e);
 }
 
 /* ---------------------------------------------------------------- the table ------------- */
