@@ -334,7 +334,8 @@ def test_groups_of_runs_measure_their_own_run_to_run_noise(cpu1):
     (row,) = body["rows"]
     assert row["base"]["runs"] == a and row["base"]["df"] == 2 and row["run"]["df"] == 2
     assert row["verdict"] == "no significant difference", row
-    longer = [api.run_ok(**tiny(seq=256, head_dim=16, iters=20))["id"] for _ in range(2)]
+    # Steady runs here too (see above): two short ones (df 1, t 12.7) once spread past a 4x ratio on CI.
+    longer = [api.run_ok(**tiny(**dict(STEADY, seq=256, iters=250)))["id"] for _ in range(3)]
     (row,) = compare(api, ",".join(map(str, a)), ",".join(map(str, longer)))["rows"]
     assert row["verdict"] == "slower" and row["low"] > 1
 
@@ -350,7 +351,7 @@ def test_compare_studies_variant_by_variant(cpu1):
     (row,) = body["rows"]
     assert row["variant"] == "reference" and row["base"]["runs"] == one["table"][0]["runs"]
     assert row["run"]["runs"] == two["table"][0]["runs"] and row["verdict"] == "no significant difference"
-    single = api.run_ok(**tiny(seq=256, head_dim=16, iters=20))
+    single = api.run_ok(**tiny(**dict(STEADY, seq=256, iters=250)))  # steady, as the study's rounds
     (row,) = compare(api, "study:%d:reference" % one["id"], single["id"], noise_floor=CPU_NOISE_FLOOR)["rows"]
     assert row["verdict"] == "slower" and row["base"]["median_us"] == one["table"][0]["median_us"]
 
