@@ -32,6 +32,7 @@ from attnd import cli  # noqa: E402
 STUDY_WAIT_S = 120
 CPU_NOISE_FLOOR = 0.05  # single runs of one cpu thread on a loaded machine (see the module's docstring)
 STEADY = {"seq": 128, "head_dim": 16, "warmup": 100, "iters": 1000}  # ~0.2 s a run (see above)
+STEADY_LONGER = dict(STEADY, seq=256, iters=250)  # 4x the work a forward, ~0.2 s a run too
 
 
 @pytest.fixture(scope="module")
@@ -335,7 +336,7 @@ def test_groups_of_runs_measure_their_own_run_to_run_noise(cpu1):
     assert row["base"]["runs"] == a and row["base"]["df"] == 2 and row["run"]["df"] == 2
     assert row["verdict"] == "no significant difference", row
     # Steady runs here too (see above): two short ones (df 1, t 12.7) once spread past a 4x ratio on CI.
-    longer = [api.run_ok(**tiny(**dict(STEADY, seq=256, iters=250)))["id"] for _ in range(3)]
+    longer = [api.run_ok(**tiny(**STEADY_LONGER))["id"] for _ in range(3)]
     (row,) = compare(api, ",".join(map(str, a)), ",".join(map(str, longer)))["rows"]
     assert row["verdict"] == "slower" and row["low"] > 1
 
@@ -351,7 +352,7 @@ def test_compare_studies_variant_by_variant(cpu1):
     (row,) = body["rows"]
     assert row["variant"] == "reference" and row["base"]["runs"] == one["table"][0]["runs"]
     assert row["run"]["runs"] == two["table"][0]["runs"] and row["verdict"] == "no significant difference"
-    single = api.run_ok(**tiny(**dict(STEADY, seq=256, iters=250)))  # steady, as the study's rounds
+    single = api.run_ok(**tiny(**STEADY_LONGER))  # steady, as the study's rounds
     (row,) = compare(api, "study:%d:reference" % one["id"], single["id"], noise_floor=CPU_NOISE_FLOOR)["rows"]
     assert row["verdict"] == "slower" and row["base"]["median_us"] == one["table"][0]["median_us"]
 

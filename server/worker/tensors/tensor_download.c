@@ -80,9 +80,10 @@ static int dl_write_failed(size_t bytes, api_error *e)
                     "writing the download (%zu bytes) to its memfd: %s", bytes, strerror(errno));
 }
 
-/* A streamed download's pieces on the cpu device: each pwrite is followed by a progress
- * store the front can send up to. 16 MiB: ~5 ms of pwrite, so the front waits little for
- * the first piece, and the extra atomics and cancel checks cost nothing measurable. */
+/* A streamed download's pieces on the cpu device: each piece's copy into the memfd is
+ * followed by a progress store the front can send up to. 16 MiB: a few ms of copying, so the
+ * front waits little for the first piece, and the extra atomics and cancel checks cost
+ * nothing measurable. */
 #define DL_STREAM_PIECE_BYTES ((size_t)16 << 20)
 
 /* A streamed download's progress (p NULL when the download is not streamed): publish that
