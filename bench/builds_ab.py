@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""One variant under several builds of attnd, each build's own server on the same GPU, alternated.
+
+A kernel change is judged against the build before it, in the same call, under the server's
+stopping rule (sustained, not a burst). Each build runs as its own attnd (they share the card;
+the runs are sequential), and every round runs the variant once on each server, then the
+reference variant (e.g. cudnn) on the first, in an order that reverses every other round so
+that a drifting clock or temperature falls on all of them. Printed per shape: each row's median
+of the rounds, its range, and its ratio to the first build's and to the reference.
+
+    python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
+        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash] [--ref cudnn]
+        [--rounds 4] [--min-time-ms 300] [--json out.json]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
+from attnd.client import AttndError, Client  # noqa: E402
+from decode_study import parse_shape  # noqa: E402
+
+
+def parse_build(text):
+    name, sep, url = text.partition("=")
+    if not sep or not name or not url:
+        raise argparse.ArgumentTypeError("build %r: NAME=URL" % text)
+    return name, url
+
+
+def timed(client, variant, params, min_time_ms):
+    """The run's median us under the server's stopping rule, and the kernels it launched."""
+    rec = client.run(backend=variant, min_time_ms=min_time_ms, **params)
+    table = (rec.get("kernels") or {}).get("table") or []
+    return rec["timing"]["median_us"], [k.get("name", "")[:60] for k in table if k.get("kind") == "kernel"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", action="append", type=parse_build, required=True, help="NAME=URL, the first is the base")
+    ap.add_argument("--shape", action="append", type=parse_shape, required=True)
+    ap.add_argument("--variant", default="flash")
+    ap.add_argument("--ref", default="cudnn", help="a variant run on the first build's server ('' for none)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--min-time-ms", type=int, default=300)
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args()
+    clients = [(name, Client(url, timeout=900)) for name, url in args.build]
+    rows = [(name, c, args.variant) for name, c in clients]
+    if args.ref:
+        rows.append((args.ref, clients[0][1], args.ref))
+    out, failed = [], 0
+    for params in args.shape:
+        label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
+        if params.get("page_size"):
+            label += " P%d" % params["page_size"]
+        times = {name: [] for name, _, _ in rows}
+        kernels = {}
+        try:
+            for rnd in range(args.rounds):
+                for name, client, variant in (rows if rnd % 2 == 0 else rows[::-1]):
+                    us, names = timed(client, variant, params, args.min_time_ms)
+                    times[name].append(us)
+                    kernels[name] = names
+        except AttndError as exc:
+            print("%s: %s: %s" % (label, exc.code, exc.message))
+            out.append(dict(shape=params, error=exc.message))
+            failed += 1
+            continue
+        med = {name: statistics.median(t) for name, t in times.items()}
+        base = rows[0][0]
+        print("\n%s (%d rounds, min_time_ms %d)" % (label, args.rounds, args.min_time_ms))
+        print("| row | median us | range | / %s |%s" % (base, " / %s |" % args.ref if args.ref else ""))
+        print("| --- | --- | --- | --- |%s" % (" --- |" if args.ref else ""))
+        for name, _, _ in rows:
+            print("| %s | %.1f | %.1f-%.1f | %.4f |%s" % (
+                name, med[name], min(times[name]), max(times[name]), med[name] / med[base],
+                " %.4f |" % (med[name] / med[args.ref]) if args.ref else ""))
+        for name, _, _ in rows:
+            print("  %s: %s" % (name, "; ".join(kernels.get(name) or []) or "no kernel table"))
+        sys.stdout.flush()
+        out.append(dict(shape=params, rounds=times, kernels=kernels))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(dict(builds=dict(args.build), variant=args.variant, ref=args.ref, shapes=out), f, indent=1)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
