@@ -10,7 +10,7 @@ of the rounds, its range, and its ratio to the first build's and to the referenc
 
     python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
         --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash] [--ref cudnn]
-        [--rounds 4] [--min-time-ms 300] [--json out.json]
+        [--rounds 4] [--min-time-ms 300] [--device cuda:0] [--json out.json]
 """
 import argparse
 import json
@@ -30,8 +30,10 @@ def parse_build(text):
     return name, url
 
 
-def timed(client, variant, params, min_time_ms):
+def timed(client, variant, params, min_time_ms, device):
     """The run's median us under the server's stopping rule, and the kernels it launched."""
+    if device:
+        params = dict(params, device=device)
     rec = client.run(backend=variant, min_time_ms=min_time_ms, **params)
     table = (rec.get("kernels") or {}).get("table") or []
     return rec["timing"]["median_us"], [k.get("name", "")[:60] for k in table if k.get("kind") == "kernel"]
@@ -45,6 +47,7 @@ def main():
     ap.add_argument("--ref", default="cudnn", help="a variant run on the first build's server ('' for none)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--min-time-ms", type=int, default=300)
+    ap.add_argument("--device", default=None, help="the runs' device (default: each server's own)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
     clients = [(name, Client(url, timeout=900)) for name, url in args.build]
@@ -61,7 +64,7 @@ def main():
         try:
             for rnd in range(args.rounds):
                 for name, client, variant in (rows if rnd % 2 == 0 else rows[::-1]):
-                    us, names = timed(client, variant, params, args.min_time_ms)
+                    us, names = timed(client, variant, params, args.min_time_ms, args.device)
                     times[name].append(us)
                     kernels[name] = names
         except AttndError as exc:

@@ -1,0 +1,36 @@
+"""bench/builds_ab.py, the A/B of builds a GPU call runs (one variant on each build's server,
+alternated, and a reference variant): here with one server standing for two builds on the cpu
+device, so the script and the run records it reads stay in step."""
+import json
+import os
+import subprocess
+import sys
+
+from attnd_api_helpers import REPO
+
+
+def test_two_builds_alternated_on_the_cpu(api, tmp_path):
+    out = tmp_path / "ab.json"
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
+                        "--build", "new=" + api.url, "--variant", "reference", "--ref", "", "--device", "cpu",
+                        "--rounds", "3", "--min-time-ms", "5", "--shape", "2,4,2,1,64,64",
+                        "--shape", "2,4,2,1,64,64,none,16", "--json", str(out)],
+                       capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "B2 H4/2 Sq1 Skv64 D64 none P16 (3 rounds, min_time_ms 5)" in p.stdout, p.stdout
+    assert "| head | " in p.stdout and " | 1.0000 |" in p.stdout, p.stdout
+    rec = json.loads(out.read_text())
+    assert rec["builds"] == {"head": api.url, "new": api.url} and rec["variant"] == "reference"
+    assert [s["shape"].get("page_size") for s in rec["shapes"]] == [None, 16]
+    for s in rec["shapes"]:
+        assert sorted(s["rounds"]) == ["head", "new"], s
+        assert all(len(t) == 3 and min(t) > 0 for t in s["rounds"].values()), s
+
+
+def test_a_refused_shape_fails_the_script(api):
+    """A run the server refuses (the reference has no cuDNN) is named, and the exit status says so."""
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
+                        "--variant", "reference", "--ref", "cudnn", "--device", "cpu", "--rounds", "1",
+                        "--min-time-ms", "5", "--shape", "2,4,2,1,64,64"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
+    assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: "), p.stdout
