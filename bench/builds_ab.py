@@ -20,7 +20,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
 from attnd.client import AttndError, Client  # noqa: E402
-from decode_study import parse_shape  # noqa: E402
+from decode_study import parse_shape, shape_label  # noqa: E402
 
 
 def parse_build(text):
@@ -56,9 +56,7 @@ def main():
         rows.append((args.ref, clients[0][1], args.ref))
     out, failed = [], 0
     for params in args.shape:
-        label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
-        if params.get("page_size"):
-            label += " P%d" % params["page_size"]
+        label = shape_label(params)
         times = {name: [] for name, _, _ in rows}
         kernels = {}
         try:

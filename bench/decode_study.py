@@ -42,6 +42,12 @@ def parse_shape(text):
     return params
 
 
+def shape_label(params):
+    """The shape as its table's heading: B64 H32/8 Sq1 Skv8192 D128 none [P16]."""
+    label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
+    return label + (" P%d" % params["page_size"] if params.get("page_size") else "")
+
+
 def shape_rows(client, study, ceiling):
     """{variant: {median_us, worst_us, rounds, tbs, of_ceiling}} from a finished study."""
     by_variant = {}
@@ -79,9 +85,7 @@ def main():
     variants = [v for v in args.variants.split(",") if v]
     out, failed = [], 0
     for params in args.shape:
-        label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
-        if params.get("page_size"):
-            label += " P%d" % params["page_size"]
+        label = shape_label(params)
         if args.cache == "cold":
             label += " cache=cold"
         try:
