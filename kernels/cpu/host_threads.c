@@ -47,6 +47,7 @@ static int caller_ready;
 static void (*job_fn)(void *);
 static void *job_arg;
 static atomic_int job_left; /* helpers of the call still running fn */
+static atomic_int thread_limit; /* host_threads_set_limit's cap; 0: none */
 
 static double host_now_s(void)
 {
@@ -122,20 +123,28 @@ int host_threads_cores(void)
     return n;
 }
 
+void host_threads_set_limit(int n)
+{
+    atomic_store(&thread_limit, n > 0 ? n : 0);
+}
+
 int host_threads_for_work(int wanted, double units, double min_units_per_thread)
 {
     double deserved = min_units_per_thread > 0 ? units / min_units_per_thread : (double)wanted;
-    int n = wanted > 0 ? wanted : host_threads_cores();
+    int n = wanted > 0 ? wanted : host_threads_cores(), limit = atomic_load(&thread_limit);
 
+    if (limit > 0 && n > limit) n = limit;
     if (deserved < (double)n) n = (int)deserved;
     return n >= 1 ? n : 1;
 }
 
 int host_threads_run(int n, void (*fn)(void *arg), void *arg)
 {
-    int want = n - 1, i;
+    int limit = atomic_load(&thread_limit), want, i;
     unsigned seen;
 
+    if (limit > 0 && n > limit) n = limit;
+    want = n - 1;
     if (want <= 0) {
         fn(arg);
         return 1;

@@ -17,9 +17,13 @@ extern "C" {
 /* The host's online cores, read once (sysconf reads /sys each time). At least 1. */
 int host_threads_cores(void);
 
-/* How many of at most `wanted` threads (≤ 0: one per core) work of `units` deserves, when
- * each thread should get at least `min_units_per_thread`: at least 1. */
+/* How many of at most `wanted` threads (≤ 0: one per core), and of the limit, work of `units`
+ * deserves, when each thread should get at least `min_units_per_thread`: at least 1. */
 int host_threads_for_work(int wanted, double units, double min_units_per_thread);
+
+/* Every later call runs on at most n threads (n ≤ 0: no cap but what callers ask): a worker's
+ * cpu_threads setting, which the reference, the fingerprints and the download's fills all keep. */
+void host_threads_set_limit(int n);
 
 /* fn(arg) on n threads at once: the caller's and n − 1 helpers. Returns once every one of
  * them has returned; the number of threads that ran it (fewer than n when helpers could

@@ -20,6 +20,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "kernels/cpu/host_threads.h"
 #include "kernels/cudnn/cudnn_loader.h"
 #include "kernels/flashinfer_loader.h"
 #include "common/api_error.h"
@@ -231,6 +232,7 @@ int worker_main(const settings *s, const char *device, int ipc_fd)
     cJSON *hello;
 
     log_init(device, s->log_level);
+    host_threads_set_limit(s->cpu_threads); /* the reference, fingerprints and download fills alike */
     /* Before anything can load cuDNN or the FlashInfer module: the hello reports the libraries
      * these settings open. */
     if (cudnn_set_library(s->cudnn_library) != 0)

@@ -1,8 +1,8 @@
 /* test_host_threads.c — parked helper threads (kernels/cpu/host_threads.c): a call runs fn on
  * the caller and n − 1 helpers at the same time (each waits for all the others to arrive
  * before it leaves), calls reuse the same helpers instead of starting new ones, n ≤ 1 runs
- * on the caller alone, calls from two threads take turns without losing work, and the
- * thread count a piece of work deserves. */
+ * on the caller alone, calls from two threads take turns without losing work, the thread
+ * count a piece of work deserves, and the limit (a worker's cpu_threads) that caps them all. */
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -137,11 +137,39 @@ static void test_threads_for_work(void)
     CHECK(host_threads_for_work(-1, 0.0, 1000.0) == 1, "no work: still one");
 }
 
+static void test_limit_caps_every_call(void)
+{
+    rendezvous r;
+    shared_work w;
+    int cores = host_threads_cores();
+
+    host_threads_set_limit(2);
+    memset(&r, 0, sizeof r);
+    r.n = 2;
+    CHECK(host_threads_run(4, meet, &r) == 2, "a limit of 2: a call that asks for 4 runs on 2");
+    CHECK(atomic_load(&r.seen_count) == 2 && atomic_load(&r.timed_out) == 0, "fn ran twice, at once (%d)",
+          atomic_load(&r.seen_count));
+    atomic_init(&w.next, 0);
+    atomic_init(&w.done, 0);
+    CHECK(host_threads_run(8, share, &w) == 2 && atomic_load(&w.done) == 10000, "its work done whole on 2");
+    CHECK(host_threads_for_work(8, 1e9, 1000.0) == 2, "much work deserves the limit, not 8");
+    CHECK(host_threads_for_work(0, 1e9, 1000.0) == (cores < 2 ? cores : 2), "one per core, capped");
+    host_threads_set_limit(1);
+    memset(&r, 0, sizeof r);
+    r.n = 1;
+    CHECK(host_threads_run(4, meet, &r) == 1 && pthread_equal(r.seen[0], pthread_self()), "a limit of 1: the caller alone");
+    host_threads_set_limit(0);
+    memset(&r, 0, sizeof r);
+    r.n = 4;
+    CHECK(host_threads_run(4, meet, &r) == 4 && atomic_load(&r.timed_out) == 0, "no limit: 4 again");
+}
+
 int main(void)
 {
     test_runs_at_once_and_reuses_helpers();
     test_one_thread_is_the_caller();
     test_callers_take_turns();
     test_threads_for_work();
+    test_limit_caps_every_call();
     return CHECK_DONE();
 }
