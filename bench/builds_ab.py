@@ -6,7 +6,9 @@ stopping rule (sustained, not a burst). Each build runs as its own attnd (they s
 the runs are sequential), and every round runs the variant once on each server, then the
 reference variant (e.g. cudnn) on the first, in an order that reverses every other round so
 that a drifting clock or temperature falls on all of them. Printed per shape: each row's median
-of the rounds, its range, and its ratio to the first build's and to the reference.
+of the rounds, its range, its ratio to the first build's and to the reference, and whether its
+output's bits are the first build's (every run's inputs come from the same seed): a change meant
+to keep the arithmetic (a launch, a load) must say "same".
 
     python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
         --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash] [--ref cudnn]
@@ -31,12 +33,22 @@ def parse_build(text):
 
 
 def timed(client, variant, params, min_time_ms, device):
-    """The run's median us under the server's stopping rule, and the kernels it launched."""
+    """The run's median us under the server's stopping rule, the kernels it launched, and its
+    output's fingerprint."""
     if device:
         params = dict(params, device=device)
     rec = client.run(backend=variant, min_time_ms=min_time_ms, **params)
     table = (rec.get("kernels") or {}).get("table") or []
-    return rec["timing"]["median_us"], [k.get("name", "")[:60] for k in table if k.get("kind") == "kernel"]
+    return (rec["timing"]["median_us"], [k.get("name", "")[:60] for k in table if k.get("kind") == "kernel"],
+            (rec.get("output") or {}).get("fingerprint"))
+
+
+def same_bits(prints, name, base):
+    """"same" when every run of row `name` gave the one fingerprint every run of `base` gave,
+    "differ" otherwise, "-" when a run reported none."""
+    if None in prints[name] or None in prints[base]:
+        return "-"
+    return "same" if len(prints[base]) == 1 and prints[name] == prints[base] else "differ"
 
 
 def main():
@@ -58,12 +70,14 @@ def main():
     for params in args.shape:
         label = shape_label(params)
         times = {name: [] for name, _, _ in rows}
+        prints = {name: set() for name, _, _ in rows}
         kernels = {}
         try:
             for rnd in range(args.rounds):
                 for name, client, variant in (rows if rnd % 2 == 0 else rows[::-1]):
-                    us, names = timed(client, variant, params, args.min_time_ms, args.device)
+                    us, names, fp = timed(client, variant, params, args.min_time_ms, args.device)
                     times[name].append(us)
+                    prints[name].add(fp)
                     kernels[name] = names
         except AttndError as exc:
             print("%s: %s: %s" % (label, exc.code, exc.message))
@@ -73,16 +87,18 @@ def main():
         med = {name: statistics.median(t) for name, t in times.items()}
         base = rows[0][0]
         print("\n%s (%d rounds, min_time_ms %d)" % (label, args.rounds, args.min_time_ms))
-        print("| row | median us | range | / %s |%s" % (base, " / %s |" % args.ref if args.ref else ""))
-        print("| --- | --- | --- | --- |%s" % (" --- |" if args.ref else ""))
+        print("| row | median us | range | / %s |%s bits of %s |" % (base, " / %s |" % args.ref if args.ref else "", base))
+        print("| --- | --- | --- | --- |%s --- |" % (" --- |" if args.ref else ""))
+        bits = {name: same_bits(prints, name, base) for name, _, _ in rows}
         for name, _, _ in rows:
-            print("| %s | %.1f | %.1f-%.1f | %.4f |%s" % (
+            print("| %s | %.1f | %.1f-%.1f | %.4f |%s %s |" % (
                 name, med[name], min(times[name]), max(times[name]), med[name] / med[base],
-                " %.4f |" % (med[name] / med[args.ref]) if args.ref else ""))
+                " %.4f |" % (med[name] / med[args.ref]) if args.ref else "", bits[name]))
         for name, _, _ in rows:
             print("  %s: %s" % (name, "; ".join(kernels.get(name) or []) or "no kernel table"))
         sys.stdout.flush()
-        out.append(dict(shape=params, rounds=times, kernels=kernels))
+        out.append(dict(shape=params, rounds=times, kernels=kernels, bits=bits,
+                        fingerprints={name: sorted(p for p in fps if p) for name, fps in prints.items()}))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(builds=dict(args.build), variant=args.variant, ref=args.ref, shapes=out), f, indent=1)

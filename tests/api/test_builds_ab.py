@@ -19,12 +19,16 @@ def test_two_builds_alternated_on_the_cpu(api, tmp_path):
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
     assert "B2 H4/2 Sq1 Skv64 D64 none P16 (3 rounds, min_time_ms 5)" in p.stdout, p.stdout
     assert "| head | " in p.stdout and " | 1.0000 |" in p.stdout, p.stdout
+    assert "| bits of head |" in p.stdout, p.stdout
     rec = json.loads(out.read_text())
     assert rec["builds"] == {"head": api.url, "new": api.url} and rec["variant"] == "reference"
     assert [s["shape"].get("page_size") for s in rec["shapes"]] == [None, 16]
     for s in rec["shapes"]:
         assert sorted(s["rounds"]) == ["head", "new"], s
         assert all(len(t) == 3 and min(t) > 0 for t in s["rounds"].values()), s
+        # one server stands for both builds: the same inputs give the same bits
+        assert s["bits"] == {"head": "same", "new": "same"}, s
+        assert len(s["fingerprints"]["head"]) == 1 and s["fingerprints"]["new"] == s["fingerprints"]["head"], s
 
 
 def test_a_refused_shape_fails_the_script(api):
@@ -34,3 +38,15 @@ def test_a_refused_shape_fails_the_script(api):
                         "--min-time-ms", "5", "--shape", "2,4,2,1,64,64"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
     assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: "), p.stdout
+
+
+def test_bits_say_differ_and_unknown():
+    """The bits column's other words: a build whose output differs, and a run that reported none."""
+    sys.path.insert(0, os.path.join(REPO, "bench"))
+    from builds_ab import same_bits
+    prints = {"head": {"a1"}, "new": {"a1"}, "other": {"b2"}, "mixed": {"a1", "b2"}, "none": {None}}
+    assert same_bits(prints, "new", "head") == "same"
+    assert same_bits(prints, "other", "head") == "differ"
+    assert same_bits(prints, "mixed", "head") == "differ"
+    assert same_bits(prints, "head", "mixed") == "differ"  # a base whose own runs disagree
+    assert same_bits(prints, "none", "head") == "-"
