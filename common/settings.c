@@ -108,7 +108,8 @@ static const setting_def setting_table[] = {
      "iters and a seq (or shorter lengths) that fit, before it holds the one cpu worker (the default, "
      "seconds of fp64 on two cores, refuses the study's default shape even at iters=1); 0: no limit", NULL},
     {"cpu_threads", SETTING_INT, FIELD(cpu_threads), "0", 0, 1024, "threads",
-     "threads a worker's CPU work may use: the cpu reference, output fingerprints, the download's fills; 0: one per core", NULL},
+     "threads a worker's CPU work may use: the cpu reference, output fingerprints, the download's fills; "
+     "0: one per core", NULL},
     {"enable_fault_injection", SETTING_BOOL, FIELD(enable_fault_injection), "false", 0, 1, "",
      "accept the `fault` run parameter (crash|hang|sticky); for tests only", NULL},
     {"pending_features", SETTING_BOOL, FIELD(pending_features), "false", 0, 1, "",
