@@ -87,7 +87,8 @@ def main():
         med = {name: statistics.median(t) for name, t in times.items()}
         base = rows[0][0]
         print("\n%s (%d rounds, min_time_ms %d)" % (label, args.rounds, args.min_time_ms))
-        print("| row | median us | range | / %s |%s bits of %s |" % (base, " / %s |" % args.ref if args.ref else "", base))
+        ref_col = " / %s |" % args.ref if args.ref else ""
+        print("| row | median us | range | / %s |%s bits of %s |" % (base, ref_col, base))
         print("| --- | --- | --- | --- |%s --- |" % (" --- |" if args.ref else ""))
         bits = {name: same_bits(prints, name, base) for name, _, _ in rows}
         for name, _, _ in rows:
