@@ -128,23 +128,27 @@ void host_threads_set_limit(int n)
     atomic_store(&thread_limit, n > 0 ? n : 0);
 }
 
+/* n, or the limit when there is one below it. */
+static int host_threads_capped(int n)
+{
+    int limit = atomic_load(&thread_limit);
+    return limit > 0 && n > limit ? limit : n;
+}
+
 int host_threads_for_work(int wanted, double units, double min_units_per_thread)
 {
     double deserved = min_units_per_thread > 0 ? units / min_units_per_thread : (double)wanted;
-    int n = wanted > 0 ? wanted : host_threads_cores(), limit = atomic_load(&thread_limit);
+    int n = host_threads_capped(wanted > 0 ? wanted : host_threads_cores());
 
-    if (limit > 0 && n > limit) n = limit;
     if (deserved < (double)n) n = (int)deserved;
     return n >= 1 ? n : 1;
 }
 
 int host_threads_run(int n, void (*fn)(void *arg), void *arg)
 {
-    int limit = atomic_load(&thread_limit), want, i;
+    int want = host_threads_capped(n) - 1, i;
     unsigned seen;
 
-    if (limit > 0 && n > limit) n = limit;
-    want = n - 1;
     if (want <= 0) {
         fn(arg);
         return 1;

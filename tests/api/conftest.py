@@ -412,6 +412,23 @@ def load_gen():
 
 # ---------------------------------------------------------------- tensor files (tests/api and tests/gpu)
 
+def upload_raw(api, data, n_floats):
+    """data (bytes of n_floats fp32) uploaded raw to the cpu device: the tensor's id."""
+    r = api.post("/v1/tensors", params={"device": "cpu", "format": "raw", "dtype": "fp32", "shape": str(n_floats)},
+                 data=data, timeout=120)
+    assert r.status_code == 201 or r.status_code == 200, r.text
+    body = r.json()
+    return body["tensors"][0]["id"] if "tensors" in body else body["id"]
+
+
+def download(api, tid, fmt=None, timeout=120):
+    """GET /v1/tensors/ID/data, checked whole (200, the body as long as its Content-Length)."""
+    r = api.get("/v1/tensors/%s/data" % tid, params={"format": fmt} if fmt else None, timeout=timeout)
+    assert r.status_code == 200, r.text[:300]
+    assert int(r.headers["Content-Length"]) == len(r.content)
+    return r
+
+
 def npy_bytes(a):
     """numpy array → the bytes of its .npy file."""
     import io

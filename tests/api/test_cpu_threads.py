@@ -2,24 +2,20 @@
 reference run, a fingerprinted upload and a download filled in parallel leave a worker under
 --cpu-threads 1 with the threads it started with, while one under --cpu-threads 2 starts a
 helper (docs/operations.md, "cpu device")."""
-import glob
 import os
 
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, tiny
+from attnd_api_helpers import Api, child_pids, download, tiny, upload_raw
 
 MIB = 1 << 20
 
 
 def worker_pid(srv):
-    pids = set()
-    for f in glob.glob("/proc/%d/task/*/children" % srv.proc.pid):
-        with open(f) as fh:
-            pids.update(int(p) for p in fh.read().split())
+    pids = child_pids(srv.proc.pid)
     assert len(pids) == 1, "one worker (the cpu device) expected: %s" % pids
-    return pids.pop()
+    return pids[0]
 
 
 def threads_of(pid):
@@ -30,13 +26,8 @@ def cpu_work(api):
     """A reference run big enough to deserve two threads, then a 64 MiB upload and download."""
     api.run_ok(**tiny(batch=2, heads=4, seq_q=256, seq_kv=256, head_dim=64, iters=2, warmup=0))
     data = np.random.default_rng(3).standard_normal(16 * MIB, dtype=np.float32)
-    r = api.post("/v1/tensors", params={"device": "cpu", "format": "raw", "dtype": "fp32", "shape": str(data.size)},
-                 data=data.tobytes(), timeout=120)
-    assert r.status_code in (200, 201), r.text[:300]
-    body = r.json()
-    tid = body["tensors"][0]["id"] if "tensors" in body else body["id"]
-    got = api.get("/v1/tensors/%s/data" % tid, params={"format": "raw"}, timeout=120)
-    assert got.status_code == 200 and got.content == data.tobytes()
+    tid = upload_raw(api, data.tobytes(), data.size)
+    assert download(api, tid, "raw").content == data.tobytes()
 
 
 def threads_after_work(start_server, cap):

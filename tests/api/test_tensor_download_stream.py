@@ -14,24 +14,9 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, HTTP_TIMEOUT_S, npy_bytes
+from attnd_api_helpers import Api, HTTP_TIMEOUT_S, download, npy_bytes, upload_raw
 
 MIB = 1 << 20
-
-
-def upload_raw(api, data, n_floats):
-    r = api.post("/v1/tensors", params={"device": "cpu", "format": "raw", "dtype": "fp32", "shape": str(n_floats)},
-                 data=data, timeout=120)
-    assert r.status_code == 201 or r.status_code == 200, r.text
-    body = r.json()
-    return body["tensors"][0]["id"] if "tensors" in body else body["id"]
-
-
-def download(api, tid, fmt=None, timeout=120):
-    r = api.get("/v1/tensors/%s/data" % tid, params={"format": fmt} if fmt else None, timeout=timeout)
-    assert r.status_code == 200, r.text[:300]
-    assert int(r.headers["Content-Length"]) == len(r.content)
-    return r
 
 
 def front_pid(srv):
