@@ -518,8 +518,11 @@ def child_pids(pid):
     """The children of process pid (its workers, for attnd's front)."""
     kids = []
     for task in os.listdir("/proc/%d/task" % pid):
-        with open("/proc/%d/task/%s/children" % (pid, task)) as f:
-            kids += [int(k) for k in f.read().split()]
+        try:
+            with open("/proc/%d/task/%s/children" % (pid, task)) as f:
+                kids += [int(k) for k in f.read().split()]
+        except OSError:
+            pass  # a connection thread that ended between the listing and the open
     return kids
 
 

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, HTTP_TIMEOUT_S, download, npy_bytes, upload_raw
+from attnd_api_helpers import Api, HTTP_TIMEOUT_S, child_pids, download, npy_bytes, upload_raw
 
 MIB = 1 << 20
 
@@ -24,13 +24,7 @@ def front_pid(srv):
 
 
 def worker_pids(srv):
-    pids = set()
-    for f in glob.glob("/proc/%d/task/*/children" % front_pid(srv)):
-        try:
-            pids.update(int(p) for p in open(f).read().split())
-        except OSError:
-            pass
-    return pids
+    return set(child_pids(front_pid(srv)))
 
 
 def download_memfds(pid):

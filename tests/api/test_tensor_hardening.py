@@ -18,7 +18,7 @@ import time
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, HTTP_TIMEOUT_S, MemfdSampler, error_of, safetensors_bytes, tiny
+from attnd_api_helpers import Api, HTTP_TIMEOUT_S, MemfdSampler, child_pids, error_of, safetensors_bytes, tiny
 
 MIB = 1 << 20
 BUDGET = 100 * MIB
@@ -29,13 +29,7 @@ GROWTH_LIMIT = 16 * MIB  # what a refused upload may add to a process's memory
 # ---------------------------------------------------------------- helpers
 
 def worker_pids(srv):
-    pids = set()
-    for f in glob.glob("/proc/%d/task/*/children" % srv.proc.pid):
-        try:
-            pids.update(int(p) for p in open(f).read().split())
-        except OSError:
-            pass
-    return pids
+    return set(child_pids(srv.proc.pid))
 
 
 def rss_bytes(pid):
