@@ -21,7 +21,7 @@ import time
 import pytest
 import requests
 
-from attnd_api_helpers import AttndServer, Api, MemfdSampler, error_of, tiny
+from attnd_api_helpers import AttndServer, Api, MemfdSampler, child_pids, error_of, tiny
 
 TOKEN = "tok-reliability-5d1e"
 PROMPT_S = 1.0  # what "keeps answering" means under a flood: each answer within this
@@ -31,19 +31,6 @@ SLOW = tiny(heads=8, seq=1024, head_dim=64, iters=12, profile="false")
 SOAK_S = float(os.environ.get("ATTND_SOAK_S", "120"))
 SOAK_WARMUP_S = 20.0
 RSS_GROWTH_LIMIT_KB = 10 * 1024
-
-
-def children(pid):
-    """Child pids of pid (the server we started: only its workers)."""
-    out = []
-    task_dir = "/proc/%d/task" % pid
-    for tid in os.listdir(task_dir):
-        try:
-            with open(os.path.join(task_dir, tid, "children")) as f:
-                out += [int(x) for x in f.read().split()]
-        except OSError:
-            pass
-    return out
 
 
 def rss_kb(pid):
@@ -105,7 +92,7 @@ def test_worker_killed_mid_job(fresh):
     deadline = time.monotonic() + 30  # the job is on the worker once it is stored running
     while not api.get("/v1/runs", params={"status": "running"}).json()["runs"] and time.monotonic() < deadline:
         time.sleep(0.02)
-    kids = children(srv.proc.pid)
+    kids = child_pids(srv.proc.pid)
     assert kids, "the server has no worker child"
     for k in kids:
         os.kill(k, signal.SIGKILL)
@@ -117,7 +104,7 @@ def test_worker_killed_mid_job(fresh):
     assert api.get("/v1/runs/%d" % rec["id"]).json() == rec
     ok = api.run_ok(**tiny(seed=3))  # a new worker took over
     assert ok["id"] == rec["id"] + 1
-    assert not set(children(srv.proc.pid)) & set(kids)
+    assert not set(child_pids(srv.proc.pid)) & set(kids)
 
 
 def test_hostile_requests(fresh):

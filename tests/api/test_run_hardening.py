@@ -21,7 +21,7 @@ import time
 import pytest
 import requests
 
-from attnd_api_helpers import Api, AttndServer, error_of, tiny
+from attnd_api_helpers import Api, AttndServer, child_pids, error_of, tiny
 
 
 # dwell() is bounded by time, not by forwards: its max_iters far exceeds any cpu_max_macs a
@@ -252,10 +252,7 @@ def test_run_cut_by_kill_gets_finished(tmp_path):
         run_id = submit_async(api, dwell(3000))
         wait_for("the run to run", lambda: api.get("/v1/runs/%d" % run_id).json()["status"] == "running")
         assert api.get("/v1/runs/%d" % run_id).json()["finished"] is None
-        workers = []
-        for tid in os.listdir("/proc/%d/task" % srv.proc.pid):
-            with open("/proc/%d/task/%s/children" % (srv.proc.pid, tid)) as f:
-                workers += [int(x) for x in f.read().split()]
+        workers = child_pids(srv.proc.pid)
         srv.proc.kill()
         srv.proc.wait(timeout=10)
         for pid in workers:  # orphans would burn a core until their job ends

@@ -7,7 +7,7 @@ import struct
 import numpy as np
 import pytest
 
-from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, Api, error_of, load_gen, npy_bytes,
+from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, Api, child_pids, error_of, load_gen, npy_bytes,
                                safetensors_bytes, tiny)
 
 B, H, S, D = 1, 2, 16, 8
@@ -378,18 +378,17 @@ def test_upload_answer_has_timing_and_the_log_has_both_lines(start_server):
 
 def _worker_upload_mappings(srv):
     """{mapping size in bytes: count} of the cpu worker's mappings of upload memfds."""
-    import glob
     sizes = {}
-    for children in glob.glob("/proc/%d/task/*/children" % srv.proc.pid):
-        for pid in open(children).read().split():
-            try:
-                lines = open("/proc/%s/maps" % pid).read().splitlines()
-            except OSError:
-                continue
-            for line in lines:
-                if "/memfd:attnd-upload" in line:
-                    lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
-                    sizes[hi - lo] = sizes.get(hi - lo, 0) + 1
+    for pid in child_pids(srv.proc.pid):
+        try:
+            with open("/proc/%d/maps" % pid) as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            if "/memfd:attnd-upload" in line:
+                lo, hi = (int(x, 16) for x in line.split()[0].split("-"))
+                sizes[hi - lo] = sizes.get(hi - lo, 0) + 1
     return sizes
 
 
