@@ -1,14 +1,18 @@
 """Every error code the server can answer is in docs/api.md's Errors table.
 
 The codes are read from the sources: each api_fail(e, status, CODE, …) call of the front, the
-worker and the kernels' glue (a code chosen by a conditional counts each of its literals). A new
-refusal without its row fails here, so a client's author can trust the table."""
+worker and the kernels' glue, and the pool's job_failed(job, CODE, …) and
+queue_error_body(CODE, …), which fail a run that was accepted (a code chosen by a conditional
+counts each of its literals). A new refusal or failure without its row fails here, so a
+client's author can trust the table."""
 import os
 import re
 
 from attnd_api_helpers import REPO
 
 SOURCE_DIRS = ("server", "common", "kernels")
+# the functions that answer an error code, and which of their arguments is the code
+CODE_ARGUMENT = {"api_fail": 2, "job_failed": 1, "queue_error_body": 0}
 
 # Codes that never reach a client, each with the reason.
 NOT_ANSWERED = {
@@ -51,11 +55,12 @@ def codes_in_sources():
                 path = os.path.join(root, f)
                 with open(path, errors="replace") as src:
                     text = src.read()
-                for args in call_arguments(text, "api_fail"):
-                    if len(args) < 5 or args[0].startswith("api_error"):  # the declaration
-                        continue
-                    for code in re.findall(r'"([a-z_]+)"', args[2]):
-                        codes.setdefault(code, set()).add(os.path.relpath(path, REPO))
+                for name, at in CODE_ARGUMENT.items():
+                    for args in call_arguments(text, name):
+                        if len(args) <= at:
+                            continue
+                        for code in re.findall(r'"([a-z_]+)"', args[at]):  # declarations have none
+                            codes.setdefault(code, set()).add(os.path.relpath(path, REPO))
     return codes
 
 
