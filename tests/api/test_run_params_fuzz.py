@@ -1,6 +1,6 @@
 """Seeded random run parameters against the real binary on the cpu device: every answer is a
-record of the Run schema or a refusal of the Error schema with its field, none is a 5xx, and
-the server stays up. The first test draws the parameters of a generated problem (serving
+record of the Run schema, the one GET /v1/runs/ID then gives back, or a refusal of the Error
+schema with its field; none is a 5xx, and the server stays up. The first test draws the parameters of a generated problem (serving
 layouts, models, masks, windows, wild values); the second brings resident tensors: block
 tables and lengths of random entries, q and k of right and wrong shapes. ATTND_FUZZ_SEED
 draws another sequence; a failure prints the parameters that caused it."""
@@ -68,9 +68,9 @@ def generated_problem(rnd):
     return p
 
 
-def check_answer(r, params, background):
-    """The answer's shape, whatever the parameters; background runs are collected for later.
-    Returns the status."""
+def check_answer(api, r, params, background):
+    """The answer's shape, whatever the parameters; a done run's record is what the history
+    keeps; background runs are collected for later. Returns the status."""
     where = "params %s answered %d: %s" % (json.dumps(params), r.status_code, r.text[:600])
     # 503 no_device: a GPU variant or device asked of this GPU-less server
     assert r.status_code < 500 or (r.status_code == 503 and error_of(r)["code"] == "no_device"), where
@@ -84,6 +84,7 @@ def check_answer(r, params, background):
         rec = r.json()
         check_against_openapi(rec, "Run")
         assert rec["status"] == "done" and rec["output"]["fingerprint"], where
+        assert api.get("/v1/runs/%d" % rec["id"]).json() == rec, where
     return r.status_code
 
 
@@ -108,7 +109,7 @@ def drive(api, rnd, draw, count):
         params = draw()
         if rnd.random() < 0.1:
             params["async"] = True
-        answers[check_answer(api.run(body=params), params, background)] += 1
+        answers[check_answer(api, api.run(body=params), params, background)] += 1
     check_background(api, background)
     assert api.get("/healthz").status_code == 200
     ran = answers[200] + answers[202]
