@@ -1,9 +1,10 @@
 """Seeded random run parameters against the real binary on the cpu device: every answer is a
 record of the Run schema, the one GET /v1/runs/ID then gives back, or a refusal of the Error
-schema with its field; none is a 5xx, and the server stays up. The first test draws the parameters of a generated problem (serving
-layouts, models, masks, windows, wild values); the second brings resident tensors: block
-tables and lengths of random entries, q and k of right and wrong shapes. ATTND_FUZZ_SEED
-draws another sequence; a failure prints the parameters that caused it."""
+schema with its field; none is a 5xx, and the server stays up. The first test draws the
+parameters of a generated problem (serving layouts, models, masks, windows, wild values); the
+second brings resident tensors: block tables and lengths of random entries, q and k of right
+and wrong shapes. ATTND_FUZZ_SEED draws another sequence; a failure prints the parameters that
+caused it."""
 import collections
 import json
 import os
