@@ -3,9 +3,11 @@
 trips bit for bit, fingerprints, and the refusals (400, 404, 410, 422, 507)."""
 import io
 import struct
+import threading
 
 import numpy as np
 import pytest
+import requests
 
 from attnd_api_helpers import (HTTP_TIMEOUT_S, RUN_TIMEOUT_S, Api, child_pids, error_of, load_gen, npy_bytes,
                                safetensors_bytes, tiny)
@@ -172,6 +174,40 @@ def test_list_get_delete_404(api):
     assert api.get("/v1/tensors/nosuch").status_code == 404
     r = api.run(params=run_params(q="nosuch"))
     assert r.status_code == 400 and error_of(r)["field"] == "q"
+
+
+def download_meets_delete(url, tid):
+    """A download and a DELETE of tid sent at the same moment, each on its own connection:
+    (the download's answer, the DELETE's status)."""
+    answers, start = {}, threading.Barrier(2)
+
+    def send(what, method, path):
+        with requests.Session() as s:
+            start.wait()
+            answers[what] = s.request(method, url + path, timeout=HTTP_TIMEOUT_S)
+
+    threads = [threading.Thread(target=send, args=("download", "GET", "/v1/tensors/%s/data?format=raw" % tid)),
+               threading.Thread(target=send, args=("delete", "DELETE", "/v1/tensors/%s" % tid))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return answers["download"], answers["delete"].status_code
+
+
+@pytest.mark.parametrize("floats, rounds", [(4, 150), ((9 << 20) // 4, 8)], ids=["small", "streamed"])
+def test_download_meeting_a_delete_is_its_bytes_or_404(api, floats, rounds):
+    """Whichever reaches the worker first, the download answers the bytes or 404 not_found,
+    never 410 gone, which says the worker restarted."""
+    for i in range(rounds):
+        a = np.full(floats, i, np.float32)
+        tid = upload(api, a.tobytes(), dtype="fp32", shape=str(floats), device="cpu")["id"]
+        got, deleted = download_meets_delete(api.url, tid)
+        assert deleted == 200
+        if got.status_code == 200:
+            assert got.content == a.tobytes()
+        else:
+            assert got.status_code == 404 and error_of(got)["code"] == "not_found", got.text[:300]
 
 
 # ---------------------------------------------------------------- refusals

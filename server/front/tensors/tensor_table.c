@@ -294,6 +294,20 @@ void tensor_table_end_delete(const char *id)
     pthread_mutex_unlock(&tensors_mu);
 }
 
+void tensor_table_settle_gone(const char *id, const char *field, api_error *e)
+{
+    int i, deleted;
+
+    if (e->status != 410 || strcmp(e->code, "gone") != 0) return;
+    pthread_mutex_lock(&tensors_mu);
+    i = tensors_index_locked(id);
+    deleted = i < 0 || tensors_table[i].deleting;
+    pthread_mutex_unlock(&tensors_mu);
+    if (deleted)
+        api_fail(e, 404, "not_found", field, "there is no tensor %s: it was deleted while this request waited for its worker",
+                 id);
+}
+
 void tensor_table_forget(const char *id, const char *device, int generation)
 {
     tensor_entry *t;
