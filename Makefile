@@ -320,11 +320,13 @@ test-api: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) $(PYTHON) -m pytest -q tests/api tests/docker
 
 # The history, studies, async, persistence and fault tests again, each server keeping its history
-# in PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE), and the random parameters, whose
-# records must come back from it as they were answered; needs ATTND_TEST_PG (make test sets it).
+# in PostgreSQL (tests/api/conftest.py: ATTND_TEST_STORE), the random parameters, whose records
+# must come back from it as they were answered, and the concurrent mix, whose runs counter must
+# match its history; needs ATTND_TEST_PG (make test sets it).
 PG_API_TESTS = tests/api/test_history.py tests/api/test_history_query.py tests/api/test_async.py \
                tests/api/test_persistence.py tests/api/test_faults.py tests/api/test_batch.py \
-               tests/api/test_store_full.py tests/api/test_studies.py tests/api/test_run_params_fuzz.py
+               tests/api/test_store_full.py tests/api/test_studies.py tests/api/test_run_params_fuzz.py \
+               tests/api/test_concurrent_mix.py
 test-api-pg: $(BUILD)/attnd $(BUILD)/attnd-worker
 	$(Q)ATTND_BIN=$(abspath $(BUILD)/attnd) ATTND_TEST_STORE=postgresql $(PYTHON) -m pytest -q -m "not sqlite_only" \
 	    $(PG_API_TESTS)

@@ -1,0 +1,177 @@
+"""Many clients at once, each doing something else: sync and background runs on generated and
+uploaded inputs, kept outputs, cancels, uploads, downloads and deletes of tensors, studies and
+their cancels, worker crashes, reads of the history and the metrics. Every answer is a
+documented one (no 5xx but the crashes' own and a restarting worker's 503), every run ends,
+and the end state agrees with itself: the resident-bytes gauge with the tensor table, the runs
+counter with the history, an empty queue, a ready server."""
+import collections
+import os
+import random
+import threading
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from attnd_api_helpers import HTTP_TIMEOUT_S, Api
+
+parser = pytest.importorskip("prometheus_client.parser", reason="pip prometheus_client (scripts/install-deps.sh)")
+
+CLIENTS = 8
+SECONDS = float(os.environ.get("ATTND_MIX_S", "15"))
+SHAPE = (1, 2, 8, 16)
+# what an answer may be, beyond 2xx and the refusals of a well-formed request (4xx)
+CRASH_CODES = {"worker_crashed", "tensor_op_failed"}  # a job or tensor operation that met the crash
+
+
+class Mix:
+    """What the clients share: the ids they made, what came back, and what should not have."""
+
+    def __init__(self, url):
+        self.url, self.lock = url, threading.Lock()
+        self.runs, self.studies, self.tensors = set(), set(), []
+        self.answers, self.wrong = collections.Counter(), []
+
+    def note(self, what, r):
+        with self.lock:
+            self.answers[(what, r.status_code)] += 1
+        if r.status_code < 500:
+            return
+        code = r.json()["error"]["code"]  # a refusal's, or a failed run record's
+        if not (code in CRASH_CODES or (r.status_code == 503 and code == "no_device")):
+            self.wrong.append((what, r.status_code, r.text[:300]))
+
+    def pick(self, rnd, pool):
+        with self.lock:
+            return rnd.choice(sorted(pool) if isinstance(pool, set) else pool) if pool else None
+
+
+def run_body(rnd, mix):
+    body = {"backend": "reference", "device": "cpu", "batch": rnd.choice([1, 2]), "heads": 2,
+            "seq_q": rnd.choice([1, 8, 64]), "seq_kv": rnd.choice([8, 64, 256]), "head_dim": 16,
+            "iters": rnd.choice([1, 5]), "warmup": 0, "profile": False}
+    tensor = mix.pick(rnd, mix.tensors) if rnd.random() < 0.3 else None
+    if tensor:
+        body.update(q=tensor, batch=SHAPE[0], seq_q=SHAPE[2], dtype="fp32")
+    if rnd.random() < 0.3:
+        body["page_size"] = 4
+    if rnd.random() < 0.2:
+        body["keep_output"] = True
+    if rnd.random() < 0.5:
+        body["async"] = True
+    return body
+
+
+def client(mix, seed, end):
+    rnd, s = random.Random(seed), requests.Session()
+    u = mix.url
+    while time.monotonic() < end:
+        op = rnd.random()
+        if op < 0.35:
+            r = s.post(u + "/v1/runs", json=run_body(rnd, mix), timeout=HTTP_TIMEOUT_S)
+            mix.note("run", r)
+            if r.status_code in (200, 202) or (r.status_code == 500 and "id" in r.json()):
+                with mix.lock:
+                    mix.runs.add(r.json()["id"])
+                    kept = (r.json().get("output") or {}).get("tensor") if r.status_code == 200 else None
+                    if kept:
+                        mix.tensors.append(kept)
+        elif op < 0.43:
+            run_id = mix.pick(rnd, mix.runs)
+            if run_id:
+                mix.note("cancel", s.delete(u + "/v1/runs/%d" % run_id, timeout=HTTP_TIMEOUT_S))
+        elif op < 0.58:
+            a = np.random.default_rng(rnd.randrange(1 << 30)).standard_normal(SHAPE).astype(np.float32)
+            r = s.post(u + "/v1/tensors", data=a.tobytes(), timeout=HTTP_TIMEOUT_S, params={
+                "device": "cpu", "format": "raw", "dtype": "fp32", "shape": ",".join(map(str, SHAPE))})
+            mix.note("upload", r)
+            if r.status_code == 201:
+                with mix.lock:
+                    mix.tensors.append(r.json()["id"])
+        elif op < 0.68:
+            tid = mix.pick(rnd, mix.tensors)
+            if tid:
+                mix.note("delete", s.delete(u + "/v1/tensors/%s" % tid, timeout=HTTP_TIMEOUT_S))
+        elif op < 0.76:
+            tid = mix.pick(rnd, mix.tensors)
+            if tid:
+                mix.note("download", s.get(u + "/v1/tensors/%s/data" % tid, timeout=HTTP_TIMEOUT_S))
+        elif op < 0.82:
+            r = s.post(u + "/v1/studies", timeout=HTTP_TIMEOUT_S, json={
+                "variants": ["reference"], "rounds": rnd.choice([1, 2, 3]), "batch": 1, "heads": 2,
+                "seq": rnd.choice([8, 64]), "head_dim": 16, "iters": 2, "warmup": 0, "profile": False})
+            mix.note("study", r)
+            if r.status_code == 202:
+                with mix.lock:
+                    mix.studies.add(r.json()["id"])
+        elif op < 0.86:
+            study_id = mix.pick(rnd, mix.studies)
+            if study_id:
+                mix.note("study cancel", s.delete(u + "/v1/studies/%d" % study_id, timeout=HTTP_TIMEOUT_S))
+        elif op < 0.87:
+            mix.note("crash", s.post(u + "/v1/runs", timeout=HTTP_TIMEOUT_S, json={
+                "backend": "reference", "device": "cpu", "fault": "crash", "batch": 1, "heads": 1, "seq": 4,
+                "head_dim": 8, "iters": 1, "warmup": 0, "profile": False}))
+        else:
+            path = rnd.choice(["/v1/runs?limit=20&order=newest", "/metrics", "/v1/tensors", "/v1/studies",
+                               "/v1/runs?group_by=backend", "/v1/device"])
+            mix.note("read", s.get(u + path, timeout=HTTP_TIMEOUT_S))
+
+
+def metric_sum(text, name, **labels):
+    total = 0.0
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                total += sample.value
+    return total
+
+
+def history_count(api, status):
+    n, after = 0, 0
+    while True:
+        page = api.get("/v1/runs", params={"status": status, "limit": 1000, "after": after}).json()
+        n += len(page["runs"])
+        if not page["runs"] or page.get("next_after") is None:
+            return n
+        after = page["next_after"]
+
+
+def test_clients_doing_everything_at_once(start_server):
+    srv = start_server(extra=["--devices", "none", "--cpu-threads", "2", "--queue-depth", "8",
+                              "--enable-fault-injection", "true", "--max-tensors", "100000"])
+    api, mix = Api(srv.url), Mix(srv.url)
+    end = time.monotonic() + SECONDS
+    threads = [threading.Thread(target=client, args=(mix, seed, end)) for seed in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not mix.wrong, mix.wrong[:10]
+    assert mix.answers[("crash", 500)] and mix.answers[("run", 200)] and mix.answers[("delete", 200)], dict(mix.answers)
+
+    deadline = time.monotonic() + 120
+    open_runs = set(mix.runs)
+    while open_runs and time.monotonic() < deadline:
+        open_runs = {i for i in open_runs if api.get("/v1/runs/%d" % i).json()["status"] in ("queued", "running")}
+        time.sleep(0.2)
+    assert not open_runs, "runs that never ended: %s" % sorted(open_runs)[:20]
+    for study_id in sorted(mix.studies):
+        rec = api.get("/v1/studies/%d" % study_id, params={"wait": 60}, timeout=90).json()
+        assert rec["status"] in ("done", "cancelled"), rec
+
+    wait_ready = time.monotonic() + 30
+    while api.get("/readyz").status_code != 200 and time.monotonic() < wait_ready:
+        time.sleep(0.1)
+    assert api.get("/readyz").status_code == 200
+    metrics = api.get("/metrics").text
+    tensors = api.get("/v1/tensors").json()["tensors"]
+    assert metric_sum(metrics, "attnd_resident_tensor_bytes") == sum(
+        t["bytes"] for t in tensors if t["state"] == "resident")
+    assert metric_sum(metrics, "attnd_queue_depth") == 0
+    for status in ("done", "failed", "cancelled"):
+        assert metric_sum(metrics, "attnd_runs_total", status=status) == history_count(api, status), status
+    resident = [t for t in tensors if t["state"] == "resident"]
+    if resident:
+        assert api.get("/v1/tensors/%s/data" % resident[-1]["id"]).status_code == 200
