@@ -1,9 +1,9 @@
 """Many clients at once, each doing something else: sync and background runs on generated and
 uploaded inputs, kept outputs, cancels, uploads, downloads and deletes of tensors, studies and
 their cancels, worker crashes, reads of the history and the metrics. Every answer is a
-documented one (no 5xx but the crashes' own and a restarting worker's 503), every run ends,
-and the end state agrees with itself: the resident-bytes gauge with the tensor table, the runs
-counter with the history, an empty queue, a ready server."""
+documented one (no 5xx but the crashes' own and 503 no_device while the worker restarts),
+every run ends, and the end state agrees with itself: the resident-bytes gauge with the tensor
+table, the runs counter with the history, an empty queue, a ready server."""
 import collections
 import os
 import random
@@ -21,8 +21,8 @@ parser = pytest.importorskip("prometheus_client.parser", reason="pip prometheus_
 CLIENTS = 8
 SECONDS = float(os.environ.get("ATTND_MIX_S", "15"))
 SHAPE = (1, 2, 8, 16)
-# what an answer may be, beyond 2xx and the refusals of a well-formed request (4xx)
-CRASH_CODES = {"worker_crashed", "tensor_op_failed"}  # a job or tensor operation that met the crash
+# the 5xx codes a client may meet here: a job or a tensor operation that met a worker's crash
+CRASH_CODES = {"worker_crashed", "tensor_op_failed"}
 
 
 class Mix:
@@ -41,6 +41,13 @@ class Mix:
         code = r.json()["error"]["code"]  # a refusal's, or a failed run record's
         if not (code in CRASH_CODES or (r.status_code == 503 and code == "no_device")):
             self.wrong.append((what, r.status_code, r.text[:300]))
+
+    def keep(self, pool, value):
+        with self.lock:
+            if isinstance(pool, set):
+                pool.add(value)
+            else:
+                pool.append(value)
 
     def pick(self, rnd, pool):
         with self.lock:
@@ -63,60 +70,74 @@ def run_body(rnd, mix):
     return body
 
 
+def do_run(mix, s, rnd):
+    r = s.post(mix.url + "/v1/runs", json=run_body(rnd, mix), timeout=HTTP_TIMEOUT_S)
+    mix.note("run", r)
+    if r.status_code in (200, 202) or (r.status_code == 500 and "id" in r.json()):
+        mix.keep(mix.runs, r.json()["id"])
+        kept = (r.json().get("output") or {}).get("tensor") if r.status_code == 200 else None
+        if kept:
+            mix.keep(mix.tensors, kept)
+
+
+def on_one(what, pool, method, path):
+    """An operation on one of the ids the clients made (pool: the Mix attribute), if any."""
+    def operation(mix, s, rnd):
+        one = mix.pick(rnd, getattr(mix, pool))
+        if one:
+            mix.note(what, s.request(method, mix.url + path % one, timeout=HTTP_TIMEOUT_S))
+    return operation
+
+
+def do_upload(mix, s, rnd):
+    a = np.random.default_rng(rnd.randrange(1 << 30)).standard_normal(SHAPE).astype(np.float32)
+    r = s.post(mix.url + "/v1/tensors", data=a.tobytes(), timeout=HTTP_TIMEOUT_S, params={
+        "device": "cpu", "format": "raw", "dtype": "fp32", "shape": ",".join(map(str, SHAPE))})
+    mix.note("upload", r)
+    if r.status_code == 201:
+        mix.keep(mix.tensors, r.json()["id"])
+
+
+def do_study(mix, s, rnd):
+    r = s.post(mix.url + "/v1/studies", timeout=HTTP_TIMEOUT_S, json={
+        "variants": ["reference"], "rounds": rnd.choice([1, 2, 3]), "batch": 1, "heads": 2,
+        "seq": rnd.choice([8, 64]), "head_dim": 16, "iters": 2, "warmup": 0, "profile": False})
+    mix.note("study", r)
+    if r.status_code == 202:
+        mix.keep(mix.studies, r.json()["id"])
+
+
+def do_crash(mix, s, rnd):
+    mix.note("crash", s.post(mix.url + "/v1/runs", timeout=HTTP_TIMEOUT_S, json={
+        "backend": "reference", "device": "cpu", "fault": "crash", "batch": 1, "heads": 1, "seq": 4,
+        "head_dim": 8, "iters": 1, "warmup": 0, "profile": False}))
+
+
+def do_read(mix, s, rnd):
+    path = rnd.choice(["/v1/runs?limit=20&order=newest", "/metrics", "/v1/tensors", "/v1/studies",
+                       "/v1/runs?group_by=backend", "/v1/device"])
+    mix.note("read", s.get(mix.url + path, timeout=HTTP_TIMEOUT_S))
+
+
+# what a client does, and how often (out of 100)
+OPERATIONS = [
+    (do_run, 35),
+    (on_one("cancel", "runs", "DELETE", "/v1/runs/%d"), 8),
+    (do_upload, 15),
+    (on_one("delete", "tensors", "DELETE", "/v1/tensors/%s"), 10),
+    (on_one("download", "tensors", "GET", "/v1/tensors/%s/data"), 8),
+    (do_study, 6),
+    (on_one("study cancel", "studies", "DELETE", "/v1/studies/%d"), 4),
+    (do_crash, 1),
+    (do_read, 13),
+]
+
+
 def client(mix, seed, end):
     rnd, s = random.Random(seed), requests.Session()
-    u = mix.url
+    ops, weights = zip(*OPERATIONS)
     while time.monotonic() < end:
-        op = rnd.random()
-        if op < 0.35:
-            r = s.post(u + "/v1/runs", json=run_body(rnd, mix), timeout=HTTP_TIMEOUT_S)
-            mix.note("run", r)
-            if r.status_code in (200, 202) or (r.status_code == 500 and "id" in r.json()):
-                with mix.lock:
-                    mix.runs.add(r.json()["id"])
-                    kept = (r.json().get("output") or {}).get("tensor") if r.status_code == 200 else None
-                    if kept:
-                        mix.tensors.append(kept)
-        elif op < 0.43:
-            run_id = mix.pick(rnd, mix.runs)
-            if run_id:
-                mix.note("cancel", s.delete(u + "/v1/runs/%d" % run_id, timeout=HTTP_TIMEOUT_S))
-        elif op < 0.58:
-            a = np.random.default_rng(rnd.randrange(1 << 30)).standard_normal(SHAPE).astype(np.float32)
-            r = s.post(u + "/v1/tensors", data=a.tobytes(), timeout=HTTP_TIMEOUT_S, params={
-                "device": "cpu", "format": "raw", "dtype": "fp32", "shape": ",".join(map(str, SHAPE))})
-            mix.note("upload", r)
-            if r.status_code == 201:
-                with mix.lock:
-                    mix.tensors.append(r.json()["id"])
-        elif op < 0.68:
-            tid = mix.pick(rnd, mix.tensors)
-            if tid:
-                mix.note("delete", s.delete(u + "/v1/tensors/%s" % tid, timeout=HTTP_TIMEOUT_S))
-        elif op < 0.76:
-            tid = mix.pick(rnd, mix.tensors)
-            if tid:
-                mix.note("download", s.get(u + "/v1/tensors/%s/data" % tid, timeout=HTTP_TIMEOUT_S))
-        elif op < 0.82:
-            r = s.post(u + "/v1/studies", timeout=HTTP_TIMEOUT_S, json={
-                "variants": ["reference"], "rounds": rnd.choice([1, 2, 3]), "batch": 1, "heads": 2,
-                "seq": rnd.choice([8, 64]), "head_dim": 16, "iters": 2, "warmup": 0, "profile": False})
-            mix.note("study", r)
-            if r.status_code == 202:
-                with mix.lock:
-                    mix.studies.add(r.json()["id"])
-        elif op < 0.86:
-            study_id = mix.pick(rnd, mix.studies)
-            if study_id:
-                mix.note("study cancel", s.delete(u + "/v1/studies/%d" % study_id, timeout=HTTP_TIMEOUT_S))
-        elif op < 0.87:
-            mix.note("crash", s.post(u + "/v1/runs", timeout=HTTP_TIMEOUT_S, json={
-                "backend": "reference", "device": "cpu", "fault": "crash", "batch": 1, "heads": 1, "seq": 4,
-                "head_dim": 8, "iters": 1, "warmup": 0, "profile": False}))
-        else:
-            path = rnd.choice(["/v1/runs?limit=20&order=newest", "/metrics", "/v1/tensors", "/v1/studies",
-                               "/v1/runs?group_by=backend", "/v1/device"])
-            mix.note("read", s.get(u + path, timeout=HTTP_TIMEOUT_S))
+        rnd.choices(ops, weights)[0](mix, s, rnd)
 
 
 def metric_sum(text, name, **labels):
