@@ -19,14 +19,6 @@ from attnd_api_helpers import Api, HTTP_TIMEOUT_S, child_pids, download, npy_byt
 MIB = 1 << 20
 
 
-def front_pid(srv):
-    return srv.proc.pid
-
-
-def worker_pids(srv):
-    return set(child_pids(front_pid(srv)))
-
-
 def download_memfds(pid):
     """How many download memfds process pid holds open."""
     n = 0
@@ -41,11 +33,11 @@ def download_memfds(pid):
 def wait_no_download_memfds(srv, timeout=20.0):
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if download_memfds(front_pid(srv)) == 0 and all(download_memfds(p) == 0 for p in worker_pids(srv)):
+        if download_memfds(srv.proc.pid) == 0 and all(download_memfds(p) == 0 for p in child_pids(srv.proc.pid)):
             return
         time.sleep(0.1)
     pytest.fail("download memfds still open: front %d, workers %s" % (
-        download_memfds(front_pid(srv)), {p: download_memfds(p) for p in worker_pids(srv)}))
+        download_memfds(srv.proc.pid), {p: download_memfds(p) for p in child_pids(srv.proc.pid)}))
 
 
 def raw_get(url, path):
@@ -172,7 +164,7 @@ def test_worker_killed_mid_fill(stream_server):
     api = Api(stream_server.url)
     blob = os.urandom(512 * MIB)
     tid = upload_raw(api, blob, len(blob) // 4)
-    (worker,) = worker_pids(stream_server)
+    (worker,) = child_pids(stream_server.proc.pid)
     s, headers, rest = raw_get(stream_server.url, "/v1/tensors/%s/data?format=raw" % tid)
     os.kill(worker, signal.SIGKILL)
     total = int(headers["content-length"])

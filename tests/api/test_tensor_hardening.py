@@ -28,10 +28,6 @@ GROWTH_LIMIT = 16 * MIB  # what a refused upload may add to a process's memory
 
 # ---------------------------------------------------------------- helpers
 
-def worker_pids(srv):
-    return set(child_pids(srv.proc.pid))
-
-
 def rss_bytes(pid):
     with open("/proc/%d/status" % pid) as f:
         return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
@@ -50,7 +46,7 @@ def memfd_bytes(pid):
 
 def held_bytes(srv):
     """{pid: VmRSS + attnd memfds} of the front and its worker."""
-    return {p: rss_bytes(p) + memfd_bytes(p) for p in {srv.proc.pid} | worker_pids(srv)}
+    return {p: rss_bytes(p) + memfd_bytes(p) for p in [srv.proc.pid] + child_pids(srv.proc.pid)}
 
 
 def grew(before, after):
@@ -336,7 +332,7 @@ def test_20_uploads_of_32_mib_against_512_mib(start_server):
     size, budget = 32 * MIB, 512 * MIB
     srv = start_server(extra=["--memory-budget-bytes", str(budget)])
     api = Api(srv.url)
-    (worker,) = worker_pids(srv)
+    (worker,) = child_pids(srv.proc.pid)
     base = rss_bytes(worker)
     ids, refused, peak = [], 0, 0
     body = np.arange(size // 4, dtype=np.float32).tobytes()
@@ -373,7 +369,7 @@ def test_20_uploads_of_32_mib_against_512_mib(start_server):
 def test_max_tensors_refuses_before_storing(start_server):
     srv = start_server(extra=["--max-tensors", "8", "--cpu-threads", "2"])
     api = Api(srv.url)
-    (worker,) = worker_pids(srv)
+    (worker,) = child_pids(srv.proc.pid)
     ids = []
     for i in range(8):
         r = upload(api, struct.pack("<f", i), **raw_params(4))
