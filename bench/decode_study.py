@@ -10,7 +10,11 @@ measured in the same call and passed as --ceiling-tbs).
 
     python3 bench/decode_study.py --url URL --ceiling-tbs 4.3 [--variants flash,cudnn,flashinfer]
         [--rounds 3] [--min-time-ms 300] [--cache hot|cold] [--json out.json]
-        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...]
+        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--params JSON ...]
+
+--params takes any study's run parameters as one JSON object, for what a shape cannot say: a
+ragged prefill's seqlens_q/seqlens_kv, say, beside its dense twin of the same total. Its table
+adds TFLOP/s (the run's perf.tflops, counted on the real tokens).
 
 --cache cold flushes L2 before every timed forward. Back to back (hot, the default), a forward
 finds in L2 the last tens of MB the one before it read, and how much of that it reuses depends on
@@ -42,8 +46,25 @@ def parse_shape(text):
     return params
 
 
+def parse_params(text):
+    """One study's run parameters as a JSON object; bf16 unless it names a dtype."""
+    try:
+        params = json.loads(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError("--params: not JSON: %s" % exc)
+    if not isinstance(params, dict):
+        raise argparse.ArgumentTypeError("--params: a JSON object of run parameters")
+    params.setdefault("dtype", "bf16")
+    return params
+
+
 def shape_label(params):
     """The shape as its table's heading: B64 H32/8 Sq1 Skv8192 D128 none [P16]."""
+    if "seqlens_q" in params or "seqlens_kv" in params or "batch" not in params:
+        lens = params.get("seqlens_kv") or params.get("seqlens_q")
+        ragged = ("ragged %d sequences, %d tokens" % (len(lens), sum(lens))) if isinstance(lens, list) else "ragged"
+        return "%s H%s/%s D%s %s" % (ragged, params.get("heads"), params.get("kv_heads", params.get("heads")),
+                                     params.get("head_dim"), params.get("mask", "none"))
     label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
     return label + (" P%d" % params["page_size"] if params.get("page_size") else "")
 
@@ -59,10 +80,11 @@ def shape_rows(client, study, ceiling):
         times = [r["median_us"] for r in runs]
         rec = client.get_run(runs[0]["id"])
         nbytes = (rec.get("perf") or {}).get("bytes")
+        tflops = (rec.get("perf") or {}).get("tflops")
         med = statistics.median(times)
         tbs = nbytes / (med * 1e-6) / 1e12 if nbytes else None
         table = (rec.get("kernels") or {}).get("table") or []
-        rows[variant] = dict(median_us=med, worst_us=max(times), rounds=times, tbs=tbs,
+        rows[variant] = dict(median_us=med, worst_us=max(times), rounds=times, tbs=tbs, tflops=tflops,
                              of_ceiling=tbs / ceiling if tbs and ceiling else None, impl_used=rec.get("impl_used"),
                              kernels=["%s (%s us)" % (k.get("name", "")[:80], k.get("gpu_us")) for k in table if k.get("kind") == "kernel"])
     return rows
@@ -71,7 +93,9 @@ def shape_rows(client, study, ceiling):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--url", default=os.environ.get("ATTND_URL", "http://127.0.0.1:8080"))
-    ap.add_argument("--shape", action="append", type=parse_shape, required=True)
+    ap.add_argument("--shape", action="append", type=parse_shape, default=[])
+    ap.add_argument("--params", action="append", type=parse_params, default=[],
+                    help="one study's run parameters as JSON (a ragged batch, say)")
     ap.add_argument("--variants", default="flash,cudnn,flashinfer")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--min-time-ms", type=int, default=300)
@@ -81,10 +105,12 @@ def main():
                     help="cold: L2 flushed before every timed forward (the run parameter cache)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if not args.shape and not args.params:
+        ap.error("give at least one --shape or --params")
     client = Client(args.url, timeout=900)
     variants = [v for v in args.variants.split(",") if v]
     out, failed = [], 0
-    for params in args.shape:
+    for params in args.shape + args.params:
         label = shape_label(params)
         if args.cache == "cold":
             label += " cache=cold"
@@ -99,9 +125,9 @@ def main():
         rows = shape_rows(client, study, args.ceiling_tbs)
         out.append(dict(shape=params, study=study.get("id"), rows=rows))
         print("\n%s (study %s, %s)" % (label, study.get("id"), study.get("status")))
-        print("| variant | median us | worst round us | TB/s | of ceiling | " +
+        print("| variant | median us | worst round us | TB/s | of ceiling | TFLOP/s | " +
               " | ".join("/ %s" % v for v in variants) + " |")
-        print("| --- | --- | --- | --- | --- | " + " | ".join("---" for _ in variants) + " |")
+        print("| --- | --- | --- | --- | --- | --- | " + " | ".join("---" for _ in variants) + " |")
         for v in variants:
             r = rows.get(v)
             if not r:
@@ -110,10 +136,10 @@ def main():
                 failed += 1
                 continue
             ratios = ["%.3f" % (r["median_us"] / rows[o]["median_us"]) if o in rows else "-" for o in variants]
-            print("| %s (%s) | %.1f | %.1f | %s | %s | %s |" % (
+            print("| %s (%s) | %.1f | %.1f | %s | %s | %s | %s |" % (
                 v, r["impl_used"] or "-", r["median_us"], r["worst_us"],
                 "%.2f" % r["tbs"] if r["tbs"] else "-", "%.3f" % r["of_ceiling"] if r["of_ceiling"] else "-",
-                " | ".join(ratios)))
+                "%.1f" % r["tflops"] if r["tflops"] else "-", " | ".join(ratios)))
         for v in variants:  # what each launched, with its time in the profiled forward: a split decode shows its merge kernel
             if rows.get(v):
                 print("  %s: %s" % (v, "; ".join(rows[v]["kernels"]) or "no kernel table"))

@@ -16,7 +16,9 @@
 #   STUDY_SHAPES the studies phase's decode shapes, bench/decode_study.py's B,H,Hkv,SQ,SKV,D[,MASK[,PAGE]]
 #                (default the decode targets: GQA and its paged twin, MHA, few long sequences,
 #                speculative); STUDY_VARIANTS (default flash:splitkv,cudnn,flashinfer); STUDY_CACHE
-#                hot (default) or cold (L2 flushed before every timed forward)
+#                hot (default) or cold (L2 flushed before every timed forward); STUDY_PARAMS more
+#                studies as decode_study.py --params JSON objects separated by '|' (a ragged prefill
+#                and its dense twin), run with STUDY_PARAMS_VARIANTS (default flash,cudnn,flashinfer)
 #   PENDING_TESTS the pending phase's tests/gpu files (default the serving ones; name those of a feature
 #                written but not yet validated)
 #   FUSED_ARGS   more fused_check arguments for the fused phase, e.g. "--sections head_dim_v,decode"
@@ -204,6 +206,16 @@ if has studies; then
         > "$OUT/studies.log" 2>&1
     note "decode studies" "rc $? (table in studies.log)"
     grep -E '^B[0-9]|^\| [a-z]' "$OUT/studies.log" | grep -v '^| variant' | while read -r line; do note "  " "${line:0:150}"; done
+    if [ -n "${STUDY_PARAMS:-}" ]; then
+        params=()
+        IFS='|' read -r -a objects <<< "$STUDY_PARAMS"
+        for object in "${objects[@]}"; do params+=(--params "$object"); done
+        timeout -k 5 "${STUDIES_TIMEOUT_S:-300}" python3 bench/decode_study.py --url "$url" ${ceiling:+--ceiling-tbs "$ceiling"} \
+            --variants "${STUDY_PARAMS_VARIANTS:-flash,cudnn,flashinfer}" --cache "${STUDY_CACHE:-hot}" "${params[@]}" \
+            --json "$OUT/studies-params.json" > "$OUT/studies-params.log" 2>&1
+        note "studies of STUDY_PARAMS" "rc $? (table in studies-params.log)"
+        grep -E '^(B[0-9]|ragged)|^\| [a-z]' "$OUT/studies-params.log" | grep -v '^| variant' | while read -r line; do note "  " "${line:0:150}"; done
+    fi
     kill -TERM "$pid"
     wait "$pid"
 fi

@@ -33,3 +33,26 @@ def test_cold_cache_reaches_the_runs(api):
                         "--cache", "cold", "--shape", "2,4,2,1,64,64"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
     assert "B2 H4/2 Sq1 Skv64 D64 none cache=cold: not_applicable" in p.stdout, p.stdout
+
+
+def test_ragged_prefill_as_params(api, tmp_path):
+    """--params carries what a shape cannot say: a ragged causal prefill, its TFLOP/s read from
+    the run (counted on the real tokens), beside a shape in the same call."""
+    out = tmp_path / "ragged.json"
+    ragged = dict(heads=4, kv_heads=2, head_dim=32, mask="causal", seqlens_q=[1, 17, 40], seqlens_kv=[1, 17, 40])
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "decode_study.py"), "--url", api.url,
+                        "--device", "cpu", "--variants", "reference", "--rounds", "1", "--min-time-ms", "5",
+                        "--params", json.dumps(ragged), "--shape", "1,4,2,1,64,32",
+                        "--json", str(out)], capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "ragged 3 sequences, 58 tokens H4/2 D32 causal" in p.stdout, p.stdout
+    shapes = json.loads(out.read_text())["shapes"]
+    assert shapes[1]["shape"]["seqlens_q"] == [1, 17, 40] and shapes[1]["shape"]["dtype"] == "bf16", shapes
+    row = shapes[1]["rows"]["reference"]
+    assert row["median_us"] > 0 and row["tflops"] > 0, row
+
+
+def test_params_not_an_object_is_refused(api):
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "decode_study.py"), "--url", api.url,
+                        "--params", "[1, 2]"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "a JSON object of run parameters" in p.stderr, (p.stdout, p.stderr)
