@@ -677,6 +677,14 @@ def test_cli_every_flag_has_help_and_its_default():
         {c.dest for c in sub._choices_actions} == set(sub.choices), [c.dest for c in sub._choices_actions]
 
 
+def test_cli_tensors_list_of_none(start_server, capsys):
+    """No tensor: no table on stdout (it printed an empty line), a word on stderr."""
+    srv = start_server()
+    assert cli.main(["tensors", "list", "--url", srv.url]) == 0
+    got = capsys.readouterr()
+    assert got.out == "" and "no resident tensors" in got.err, got
+
+
 def test_cli_tensors_upload_list_download_delete(server, capsys, tmp_path):
     from attnd_api_helpers import safetensors_bytes
     url = ["--url", server.url]

@@ -18,7 +18,8 @@ import time
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, HTTP_TIMEOUT_S, MemfdSampler, child_pids, error_of, safetensors_bytes, tiny
+from attnd_api_helpers import (Api, HTTP_TIMEOUT_S, MemfdSampler, child_pids, error_of, safetensors_bytes, tiny,
+                               vm_rss_bytes)
 
 MIB = 1 << 20
 BUDGET = 100 * MIB
@@ -27,11 +28,6 @@ GROWTH_LIMIT = 16 * MIB  # what a refused upload may add to a process's memory
 
 
 # ---------------------------------------------------------------- helpers
-
-def rss_bytes(pid):
-    with open("/proc/%d/status" % pid) as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmRSS:"))
-
 
 def memfd_bytes(pid):
     total = 0
@@ -46,7 +42,7 @@ def memfd_bytes(pid):
 
 def held_bytes(srv):
     """{pid: VmRSS + attnd memfds} of the front and its worker."""
-    return {p: rss_bytes(p) + memfd_bytes(p) for p in [srv.proc.pid] + child_pids(srv.proc.pid)}
+    return {p: vm_rss_bytes(p) + memfd_bytes(p) for p in [srv.proc.pid] + child_pids(srv.proc.pid)}
 
 
 def grew(before, after):
@@ -333,7 +329,7 @@ def test_20_uploads_of_32_mib_against_512_mib(start_server):
     srv = start_server(extra=["--memory-budget-bytes", str(budget)])
     api = Api(srv.url)
     (worker,) = child_pids(srv.proc.pid)
-    base = rss_bytes(worker)
+    base = vm_rss_bytes(worker)
     ids, refused, peak = [], 0, 0
     body = np.arange(size // 4, dtype=np.float32).tobytes()
     t0 = time.monotonic()
@@ -345,7 +341,7 @@ def test_20_uploads_of_32_mib_against_512_mib(start_server):
         else:
             refused += 1
             assert error_of(r)["code"] == "insufficient_storage"
-        peak = max(peak, rss_bytes(worker))
+        peak = max(peak, vm_rss_bytes(worker))
     up_s = time.monotonic() - t0
     table = listed(api)
     print("20 x 32 MiB against 512 MiB: %d stored, %d refused in %.1f s; worker RSS %.0f -> peak %.0f MiB"
@@ -359,7 +355,7 @@ def test_20_uploads_of_32_mib_against_512_mib(start_server):
         r = api.request("DELETE", "/v1/tensors/%s" % tid)
         assert r.status_code == 200, r.text[:300]
     time.sleep(0.2)
-    freed = rss_bytes(worker)
+    freed = vm_rss_bytes(worker)
     print("after deleting all: worker RSS %.0f MiB" % (freed / MIB))
     assert listed(api) == {}
     assert freed - base < 48 * MIB, "deleting everything left the worker %.0f MiB above its start" % ((freed - base) / MIB)
@@ -375,12 +371,12 @@ def test_max_tensors_refuses_before_storing(start_server):
         r = upload(api, struct.pack("<f", i), **raw_params(4))
         assert r.status_code == 201, r.text[:300]
         ids.append(r.json()["id"])
-    before = rss_bytes(worker)
+    before = vm_rss_bytes(worker)
     r = upload(api, b"\0" * (4 * MIB), **raw_params(4 * MIB))
     assert r.status_code == 507, r.text[:300]
     err = error_of(r)
     assert err["code"] == "insufficient_storage" and "0 of max_tensors=8 are free" in err["message"], err
-    assert rss_bytes(worker) - before < 2 * MIB, "the worker stored the refused upload"
+    assert vm_rss_bytes(worker) - before < 2 * MIB, "the worker stored the refused upload"
     assert set(listed(api)) == set(ids)
     for tid in ids:
         assert api.get("/v1/tensors/%s" % tid).status_code == 200

@@ -1070,7 +1070,12 @@ def cmd_tensors(args, out):
     client = _client(args)
     if args.tensors_cmd == "list":
         body = client.tensors()
-        out.write(json.dumps(body, indent=1) + "\n" if args.json else format_tensors(body.get("tensors") or []) + "\n")
+        if args.json:
+            out.write(json.dumps(body, indent=1) + "\n")
+        elif body.get("tensors"):
+            out.write(format_tensors(body["tensors"]) + "\n")
+        else:  # nothing on stdout, so that a script reading the table reads no rows
+            sys.stderr.write("attnd-cli: no resident tensors\n")
         return 0
     if args.tensors_cmd == "upload":
         name = args.name
