@@ -12,6 +12,13 @@ gpu_us: median of CUDA-event times of single forwards (after warm-ups, inputs ho
 host_us: median CPU time of the Python call that enqueues one forward (the GPU is idle when
 it starts: a synchronize precedes each timed call, outside the timing).
 ops: kernels + memcpy + memset of one forward, from torch.profiler.
+
+--decode B,H,Hkv,SQ,SKV,D[,MASK] (repeatable) runs these shapes instead of shapes.json: the
+serving decode as PyTorch users run it, SDPA with enable_gqa over K/V of Hkv heads
+[B,Hkv,SKV,D], MASK none or causal_bottom_right (torch's causal_lower_right bias), the
+variants flash, efficient and cudnn (default). Each is timed sustained, as attnd's stopping
+rule does: forwards until their event times add up to --min-time-ms, the median of them; its
+row adds tbs (Q, K, V and O moved once, over the median).
 """
 import argparse
 import json
@@ -60,6 +67,75 @@ def make_variants(torch, F):
         "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
     }
     return table
+
+
+def parse_decode(text):
+    """B,H,Hkv,SQ,SKV,D[,MASK] → a decode shape's dict."""
+    parts = text.split(",")
+    if not 6 <= len(parts) <= 7:
+        raise argparse.ArgumentTypeError("decode shape %r: B,H,Hkv,SQ,SKV,D[,MASK]" % text)
+    b, h, hkv, sq, skv, d = (int(x) for x in parts[:6])
+    mask = parts[6] if len(parts) > 6 else "none"
+    if mask not in ("none", "causal_bottom_right") or min(b, h, hkv, sq, skv, d) < 1 or h % hkv:
+        raise argparse.ArgumentTypeError("decode shape %r: heads a multiple of Hkv, MASK none or "
+                                         "causal_bottom_right" % text)
+    return dict(batch=b, heads=h, kv_heads=hkv, seq_q=sq, seq_kv=skv, head_dim=d, mask=mask)
+
+
+def measure_decode(torch, F, backend, shape, warmup, min_time_ms):
+    """One decode shape under one SDPA backend: (event times of single forwards, sustained,
+    kernel names, memop names)."""
+    from torch.nn.attention import sdpa_kernel
+    from torch.nn.attention.bias import causal_lower_right
+    b, h, hkv, sq, skv, d = (shape[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
+    dev = torch.device("cuda")
+    gen = torch.Generator(device=dev).manual_seed(1234)
+    q = torch.randn(b, h, sq, d, dtype=torch.bfloat16, device=dev, generator=gen)
+    k, v = (torch.randn(b, hkv, skv, d, dtype=torch.bfloat16, device=dev, generator=gen) for _ in range(2))
+    bias = causal_lower_right(sq, skv) if shape["mask"] == "causal_bottom_right" else None
+
+    def call():
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, enable_gqa=hkv != h)
+
+    with sdpa_kernel(backend):
+        for _ in range(warmup):
+            call()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        gpu = []
+        while sum(gpu) < min_time_ms * 1e3 or len(gpu) < 10:
+            start.record()
+            call()
+            end.record()
+            end.synchronize()
+            gpu.append(start.elapsed_time(end) * 1e3)
+        kernels, memcpy, memset = count_ops(torch, call)
+    return gpu, kernels, memcpy + memset
+
+
+def run_decode(torch, F, shapes, variants, warmup, min_time_ms, meta, out):
+    """--decode: one JSON line per (shape, variant)."""
+    from torch.nn.attention import SDPBackend
+    backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    for shape in shapes:
+        b, h, hkv, sq, skv, d = (shape[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
+        nbytes = 2 * (2 * b * h * sq * d + 2 * b * hkv * skv * d)   # bf16 Q, O, K, V once
+        for name in variants:
+            row = dict(meta, variant=name, **shape)
+            try:
+                if name not in backends:
+                    raise ValueError("unknown decode variant %s (flash, efficient, cudnn, math)" % name)
+                gpu, kern, memops = measure_decode(torch, F, backends[name], shape, warmup, min_time_ms)
+                med = statistics.median(gpu)
+                row.update(gpu_us=med, gpu_us_min=min(gpu), iters=len(gpu), kernels=len(kern), memops=len(memops),
+                           op_names=kern + memops, tbs=nbytes / (med * 1e-6) / 1e12, error=None)
+            except Exception as exc:  # a backend that refuses the shape does not stop the rest
+                row.update(error="%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else ""))
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            out.write(json.dumps(row) + "\n")
+            out.flush()
 
 
 def count_ops(torch, call):
@@ -121,6 +197,9 @@ def main():
     ap.add_argument("--iters", type=int, default=None)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--out", default="-")
+    ap.add_argument("--decode", action="append", type=parse_decode, default=[],
+                    help="B,H,Hkv,SQ,SKV,D[,MASK]: a decode shape instead of shapes.json (repeatable)")
+    ap.add_argument("--min-time-ms", type=float, default=300, help="--decode: sustained time per variant")
     args = ap.parse_args()
 
     with open(args.shapes) as f:
@@ -139,6 +218,12 @@ def main():
     gpu_name = torch.cuda.get_device_name(dev)
     meta = {"impl": "torch", "torch": torch.__version__, "cuda": torch.version.cuda,
             "cudnn": torch.backends.cudnn.version(), "gpu": gpu_name}
+    if args.decode:
+        run_decode(torch, F, args.decode, [x for x in args.variants.split(",") if x] or ["flash", "efficient", "cudnn"],
+                   args.warmup if args.warmup is not None else 5, args.min_time_ms, meta, out)
+        if out is not sys.stdout:
+            out.close()
+        return
     table = make_variants(torch, F)
 
     for shape in cfg["shapes"]:
