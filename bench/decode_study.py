@@ -60,11 +60,13 @@ def parse_params(text):
 
 def shape_label(params):
     """The shape as its table's heading: B64 H32/8 Sq1 Skv8192 D128 none [P16]."""
-    if "seqlens_q" in params or "seqlens_kv" in params or "batch" not in params:
+    if "seqlens_q" in params or "seqlens_kv" in params:
         lens = params.get("seqlens_kv") or params.get("seqlens_q")
         ragged = ("ragged %d sequences, %d tokens" % (len(lens), sum(lens))) if isinstance(lens, list) else "ragged"
         return "%s H%s/%s D%s %s" % (ragged, params.get("heads"), params.get("kv_heads", params.get("heads")),
                                      params.get("head_dim"), params.get("mask", "none"))
+    if not all(k in params for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "mask")):
+        return json.dumps(params, separators=(",", ":"))  # --params that leave some to the server
     label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
     return label + (" P%d" % params["page_size"] if params.get("page_size") else "")
 
