@@ -412,9 +412,11 @@ def load_gen():
 
 # ---------------------------------------------------------------- tensor files (tests/api and tests/gpu)
 
-def upload_raw(api, data, n_floats):
-    """data (bytes of n_floats fp32) uploaded raw to the cpu device: the tensor's id."""
-    r = api.post("/v1/tensors", params={"device": "cpu", "format": "raw", "dtype": "fp32", "shape": str(n_floats)},
+def upload_raw(api, data, shape, dtype="fp32"):
+    """data (the bytes of a dtype tensor of shape: a length or a tuple) uploaded raw to the cpu
+    device: the tensor's id."""
+    dims = ",".join(map(str, shape)) if isinstance(shape, (tuple, list)) else str(shape)
+    r = api.post("/v1/tensors", params={"device": "cpu", "format": "raw", "dtype": dtype, "shape": dims},
                  data=data, timeout=120)
     assert r.status_code == 201, r.text   # a raw upload makes one tensor: 201 and its record
     return r.json()["id"]

@@ -7,6 +7,7 @@ table, the runs counter with the history, an empty queue, a ready server."""
 import collections
 import os
 import random
+import sys
 import threading
 import time
 
@@ -14,7 +15,10 @@ import numpy as np
 import pytest
 import requests
 
-from attnd_api_helpers import HTTP_TIMEOUT_S, Api
+from attnd_api_helpers import HTTP_TIMEOUT_S, REPO, Api
+
+sys.path.insert(0, os.path.join(REPO, "clients", "python"))
+from attnd.client import Client  # noqa: E402
 
 parser = pytest.importorskip("prometheus_client.parser", reason="pip prometheus_client (scripts/install-deps.sh)")
 
@@ -149,16 +153,6 @@ def metric_sum(text, name, **labels):
     return total
 
 
-def history_count(api, status):
-    n, after = 0, 0
-    while True:
-        page = api.get("/v1/runs", params={"status": status, "limit": 1000, "after": after}).json()
-        n += len(page["runs"])
-        if not page["runs"] or page.get("next_after") is None:
-            return n
-        after = page["next_after"]
-
-
 def test_clients_doing_everything_at_once(start_server):
     srv = start_server(extra=["--devices", "none", "--cpu-threads", "2", "--queue-depth", "8",
                               "--enable-fault-injection", "true", "--max-tensors", "100000"])
@@ -182,17 +176,15 @@ def test_clients_doing_everything_at_once(start_server):
         rec = api.get("/v1/studies/%d" % study_id, params={"wait": 60}, timeout=90).json()
         assert rec["status"] in ("done", "cancelled"), rec
 
-    wait_ready = time.monotonic() + 30
-    while api.get("/readyz").status_code != 200 and time.monotonic() < wait_ready:
-        time.sleep(0.1)
-    assert api.get("/readyz").status_code == 200
+    srv.wait_ready()
     metrics = api.get("/metrics").text
     tensors = api.get("/v1/tensors").json()["tensors"]
     assert metric_sum(metrics, "attnd_resident_tensor_bytes") == sum(
         t["bytes"] for t in tensors if t["state"] == "resident")
     assert metric_sum(metrics, "attnd_queue_depth") == 0
     for status in ("done", "failed", "cancelled"):
-        assert metric_sum(metrics, "attnd_runs_total", status=status) == history_count(api, status), status
+        in_history = sum(1 for _ in Client(srv.url).iter_runs(status=status, limit=1000))
+        assert metric_sum(metrics, "attnd_runs_total", status=status) == in_history, status
     resident = [t for t in tensors if t["state"] == "resident"]
     if resident:
         assert api.get("/v1/tensors/%s/data" % resident[-1]["id"]).status_code == 200

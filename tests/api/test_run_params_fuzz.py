@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from attnd_api_helpers import Api, check_against_openapi, error_of
+from attnd_api_helpers import Api, check_against_openapi, error_of, upload_raw
 
 SEED = int(os.environ.get("ATTND_FUZZ_SEED", "7"))
 # a background run may fail as its problem is refused (the worker's checks of the data it
@@ -124,10 +124,7 @@ def test_random_generated_problems(start_server):
 
 
 def upload(api, arr, dtype):
-    r = api.post("/v1/tensors", data=arr.tobytes(), params={
-        "device": "cpu", "format": "raw", "dtype": dtype, "shape": ",".join(map(str, arr.shape))})
-    assert r.status_code == 201, r.text[:500]
-    return r.json()["id"]
+    return upload_raw(api, arr.tobytes(), arr.shape, dtype)
 
 
 def entries(rnd, rng, n, bound):

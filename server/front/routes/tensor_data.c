@@ -230,7 +230,7 @@ static void tensors_download_streamed(http_request *req, const tensor_entry *t, 
     d->started_s = clock_monotonic_s();
     if (__atomic_load_n(&d->done, __ATOMIC_ACQUIRE) && !d->ok) {
         tensor_reply_error(d->reply, d->status, &e);
-        tensor_table_settle_gone(t->id, "id", &e);
+        tensor_table_settle_gone(t->id, &e);
         tensors_download_release(d);
         http_send_error(req, &e);
         return;
@@ -294,7 +294,7 @@ void route_tensor_data(http_request *req)
     sent_s = clock_monotonic_s();
     if (tensor_exchange(t.device, msg, -1, &reply, &reply_fd, &gen, &e) != 0) {
         cJSON_Delete(msg);
-        tensor_table_settle_gone(t.id, "id", &e);
+        tensor_table_settle_gone(t.id, &e);
         http_send_error(req, &e);
         return;
     }

@@ -294,7 +294,7 @@ void tensor_table_end_delete(const char *id)
     pthread_mutex_unlock(&tensors_mu);
 }
 
-void tensor_table_settle_gone(const char *id, const char *field, api_error *e)
+void tensor_table_settle_gone(const char *id, api_error *e)
 {
     int i, deleted;
 
@@ -304,7 +304,7 @@ void tensor_table_settle_gone(const char *id, const char *field, api_error *e)
     deleted = i < 0 || tensors_table[i].deleting;
     pthread_mutex_unlock(&tensors_mu);
     if (deleted)
-        api_fail(e, 404, "not_found", field, "there is no tensor %s: it was deleted while this request waited for its worker",
+        api_fail(e, 404, "not_found", "id", "there is no tensor %s: it was deleted while this request waited for its worker",
                  id);
 }
 

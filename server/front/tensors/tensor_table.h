@@ -102,7 +102,7 @@ void tensor_table_end_delete(const char *id);
 /* The worker answered 410 gone for id, which the request had found in the table: when a
  * DELETE of id reached the worker first (id left the table, or is leaving it), *e becomes
  * the 404 the request would have met after that DELETE; else *e stays (its worker restarted). */
-void tensor_table_settle_gone(const char *id, const char *field, api_error *e);
+void tensor_table_settle_gone(const char *id, api_error *e);
 /* id leaves the table and the store's ids; device's gauge is published for generation
  * when it is >= 0. */
 void tensor_table_forget(const char *id, const char *device, int generation);
