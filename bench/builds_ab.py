@@ -11,7 +11,7 @@ output's bits are the first build's (every run's inputs come from the same seed)
 to keep the arithmetic (a launch, a load) must say "same".
 
     python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
-        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash] [--ref cudnn]
+        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash[:IMPL]] [--ref cudnn]
         [--rounds 4] [--min-time-ms 300] [--device cuda:0] [--json out.json]
 """
 import argparse
@@ -37,7 +37,10 @@ def timed(client, variant, params, min_time_ms, device):
     output's fingerprint."""
     if device:
         params = dict(params, device=device)
-    rec = client.run(backend=variant, min_time_ms=min_time_ms, **params)
+    backend, _, impl = variant.partition(":")  # flash:splitkv, as a study names it
+    if impl:
+        params = dict(params, impl=impl)
+    rec = client.run(backend=backend, min_time_ms=min_time_ms, **params)
     table = (rec.get("kernels") or {}).get("table") or []
     return (rec["timing"]["median_us"], [k.get("name", "")[:60] for k in table if k.get("kind") == "kernel"],
             (rec.get("output") or {}).get("fingerprint"))
@@ -55,7 +58,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", action="append", type=parse_build, required=True, help="NAME=URL, the first is the base")
     ap.add_argument("--shape", action="append", type=parse_shape, required=True)
-    ap.add_argument("--variant", default="flash")
+    ap.add_argument("--variant", default="flash", help="a backend, or backend:impl (flash:splitkv)")
     ap.add_argument("--ref", default="cudnn", help="a variant run on the first build's server ('' for none)")
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--min-time-ms", type=int, default=300)

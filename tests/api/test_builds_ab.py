@@ -40,6 +40,16 @@ def test_a_refused_shape_fails_the_script(api):
     assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: "), p.stdout
 
 
+def test_an_implementation_is_asked_for_by_name(api):
+    """--variant backend:impl runs that implementation, as a study's variants name one: the
+    server's refusal of an impl the reference lacks shows the impl reached it."""
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
+                        "--variant", "reference:splitkv", "--ref", "", "--device", "cpu", "--rounds", "1",
+                        "--min-time-ms", "5", "--shape", "2,4,2,1,64,64"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
+    assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: bad_value: backend reference has one implementation"), p.stdout
+
+
 def test_bits_say_differ_and_unknown():
     """The bits column's other words: a build whose output differs, and a run that reported none."""
     sys.path.insert(0, os.path.join(REPO, "bench"))
