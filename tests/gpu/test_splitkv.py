@@ -74,8 +74,8 @@ def papi():
 @pytest.mark.parametrize("group,seq_q", [(4, 1), (4, 4), (8, 16), (2, 2), (1, 1), (8, 1), (3, 3), (4, 3)])
 def test_splitkv_gqa_decode(papi, group, seq_q, mask, window):
     """The query heads of a K/V group share each K/V load (PackGQA): group × seq_q rows per
-    CTA, 8 × 16 = 128 in 8 row tiles; 8, 9 and 12 rows fill a tile of 8 exactly, or one of 16
-    partly."""
+    CTA, 8 × 16 = 128 in 8 row tiles; 8, 9 and 12 rows sit at and past the edges of tiles of 8
+    and 16 rows."""
     shape = dict(batch=2, heads=8 * group, kv_heads=8, seq_q=seq_q, seq_kv=4097, head_dim=128)
     if window:
         shape["window"] = window
