@@ -9,7 +9,7 @@
 #   BASE_CONFIG  the config file the build before reads (an older build may not read today's);
 #                default BASE_BUILD/attnd.json where there is one (gpu-build-base.sh puts it there)
 #   GPU_PACK     a tarball of the builds from scripts/gpu-build.sh (GPU_PACK=… there), unpacked first
-#   PHASES       which of: ab throughput fused sanitize unit tests pending targets studies transfers ncu
+#   PHASES       which of: ab throughput builds fused sanitize unit tests pending targets studies transfers ncu
 #                bench (default: all but targets, studies, transfers, ncu and bench). A lent call runs
 #                10 minutes at most: all of them take longer, so split them over calls, e.g. "fused
 #                pending unit", then "ab throughput sanitize", then "tests", then "targets studies ncu"
@@ -30,6 +30,13 @@
 #                MHA and GQA decode), B,H,Sq:Skv,D,mask[,Hkv]
 #   THROUGHPUT_BUILDS  the throughput phase's builds, comma-separated, the first the baseline (default
 #                BASE_BUILD and this build); THROUGHPUT_CONFIGS more "--config-of BUILD=FILE" words
+#   BUILDS       the builds phase's builds, "NAME=DIR ..." (the first is the base; default
+#                "base=BASE_BUILD head=GPU_BUILD"); a DIR with attnd-worker alone (an experiment's
+#                worker) borrows GPU_BUILD's attnd and lib/. BUILDS_SHAPES bench/builds_ab.py's shapes
+#                (default the GQA decodes, pages of 16 and Sq4); BUILDS_VARIANTS one A/B each (default
+#                flash; flash:splitkv names an impl); BUILDS_REF the variant beside them on the base's
+#                server (cudnn; empty: none); BUILDS_ROUNDS (4); BUILDS_TESTS tests/gpu files
+#                run through every build but the first after the A/Bs (default none)
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN variant's: loader, serving batches)
@@ -37,7 +44,9 @@
 #
 # Phases: ab — flash@tma of both builds and cudnn, one at a time in isolated windows
 # (bench/isolated_windows.py: power, clock and energy beside the time); throughput — small runs
-# served a second by both builds, without and with verify (bench/served_throughput.py); fused — fused_check
+# served a second by both builds, without and with verify (bench/served_throughput.py); builds —
+# one variant under several builds' servers on the card, alternated under the server's stopping
+# rule, with cudnn beside (bench/builds_ab.py), then BUILDS_TESTS on each; fused — fused_check
 # --quick, every flash/efficient configuration against its reference; sanitize — fused_check
 # --quick --small over every flash impl under compute-sanitizer's memcheck, racecheck and
 # synccheck; unit — the GPU cases of
@@ -52,7 +61,7 @@
 # (bench/loopback_ceiling.py); ncu — bench/decode_ncu.sh, ncu's counters of flash's split-KV
 # decode and cudnn's; bench — bench/run.sh, attnd against PyTorch. A short table comes last.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 B=${GPU_BUILD:-build/test}
 # GPU_PACK: the tarball scripts/gpu-build.sh packed (the builds, under 64 MiB to carry).
 if [ -n "${GPU_PACK:-}" ]; then tar -xJf "$GPU_PACK" || { echo "gpu-session: cannot unpack $GPU_PACK" >&2; exit 2; }; fi
@@ -71,6 +80,17 @@ note() { echo "$1|$2" >> "$SUMMARY"; }
 # Without it the cudnn rows are refused, and the table would lack its comparator silently.
 [ -n "$CUDNN_DIR" ] || note cudnn "PyTorch's cuDNN not importable (nvidia.cudnn): no cudnn rows"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+# attnd $1 on a free port with PyTorch's cuDNN, its stderr to $2; sets url and pid once it is ready.
+serve() {
+    local data
+    data=$(mktemp -d)
+    ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" "$1" --listen 127.0.0.1:0 --data-dir "$data" --devices all \
+        --job-timeout-s 300 --log-level warn > "$data/stdout" 2> "$2" &
+    pid=$!
+    url=""
+    for _ in $(seq 1 300); do url=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$data/stdout") && break; sleep 0.1; done
+    for _ in $(seq 1 300); do curl -sf "$url/readyz" > /dev/null && break; sleep 0.1; done
+}
 T0=$(date +%s)
 
 if has ab && [ -n "${BASE_BUILD:-}" ]; then
@@ -95,6 +115,42 @@ if has throughput && [ -n "${BASE_BUILD:-}" ] && [ -x "$BASE_BUILD/attnd" ]; the
     if [ -x "$B/nvml_cost" ]; then # what the NVML reads of a run cost on this machine
         timeout -k 5 30 "$B/nvml_cost" --reads 200 > "$OUT/nvml_cost.log" 2>&1
         grep '^| nvml' "$OUT/nvml_cost.log" | while read -r line; do note "  nvml us" "$line"; done
+    fi
+fi
+
+if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
+    read -r -a specs <<< "${BUILDS:-"base=${BASE_BUILD:-} head=$B"}"
+    ab=()
+    pids=()
+    for spec in "${specs[@]}"; do
+        name=${spec%%=*}
+        dir=${spec#*=}
+        [ -x "$dir/attnd" ] || cp "$B/attnd" "$dir/"
+        [ -d "$dir/lib" ] || [ ! -d "$B/lib" ] || cp -r "$B/lib" "$dir/"
+        serve "$dir/attnd" "$OUT/builds-attnd-$name.log"
+        ab+=(--build "$name=$url")
+        pids+=("$pid")
+    done
+    shapes=()
+    for shape in ${BUILDS_SHAPES:-64,32,8,1,8192,128 8,64,8,1,32768,128 64,32,8,1,8192,128,none,16 \
+                  64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
+    : > "$OUT/builds.log"
+    for variant in ${BUILDS_VARIANTS:-flash}; do
+        timeout -k 5 "${BUILDS_TIMEOUT_S:-300}" python3 bench/builds_ab.py "${ab[@]}" --variant "$variant" \
+            --ref "${BUILDS_REF-cudnn}" --rounds "${BUILDS_ROUNDS:-4}" "${shapes[@]}" --json "$OUT/builds-${variant//:/-}.json" >> "$OUT/builds.log" 2>&1
+        note "builds A/B of $variant" "rc $? (table in builds.log)"
+    done
+    grep -E '^B[0-9]|^\| [a-z]' "$OUT/builds.log" | grep -v '^| row' | while read -r line; do note "  " "${line:0:150}"; done
+    kill -TERM "${pids[@]}"
+    wait "${pids[@]}"
+    if [ -n "${BUILDS_TESTS:-}" ]; then
+        for spec in "${specs[@]:1}"; do # every build but the base
+            name=${spec%%=*}
+            ATTND_BIN=$(realpath "${spec#*=}/attnd") OUT=$OUT/builds-tests-$name TESTS="$BUILDS_TESTS" \
+                TESTS_TIMEOUT_S="${BUILDS_TESTS_TIMEOUT_S:-150}" bash scripts/gpu-quick.sh > "$OUT/builds-tests-$name.log" 2>&1
+            note "tests on $name" "$(grep -E '[0-9]+ (passed|failed)' "$OUT/builds-tests-$name/tests.log" | tail -n 1)"
+            grep -E '^(FAILED|ERROR)' "$OUT/builds-tests-$name/tests.log" | head -n 5 | while read -r line; do note "  " "${line:0:150}"; done
+        done
     fi
 fi
 
@@ -190,13 +246,7 @@ if has studies; then
     timeout -k 5 120 "$B/read_ceiling" --bytes 2147483648 --window-ms 800 --rounds 2 > "$OUT/ceiling.log" 2>&1
     ceiling=$(sed -n 's/^ceiling: \([0-9.]*\) TB\/s/\1/p' "$OUT/ceiling.log")
     note "read ceiling (2 GiB)" "${ceiling:-none} TB/s"
-    data=$(mktemp -d)
-    ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" "$ATTND_BIN" --listen 127.0.0.1:0 --data-dir "$data" --devices all \
-        --job-timeout-s 300 --log-level warn > "$data/stdout" 2> "$OUT/studies-attnd.log" &
-    pid=$!
-    url=""
-    for _ in $(seq 1 300); do url=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$data/stdout") && break; sleep 0.1; done
-    for _ in $(seq 1 300); do curl -sf "$url/readyz" > /dev/null && break; sleep 0.1; done
+    serve "$ATTND_BIN" "$OUT/studies-attnd.log"
     shapes=()
     for shape in ${STUDY_SHAPES:-64,32,8,1,8192,128 64,32,8,1,8192,128,none,16 64,32,32,1,4096,128 128,32,32,1,2048,128 \
                   8,64,8,1,32768,128 64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
