@@ -36,7 +36,8 @@
 #                (default the GQA decodes, pages of 16 and Sq4); BUILDS_VARIANTS one A/B each (default
 #                flash; flash:splitkv names an impl); BUILDS_REF the variant beside them on the base's
 #                server (cudnn; empty: none); BUILDS_ROUNDS (4); BUILDS_TESTS tests/gpu files
-#                run through every build but the first after the A/Bs (default none)
+#                run through every build but the first after the A/Bs (default none);
+#                BUILDS_TIMEOUT_S (300 an A/B), BUILDS_TESTS_TIMEOUT_S (150 a build)
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
 #   UNIT_GPU     unit-test binaries with GPU cases (default the cuDNN variant's: loader, serving batches)
@@ -137,7 +138,8 @@ if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
     : > "$OUT/builds.log"
     for variant in ${BUILDS_VARIANTS:-flash}; do
         timeout -k 5 "${BUILDS_TIMEOUT_S:-300}" python3 bench/builds_ab.py "${ab[@]}" --variant "$variant" \
-            --ref "${BUILDS_REF-cudnn}" --rounds "${BUILDS_ROUNDS:-4}" "${shapes[@]}" --json "$OUT/builds-${variant//:/-}.json" >> "$OUT/builds.log" 2>&1
+            --ref "${BUILDS_REF-cudnn}" --rounds "${BUILDS_ROUNDS:-4}" "${shapes[@]}" \
+            --json "$OUT/builds-${variant//:/-}.json" >> "$OUT/builds.log" 2>&1
         note "builds A/B of $variant" "rc $? (table in builds.log)"
     done
     grep -E '^B[0-9]|^\| [a-z]' "$OUT/builds.log" | grep -v '^| row' | while read -r line; do note "  " "${line:0:150}"; done
