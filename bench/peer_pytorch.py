@@ -34,8 +34,15 @@ def flops(b, h, s, d, mask):
     return f / 2 if mask == "causal" else f
 
 
+def sdpa_backends():
+    """SDPA's backends under the names attnd's variants give them."""
+    from torch.nn.attention import SDPBackend
+    return {"math": SDPBackend.MATH, "efficient": SDPBackend.EFFICIENT_ATTENTION,
+            "flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
+
+
 def make_variants(torch, F):
-    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention import sdpa_kernel
 
     def naive(q, k, v, mask, scale):
         s = q @ k.transpose(-2, -1)
@@ -59,14 +66,8 @@ def make_variants(torch, F):
         fn.context = lambda: sdpa_kernel(backend)
         return fn
 
-    table = {
-        "naive": naive,
-        "naive_inplace": naive_inplace,
-        "math": sdpa(SDPBackend.MATH),
-        "efficient": sdpa(SDPBackend.EFFICIENT_ATTENTION),
-        "flash": sdpa(SDPBackend.FLASH_ATTENTION),
-        "cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
-    }
+    table = {"naive": naive, "naive_inplace": naive_inplace}
+    table.update((name, sdpa(backend)) for name, backend in sdpa_backends().items())
     return table
 
 
@@ -122,9 +123,7 @@ def measure_decode(torch, F, backend, shape, warmup, min_time_ms):
 
 def run_decode(torch, F, shapes, variants, warmup, min_time_ms, meta, out):
     """--decode: one JSON line per (shape, variant)."""
-    from torch.nn.attention import SDPBackend
-    backends = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-                "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+    backends = sdpa_backends()
     for shape in shapes:
         b, h, hkv, sq, skv, d = (shape[k] for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim"))
         nbytes = 2 * (2 * b * h * sq * d + 2 * b * hkv * skv * d)   # bf16 Q, O, K, V once
