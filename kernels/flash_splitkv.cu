@@ -45,7 +45,7 @@
 
 #include "kernels/flash_mma.cuh"
 
-#define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
+#define SPLITKV_ROWS 8        /* query rows of a CTA: mma's n8 side (keys and dims take its m16 side) */
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
 /* Warps an SM keeps. A warp's registers come from one of the SM's four 16K-register quarters:
@@ -142,11 +142,20 @@ __device__ __forceinline__ int64_t splitkv_out_row(const splitkv_params &P, int6
     return (b * P.heads + head) * P.seq_q + token;
 }
 
+/* An 8x8 matrix of 16-bit values, one register a lane (row lane/4, columns 2·(lane%4) and +1),
+ * transposed across the warp: Sᵀ's accumulators become Pᵀ's B fragment. */
+__device__ __forceinline__ uint32_t splitkv_transpose8x8(uint32_t a)
+{
+    uint32_t d;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+
 template <int D, bool BF16, bool SERVING>
 __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV_WARPS) flash_splitkv_kernel(const splitkv_params P)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
-    constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
+    constexpr int KCH = D / 32; /* 16-byte chunks of a K (and Q) row per lane: dims c·32 + 8t .. +7 */
     constexpr int VG = D / 64;  /* 64-dim groups of a V row: a lane loads dims 64·j + 8g .. +7 */
     constexpr int VPR = D / 8;  /* uint4 per row */
     constexpr int STRIDE = SPLITKV_KEYS * SPLITKV_WARPS; /* keys from one of a warp's blocks to its next */
@@ -165,40 +174,45 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     const int k0 = P.key_begin + split * P.split_keys;
     const int k1 = min(sq.seq_kv, k0 + P.split_keys);
 
-    /* this lane's two rows (g and g + 8 of the tile) and their output rows [b, h, token] */
+    /* Q's B fragments wait in shared memory, lane-major (conflict-free 16-byte reads): lane
+     * (g, t) holds chunks c·4 + t of the tile's row g */
+    __shared__ uint4 qs[KCH][32];
+    {
+        const int p = tile * SPLITKV_ROWS + g;
+        const int64_t qr = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
+        const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + qr * VPR;
+        if (warp == 0) /* one copy for the CTA's warps: the same rows */
+            for (int c = 0; c < KCH; ++c) qs[c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
+    }
+    /* this lane's two rows of the accumulators (2t and 2t + 1 of the tile) and their output rows */
     int prow[2], lo[2], hi[2];
     int64_t orow[2];
-    /* Q's A fragments wait in shared memory, lane-major (conflict-free 16-byte reads): the
-     * registers they would hold go to keeping K and V loads in flight */
-    __shared__ uint4 qs[2][KCH][32];
-    for (int r = 0; r < 2; ++r) {
-        const int p = tile * SPLITKV_ROWS + g + 8 * r;
-        prow[r] = p;
-        orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
-        splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[r], hi[r]);
-        const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
-        if (warp == 0) /* one copy for the CTA's warps: the same rows */
-            for (int c = 0; c < KCH; ++c) qs[r][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
+    for (int e = 0; e < 2; ++e) {
+        const int p = tile * SPLITKV_ROWS + 2 * t + e;
+        prow[e] = p;
+        orow[e] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
+        splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[e], hi[e]);
     }
     __syncthreads();
     /* the keys any row of the tile sees, in whole 16-key blocks */
     int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
     if (lo[1] < hi[1]) first = min(first, lo[1]), last = max(last, hi[1]);
-    for (int o = 16; o > 0; o >>= 1) {
-        first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
-        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    for (int off = 16; off > 0; off >>= 1) {
+        first = min(first, __shfl_xor_sync(0xffffffffu, first, off));
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, off));
     }
 
     const int64_t kv_head = b * P.kv_heads + hk;
     /* dense: K/V rows from these bases; SERVING: from the tensors' starts, row by row */
     const uint4 *kbase = reinterpret_cast<const uint4 *>(P.k) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
     const uint4 *vbase = reinterpret_cast<const uint4 *>(P.v) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
-    float o[D / 8][4];
-    for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+    /* Oᵀ's m16 tiles, 4j + h: dims 64j + 8g + 2h (o[·][0], [1]: rows 2t, 2t + 1) and + 1 ([2], [3]) */
+    float o[D / 16][4];
+    for (int n = 0; n < D / 16; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
 
-    /* A pipeline one block deep: as soon as a block's Q·Kᵀ has read kf, the next block's K and
-     * V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
+    /* A pipeline one block deep: as soon as a block's Kᵀ product has read kf, the next block's K
+     * and V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
      * block of loads in flight through its softmax and P·V. K needs one buffer, V two. */
     uint4 kf[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
@@ -216,7 +230,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         if (block_pages) return (page_next + key % P.page_size) * P.kv_heads + hk;
         return splitkv_kv_row<SERVING>(P, b, hk, sq, key);
     };
-    auto load_k = [&](int kb) {
+    auto load_k = [&](int kb) { /* keys kb + g (A's rows g) and kb + 8 + g (rows g + 8) */
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
             const bool ok = key < sq.seq_kv;
@@ -234,61 +248,54 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         if (block_pages) page_next = page_start(kb + STRIDE); /* in flight until this warp's next block's loads */
     };
     const int kb_first = first < last ? (first & ~(SPLITKV_KEYS - 1)) + SPLITKV_KEYS * warp : last; /* this warp's first */
-    /* one block's step: Q·Kᵀ from kf, then the next block's K and V on their way (V into the
-     * buffer P·V does not read now), softmax, P·V from vf */
+    /* One block's step, keys and dims on mma's m16 side and the tile's 8 rows on its n8 side (a
+     * decode's few rows waste less of n8 than of m16): Sᵀ = K·Qᵀ from kf, then the next block's
+     * K and V on their way, softmax down Sᵀ's columns, Oᵀ += Vᵀ·Pᵀ from vf. */
     auto step = [&](int kb, const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
         const bool more = kb + STRIDE < last;
-        /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
-        float s[2][4] = {};
+        /* s[0], s[1] = (key kb + g; rows 2t, 2t + 1), s[2], s[3] = (key kb + 8 + g; the same rows) */
+        float s[4] = {0.f, 0.f, 0.f, 0.f};
         for (int c = 0; c < KCH; ++c) {
-            const uint4 q0 = qs[0][c][lane], q1 = qs[1][c][lane];
-            const uint32_t a_lo[4] = {q0.x, q1.x, q0.y, q1.y};
-            const uint32_t a_hi[4] = {q0.z, q1.z, q0.w, q1.w};
-            for (int n = 0; n < 2; ++n) {
-                flash_mma<BF16>(s[n], a_lo, kf[n][c].x, kf[n][c].y);
-                flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
-            }
+            const uint4 q = qs[c][lane];
+            const uint32_t a_lo[4] = {kf[0][c].x, kf[1][c].x, kf[0][c].y, kf[1][c].y};
+            const uint32_t a_hi[4] = {kf[0][c].z, kf[1][c].z, kf[0][c].w, kf[1][c].w};
+            flash_mma<BF16>(s, a_lo, q.x, q.y);
+            flash_mma<BF16>(s, a_hi, q.z, q.w);
         }
-        if (more) load_k(kb + STRIDE), load_v(kb + STRIDE, v_next); /* kf's last reader was Q·Kᵀ */
-        /* online softmax, log2 space; keys outside a row's range are -inf */
+        if (more) load_k(kb + STRIDE), load_v(kb + STRIDE, v_next); /* kf's last reader was Sᵀ */
+        /* online softmax, log2 space; keys outside a row's range are -inf. A row's 16 keys lie
+         * over the 8 lanes of one t, two a lane. */
         float alpha[2];
-        for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-            for (int n = 0; n < 2; ++n)
-                for (int e = 0; e < 2; ++e) {
-                    const int key = kb + 8 * n + 2 * t + e;
-                    float &x = s[n][2 * r + e];
-                    x = key >= lo[r] && key < hi[r] ? x * P.scale_log2 : -INFINITY;
-                    mx = fmaxf(mx, x);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m[r], mx), base = m_new == -INFINITY ? 0.f : m_new;
-            alpha[r] = flash_exp2(m[r] - base); /* 0 while the row had no key */
-            m[r] = m_new;
-            float sum = 0.f;
-            for (int n = 0; n < 2; ++n)
-                for (int e = 0; e < 2; ++e) {
-                    float &x = s[n][2 * r + e];
-                    x = flash_exp2(x - base);
-                    sum += x;
-                }
-            l[r] = l[r] * alpha[r] + sum;
+        for (int e = 0; e < 2; ++e) {
+            float &x0 = s[e], &x1 = s[2 + e];
+            const int key0 = kb + g, key1 = kb + 8 + g;
+            x0 = key0 >= lo[e] && key0 < hi[e] ? x0 * P.scale_log2 : -INFINITY;
+            x1 = key1 >= lo[e] && key1 < hi[e] ? x1 * P.scale_log2 : -INFINITY;
+            float mx = fmaxf(x0, x1);
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+            const float m_new = fmaxf(m[e], mx), base = m_new == -INFINITY ? 0.f : m_new;
+            alpha[e] = flash_exp2(m[e] - base); /* 0 while the row had no key */
+            m[e] = m_new;
+            x0 = flash_exp2(x0 - base);
+            x1 = flash_exp2(x1 - base);
+            l[e] = l[e] * alpha[e] + x0 + x1;
         }
-        /* O = O·alpha + P·V; P's A fragment is the two S tiles (flash_mma.cuh) */
-        const uint32_t pa[4] = {flash_pack2<BF16>(s[0][0], s[0][1]), flash_pack2<BF16>(s[0][2], s[0][3]),
-                                flash_pack2<BF16>(s[1][0], s[1][1]), flash_pack2<BF16>(s[1][2], s[1][3])};
+        /* Pᵀ's B fragment: (keys 2t, 2t + 1 | 2t + 8, 2t + 9; row g), Sᵀ's two 8x8 halves transposed */
+        const uint32_t pb0 = splitkv_transpose8x8(flash_pack2<BF16>(s[0], s[1]));
+        const uint32_t pb1 = splitkv_transpose8x8(flash_pack2<BF16>(s[2], s[3]));
         for (int j = 0; j < VG; ++j) {
             const uint32_t w0[4] = {vf[0][j].x, vf[0][j].y, vf[0][j].z, vf[0][j].w};
             const uint32_t w1[4] = {vf[1][j].x, vf[1][j].y, vf[1][j].z, vf[1][j].w};
             const uint32_t w2[4] = {vf[2][j].x, vf[2][j].y, vf[2][j].z, vf[2][j].w};
             const uint32_t w3[4] = {vf[3][j].x, vf[3][j].y, vf[3][j].z, vf[3][j].w};
-            for (int e = 0; e < 8; ++e) { /* n-block 8j + e: column n ↔ dim 64j + 8n + e */
-                const unsigned sel = e & 1 ? 0x7632u : 0x5410u;
-                float *acc = o[8 * j + e];
-                acc[0] *= alpha[0], acc[1] *= alpha[0], acc[2] *= alpha[1], acc[3] *= alpha[1];
-                flash_mma<BF16>(acc, pa, __byte_perm(w0[e >> 1], w1[e >> 1], sel),
-                                __byte_perm(w2[e >> 1], w3[e >> 1], sel));
+            for (int h = 0; h < 4; ++h) { /* Vᵀ's A fragment: dims 2h (rows g) and 2h + 1 (g + 8) of the lane's 8 */
+                float *acc = o[4 * j + h];
+                acc[0] *= alpha[0], acc[1] *= alpha[1], acc[2] *= alpha[0], acc[3] *= alpha[1];
+                const uint32_t a[4] = {__byte_perm(w0[h], w1[h], 0x5410u), __byte_perm(w0[h], w1[h], 0x7632u),
+                                       __byte_perm(w2[h], w3[h], 0x5410u), __byte_perm(w2[h], w3[h], 0x7632u)};
+                flash_mma<BF16>(acc, a, pb0, pb1);
             }
         }
     };
@@ -304,67 +311,67 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     asm volatile("griddepcontrol.launch_dependents;");
 #endif
 
-    /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    /* the row sums over the 8 lanes of a t, then this split's normalised O and log2-sum-exp */
+    for (int e = 0; e < 2; ++e)
+        for (int off = 4; off < 32; off <<= 1) l[e] += __shfl_xor_sync(0xffffffffu, l[e], off);
     if constexpr (SPLITKV_WARPS > 1) {
         /* The warps' partial rows merged into warp 0's: O = Σ_w 2^(m_w − M)·O_w, l likewise,
          * M = max_w m_w (O and l unnormalised, each relative to its warp's m). */
         __shared__ float part_o[SPLITKV_WARPS - 1][SPLITKV_ROWS][D];
         __shared__ float part_m[SPLITKV_WARPS - 1][SPLITKV_ROWS], part_l[SPLITKV_WARPS - 1][SPLITKV_ROWS];
         if (warp > 0) {
-            for (int r = 0; r < 2; ++r) {
-                float *po = part_o[warp - 1][g + 8 * r];
-                for (int n = 0; n < D / 8; ++n) {
-                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                    po[d] = o[n][2 * r], po[d + 8] = o[n][2 * r + 1];
-                }
-                if (t == 0) part_m[warp - 1][g + 8 * r] = m[r], part_l[warp - 1][g + 8 * r] = l[r];
+            for (int e = 0; e < 2; ++e) {
+                float *po = part_o[warp - 1][2 * t + e];
+                for (int j = 0; j < VG; ++j)
+                    for (int h = 0; h < 4; ++h) {
+                        const int d = 64 * j + 8 * g + 2 * h;
+                        po[d] = o[4 * j + h][e], po[d + 1] = o[4 * j + h][2 + e];
+                    }
+                if (g == 0) part_m[warp - 1][2 * t + e] = m[e], part_l[warp - 1][2 * t + e] = l[e];
             }
         }
         __syncthreads();
         if (warp > 0) return;
-        for (int r = 0; r < 2; ++r) {
-            const int row = g + 8 * r;
-            float mx = m[r];
+        for (int e = 0; e < 2; ++e) {
+            const int row = 2 * t + e;
+            float mx = m[e];
             for (int w = 0; w < SPLITKV_WARPS - 1; ++w) mx = fmaxf(mx, part_m[w][row]);
-            const float base = mx == -INFINITY ? 0.f : mx, own = flash_exp2(m[r] - base);
-            l[r] *= own;
-            for (int n = 0; n < D / 8; ++n) o[n][2 * r] *= own, o[n][2 * r + 1] *= own;
+            const float base = mx == -INFINITY ? 0.f : mx, own = flash_exp2(m[e] - base);
+            l[e] *= own;
+            for (int n = 0; n < D / 16; ++n) o[n][e] *= own, o[n][2 + e] *= own;
             for (int w = 0; w < SPLITKV_WARPS - 1; ++w) {
                 const float f = flash_exp2(part_m[w][row] - base); /* 0 for a warp that saw no key */
                 const float *po = part_o[w][row];
-                l[r] += f * part_l[w][row];
-                for (int n = 0; n < D / 8; ++n) {
-                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                    o[n][2 * r] += f * po[d], o[n][2 * r + 1] += f * po[d + 8];
-                }
+                l[e] += f * part_l[w][row];
+                for (int j = 0; j < VG; ++j)
+                    for (int h = 0; h < 4; ++h) {
+                        const int d = 64 * j + 8 * g + 2 * h;
+                        o[4 * j + h][e] += f * po[d], o[4 * j + h][2 + e] += f * po[d + 1];
+                    }
             }
-            m[r] = mx;
+            m[e] = mx;
         }
     }
-    for (int r = 0; r < 2; ++r) {
-        if (prow[r] >= rows) continue;
-        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
-        if (P.splits == 1) {
-            T *out = reinterpret_cast<T *>(P.out) + orow[r] * D;
-            for (int n = 0; n < D / 8; ++n) {
-                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                out[d] = (T)(o[n][2 * r] * inv);
-                out[d + 8] = (T)(o[n][2 * r + 1] * inv);
+    /* each lane holds 8 contiguous dims (64j + 8g ..) of its two rows: one 16-byte store each */
+    for (int e = 0; e < 2; ++e) {
+        if (prow[e] >= rows) continue;
+        const float inv = l[e] > 0.f ? 1.f / l[e] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
+        for (int j = 0; j < VG; ++j) {
+            float x[8];
+            for (int h = 0; h < 4; ++h) x[2 * h] = o[4 * j + h][e] * inv, x[2 * h + 1] = o[4 * j + h][2 + e] * inv;
+            const int d = 64 * j + 8 * g;
+            if (P.splits == 1) {
+                const uint4 packed = make_uint4(flash_pack2<BF16>(x[0], x[1]), flash_pack2<BF16>(x[2], x[3]),
+                                                flash_pack2<BF16>(x[4], x[5]), flash_pack2<BF16>(x[6], x[7]));
+                *reinterpret_cast<uint4 *>(reinterpret_cast<T *>(P.out) + orow[e] * D + d) = packed;
+            } else {
+                float4 *po = reinterpret_cast<float4 *>(P.part_o + ((int64_t)split * P.out_rows + orow[e]) * D + d);
+                po[0] = make_float4(x[0], x[1], x[2], x[3]);
+                po[1] = make_float4(x[4], x[5], x[6], x[7]);
             }
-        } else {
-            const int64_t w = (int64_t)split * P.out_rows + orow[r];
-            float *po = P.part_o + w * D;
-            for (int n = 0; n < D / 8; ++n) {
-                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                po[d] = o[n][2 * r] * inv;
-                po[d + 8] = o[n][2 * r + 1] * inv;
-            }
-            if (t == 0) P.part_lse[w] = l[r] > 0.f ? m[r] + log2f(l[r]) : -INFINITY;
         }
+        if (P.splits > 1 && g == 0)
+            P.part_lse[(int64_t)split * P.out_rows + orow[e]] = l[e] > 0.f ? m[e] + log2f(l[e]) : -INFINITY;
     }
 }
 
