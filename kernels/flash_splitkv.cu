@@ -236,7 +236,8 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
 
     /* A pipeline one block deep: as soon as a block's Kᵀ product has read kf, the next block's K
      * and V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
-     * block of loads in flight through its softmax and P·V. K needs one buffer, V two. */
+     * block of loads in flight through its softmax and P·V. K needs one buffer (two at
+     * SPLITKV_K_AHEAD 2), V two. */
     constexpr int K_AHEAD = SERVING || NT > 1 ? 1 : SPLITKV_K_AHEAD;
     uint4 kx[2][KCH], ky[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
@@ -276,7 +277,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         if (block_pages) page_next = page_start(kb + STRIDE); /* in flight until this warp's next block's loads */
     };
     const int kb_first = first < last ? (first & ~(SPLITKV_KEYS - 1)) + SPLITKV_KEYS * warp : last; /* this warp's first */
-    /* One block's step, keys and dims on mma's m16 side and the tile's 8 rows on its n8 side (a
+    /* One block's step, keys and dims on mma's m16 side and the tile's rows on its n8 side (a
      * decode's few rows waste less of n8 than of m16): Sᵀ = K·Qᵀ from kf, then the next block's
      * K and V on their way, softmax down Sᵀ's columns, Oᵀ += Vᵀ·Pᵀ from vf. */
     auto step = [&](int kb, uint4(&kf)[2][KCH], const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
