@@ -238,7 +238,10 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
      * and V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
      * block of loads in flight through its softmax and P·V. K needs one buffer (two at
      * SPLITKV_K_AHEAD 2), V two. */
-    constexpr int K_AHEAD = SERVING || NT > 1 ? 1 : SPLITKV_K_AHEAD;
+    constexpr int K_AHEAD = SERVING || NT > 1 || D > 128 ? 1 : SPLITKV_K_AHEAD;
+    /* At D256 a block of V is 64 registers a lane, as its K and its 64 accumulators are: one V
+     * buffer, refilled once P·V has read it (K's load still overlaps the softmax and P·V). */
+    constexpr int V_BUFS = D > 128 ? 1 : 2;
     uint4 kx[2][KCH], ky[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
      * share one page, whose id is read from the block table a block before its K and V loads
@@ -280,7 +283,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     /* One block's step, keys and dims on mma's m16 side and the tile's rows on its n8 side (a
      * decode's few rows waste less of n8 than of m16): Sᵀ = K·Qᵀ from kf, then the next block's
      * K and V on their way, softmax down Sᵀ's columns, Oᵀ += Vᵀ·Pᵀ from vf. */
-    auto step = [&](int kb, uint4(&kf)[2][KCH], const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
+    auto step = [&](int kb, uint4(&kf)[2][KCH], uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
         const bool more = kb + STRIDE < last;
         /* s[nt][0], [1] = (key kb + g; rows 2t, 2t + 1 of n8 tile nt), [2], [3] = (key kb + 8 + g; the same) */
         float s[NT][4] = {};
@@ -299,7 +302,8 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
             if (more) load_v(kb + STRIDE, v_next);
             if (kb + 2 * STRIDE < last) load_k(kb + 2 * STRIDE, kf);
         } else if (more) {
-            load_k(kb + STRIDE, kf), load_v(kb + STRIDE, v_next); /* kf's last reader was Sᵀ */
+            load_k(kb + STRIDE, kf); /* kf's last reader was Sᵀ */
+            if constexpr (V_BUFS == 2) load_v(kb + STRIDE, v_next);
         }
         /* online softmax, log2 space; keys outside a row's range are -inf. A row's 16 keys lie
          * over the 8 lanes of one t, two a lane. */
@@ -346,6 +350,9 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
                 }
             }
         }
+        if constexpr (V_BUFS == 1) {
+            if (more) load_v(kb + STRIDE, vf); /* vf's last reader was P·V */
+        }
     };
     if (block_pages && kb_first < last) page_next = page_start(kb_first);
     if (kb_first < last) {
@@ -354,12 +361,17 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         load_v(kb_first, va);
     }
     for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V (and K) buffers swapped */
-        step(kb, kx, va, vb);
-        if (kb + STRIDE < last) {
-            if constexpr (K_AHEAD == 2)
-                step(kb + STRIDE, ky, vb, va);
-            else
-                step(kb + STRIDE, kx, vb, va);
+        if constexpr (V_BUFS == 1) {
+            step(kb, kx, va, va);
+            if (kb + STRIDE < last) step(kb + STRIDE, kx, va, va);
+        } else {
+            step(kb, kx, va, vb);
+            if (kb + STRIDE < last) {
+                if constexpr (K_AHEAD == 2)
+                    step(kb + STRIDE, ky, vb, va);
+                else
+                    step(kb + STRIDE, kx, vb, va);
+            }
         }
     }
     /* a split decode's combine kernel may be scheduled now (it waits for this grid to finish
@@ -462,8 +474,9 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
  * split's partial row is loaded at once (D/32 dims a lane, one vector load each). */
 template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE_WARPS) flash_splitkv_combine(const splitkv_params P)
 {
-    constexpr int E = D / 32;
-    typedef typename std::conditional<E == 4, float4, float2>::type vec;
+    constexpr int E = D / 32; /* dims a lane */
+    typedef typename std::conditional<E == 2, float2, float4>::type vec;
+    constexpr int NV = E == 2 ? 1 : E / 4; /* vector loads a lane */
     constexpr int SLOTS = (FLASH_SPLITKV_MAX_SPLITS + 31) / 32; /* splits a lane holds */
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* the split kernel done, its partials visible */
@@ -488,8 +501,11 @@ template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE
 #pragma unroll 8
         for (int j = 0; j < n; ++j) {
             const float wt = __shfl_sync(0xffffffffu, own, j);
-            const vec x = reinterpret_cast<const vec *>(P.part_o + ((int64_t)(32 * c + j) * P.out_rows + row) * D)[lane];
-            const float *xe = reinterpret_cast<const float *>(&x);
+            const vec *src = reinterpret_cast<const vec *>(P.part_o + ((int64_t)(32 * c + j) * P.out_rows + row) * D) + lane * NV;
+            vec x[NV];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) x[v] = src[v];
+            const float *xe = reinterpret_cast<const float *>(x);
             sum += wt;
             /* a split of weight 0 (no key seen) adds exact zeros, whatever its partial holds */
             for (int e = 0; e < E; ++e) acc[e] = fmaf(wt, wt != 0.f ? xe[e] : 0.f, acc[e]);
@@ -586,8 +602,9 @@ template <int D, bool BF16>
 static int flash_splitkv_launch_rows(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
     const int64_t rows = p->heads / attn_kv_heads(p) * p->seq_q;
-    return rows > SPLITKV_NROWS ? flash_splitkv_launch<D, BF16, 2>(ctx, p, t, workspace)
-                                : flash_splitkv_launch<D, BF16, 1>(ctx, p, t, workspace);
+    if constexpr (D <= 128) /* at D256 two tiles' 128 accumulators would not fit: tiles of 8 rows */
+        if (rows > SPLITKV_NROWS) return flash_splitkv_launch<D, BF16, 2>(ctx, p, t, workspace);
+    return flash_splitkv_launch<D, BF16, 1>(ctx, p, t, workspace);
 }
 
 int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
@@ -597,6 +614,9 @@ int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_t
     if (flash_splitkv_max_splits(p) > 1 && !workspace)
         return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "no workspace (needs flash_workspace_bytes)");
     const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->head_dim == 256)
+        return bf16 ? flash_splitkv_launch_rows<256, true>(ctx, p, t, workspace)
+                    : flash_splitkv_launch_rows<256, false>(ctx, p, t, workspace);
     if (p->head_dim == 64)
         return bf16 ? flash_splitkv_launch_rows<64, true>(ctx, p, t, workspace)
                     : flash_splitkv_launch_rows<64, false>(ctx, p, t, workspace);
