@@ -38,9 +38,9 @@
  *     with its own lengths, mask and window. Every sequence's keys are split over the same
  *     bound (seq_kv); a split past a short sequence's keys writes an empty partial. Dense
  *     problems run the instantiation without it.
- * Head dims 64 and 128 (256 would hold 128 fp32 accumulators per lane and two blocks' loads:
- * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, 4 KiB of
- * shared memory a CTA).
+ * Head dims 64, 128 and 256 (at 256, tiles of 8 rows and one V buffer: a block of K, one of V
+ * and the 64 accumulators take 64 registers a lane each). Compiled for every architecture of
+ * the build (sm_80 and up: mma.sync and movmatrix, 15-29 KB of shared memory a CTA).
  */
 #include "kernels/fused.h"
 
