@@ -152,9 +152,9 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
                                                : "the other impls run longer queries");
         return -1;
     }
-    if (p->head_dim != 64 && p->head_dim != 128) {
-        snprintf(why, why_len, "flash impl splitkv supports head_dim 64 and 128, not %lld (its accumulators stay in "
-                 "registers; the other impls run the rest)", (long long)p->head_dim);
+    if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
+        snprintf(why, why_len, "flash impl splitkv supports head_dim 64, 128 and 256, not %lld (its accumulators stay "
+                 "in registers; the other impls run the rest)", (long long)p->head_dim);
         return -1;
     }
     if (attn_dv(p) != p->head_dim) {
@@ -571,7 +571,7 @@ static const variant_impl flash_impls[] = {
            "the default on sm_86 and sm_89", NULL},
     {"legacy", "v3: mma.sync from a 2-stage cp.async ring, head_dim 32/64/256 compiled in; the only "
                "kernel at head_dim 32, and at 192 and 256 without sm_90a", NULL},
-    {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64 and 128; the key range split across "
+    {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64, 128 and 256; the key range split across "
                 "CTAs of 4 warps that share each K/V load among a group's query heads, then a combine "
                 "kernel; the default for paged and ragged decode and for dense grouped-query decode", NULL},
 };

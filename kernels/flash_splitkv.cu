@@ -3,7 +3,7 @@
  * tile leaves most SMs idle and the work is streaming K and V from memory.
  *
  * Design (docs/fused.md, "Split-KV decode"):
- *   - A CTA owns one K/V head of one sequence, a tile of 16 query rows and a chunk of the
+ *   - A CTA owns one K/V head of one sequence, a tile of 8 or 16 query rows and a chunk of the
  *     keys (its split). Its rows are the query heads of the K/V head's group times the query
  *     tokens, packed as FlashAttention-3's PackGQA does (row p = token p / G, head p % G of the
  *     group): every K/V element is read from global memory once per split and row tile, and
@@ -11,13 +11,18 @@
  *     blocks in turn and merge their partial rows in shared memory at the end: the CTA streams
  *     64 contiguous keys at a time, as cuDNN's decode does, and a batch that fills the GPU
  *     needs no split (one launch). One-warp CTAs ran 1.7-1.8% slower (more, narrower streams).
+ *   - The products are transposed, Sᵀ = K·Qᵀ and Oᵀ = Vᵀ·Pᵀ: keys and head dims take the 16-row
+ *     side of mma.sync m16n8k16, the query rows its 8-column side (one n8 tile for up to 8 rows,
+ *     two sharing each K and V fragment beyond). A decode's few rows (4 at GQA B64) waste less
+ *     of 8 columns than of 16 rows: half the mma and half the fp32 accumulators of S = Q·Kᵀ.
+ *     Sᵀ's accumulators become Pᵀ's B fragment by two movmatrix transposes.
  *   - K and V skip shared memory: each lane loads its part of a 16-key block with 16-byte loads
- *     straight into the registers mma.sync m16n8k16 reads (flash_mma.cuh's fragment layouts).
- *     The dot products do not care about the order of head dims, nor P·V about the order of
- *     keys, so the dims are permuted to make K's B fragments contiguous 16-byte chunks (Q's A
- *     fragments, kept in 4 KiB of shared memory, use the same permutation) and V's B fragments
- *     are pairs of rows joined by one byte_perm. The next block's K and V loads are issued
- *     right after a block's Q·Kᵀ: they stay in flight through its softmax and P·V.
+ *     straight into the registers mma reads (flash_mma.cuh's fragment layouts). The dot
+ *     products do not care about the order of head dims, nor P·V about the order of keys, so
+ *     the dims are permuted to make K's A fragments contiguous 16-byte chunks (Q's B fragments,
+ *     kept in shared memory, use the same permutation) and V's A fragments are pairs of rows
+ *     joined by one byte_perm. The next block's K and V loads are issued right after a
+ *     block's Sᵀ: they stay in flight through its softmax and P·V.
  *   - Online softmax per row in log2 space (FA2's); the CTA writes its normalised partial O
  *     (fp32) and log2-sum-exp to the workspace, and flash_splitkv_combine merges the splits
  *     (a warp a row, two round trips to memory; on sm_90+ a dependent launch, scheduled
@@ -33,9 +38,9 @@
  *     with its own lengths, mask and window. Every sequence's keys are split over the same
  *     bound (seq_kv); a split past a short sequence's keys writes an empty partial. Dense
  *     problems run the instantiation without it.
- * Head dims 64 and 128 (256 would hold 128 fp32 accumulators per lane and two blocks' loads:
- * spills). Compiled for every architecture of the build (sm_80 and up: mma.sync, 4 KiB of
- * shared memory a CTA).
+ * Head dims 64, 128 and 256 (at 256, tiles of 8 rows and one V buffer: a block of K, one of V
+ * and the 64 accumulators take 64 registers a lane each). Compiled for every architecture of
+ * the build (sm_80 and up: mma.sync and movmatrix, 15-29 KB of shared memory a CTA).
  */
 #include "kernels/fused.h"
 
@@ -45,7 +50,7 @@
 
 #include "kernels/flash_mma.cuh"
 
-#define SPLITKV_ROWS 16       /* query rows of a CTA: one m16 tile */
+#define SPLITKV_NROWS 8       /* query rows of one n8 tile: mma's n side (keys and dims take its m16 side) */
 #define SPLITKV_KEYS 16       /* keys per step: two n8 tiles of Q·Kᵀ, one k16 step of P·V */
 #define SPLITKV_COMBINE_WARPS 4
 /* Warps an SM keeps. A warp's registers come from one of the SM's four 16K-register quarters:
@@ -62,6 +67,13 @@
  * 0.980). */
 #ifndef SPLITKV_WARPS
 #define SPLITKV_WARPS 4
+#endif
+/* Experiment switch: dense K/V loaded 2 blocks ahead (two K buffers, the registers the transposed
+ * products freed at 8 rows), V 1 ahead as before; 1: both 1 ahead. Serving batches and 16-row
+ * tiles keep 1 (a block's page
+ * id is read for its K and V together). */
+#ifndef SPLITKV_K_AHEAD
+#define SPLITKV_K_AHEAD 1
 #endif
 
 struct splitkv_params {
@@ -142,11 +154,23 @@ __device__ __forceinline__ int64_t splitkv_out_row(const splitkv_params &P, int6
     return (b * P.heads + head) * P.seq_q + token;
 }
 
-template <int D, bool BF16, bool SERVING>
+/* An 8x8 matrix of 16-bit values, one register a lane (row lane/4, columns 2·(lane%4) and +1),
+ * transposed across the warp: Sᵀ's accumulators become Pᵀ's B fragment. */
+__device__ __forceinline__ uint32_t splitkv_transpose8x8(uint32_t a)
+{
+    uint32_t d;
+    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(d) : "r"(a));
+    return d;
+}
+
+/* NT n8 tiles of query rows a CTA (1 for a decode's ≤ 8 rows, 2 beyond): they share each K fragment
+ * and each V fragment, so 16 rows read K/V once. */
+template <int D, bool BF16, bool SERVING, int NT>
 __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV_WARPS) flash_splitkv_kernel(const splitkv_params P)
 {
+    constexpr int ROWS = SPLITKV_NROWS * NT;
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
-    constexpr int KCH = D / 32; /* 16-byte chunks of a K row per lane: dims c·32 + 8t .. +7 */
+    constexpr int KCH = D / 32; /* 16-byte chunks of a K (and Q) row per lane: dims c·32 + 8t .. +7 */
     constexpr int VG = D / 64;  /* 64-dim groups of a V row: a lane loads dims 64·j + 8g .. +7 */
     constexpr int VPR = D / 8;  /* uint4 per row */
     constexpr int STRIDE = SPLITKV_KEYS * SPLITKV_WARPS; /* keys from one of a warp's blocks to its next */
@@ -165,42 +189,60 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     const int k0 = P.key_begin + split * P.split_keys;
     const int k1 = min(sq.seq_kv, k0 + P.split_keys);
 
-    /* this lane's two rows (g and g + 8 of the tile) and their output rows [b, h, token] */
-    int prow[2], lo[2], hi[2];
-    int64_t orow[2];
-    /* Q's A fragments wait in shared memory, lane-major (conflict-free 16-byte reads): the
-     * registers they would hold go to keeping K and V loads in flight */
-    __shared__ uint4 qs[2][KCH][32];
-    for (int r = 0; r < 2; ++r) {
-        const int p = tile * SPLITKV_ROWS + g + 8 * r;
-        prow[r] = p;
-        orow[r] = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
-        splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, p, k0, k1, lo[r], hi[r]);
-        const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + orow[r] * VPR;
+    /* Q's B fragments wait in shared memory, lane-major (conflict-free 16-byte reads): lane
+     * (g, t) holds chunks c·4 + t of row g of each n8 tile */
+    __shared__ uint4 qs[NT][KCH][32];
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        const int p = tile * ROWS + SPLITKV_NROWS * nt + g;
+        const int64_t qr = p < rows ? splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group) : 0;
+        const uint4 *qrow = reinterpret_cast<const uint4 *>(P.q) + qr * VPR;
         if (warp == 0) /* one copy for the CTA's warps: the same rows */
-            for (int c = 0; c < KCH; ++c) qs[r][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
+            #pragma unroll
+            for (int c = 0; c < KCH; ++c) qs[nt][c][lane] = splitkv_load(qrow, c * 4 + t, p < rows);
     }
+    /* this lane's rows of the accumulators (2t and 2t + 1 of each n8 tile) and the keys they see
+     * (their output rows are found after the loop: no registers held through it) */
+    auto row_of = [&](int nt, int e) { return tile * ROWS + SPLITKV_NROWS * nt + 2 * t + e; };
+    int lo[NT][2], hi[NT][2];
+    int first = INT32_MAX, last = INT32_MIN;
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        #pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            splitkv_row_range(P, sq.seq_q, sq.seq_kv, rows, row_of(nt, e), k0, k1, lo[nt][e], hi[nt][e]);
+            if (lo[nt][e] < hi[nt][e]) first = min(first, lo[nt][e]), last = max(last, hi[nt][e]);
+        }
     __syncthreads();
     /* the keys any row of the tile sees, in whole 16-key blocks */
-    int first = lo[0] < hi[0] ? lo[0] : INT32_MAX, last = hi[0] > lo[0] ? hi[0] : INT32_MIN;
-    if (lo[1] < hi[1]) first = min(first, lo[1]), last = max(last, hi[1]);
-    for (int o = 16; o > 0; o >>= 1) {
-        first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
-        last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    for (int off = 16; off > 0; off >>= 1) {
+        first = min(first, __shfl_xor_sync(0xffffffffu, first, off));
+        last = max(last, __shfl_xor_sync(0xffffffffu, last, off));
     }
 
     const int64_t kv_head = b * P.kv_heads + hk;
     /* dense: K/V rows from these bases; SERVING: from the tensors' starts, row by row */
     const uint4 *kbase = reinterpret_cast<const uint4 *>(P.k) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
     const uint4 *vbase = reinterpret_cast<const uint4 *>(P.v) + (SERVING ? 0 : kv_head * P.seq_kv * VPR);
-    float o[D / 8][4];
-    for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    /* Oᵀ's m16 tiles, 4j + h: dims 64j + 8g + 2h (o[nt][·][0], [1]: rows 2t, 2t + 1 of n8 tile nt)
+     * and + 1 ([2], [3]) */
+    float o[NT][D / 16][4], m[NT][2], l[NT][2];
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+        #pragma unroll
+        for (int n = 0; n < D / 16; ++n) o[nt][n][0] = o[nt][n][1] = o[nt][n][2] = o[nt][n][3] = 0.f;
+        m[nt][0] = m[nt][1] = -INFINITY, l[nt][0] = l[nt][1] = 0.f;
+    }
 
-    /* A pipeline one block deep: as soon as a block's Q·Kᵀ has read kf, the next block's K and
-     * V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
-     * block of loads in flight through its softmax and P·V. K needs one buffer, V two. */
-    uint4 kf[2][KCH], va[4][VG], vb[4][VG];
+    /* A pipeline one block deep: as soon as a block's Kᵀ product has read kf, the next block's K
+     * and V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
+     * block of loads in flight through its softmax and P·V. K needs one buffer (two at
+     * SPLITKV_K_AHEAD 2), V two. */
+    constexpr int K_AHEAD = SERVING || NT > 1 || D > 128 ? 1 : SPLITKV_K_AHEAD;
+    /* At D256 a block of V is 64 registers a lane, as its K and its 64 accumulators are: one V
+     * buffer, refilled once P·V has read it (K's load still overlaps the softmax and P·V). */
+    constexpr int V_BUFS = D > 128 ? 1 : 2;
+    uint4 kx[2][KCH], ky[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
      * share one page, whose id is read from the block table a block before its K and V loads
      * (page_next), so they do not wait for it. Smaller pages look each key's page up. */
@@ -216,87 +258,121 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         if (block_pages) return (page_next + key % P.page_size) * P.kv_heads + hk;
         return splitkv_kv_row<SERVING>(P, b, hk, sq, key);
     };
-    auto load_k = [&](int kb) {
+    auto load_k = [&](int kb, uint4(&kf)[2][KCH]) { /* keys kb + g (A's rows g) and kb + 8 + g (rows g + 8) */
+        #pragma unroll
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
             const bool ok = key < sq.seq_kv;
             const int64_t row = kv_row(key, ok);
+            #pragma unroll
             for (int c = 0; c < KCH; ++c) kf[n][c] = splitkv_load(kbase, row * VPR + c * 4 + t, ok);
         }
     };
     auto load_v = [&](int kb, uint4(&vf)[4][VG]) {
+        #pragma unroll
         for (int i = 0; i < 4; ++i) {
             const int key = kb + 2 * t + (i & 1) + 8 * (i >> 1); /* rows 2t, 2t+1, 2t+8, 2t+9 */
             const bool ok = key < sq.seq_kv;
             const int64_t row = kv_row(key, ok);
+            #pragma unroll
             for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
         if (block_pages) page_next = page_start(kb + STRIDE); /* in flight until this warp's next block's loads */
     };
     const int kb_first = first < last ? (first & ~(SPLITKV_KEYS - 1)) + SPLITKV_KEYS * warp : last; /* this warp's first */
-    /* one block's step: Q·Kᵀ from kf, then the next block's K and V on their way (V into the
-     * buffer P·V does not read now), softmax, P·V from vf */
-    auto step = [&](int kb, const uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
+    /* One block's step, keys and dims on mma's m16 side and the tile's rows on its n8 side (a
+     * decode's few rows waste less of n8 than of m16): Sᵀ = K·Qᵀ from kf, then the next block's
+     * K and V on their way, softmax down Sᵀ's columns, Oᵀ += Vᵀ·Pᵀ from vf. */
+    auto step = [&](int kb, uint4(&kf)[2][KCH], uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
         const bool more = kb + STRIDE < last;
-        /* S = Q·Kᵀ: s[n] = (row g, key kb+8n+2t), (g, +1), (g+8, 2t), (g+8, +1) */
-        float s[2][4] = {};
+        /* s[nt][0], [1] = (key kb + g; rows 2t, 2t + 1 of n8 tile nt), [2], [3] = (key kb + 8 + g; the same) */
+        float s[NT][4] = {};
+        #pragma unroll
         for (int c = 0; c < KCH; ++c) {
-            const uint4 q0 = qs[0][c][lane], q1 = qs[1][c][lane];
-            const uint32_t a_lo[4] = {q0.x, q1.x, q0.y, q1.y};
-            const uint32_t a_hi[4] = {q0.z, q1.z, q0.w, q1.w};
-            for (int n = 0; n < 2; ++n) {
-                flash_mma<BF16>(s[n], a_lo, kf[n][c].x, kf[n][c].y);
-                flash_mma<BF16>(s[n], a_hi, kf[n][c].z, kf[n][c].w);
+            const uint32_t a_lo[4] = {kf[0][c].x, kf[1][c].x, kf[0][c].y, kf[1][c].y};
+            const uint32_t a_hi[4] = {kf[0][c].z, kf[1][c].z, kf[0][c].w, kf[1][c].w};
+            #pragma unroll
+            for (int nt = 0; nt < NT; ++nt) {
+                const uint4 q = qs[nt][c][lane];
+                flash_mma<BF16>(s[nt], a_lo, q.x, q.y);
+                flash_mma<BF16>(s[nt], a_hi, q.z, q.w);
             }
         }
-        if (more) load_k(kb + STRIDE), load_v(kb + STRIDE, v_next); /* kf's last reader was Q·Kᵀ */
-        /* online softmax, log2 space; keys outside a row's range are -inf */
-        float alpha[2];
-        for (int r = 0; r < 2; ++r) {
-            float mx = -INFINITY;
-            for (int n = 0; n < 2; ++n)
-                for (int e = 0; e < 2; ++e) {
-                    const int key = kb + 8 * n + 2 * t + e;
-                    float &x = s[n][2 * r + e];
-                    x = key >= lo[r] && key < hi[r] ? x * P.scale_log2 : -INFINITY;
-                    mx = fmaxf(mx, x);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-            const float m_new = fmaxf(m[r], mx), base = m_new == -INFINITY ? 0.f : m_new;
-            alpha[r] = flash_exp2(m[r] - base); /* 0 while the row had no key */
-            m[r] = m_new;
-            float sum = 0.f;
-            for (int n = 0; n < 2; ++n)
-                for (int e = 0; e < 2; ++e) {
-                    float &x = s[n][2 * r + e];
-                    x = flash_exp2(x - base);
-                    sum += x;
-                }
-            l[r] = l[r] * alpha[r] + sum;
+        if constexpr (K_AHEAD == 2) { /* kf's last reader was Sᵀ: it takes the block after next */
+            if (more) load_v(kb + STRIDE, v_next);
+            if (kb + 2 * STRIDE < last) load_k(kb + 2 * STRIDE, kf);
+        } else if (more) {
+            load_k(kb + STRIDE, kf); /* kf's last reader was Sᵀ */
+            if constexpr (V_BUFS == 2) load_v(kb + STRIDE, v_next);
         }
-        /* O = O·alpha + P·V; P's A fragment is the two S tiles (flash_mma.cuh) */
-        const uint32_t pa[4] = {flash_pack2<BF16>(s[0][0], s[0][1]), flash_pack2<BF16>(s[0][2], s[0][3]),
-                                flash_pack2<BF16>(s[1][0], s[1][1]), flash_pack2<BF16>(s[1][2], s[1][3])};
+        /* online softmax, log2 space; keys outside a row's range are -inf. A row's 16 keys lie
+         * over the 8 lanes of one t, two a lane. */
+        float alpha[NT][2];
+        uint32_t pb[NT][2];
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt) {
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                float &x0 = s[nt][e], &x1 = s[nt][2 + e];
+                const int key0 = kb + g, key1 = kb + 8 + g;
+                x0 = key0 >= lo[nt][e] && key0 < hi[nt][e] ? x0 * P.scale_log2 : -INFINITY;
+                x1 = key1 >= lo[nt][e] && key1 < hi[nt][e] ? x1 * P.scale_log2 : -INFINITY;
+                float mx = fmaxf(x0, x1);
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+                const float m_new = fmaxf(m[nt][e], mx), base = m_new == -INFINITY ? 0.f : m_new;
+                alpha[nt][e] = flash_exp2(m[nt][e] - base); /* 0 while the row had no key */
+                m[nt][e] = m_new;
+                x0 = flash_exp2(x0 - base);
+                x1 = flash_exp2(x1 - base);
+                l[nt][e] = l[nt][e] * alpha[nt][e] + x0 + x1;
+            }
+            /* Pᵀ's B fragment: (keys 2t, 2t + 1 | 2t + 8, 2t + 9; row g), Sᵀ's two 8x8 halves transposed */
+            pb[nt][0] = splitkv_transpose8x8(flash_pack2<BF16>(s[nt][0], s[nt][1]));
+            pb[nt][1] = splitkv_transpose8x8(flash_pack2<BF16>(s[nt][2], s[nt][3]));
+        }
+        #pragma unroll
         for (int j = 0; j < VG; ++j) {
             const uint32_t w0[4] = {vf[0][j].x, vf[0][j].y, vf[0][j].z, vf[0][j].w};
             const uint32_t w1[4] = {vf[1][j].x, vf[1][j].y, vf[1][j].z, vf[1][j].w};
             const uint32_t w2[4] = {vf[2][j].x, vf[2][j].y, vf[2][j].z, vf[2][j].w};
             const uint32_t w3[4] = {vf[3][j].x, vf[3][j].y, vf[3][j].z, vf[3][j].w};
-            for (int e = 0; e < 8; ++e) { /* n-block 8j + e: column n ↔ dim 64j + 8n + e */
-                const unsigned sel = e & 1 ? 0x7632u : 0x5410u;
-                float *acc = o[8 * j + e];
-                acc[0] *= alpha[0], acc[1] *= alpha[0], acc[2] *= alpha[1], acc[3] *= alpha[1];
-                flash_mma<BF16>(acc, pa, __byte_perm(w0[e >> 1], w1[e >> 1], sel),
-                                __byte_perm(w2[e >> 1], w3[e >> 1], sel));
+            #pragma unroll
+            for (int h = 0; h < 4; ++h) { /* Vᵀ's A fragment: dims 2h (rows g) and 2h + 1 (g + 8) of the lane's 8 */
+                const uint32_t a[4] = {__byte_perm(w0[h], w1[h], 0x5410u), __byte_perm(w0[h], w1[h], 0x7632u),
+                                       __byte_perm(w2[h], w3[h], 0x5410u), __byte_perm(w2[h], w3[h], 0x7632u)};
+                #pragma unroll
+                for (int nt = 0; nt < NT; ++nt) {
+                    float *acc = o[nt][4 * j + h];
+                    acc[0] *= alpha[nt][0], acc[1] *= alpha[nt][1], acc[2] *= alpha[nt][0], acc[3] *= alpha[nt][1];
+                    flash_mma<BF16>(acc, a, pb[nt][0], pb[nt][1]);
+                }
             }
+        }
+        if constexpr (V_BUFS == 1) {
+            if (more) load_v(kb + STRIDE, vf); /* vf's last reader was P·V */
         }
     };
     if (block_pages && kb_first < last) page_next = page_start(kb_first);
-    if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
-    for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V buffers swapped */
-        step(kb, va, vb);
-        if (kb + STRIDE < last) step(kb + STRIDE, vb, va);
+    if (kb_first < last) {
+        load_k(kb_first, kx);
+        if (K_AHEAD == 2 && kb_first + STRIDE < last) load_k(kb_first + STRIDE, ky);
+        load_v(kb_first, va);
+    }
+    for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V (and K) buffers swapped */
+        if constexpr (V_BUFS == 1) {
+            step(kb, kx, va, va);
+            if (kb + STRIDE < last) step(kb + STRIDE, kx, va, va);
+        } else {
+            step(kb, kx, va, vb);
+            if (kb + STRIDE < last) {
+                if constexpr (K_AHEAD == 2)
+                    step(kb + STRIDE, ky, vb, va);
+                else
+                    step(kb + STRIDE, kx, vb, va);
+            }
+        }
     }
     /* a split decode's combine kernel may be scheduled now (it waits for this grid to finish
      * before reading): its launch overlaps the tail of this one (Hopper's dependent launch) */
@@ -304,68 +380,92 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     asm volatile("griddepcontrol.launch_dependents;");
 #endif
 
-    /* the row sums over the quad, then this split's normalised O and log2-sum-exp */
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    /* the row sums over the 8 lanes of a t, then this split's normalised O and log2-sum-exp */
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        #pragma unroll
+        for (int e = 0; e < 2; ++e)
+            for (int off = 4; off < 32; off <<= 1) l[nt][e] += __shfl_xor_sync(0xffffffffu, l[nt][e], off);
     if constexpr (SPLITKV_WARPS > 1) {
         /* The warps' partial rows merged into warp 0's: O = Σ_w 2^(m_w − M)·O_w, l likewise,
          * M = max_w m_w (O and l unnormalised, each relative to its warp's m). */
-        __shared__ float part_o[SPLITKV_WARPS - 1][SPLITKV_ROWS][D];
-        __shared__ float part_m[SPLITKV_WARPS - 1][SPLITKV_ROWS], part_l[SPLITKV_WARPS - 1][SPLITKV_ROWS];
+        __shared__ float part_o[SPLITKV_WARPS - 1][ROWS][D];
+        __shared__ float part_m[SPLITKV_WARPS - 1][ROWS], part_l[SPLITKV_WARPS - 1][ROWS];
         if (warp > 0) {
-            for (int r = 0; r < 2; ++r) {
-                float *po = part_o[warp - 1][g + 8 * r];
-                for (int n = 0; n < D / 8; ++n) {
-                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                    po[d] = o[n][2 * r], po[d + 8] = o[n][2 * r + 1];
+            #pragma unroll
+            for (int nt = 0; nt < NT; ++nt)
+                #pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int row = SPLITKV_NROWS * nt + 2 * t + e;
+                    float *po = part_o[warp - 1][row];
+                    #pragma unroll
+                    for (int j = 0; j < VG; ++j)
+                        #pragma unroll
+                        for (int h = 0; h < 4; ++h) {
+                            const int d = 64 * j + 8 * g + 2 * h;
+                            po[d] = o[nt][4 * j + h][e], po[d + 1] = o[nt][4 * j + h][2 + e];
+                        }
+                    if (g == 0) part_m[warp - 1][row] = m[nt][e], part_l[warp - 1][row] = l[nt][e];
                 }
-                if (t == 0) part_m[warp - 1][g + 8 * r] = m[r], part_l[warp - 1][g + 8 * r] = l[r];
-            }
         }
         __syncthreads();
         if (warp > 0) return;
-        for (int r = 0; r < 2; ++r) {
-            const int row = g + 8 * r;
-            float mx = m[r];
-            for (int w = 0; w < SPLITKV_WARPS - 1; ++w) mx = fmaxf(mx, part_m[w][row]);
-            const float base = mx == -INFINITY ? 0.f : mx, own = flash_exp2(m[r] - base);
-            l[r] *= own;
-            for (int n = 0; n < D / 8; ++n) o[n][2 * r] *= own, o[n][2 * r + 1] *= own;
-            for (int w = 0; w < SPLITKV_WARPS - 1; ++w) {
-                const float f = flash_exp2(part_m[w][row] - base); /* 0 for a warp that saw no key */
-                const float *po = part_o[w][row];
-                l[r] += f * part_l[w][row];
-                for (int n = 0; n < D / 8; ++n) {
-                    const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                    o[n][2 * r] += f * po[d], o[n][2 * r + 1] += f * po[d + 8];
+        #pragma unroll
+        for (int nt = 0; nt < NT; ++nt)
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int row = SPLITKV_NROWS * nt + 2 * t + e;
+                float mx = m[nt][e];
+                #pragma unroll
+                for (int w = 0; w < SPLITKV_WARPS - 1; ++w) mx = fmaxf(mx, part_m[w][row]);
+                const float base = mx == -INFINITY ? 0.f : mx, own = flash_exp2(m[nt][e] - base);
+                l[nt][e] *= own;
+                #pragma unroll
+                for (int n = 0; n < D / 16; ++n) o[nt][n][e] *= own, o[nt][n][2 + e] *= own;
+                #pragma unroll
+                for (int w = 0; w < SPLITKV_WARPS - 1; ++w) {
+                    const float f = flash_exp2(part_m[w][row] - base); /* 0 for a warp that saw no key */
+                    const float *po = part_o[w][row];
+                    l[nt][e] += f * part_l[w][row];
+                    #pragma unroll
+                    for (int j = 0; j < VG; ++j)
+                        #pragma unroll
+                        for (int h = 0; h < 4; ++h) {
+                            const int d = 64 * j + 8 * g + 2 * h;
+                            o[nt][4 * j + h][e] += f * po[d], o[nt][4 * j + h][2 + e] += f * po[d + 1];
+                        }
+                }
+                m[nt][e] = mx;
+            }
+    }
+    /* each lane holds 8 contiguous dims (64j + 8g ..) of each of its rows: one 16-byte store each */
+    #pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+        #pragma unroll
+        for (int e = 0; e < 2; ++e) {
+            const int p = row_of(nt, e);
+            if (p >= rows) continue;
+            const int64_t orow = splitkv_out_row<SERVING>(P, b, sq, hk * P.group + p % P.group, p / P.group);
+            const float inv = l[nt][e] > 0.f ? 1.f / l[nt][e] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
+            #pragma unroll
+            for (int j = 0; j < VG; ++j) {
+                float x[8];
+                #pragma unroll
+                for (int h = 0; h < 4; ++h) x[2 * h] = o[nt][4 * j + h][e] * inv, x[2 * h + 1] = o[nt][4 * j + h][2 + e] * inv;
+                const int d = 64 * j + 8 * g;
+                if (P.splits == 1) {
+                    const uint4 packed = make_uint4(flash_pack2<BF16>(x[0], x[1]), flash_pack2<BF16>(x[2], x[3]),
+                                                    flash_pack2<BF16>(x[4], x[5]), flash_pack2<BF16>(x[6], x[7]));
+                    *reinterpret_cast<uint4 *>(reinterpret_cast<T *>(P.out) + orow * D + d) = packed;
+                } else {
+                    float4 *po = reinterpret_cast<float4 *>(P.part_o + ((int64_t)split * P.out_rows + orow) * D + d);
+                    po[0] = make_float4(x[0], x[1], x[2], x[3]);
+                    po[1] = make_float4(x[4], x[5], x[6], x[7]);
                 }
             }
-            m[r] = mx;
+            if (P.splits > 1 && g == 0)
+                P.part_lse[(int64_t)split * P.out_rows + orow] = l[nt][e] > 0.f ? m[nt][e] + log2f(l[nt][e]) : -INFINITY;
         }
-    }
-    for (int r = 0; r < 2; ++r) {
-        if (prow[r] >= rows) continue;
-        const float inv = l[r] > 0.f ? 1.f / l[r] : 0.f; /* no visible key: zeros (SDPA's safe softmax) */
-        if (P.splits == 1) {
-            T *out = reinterpret_cast<T *>(P.out) + orow[r] * D;
-            for (int n = 0; n < D / 8; ++n) {
-                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                out[d] = (T)(o[n][2 * r] * inv);
-                out[d + 8] = (T)(o[n][2 * r + 1] * inv);
-            }
-        } else {
-            const int64_t w = (int64_t)split * P.out_rows + orow[r];
-            float *po = P.part_o + w * D;
-            for (int n = 0; n < D / 8; ++n) {
-                const int d = 64 * (n >> 3) + 16 * t + (n & 7);
-                po[d] = o[n][2 * r] * inv;
-                po[d + 8] = o[n][2 * r + 1] * inv;
-            }
-            if (t == 0) P.part_lse[w] = l[r] > 0.f ? m[r] + log2f(l[r]) : -INFINITY;
-        }
-    }
 }
 
 /* One warp per output row: O = Σ_s 2^(lse_s − L)·O_s / Σ_s 2^(lse_s − L), L = max_s lse_s;
@@ -374,8 +474,9 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
  * split's partial row is loaded at once (D/32 dims a lane, one vector load each). */
 template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE_WARPS) flash_splitkv_combine(const splitkv_params P)
 {
-    constexpr int E = D / 32;
-    typedef typename std::conditional<E == 4, float4, float2>::type vec;
+    constexpr int E = D / 32; /* dims a lane */
+    typedef typename std::conditional<E == 2, float2, float4>::type vec;
+    constexpr int NV = E == 2 ? 1 : E / 4; /* vector loads a lane */
     constexpr int SLOTS = (FLASH_SPLITKV_MAX_SPLITS + 31) / 32; /* splits a lane holds */
 #if __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory"); /* the split kernel done, its partials visible */
@@ -400,8 +501,11 @@ template <int D, class T> __global__ void __launch_bounds__(32 * SPLITKV_COMBINE
 #pragma unroll 8
         for (int j = 0; j < n; ++j) {
             const float wt = __shfl_sync(0xffffffffu, own, j);
-            const vec x = reinterpret_cast<const vec *>(P.part_o + ((int64_t)(32 * c + j) * P.out_rows + row) * D)[lane];
-            const float *xe = reinterpret_cast<const float *>(&x);
+            const vec *src = reinterpret_cast<const vec *>(P.part_o + ((int64_t)(32 * c + j) * P.out_rows + row) * D) + lane * NV;
+            vec x[NV];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) x[v] = src[v];
+            const float *xe = reinterpret_cast<const float *>(x);
             sum += wt;
             /* a split of weight 0 (no key seen) adds exact zeros, whatever its partial holds */
             for (int e = 0; e < E; ++e) acc[e] = fmaf(wt, wt != 0.f ? xe[e] : 0.f, acc[e]);
@@ -426,7 +530,7 @@ static int flash_splitkv_splits(int64_t ctas, int64_t slots, int64_t max_splits)
     return best;
 }
 
-template <int D, bool BF16>
+template <int D, bool BF16, int NT>
 static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
@@ -441,7 +545,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
     P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;
     P.rows = P.group * P.seq_q;
-    P.row_tiles = (P.rows + SPLITKV_ROWS - 1) / SPLITKV_ROWS;
+    P.row_tiles = (P.rows + SPLITKV_NROWS * NT - 1) / (SPLITKV_NROWS * NT);
     P.out_rows = attn_tokens_q(p) * p->heads;
     P.scale_log2 = (float)(p->scale * 1.4426950408889634);
 
@@ -458,10 +562,10 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     P.key_begin = (int)(first & ~(int64_t)(SPLITKV_KEYS - 1));
     const int64_t span = last - P.key_begin, blocks = (span + SPLITKV_KEYS - 1) / SPLITKV_KEYS;
 
-    auto kernel = serving ? flash_splitkv_kernel<D, BF16, true> : flash_splitkv_kernel<D, BF16, false>;
-    static int ctas_per_sm = 0; /* per (D, dtype); the same on every device of one architecture */
+    auto kernel = serving ? flash_splitkv_kernel<D, BF16, true, NT> : flash_splitkv_kernel<D, BF16, false, NT>;
+    static int ctas_per_sm = 0; /* per (D, dtype, NT); the same on every device of one architecture */
     if (ctas_per_sm == 0)
-        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false>,
+        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false, NT>,
                                                                     32 * SPLITKV_WARPS, 0));
     const int64_t base = p->batch * P.kv_heads * P.row_tiles;
     int64_t max_splits = flash_splitkv_max_splits(p);
@@ -492,6 +596,17 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     return 0;
 }
 
+/* One n8 tile of query rows a CTA for up to 8 rows (group × seq_q), two beyond: 16 rows then read
+ * each K/V block once, where two tiles of 8 would read it twice (the second from L2). */
+template <int D, bool BF16>
+static int flash_splitkv_launch_rows(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
+{
+    const int64_t rows = p->heads / attn_kv_heads(p) * p->seq_q;
+    if constexpr (D <= 128) /* at D256 two tiles' 128 accumulators would not fit: tiles of 8 rows */
+        if (rows > SPLITKV_NROWS) return flash_splitkv_launch<D, BF16, 2>(ctx, p, t, workspace);
+    return flash_splitkv_launch<D, BF16, 1>(ctx, p, t, workspace);
+}
+
 int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
     char why[200];
@@ -499,7 +614,12 @@ int flash_splitkv_forward(exec_context *ctx, const attn_problem *p, const attn_t
     if (flash_splitkv_max_splits(p) > 1 && !workspace)
         return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", "no workspace (needs flash_workspace_bytes)");
     const bool bf16 = p->dtype == ATTN_BF16;
+    if (p->head_dim == 256)
+        return bf16 ? flash_splitkv_launch_rows<256, true>(ctx, p, t, workspace)
+                    : flash_splitkv_launch_rows<256, false>(ctx, p, t, workspace);
     if (p->head_dim == 64)
-        return bf16 ? flash_splitkv_launch<64, true>(ctx, p, t, workspace) : flash_splitkv_launch<64, false>(ctx, p, t, workspace);
-    return bf16 ? flash_splitkv_launch<128, true>(ctx, p, t, workspace) : flash_splitkv_launch<128, false>(ctx, p, t, workspace);
+        return bf16 ? flash_splitkv_launch_rows<64, true>(ctx, p, t, workspace)
+                    : flash_splitkv_launch_rows<64, false>(ctx, p, t, workspace);
+    return bf16 ? flash_splitkv_launch_rows<128, true>(ctx, p, t, workspace)
+                : flash_splitkv_launch_rows<128, false>(ctx, p, t, workspace);
 }

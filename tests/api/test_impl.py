@@ -79,8 +79,8 @@ DECODE = dict(backend="flash", impl="splitkv", batch=2, heads=8, seq_q=1, seq_kv
 @pytest.mark.parametrize("change,field,words", [
     (dict(seq_q=17), "seq_q", ["seq_q up to 16", "got 17"]),
     (dict(seq_q=4096, seq_kv=4096), "seq_q", ["seq_q up to 16"]),
-    (dict(head_dim=96), "head_dim", ["head_dim 64 and 128", "not 96"]),
-    (dict(head_dim=256), "head_dim", ["head_dim 64 and 128", "not 256"]),
+    (dict(head_dim=96), "head_dim", ["head_dim 64, 128 and 256", "not 96"]),
+    (dict(head_dim=32), "head_dim", ["head_dim 64, 128 and 256", "not 32"]),
 ])
 def test_splitkv_refuses_what_it_does_not_run(api, change, field, words):
     """flash's split-KV decode has no fallback: its limits are 422s before any device is

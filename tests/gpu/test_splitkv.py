@@ -83,6 +83,16 @@ def test_splitkv_gqa_decode(papi, group, seq_q, mask, window):
     fact("flash splitkv GQA group %d seq_q %d %s median_us" % (group, seq_q, mask), rec["timing"]["median_us"])
 
 
+@pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])
+@pytest.mark.parametrize("group,seq_q", [(4, 1), (2, 4), (4, 4), (8, 2), (1, 1)])
+def test_splitkv_decode_at_head_dim_256(papi, group, seq_q, mask):
+    """Gemma-sized heads: one V buffer a warp, and tiles of 8 rows whatever the rows (16 rows
+    run as two tiles)."""
+    shape = dict(batch=2, heads=8 * group, kv_heads=8, seq_q=seq_q, seq_kv=4097, head_dim=256)
+    rec = check_decode(papi, shape, mask, "bf16", [SPLIT, COMBINE])
+    fact("flash splitkv D256 group %d seq_q %d %s median_us" % (group, seq_q, mask), rec["timing"]["median_us"])
+
+
 def test_split_decode_replays_in_a_graph(gapi, variants):
     """On Hopper the combine kernel is a dependent launch: scheduled while the split kernel's
     CTAs finish, it waits for that grid before reading. Captured in a CUDA graph and replayed,
@@ -165,7 +175,7 @@ SERVING = [
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("mask", ["none", "causal_bottom_right"])
 @pytest.mark.parametrize("case", range(len(SERVING)), ids=lambda i: "serving%d" % i)
-@pytest.mark.parametrize("head_dim", [128, 64])
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
 def test_splitkv_serving_decode(sapi, case, mask, dtype, head_dim):
     shape = dict(SERVING[case], head_dim=head_dim)
     params = dict(shape, backend="flash", mask=mask, dtype=dtype, seed=fresh_seed(), warmup=1, iters=3, verify=True,

@@ -304,6 +304,10 @@ static void test_splitkv(void)
                   flash->impl_used(80, &g) == FLASH_IMPL_SPLITKV && flash->workspace_bytes(&g) > 0 &&
                   variant_info_flash.workspace_bound(&g) == flash->workspace_bytes(&g),
               "GQA decode: split-KV by default");
+        g.head_dim = 256; /* a Gemma-sized head: split-KV too */
+        CHECK(flash_splitkv_is(&g) && flash->impl_used(90, &g) == FLASH_IMPL_SPLITKV &&
+                  variant_info_flash.workspace_bound(&g) == flash->workspace_bytes(&g),
+              "GQA decode at D256: split-KV by default");
         g.head_dim = 96; /* one it does not take: the default family */
         CHECK(!flash_splitkv_is(&g) && variant_check_flash(&g, why, sizeof why) == 0, "GQA decode at D96: %s", why);
         g.head_dim = 128, g.seq_q = 17;
@@ -338,7 +342,7 @@ static void test_splitkv(void)
     for (int64_t d = 32; d <= 256; d += 32) {
         p.head_dim = d;
         const int ok = variant_check_flash(&p, why, sizeof why) == 0;
-        CHECK(ok == (d == 64 || d == 128), "head_dim %lld: %s", (long long)d, ok ? "runs" : why);
+        CHECK(ok == (d == 64 || d == 128 || d == 256), "head_dim %lld: %s", (long long)d, ok ? "runs" : why);
     }
     p.head_dim = 128, p.scale = 1e300;
     CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "scale"), "a scale past fp32: %s", why);
