@@ -68,13 +68,6 @@
 #ifndef SPLITKV_WARPS
 #define SPLITKV_WARPS 4
 #endif
-/* Experiment switch: dense K/V loaded 2 blocks ahead (two K buffers, the registers the transposed
- * products freed at 8 rows), V 1 ahead as before; 1: both 1 ahead. Serving batches and 16-row
- * tiles keep 1 (a block's page
- * id is read for its K and V together). */
-#ifndef SPLITKV_K_AHEAD
-#define SPLITKV_K_AHEAD 1
-#endif
 
 struct splitkv_params {
     const void *q, *k, *v;
@@ -236,13 +229,12 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
 
     /* A pipeline one block deep: as soon as a block's Kᵀ product has read kf, the next block's K
      * and V are loaded (V into the buffer this block's P·V does not read), so each warp keeps a
-     * block of loads in flight through its softmax and P·V. K needs one buffer (two at
-     * SPLITKV_K_AHEAD 2), V two. */
-    constexpr int K_AHEAD = SERVING || NT > 1 || D > 128 ? 1 : SPLITKV_K_AHEAD;
+     * block of loads in flight through its softmax and P·V. K needs one buffer, V two (K two
+     * blocks ahead in a second buffer ran no faster, H100). */
     /* At D256 a block of V is 64 registers a lane, as its K and its 64 accumulators are: one V
      * buffer, refilled once P·V has read it (K's load still overlaps the softmax and P·V). */
     constexpr int V_BUFS = D > 128 ? 1 : 2;
-    uint4 kx[2][KCH], ky[2][KCH], va[4][VG], vb[4][VG];
+    uint4 kf[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
      * share one page, whose id is read from the block table a block before its K and V loads
      * (page_next), so they do not wait for it. Smaller pages look each key's page up. */
@@ -258,7 +250,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         if (block_pages) return (page_next + key % P.page_size) * P.kv_heads + hk;
         return splitkv_kv_row<SERVING>(P, b, hk, sq, key);
     };
-    auto load_k = [&](int kb, uint4(&kf)[2][KCH]) { /* keys kb + g (A's rows g) and kb + 8 + g (rows g + 8) */
+    auto load_k = [&](int kb) { /* keys kb + g (A's rows g) and kb + 8 + g (rows g + 8) */
         #pragma unroll
         for (int n = 0; n < 2; ++n) {
             const int key = kb + 8 * n + g;
@@ -283,7 +275,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     /* One block's step, keys and dims on mma's m16 side and the tile's rows on its n8 side (a
      * decode's few rows waste less of n8 than of m16): Sᵀ = K·Qᵀ from kf, then the next block's
      * K and V on their way, softmax down Sᵀ's columns, Oᵀ += Vᵀ·Pᵀ from vf. */
-    auto step = [&](int kb, uint4(&kf)[2][KCH], uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
+    auto step = [&](int kb, uint4(&vf)[4][VG], uint4(&v_next)[4][VG]) {
         const bool more = kb + STRIDE < last;
         /* s[nt][0], [1] = (key kb + g; rows 2t, 2t + 1 of n8 tile nt), [2], [3] = (key kb + 8 + g; the same) */
         float s[NT][4] = {};
@@ -298,11 +290,8 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
                 flash_mma<BF16>(s[nt], a_hi, q.z, q.w);
             }
         }
-        if constexpr (K_AHEAD == 2) { /* kf's last reader was Sᵀ: it takes the block after next */
-            if (more) load_v(kb + STRIDE, v_next);
-            if (kb + 2 * STRIDE < last) load_k(kb + 2 * STRIDE, kf);
-        } else if (more) {
-            load_k(kb + STRIDE, kf); /* kf's last reader was Sᵀ */
+        if (more) {
+            load_k(kb + STRIDE); /* kf's last reader was Sᵀ */
             if constexpr (V_BUFS == 2) load_v(kb + STRIDE, v_next);
         }
         /* online softmax, log2 space; keys outside a row's range are -inf. A row's 16 keys lie
@@ -355,23 +344,14 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
         }
     };
     if (block_pages && kb_first < last) page_next = page_start(kb_first);
-    if (kb_first < last) {
-        load_k(kb_first, kx);
-        if (K_AHEAD == 2 && kb_first + STRIDE < last) load_k(kb_first + STRIDE, ky);
-        load_v(kb_first, va);
-    }
-    for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V (and K) buffers swapped */
+    if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
+    for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V buffers swapped */
         if constexpr (V_BUFS == 1) {
-            step(kb, kx, va, va);
-            if (kb + STRIDE < last) step(kb + STRIDE, kx, va, va);
+            step(kb, va, va);
+            if (kb + STRIDE < last) step(kb + STRIDE, va, va);
         } else {
-            step(kb, kx, va, vb);
-            if (kb + STRIDE < last) {
-                if constexpr (K_AHEAD == 2)
-                    step(kb + STRIDE, ky, vb, va);
-                else
-                    step(kb + STRIDE, kx, vb, va);
-            }
+            step(kb, va, vb);
+            if (kb + STRIDE < last) step(kb + STRIDE, vb, va);
         }
     }
     /* a split decode's combine kernel may be scheduled now (it waits for this grid to finish
