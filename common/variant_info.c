@@ -86,17 +86,16 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
 
 /* Whether p runs flash's split-KV decode: impl names it (impl is 1 + its index in flash_impls),
  * or impl is the default and p is a paged or ragged batch that is a decode (or whose prefill is
- * not offered: then the split-KV kernel's check refuses it, naming its limit), or a dense
- * grouped-query decode the kernel takes: there the prefill kernels would read each K/V head
- * once per query head of its group, and ran 2.05x slower (GQA B64 H32 Hkv8 Skv8192 on an H100,
- * 1544 against 754 us). Multi-head decode keeps v6: there the two run within each other's
- * spread, both within 0.4% of cudnn (B64 H32 Skv4096 on an H100). */
+ * not offered: then the split-KV kernel's check refuses it, naming its limit), or a dense decode
+ * the kernel takes. With grouped queries the prefill kernels would read each K/V head once per
+ * query head of its group (2.05x slower, GQA B64 H32 Hkv8 Skv8192 on an H100); with one query
+ * head a K/V head they do not split the keys, and at B64 H32 Skv4096 ran 1.011x its time. */
 int flash_splitkv_is(const attn_problem *p)
 {
     const int splitkv = variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
     if (p->impl != ATTN_IMPL_DEFAULT) return p->impl == splitkv;
     if (p->ragged || p->page_size > 0) return !flash_serving_prefill_is(p);
-    return p->seq_q <= FLASH_SPLITKV_MAX_SEQ_Q && attn_kv_heads(p) < p->heads && flash_splitkv_check(p, NULL, 0) == 0;
+    return p->seq_q <= FLASH_SPLITKV_MAX_SEQ_Q && flash_splitkv_check(p, NULL, 0) == 0;
 }
 
 /* A paged or ragged prefill that v6's SERVING kernel runs: impl tma or the default. */
@@ -573,7 +572,7 @@ static const variant_impl flash_impls[] = {
                "kernel at head_dim 32, and at 192 and 256 without sm_90a", NULL},
     {"splitkv", "decode (FlashDecoding): seq_q up to 16, head_dim 64, 128 and 256; the key range split across "
                 "CTAs of 4 warps that share each K/V load among a group's query heads, then a combine "
-                "kernel; the default for paged and ragged decode and for dense grouped-query decode", NULL},
+                "kernel; the default for every decode it takes: dense, paged and ragged", NULL},
 };
 
 /* Which of FlashInfer's decodes runs a decode (kernels/flashinfer_attn.h FLASHINFER_IMPL_*,

@@ -124,7 +124,7 @@ enum {
 };
 size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS]);
 /* flash's split-KV decode (impl "splitkv", kernels/flash_splitkv.cu): its limits (seq_q up to
- * FLASH_SPLITKV_MAX_SEQ_Q, head_dim 64 and 128), which variant_check_flash applies when
+ * FLASH_SPLITKV_MAX_SEQ_Q, head_dim 64, 128 and 256), which variant_check_flash applies when
  * p->impl names it; the most splits of the key range it may use for p (each at least
  * FLASH_SPLITKV_MIN_SPLIT_KEYS keys; no more than fill FLASH_SPLITKV_TARGET_CTAS CTAs); and its
  * workspace for that many: partial outputs [splits, batch·heads·seq_q, head_dim] fp32, then

@@ -111,10 +111,10 @@ def test_split_decode_replays_in_a_graph(gapi, variants):
     assert graph["output"]["fingerprint"] == plain["output"]["fingerprint"]
 
 
-def test_gqa_decode_defaults_to_splitkv(papi):
-    """A dense grouped-query decode that leaves impl to the default runs split-KV (the prefill
-    kernels read each K/V head once per query head of its group); a multi-head one keeps the
-    default family."""
+def test_dense_decodes_default_to_splitkv(papi):
+    """A dense decode that leaves impl to the default runs split-KV: grouped (the prefill kernels
+    read each K/V head once per query head of its group) and multi-head (they do not split the
+    keys); a head_dim the kernel does not take (96) and 17 query rows keep the default family."""
     shape = dict(batch=2, heads=32, kv_heads=8, seq_q=1, seq_kv=4097, head_dim=128)
     body = dict(shape, backend="flash", dtype="bf16", mask="causal_bottom_right", seed=fresh_seed(), warmup=1, iters=3,
                 verify=True, profile=True, device="cuda:0")
@@ -124,7 +124,11 @@ def test_gqa_decode_defaults_to_splitkv(papi):
     names = kernel_names(rec)
     assert len(names) == 2 and SPLIT in names[0] and COMBINE in names[1], names
     mha = post_run_ok(papi, dict(body, kv_heads=32, seed=fresh_seed()))
-    assert mha["impl_used"] != "splitkv", mha.get("impl_used")
+    check_verified(mha, dict(shape, kv_heads=32), "bf16")
+    assert mha["impl_used"] == "splitkv", mha.get("impl_used")
+    for other in (dict(head_dim=96), dict(seq_q=17)):
+        rec = post_run_ok(papi, dict(body, seed=fresh_seed(), **other))
+        assert rec["impl_used"] != "splitkv", (other, rec.get("impl_used"))
 
 
 def test_splitkv_refuses_long_queries(gapi, variants):

@@ -234,9 +234,12 @@ static void test_impls(void)
     CHECK(flash->impl_runnable(FLASH_IMPL_SPLITKV, 80) && flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV &&
               flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV,
           "splitkv runs where it is asked for, on sm_80 and sm_90 alike");
-    p.impl = FLASH_IMPL_DEFAULT, p.seq_q = 1;
-    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(90, &p) != FLASH_IMPL_SPLITKV,
-          "no default picks splitkv, not even for a decode");
+    p.impl = FLASH_IMPL_DEFAULT, p.seq_q = 16;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV && flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV,
+          "a decode of up to 16 queries runs splitkv by default, on sm_80 and sm_90 alike");
+    p.seq_q = 17;
+    CHECK(flash->impl_used(80, &p) == FLASH_IMPL_W4 && flash->impl_used(90, &p) == FLASH_IMPL_TMA,
+          "17 queries: the prefill families");
     p.impl = EFFICIENT_IMPL_BUCKET, p.head_dim = 128, p.seq_q = 256;
     CHECK(efficient->impl_used(80, &p) == EFFICIENT_IMPL_BUCKET, "efficient's bucket kernel forced");
     p.impl = EFFICIENT_IMPL_DEFAULT, p.dtype = ATTN_FP32;
@@ -296,7 +299,12 @@ static void test_splitkv(void)
     char why[256];
     attn_problem p = attn_mha(64, 32, 1, 4096, 128, ATTN_BF16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
 
-    CHECK(!flash_splitkv_is(&p) && flash->workspace_bytes(&p) == 0, "MHA decode: the default family, no workspace");
+    CHECK(flash_splitkv_is(&p) && flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV &&
+              flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV,
+          "MHA decode: split-KV by default");
+    p.dtype = ATTN_FP32; /* a dtype it does not take: the default family, no workspace */
+    CHECK(!flash_splitkv_is(&p) && flash->workspace_bytes(&p) == 0, "fp32 MHA decode: the default family");
+    p.dtype = ATTN_BF16;
     {
         attn_problem g = p; /* a grouped-query decode the kernel takes: split-KV by default */
         g.kv_heads = 8;
