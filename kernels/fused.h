@@ -42,9 +42,9 @@ int flash_forward(exec_context *ctx, const attn_problem *p, const attn_tensors *
  * name is "legacy"). TMA (v6: 64, 96, 128, 256, 192 with a value head dim of 128) and WGMMA
  * (v5: 64, 128) need compute capability 9.0 and a binary built with sm_90a; W4/W8 (v4, 4 warps
  * x 32 rows or 8 x 16) exist at 96 and 128 only.
- * SPLITKV is the decode kernel (flash_splitkv.cu: seq_q ≤ 16, head_dim 64/128, any sm_80+),
- * chosen by name, and the default for paged and ragged batches of seq_q ≤ 16 and for dense
- * grouped-query decode it takes (flash_splitkv_is). Paged and ragged prefill runs TMA's
+ * SPLITKV is the decode kernel (flash_splitkv.cu: seq_q ≤ 16, head_dim 64/128/256, any sm_80+),
+ * chosen by name, and the default for every decode it takes, dense, paged or ragged
+ * (flash_splitkv_is). Paged and ragged prefill runs TMA's
  * SERVING instantiation (flash_tma_serving.cuh) on sm_90a
  * (flash_serving_prefill_is), and GENERIC's elsewhere or with impl legacy
  * (flash_serving_generic_is).
