@@ -141,7 +141,7 @@ def test_splitkv_refuses_long_queries(gapi, variants):
 
 
 def test_splitkv_mha_decode_bandwidth(gapi, variants):
-    """The measured MHA decode of issue's table (B64 H32 Skv4096 D128: flash 1000 us, cudnn 966
+    """The MHA decode first measured on the H200 (B64 H32 Skv4096 D128: flash 1000 us, cudnn 966
     us): a fact for the summary, not a pass mark (fused_check times it against cudnn)."""
     need_variant(variants, "flash")
     shape = dict(batch=64, heads=32, seq_q=1, seq_kv=4096, head_dim=128)
