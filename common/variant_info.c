@@ -89,7 +89,8 @@ int variant_check_flash(const attn_problem *p, char *why, size_t why_len)
  * not offered: then the split-KV kernel's check refuses it, naming its limit), or a dense decode
  * the kernel takes. With grouped queries the prefill kernels would read each K/V head once per
  * query head of its group (2.05x slower, GQA B64 H32 Hkv8 Skv8192 on an H100); with one query
- * head a K/V head they do not split the keys, and at B64 H32 Skv4096 ran 1.011x its time. */
+ * head a K/V head they do not split the keys, and at B64 H32 Skv4096 ran 1.017x its time on an
+ * H100, 1.054x on an H200 (1.9x and 2.7x at B1 Skv32768). */
 int flash_splitkv_is(const attn_problem *p)
 {
     const int splitkv = variant_info_impl_find(&variant_info_flash, "splitkv") + 1;
@@ -176,10 +177,16 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
     return 0;
 }
 
+int flash_splitkv_tile_rows(const attn_problem *p)
+{
+    const int64_t hkv = attn_kv_heads(p), rows = (hkv > 0 ? p->heads / hkv : 1) * p->seq_q;
+    return rows <= 8 || p->head_dim > 128 ? 8 : 16;
+}
+
 int64_t flash_splitkv_max_splits(const attn_problem *p)
 {
-    const int64_t hkv = attn_kv_heads(p), group = hkv > 0 ? p->heads / hkv : 1;
-    const int64_t row_tiles = (group * p->seq_q + 15) / 16, ctas = p->batch * hkv * row_tiles;
+    const int64_t hkv = attn_kv_heads(p), group = hkv > 0 ? p->heads / hkv : 1, tile = flash_splitkv_tile_rows(p);
+    const int64_t row_tiles = (group * p->seq_q + tile - 1) / tile, ctas = p->batch * hkv * row_tiles;
     int64_t s = FLASH_SPLITKV_MAX_SPLITS;
     const int64_t by_keys = (p->seq_kv + FLASH_SPLITKV_MIN_SPLIT_KEYS - 1) / FLASH_SPLITKV_MIN_SPLIT_KEYS;
     const int64_t by_ctas = ctas > 0 ? (FLASH_SPLITKV_TARGET_CTAS + ctas - 1) / ctas : 1;

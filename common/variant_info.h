@@ -136,6 +136,9 @@ size_t cudnn_meta_layout(const attn_problem *p, size_t offset[CUDNN_META_ARRAYS]
 #define FLASH_SPLITKV_MAX_SPLITS 64
 int flash_splitkv_is(const attn_problem *p);
 int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len);
+/* The query rows one of its CTAs takes: 8 (one n8 tile) where a group's rows (heads/kv_heads ×
+ * seq_q) are 8 or fewer and at head_dim 256, else 16 (two n8 tiles sharing each K/V load). */
+int flash_splitkv_tile_rows(const attn_problem *p);
 /* flash's paged and ragged prefill (seq_q above FLASH_SPLITKV_MAX_SEQ_Q, impl tma or the
  * default): v6's SERVING instantiation (kernels/flash_tma_serving.cuh) on sm_90a. Its limits:
  * head_dim 64 and 128 with head_dim_v equal, pages of whole FLASH_SERVING_KEY_BLOCK-key blocks,

@@ -576,14 +576,13 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     return 0;
 }
 
-/* One n8 tile of query rows a CTA for up to 8 rows (group × seq_q), two beyond: 16 rows then read
- * each K/V block once, where two tiles of 8 would read it twice (the second from L2). */
+/* One n8 tile of query rows a CTA or two (flash_splitkv_tile_rows): 16 rows in two tiles read
+ * each K/V block once, where two CTAs of 8 would read it twice (the second from L2). */
 template <int D, bool BF16>
 static int flash_splitkv_launch_rows(exec_context *ctx, const attn_problem *p, const attn_tensors *t, void *workspace)
 {
-    const int64_t rows = p->heads / attn_kv_heads(p) * p->seq_q;
-    if constexpr (D <= 128) /* at D256 two tiles' 128 accumulators would not fit: tiles of 8 rows */
-        if (rows > SPLITKV_NROWS) return flash_splitkv_launch<D, BF16, 2>(ctx, p, t, workspace);
+    if constexpr (D <= 128) /* at D256 two tiles' 128 accumulators would not fit: never instantiated */
+        if (flash_splitkv_tile_rows(p) == 2 * SPLITKV_NROWS) return flash_splitkv_launch<D, BF16, 2>(ctx, p, t, workspace);
     return flash_splitkv_launch<D, BF16, 1>(ctx, p, t, workspace);
 }
 

@@ -34,7 +34,7 @@
 #                "base=BASE_BUILD head=GPU_BUILD"); a DIR with attnd-worker alone (an experiment's
 #                worker) borrows GPU_BUILD's attnd and lib/. BUILDS_SHAPES bench/builds_ab.py's shapes
 #                (default the GQA decodes, pages of 16 and Sq4); BUILDS_VARIANTS one A/B each (default
-#                flash; flash:splitkv names an impl); BUILDS_REF the variant beside them on the base's
+#                flash; flash:splitkv names an impl); BUILDS_REF the variant (or backend:impl) beside them on the base's
 #                server (cudnn; empty: none); BUILDS_ROUNDS (4); BUILDS_TESTS tests/gpu files
 #                run through every build but the first after the A/Bs (default none);
 #                BUILDS_TIMEOUT_S (300 an A/B), BUILDS_TESTS_TIMEOUT_S (150 a build)

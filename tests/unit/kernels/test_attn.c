@@ -320,6 +320,12 @@ static void test_splitkv(void)
         CHECK(!flash_splitkv_is(&g) && variant_check_flash(&g, why, sizeof why) == 0, "GQA decode at D96: %s", why);
         g.head_dim = 128, g.seq_q = 17;
         CHECK(!flash_splitkv_is(&g), "GQA with 17 queries: prefill");
+        g.seq_q = 2; /* a group of 4: 8 rows, one n8 tile; 12 rows, two; at D256 always one */
+        CHECK(flash_splitkv_tile_rows(&g) == 8, "8 rows: a tile of 8");
+        g.seq_q = 3;
+        CHECK(flash_splitkv_tile_rows(&g) == 16, "12 rows: a tile of 16");
+        g.head_dim = 256;
+        CHECK(flash_splitkv_tile_rows(&g) == 8, "12 rows at D256: tiles of 8");
     }
     p.impl = FLASH_IMPL_SPLITKV;
     CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0, "MHA decode: %s", why);
