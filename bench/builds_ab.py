@@ -11,7 +11,7 @@ output's bits are the first build's (every run's inputs come from the same seed)
 to keep the arithmetic (a launch, a load) must say "same".
 
     python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
-        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--variant flash[:IMPL]] [--ref cudnn]
+        --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--params JSON ...] [--variant flash[:IMPL]] [--ref cudnn]
         [--rounds 4] [--min-time-ms 300] [--device cuda:0] [--json out.json]
 """
 import argparse
@@ -22,7 +22,7 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "clients", "python"))
 from attnd.client import AttndError, Client  # noqa: E402
-from decode_study import parse_shape, shape_label  # noqa: E402
+from decode_study import parse_params, parse_shape, shape_label  # noqa: E402
 
 
 def parse_build(text):
@@ -57,7 +57,9 @@ def same_bits(prints, name, base):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", action="append", type=parse_build, required=True, help="NAME=URL, the first is the base")
-    ap.add_argument("--shape", action="append", type=parse_shape, required=True)
+    ap.add_argument("--shape", action="append", type=parse_shape, default=[])
+    ap.add_argument("--params", action="append", type=parse_params, default=[],
+                    help="a case as a JSON object of run parameters (a ragged batch: seqlens_kv), bf16 unless it names a dtype")
     ap.add_argument("--variant", default="flash", help="a backend, or backend:impl (flash:splitkv)")
     ap.add_argument("--ref", default="cudnn", help="a variant run on the first build's server ('' for none)")
     ap.add_argument("--rounds", type=int, default=4)
@@ -65,12 +67,14 @@ def main():
     ap.add_argument("--device", default=None, help="the runs' device (default: each server's own)")
     ap.add_argument("--json", default=None)
     args = ap.parse_args()
+    if not args.shape and not args.params:
+        ap.error("name a case: --shape or --params")
     clients = [(name, Client(url, timeout=900)) for name, url in args.build]
     rows = [(name, c, args.variant) for name, c in clients]
     if args.ref:
         rows.append((args.ref, clients[0][1], args.ref))
     out, failed = [], 0
-    for params in args.shape:
+    for params in args.shape + args.params:
         label = shape_label(params)
         times = {name: [] for name, _, _ in rows}
         prints = {name: set() for name, _, _ in rows}

@@ -33,7 +33,8 @@
 #   BUILDS       the builds phase's builds, "NAME=DIR ..." (the first is the base; default
 #                "base=BASE_BUILD head=GPU_BUILD"); a DIR with attnd-worker alone (an experiment's
 #                worker) borrows GPU_BUILD's attnd and lib/. BUILDS_SHAPES bench/builds_ab.py's shapes
-#                (default the GQA decodes, pages of 16 and Sq4); BUILDS_VARIANTS one A/B each (default
+#                (default the GQA decodes, pages of 16 and Sq4), BUILDS_PARAMS more cases as JSON objects
+#                of run parameters, '|'-separated (a ragged batch); BUILDS_VARIANTS one A/B each (default
 #                flash; flash:splitkv names an impl); BUILDS_REF the variant (or backend:impl) beside them on the base's
 #                server (cudnn; empty: none); BUILDS_ROUNDS (4); BUILDS_TESTS tests/gpu files
 #                run through every build but the first after the A/Bs (default none);
@@ -135,6 +136,10 @@ if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
     shapes=()
     for shape in ${BUILDS_SHAPES:-64,32,8,1,8192,128 8,64,8,1,32768,128 64,32,8,1,8192,128,none,16 \
                   64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
+    if [ -n "${BUILDS_PARAMS:-}" ]; then
+        IFS='|' read -r -a objects <<< "$BUILDS_PARAMS"
+        for object in "${objects[@]}"; do shapes+=(--params "$object"); done
+    fi
     : > "$OUT/builds.log"
     for variant in ${BUILDS_VARIANTS:-flash}; do
         timeout -k 5 "${BUILDS_TIMEOUT_S:-300}" python3 bench/builds_ab.py "${ab[@]}" --variant "$variant" \
