@@ -20,15 +20,14 @@ bin=${ATTND_BIN:-}
 [ -x "${bin:-}" ] || { echo "no attnd binary: make (or set ATTND_BIN)" >&2; exit 1; }
 
 tmp=$(mktemp -d)
-out="$tmp/stdout"
-"$bin" --listen 127.0.0.1:0 --data-dir "$tmp/data" --devices none --log-level error \
-    --queue-depth 100000 >"$out" 2>"$tmp/stderr" &
-pid=$!
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$tmp"' EXIT
-for _ in $(seq 100); do grep -q listening "$out" && break; sleep 0.1; done
-url=$(sed -n 's/^attnd listening on //p' "$out")
-[ -n "$url" ] || { echo "attnd did not start:"; cat "$tmp/stderr"; exit 1; }
-for _ in $(seq 100); do curl -fsS "$url/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+pid=
+trap 'if [ -n "$pid" ]; then kill $pid 2>/dev/null; wait $pid 2>/dev/null; fi; rm -rf "$tmp"' EXIT
+. scripts/serve-attnd.sh
+rc=0
+attnd_serve "$bin" "$tmp/data" "$tmp/stderr" --devices none --log-level error --queue-depth 100000 || rc=$?
+pid=$ATTND_SERVE_PID
+url=$ATTND_SERVE_URL
+[ $rc = 0 ] || exit 1
 
 # The tiny run: batch 1, heads 1, seq 8, head_dim 8, one timed forward, no warmup, no CUPTI.
 cat >"$tmp/run.lua" <<'LUA'

@@ -19,7 +19,7 @@
 #
 # Writes bench/results/<card>/YYYY-MM-DD-<commit>-bench.md and .json (bench/README.md, "Reports").
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-}
 SHAPES=${BENCH_SHAPES:-bench/shapes.json}
 ATTND_VARIANTS=${BENCH_ATTND_VARIANTS:-}
@@ -78,24 +78,12 @@ if [ -z "${ATTND_URL:-}" ]; then
     BIN=${ATTND_BIN:-build/attnd}
     case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
     echo "bench: starting attnd with cuDNN: ${ATTND_CUDNN:-the dynamic loader search} (BENCH_CUDNN=$CUDNN_CHOICE)" >&2
-    ATTND_CUDNN_LIBRARY=$ATTND_CUDNN "$BIN" --listen 127.0.0.1:0 --data-dir "$WORK/data" --devices all \
-        --log-level warn >"$WORK/attnd.stdout" 2>"$WORK/attnd.stderr" &
-    SERVER_PID=$!
-    for _ in $(seq 1 600); do
-        ATTND_URL=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$WORK/attnd.stdout" 2>/dev/null || true)
-        [ -n "$ATTND_URL" ] && break
-        kill -0 "$SERVER_PID" 2>/dev/null || break
-        sleep 0.1
-    done
-    if [ -z "$ATTND_URL" ]; then
-        echo "bench: attnd did not start; stderr:" >&2
-        tail -n 40 "$WORK/attnd.stderr" >&2
-        exit 1
-    fi
-    for _ in $(seq 1 200); do
-        curl -sf --max-time 2 "$ATTND_URL/readyz" | grep -q '"ready": *true' && break
-        sleep 0.1
-    done
+    . scripts/serve-attnd.sh
+    ATTND_CUDNN_LIBRARY=$ATTND_CUDNN attnd_serve "$BIN" "$WORK/data" "$WORK/attnd.stderr" --devices all --log-level warn
+    rc=$?
+    SERVER_PID=$ATTND_SERVE_PID
+    ATTND_URL=$ATTND_SERVE_URL
+    [ $rc = 0 ] || { echo "bench: attnd did not start" >&2; exit 1; }
 else
     # Started elsewhere: its cudnn_library is its own. Stated, and in the report.
     [ -n "${BENCH_CUDNN:-}" ] && echo "bench: BENCH_CUDNN=$BENCH_CUDNN has no effect on the running attnd" \

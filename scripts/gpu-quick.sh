@@ -2,19 +2,14 @@
 # scripts/gpu-quick.sh — a short lent-GPU call: attnd on the GPU and a chosen subset of
 # tests/gpu (default: the fused variants, resident tensors, traces). Logs under $OUT.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 BIN=${ATTND_BIN:-$PWD/build/test/attnd}
-D=$(mktemp -d)
-"$BIN" --listen 127.0.0.1:0 --data-dir "$D" --devices all --enable-fault-injection true --job-timeout-s 60 \
-    --log-level "${ATTND_LOG_LEVEL:-warn}" > "$D/stdout" 2> "$OUT/attnd-stderr.log" &
-PID=$!
-for _ in $(seq 1 200); do
-    ATTND_URL=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$D/stdout" 2>/dev/null) && break
-    sleep 0.1
-done
-for _ in $(seq 1 200); do curl -sf "$ATTND_URL/readyz" >/dev/null && break; sleep 0.1; done
-export ATTND_URL ATTND_PID=$PID ATTND_REQUIRE_GPU=1 # ATTND_PID: the front, whose memory tests watch
+. scripts/serve-attnd.sh
+attnd_serve "$BIN" "$(mktemp -d)" "$OUT/attnd-stderr.log" --devices all --enable-fault-injection true --job-timeout-s 60 \
+    --log-level "${ATTND_LOG_LEVEL:-warn}" || exit 1
+PID=$ATTND_SERVE_PID
+export ATTND_URL=$ATTND_SERVE_URL ATTND_PID=$PID ATTND_REQUIRE_GPU=1 # ATTND_PID: the front, whose memory tests watch
 timeout -k 5 "${TESTS_TIMEOUT_S:-150}" python3 -m pytest -q -rfEs -p no:cacheprovider \
     ${TESTS:-tests/gpu/test_fused.py tests/gpu/test_tensors.py tests/gpu/test_trace.py} 2>&1 | tee "$OUT/tests.log" | tail -n 30
 python3 -c "import json,sys; [print(k, ':', v) for k, v in json.load(open(sys.argv[1])).items()]" "$OUT/gpu-facts.json" 2>/dev/null | grep -iE "fused|tensors|trace"

@@ -82,16 +82,14 @@ note() { echo "$1|$2" >> "$SUMMARY"; }
 # Without it the cudnn rows are refused, and the table would lack its comparator silently.
 [ -n "$CUDNN_DIR" ] || note cudnn "PyTorch's cuDNN not importable (nvidia.cudnn): no cudnn rows"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
-# attnd $1 on a free port with PyTorch's cuDNN, its stderr to $2; sets url and pid once it is ready.
+. scripts/serve-attnd.sh
+# attnd $1 on a free port with PyTorch's cuDNN, its stderr to $2; sets url and pid once it is ready
+# (a server that does not start is noted, and its url left empty).
 serve() {
-    local data
-    data=$(mktemp -d)
-    ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" "$1" --listen 127.0.0.1:0 --data-dir "$data" --devices all \
-        --job-timeout-s 300 --log-level warn > "$data/stdout" 2> "$2" &
-    pid=$!
-    url=""
-    for _ in $(seq 1 300); do url=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$data/stdout") && break; sleep 0.1; done
-    for _ in $(seq 1 300); do curl -sf "$url/readyz" > /dev/null && break; sleep 0.1; done
+    ATTND_CUDNN_LIBRARY="${CUDNN_DIR:-}" attnd_serve "$1" "$(mktemp -d)" "$2" --devices all --job-timeout-s 300 \
+        --log-level warn || note attnd "$1 did not start (stderr in $(basename "$2"))"
+    pid=$ATTND_SERVE_PID
+    url=$ATTND_SERVE_URL
 }
 T0=$(date +%s)
 

@@ -8,7 +8,7 @@
 #   SKIP_BENCH=1  tests only
 #   TESTS_TIMEOUT_S / BENCH_TIMEOUT_S  limits of the two phases (default 300 / 150)
 set -u
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-/tmp/attnd-gpu-out}
 export OUT
 mkdir -p "$OUT"
@@ -28,8 +28,8 @@ SERVER_EXIT="not started"
 stop_server() {
     if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
         kill -TERM "$SERVER_PID"
-        local i
-        for i in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        local _
+        for _ in $(seq 1 100); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
         if kill -0 "$SERVER_PID" 2>/dev/null; then
             kill -KILL "$SERVER_PID"
             SERVER_EXIT="killed: no exit within 10 s of SIGTERM"
@@ -43,21 +43,13 @@ stop_server() {
 }
 trap stop_server EXIT
 
-"$BIN" --listen 127.0.0.1:0 --data-dir "$DATA" --devices all --enable-fault-injection true \
-    --job-timeout-s 60 --log-level warn >"$DATA/attnd.stdout" 2>"$OUT/attnd-stderr.log" &
-SERVER_PID=$!
-ATTND_URL=
-for _ in $(seq 1 600); do
-    ATTND_URL=$(grep -m1 -o 'http://127\.0\.0\.1:[0-9]*' "$DATA/attnd.stdout" 2>/dev/null || true)
-    [ -n "$ATTND_URL" ] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$ATTND_URL" ]; then
-    echo "attnd did not print its listening line within 60 s; stderr:"
-    tail -n 60 "$OUT/attnd-stderr.log"
-    exit 1
-fi
+. scripts/serve-attnd.sh
+attnd_serve "$BIN" "$DATA" "$OUT/attnd-stderr.log" --devices all --enable-fault-injection true \
+    --job-timeout-s 60 --log-level warn
+rc=$?
+SERVER_PID=$ATTND_SERVE_PID
+ATTND_URL=$ATTND_SERVE_URL
+[ $rc = 0 ] || exit 1
 export ATTND_URL ATTND_PID=$SERVER_PID # ATTND_PID: the front, whose memory tests watch
 echo "attnd at $ATTND_URL (pid $SERVER_PID, data $DATA)"
 curl -s --max-time 10 "$ATTND_URL/v1/device"; echo
