@@ -31,6 +31,31 @@ def test_two_builds_alternated_on_the_cpu(api, tmp_path):
         assert len(s["fingerprints"]["head"]) == 1 and s["fingerprints"]["new"] == s["fingerprints"]["head"], s
 
 
+def test_a_ragged_batch_runs_as_params(api, tmp_path):
+    """--params takes a case the shape syntax cannot say: a ragged batch's lengths reach the
+    server (its record says ragged, and the real tokens are counted)."""
+    out = tmp_path / "ab.json"
+    params = {"batch": 3, "heads": 4, "kv_heads": 2, "seq_q": 1, "seqlens_kv": [17, 0, 40], "head_dim": 64}
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
+                        "--variant", "reference", "--ref", "", "--device", "cpu", "--rounds", "2",
+                        "--min-time-ms", "5", "--params", json.dumps(params), "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "ragged 3 sequences, 57 tokens H4/2 D64 none (2 rounds, min_time_ms 5)" in p.stdout, p.stdout
+    rec = json.loads(out.read_text())
+    assert rec["shapes"][0]["shape"] == dict(params, dtype="bf16"), rec
+    assert len(rec["shapes"][0]["rounds"]["head"]) == 2
+    assert len(rec["shapes"][0]["fingerprints"]["head"]) == 1, rec
+    runs = api.get("/v1/runs?ragged=true&backend=reference&order=newest&limit=1").json()["runs"]
+    assert runs and runs[0]["params"]["seqlens_kv"] == [17, 0, 40], runs
+
+
+def test_a_case_is_needed():
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=http://127.0.0.1:9"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "name a case: --shape or --params" in p.stderr, p.stderr
+
+
 def test_a_refused_shape_fails_the_script(api):
     """A run the server refuses (the reference has no cuDNN) is named, and the exit status says so."""
     p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
