@@ -237,17 +237,20 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     uint4 kf[2][KCH], va[4][VG], vb[4][VG];
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
      * share one page, whose id is read from the block table a block before its K and V loads
-     * (page_next), so they do not wait for it. Smaller pages look each key's page up. */
+     * (row_next), so they do not wait for it, and a key's row is the block's plus its place in
+     * the block: no division by page_size a key (H100: 0.990-0.997 of the time with one).
+     * Smaller pages look each key's page up. */
     const bool block_pages = SERVING && P.page_size >= SPLITKV_KEYS && P.page_size % SPLITKV_KEYS == 0;
-    auto page_start = [&](int kb) -> int64_t { /* the first token of block kb's page */
+    auto block_row = [&](int kb) -> int64_t { /* the K/V row of block kb's first key, head hk */
         if (kb < 0 || kb >= sq.seq_kv) return 0; /* a tile that sees no key of its split has kb_first INT32_MIN */
-        return (int64_t)P.block_table[b * P.pages_per_seq + kb / P.page_size] * P.page_size;
+        const int64_t page = P.block_table[b * P.pages_per_seq + kb / P.page_size];
+        return (page * P.page_size + kb % P.page_size) * P.kv_heads + hk;
     };
-    int64_t page_next = 0; /* block_pages: page_start of the next block to load */
+    int64_t row_next = 0; /* block_pages: block_row of the next block to load */
     auto kv_row = [&](int key, bool ok) -> int64_t {
         if (!SERVING) return key;
         if (!ok) return 0;
-        if (block_pages) return (page_next + key % P.page_size) * P.kv_heads + hk;
+        if (block_pages) return row_next + (int64_t)(key & (SPLITKV_KEYS - 1)) * P.kv_heads;
         return splitkv_kv_row<SERVING>(P, b, hk, sq, key);
     };
     auto load_k = [&](int kb) { /* keys kb + g (A's rows g) and kb + 8 + g (rows g + 8) */
@@ -269,7 +272,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
             #pragma unroll
             for (int j = 0; j < VG; ++j) vf[i][j] = splitkv_load(vbase, row * VPR + j * 8 + g, ok);
         }
-        if (block_pages) page_next = page_start(kb + STRIDE); /* in flight until this warp's next block's loads */
+        if (block_pages) row_next = block_row(kb + STRIDE); /* in flight until this warp's next block's loads */
     };
     const int kb_first = first < last ? (first & ~(SPLITKV_KEYS - 1)) + SPLITKV_KEYS * warp : last; /* this warp's first */
     /* One block's step, keys and dims on mma's m16 side and the tile's rows on its n8 side (a
@@ -343,7 +346,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
             if (more) load_v(kb + STRIDE, vf); /* vf's last reader was P·V */
         }
     };
-    if (block_pages && kb_first < last) page_next = page_start(kb_first);
+    if (block_pages && kb_first < last) row_next = block_row(kb_first);
     if (kb_first < last) load_k(kb_first), load_v(kb_first, va);
     for (int kb = kb_first; kb < last; kb += 2 * STRIDE) { /* two steps, the V buffers swapped */
         if constexpr (V_BUFS == 1) {
