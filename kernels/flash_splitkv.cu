@@ -238,7 +238,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV
     /* A paged cache whose pages hold whole blocks (page_size a multiple of 16): a block's keys
      * share one page, whose id is read from the block table a block before its K and V loads
      * (row_next), so they do not wait for it, and a key's row is the block's plus its place in
-     * the block: no division by page_size a key (H100: 0.990-0.997 of the time with one).
+     * the block: no division by page_size a key (H100: 0.990-0.997 of the time it took with one).
      * Smaller pages look each key's page up. */
     const bool block_pages = SERVING && P.page_size >= SPLITKV_KEYS && P.page_size % SPLITKV_KEYS == 0;
     auto block_row = [&](int kb) -> int64_t { /* the K/V row of block kb's first key, head hk */
