@@ -4,7 +4,7 @@
 # attnd_serve BIN DATA_DIR STDERR [attnd options…] starts BIN on a free port of 127.0.0.1 with
 # DATA_DIR (its stdout in DATA_DIR/stdout), and returns once /readyz answers 200, with
 # ATTND_SERVE_URL and ATTND_SERVE_PID set. If BIN exits or prints no listening line within 60 s,
-# or is not ready 30 s later, it prints why and stderr's tail, and returns 1 (the pid still set).
+# or is not ready 2 minutes later (its workers start every GPU), it prints why and stderr's tail, and returns 1 (the pid still set).
 # Environment it is given (ATTND_CUDNN_LIBRARY=…) goes to the server.
 attnd_serve() {
     local bin=$1 data=$2 err=$3
@@ -25,7 +25,7 @@ attnd_serve() {
         tail -n 40 "$err" >&2
         return 1
     fi
-    for _ in $(seq 1 300); do
+    for _ in $(seq 1 1200); do
         curl -sf --max-time 2 "$ATTND_SERVE_URL/readyz" > /dev/null && return 0
         kill -0 "$ATTND_SERVE_PID" 2> /dev/null || break
         sleep 0.1
