@@ -4,7 +4,8 @@
 # attnd_serve BIN DATA_DIR STDERR [attnd options…] starts BIN on a free port of 127.0.0.1 with
 # DATA_DIR (its stdout in DATA_DIR/stdout), and returns once /readyz answers 200, with
 # ATTND_SERVE_URL and ATTND_SERVE_PID set. If BIN exits or prints no listening line within 60 s,
-# or is not ready 2 minutes later (its workers start every GPU), it prints why and stderr's tail, and returns 1 (the pid still set).
+# or is not ready 2 minutes later (its workers start every GPU), it prints why and stderr's
+# tail, and returns 1 (the pid still set).
 # Environment it is given (ATTND_CUDNN_LIBRARY=…) goes to the server.
 attnd_serve() {
     local bin=$1 data=$2 err=$3
