@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/attnd-gpu-out}; mkdir -p "$OUT"
 BIN=${ATTND_BIN:-$PWD/build/test/attnd}
 . scripts/serve-attnd.sh
 attnd_serve "$BIN" "$(mktemp -d)" "$OUT/attnd-stderr.log" --devices all --enable-fault-injection true --job-timeout-s 60 \
-    --log-level "${ATTND_LOG_LEVEL:-warn}" || exit 1
+    --log-level "${ATTND_LOG_LEVEL:-warn}" || { kill "$ATTND_SERVE_PID" 2> /dev/null; exit 1; }
 PID=$ATTND_SERVE_PID
 export ATTND_URL=$ATTND_SERVE_URL ATTND_PID=$PID ATTND_REQUIRE_GPU=1 # ATTND_PID: the front, whose memory tests watch
 timeout -k 5 "${TESTS_TIMEOUT_S:-150}" python3 -m pytest -q -rfEs -p no:cacheprovider \
