@@ -83,6 +83,13 @@ note() { echo "$1|$2" >> "$SUMMARY"; }
 # Without it the cudnn rows are refused, and the table would lack its comparator silently.
 [ -n "$CUDNN_DIR" ] || note cudnn "PyTorch's cuDNN not importable (nvidia.cudnn): no cudnn rows"
 has() { case " $PHASES " in *" $1 "*) return 0 ;; esac; return 1; }
+# Appends to array $1 a `--params OBJECT` pair for each of $2's '|'-separated JSON objects.
+add_params() {
+    local -n into=$1
+    local objects object
+    IFS='|' read -r -a objects <<< "$2"
+    for object in "${objects[@]}"; do into+=(--params "$object"); done
+}
 . scripts/serve-attnd.sh
 # attnd $1 on a free port with PyTorch's cuDNN, its stderr to $2; sets url and pid once it is ready
 # (a server that does not start is noted, and its url left empty).
@@ -135,10 +142,7 @@ if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
     shapes=()
     for shape in ${BUILDS_SHAPES:-64,32,8,1,8192,128 8,64,8,1,32768,128 64,32,8,1,8192,128,none,16 \
                   64,32,8,4,8192,128,causal_bottom_right}; do shapes+=(--shape "$shape"); done
-    if [ -n "${BUILDS_PARAMS:-}" ]; then
-        IFS='|' read -r -a objects <<< "$BUILDS_PARAMS"
-        for object in "${objects[@]}"; do shapes+=(--params "$object"); done
-    fi
+    [ -z "${BUILDS_PARAMS:-}" ] || add_params shapes "$BUILDS_PARAMS"
     : > "$OUT/builds.log"
     for variant in ${BUILDS_VARIANTS:-flash}; do
         timeout -k 5 "${BUILDS_TIMEOUT_S:-300}" python3 bench/builds_ab.py "${ab[@]}" --variant "$variant" \
@@ -265,8 +269,7 @@ if has studies; then
     grep -E '^B[0-9]|^\| [a-z]' "$OUT/studies.log" | grep -v '^| variant' | while read -r line; do note "  " "${line:0:150}"; done
     if [ -n "${STUDY_PARAMS:-}" ]; then
         params=()
-        IFS='|' read -r -a objects <<< "$STUDY_PARAMS"
-        for object in "${objects[@]}"; do params+=(--params "$object"); done
+        add_params params "$STUDY_PARAMS"
         timeout -k 5 "${STUDIES_TIMEOUT_S:-300}" python3 bench/decode_study.py --url "$url" ${ceiling:+--ceiling-tbs "$ceiling"} \
             --variants "${STUDY_PARAMS_VARIANTS:-flash,cudnn,flashinfer}" --cache "${STUDY_CACHE:-hot}" "${params[@]}" \
             --json "$OUT/studies-params.json" > "$OUT/studies-params.log" 2>&1
