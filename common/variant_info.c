@@ -170,6 +170,11 @@ int flash_splitkv_check(const attn_problem *p, char *why, size_t why_len)
         snprintf(why, why_len, "flash impl splitkv supports seq_kv below 2^31 - 64 and heads below 2^27");
         return -1;
     }
+    if (p->page_size > 0 && p->num_pages * p->page_size > INT32_MAX) {
+        snprintf(why, why_len, "flash impl splitkv reads caches of fewer than 2^31 slots (num_pages * page_size), "
+                 "got %lld", (long long)(p->num_pages * p->page_size));
+        return -1;
+    }
     if (!(scale_log2 > -3.4e38 && scale_log2 < 3.4e38)) {
         snprintf(why, why_len, "flash impl splitkv needs a scale finite in fp32, got %g", p->scale);
         return -1;

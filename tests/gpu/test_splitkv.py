@@ -164,8 +164,9 @@ def sapi():
 
 
 # Decode over paged caches and ragged batches: the split-KV kernel's SERVING instantiation (the
-# default impl for them). Page sizes 1, 16 and one that does not divide the keys; lengths 0, 1
-# and past one split; speculative decode (several queries a sequence); windows; GQA groups.
+# default impl for them). Page sizes 1, 4 (powers of 2 below a block: a shift), 16 and one that
+# does not divide the keys; lengths 0, 1 and past one split; speculative decode (several queries
+# a sequence); windows; GQA groups.
 SERVING = [
     dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=700, page_size=16),
     dict(batch=2, heads=4, kv_heads=4, seq_q=1, seq_kv=4097, page_size=1, num_pages=9000),
@@ -173,6 +174,7 @@ SERVING = [
     dict(heads=8, kv_heads=2, seq_q=1, seqlens_kv=[1, 0, 300, 5000]),
     dict(heads=8, kv_heads=1, seqlens_q=[1, 4, 0, 16], seqlens_kv=[33, 7, 0, 2000], page_size=16),
     dict(heads=4, kv_heads=2, seqlens_q=[2, 3], seqlens_kv=[600, 9000], window=64),
+    dict(heads=8, kv_heads=2, seqlens_q=[1, 3, 1], seqlens_kv=[13, 2049, 1], page_size=4),
 ]
 
 
@@ -190,7 +192,7 @@ def test_splitkv_serving_decode(sapi, case, mask, dtype, head_dim):
     assert SPLIT in kernel_names(rec)[0], kernel_names(rec)
 
 
-@pytest.mark.parametrize("page_size", [1, 16, 48])
+@pytest.mark.parametrize("page_size", [1, 2, 7, 8, 16, 48])
 def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
     """A paged cache read through its block table gives the contiguous twin's output bit for bit
     (the same keys in the same order, the same splits: mask none covers every key in both)."""

@@ -366,6 +366,11 @@ static void test_splitkv(void)
     CHECK(flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) == 0 &&
               flash->impl_used(90, &p) == FLASH_IMPL_SPLITKV && flash->impl_used(80, &p) == FLASH_IMPL_SPLITKV,
           "a paged decode runs splitkv by default: %s", why);
+    p.page_size = 1, p.num_pages = (int64_t)1 << 31; /* a cache token the kernel's int32 cannot index */
+    CHECK(variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "2^31 slots"), "2^31 cache slots: %s", why);
+    p.num_pages = INT32_MAX;
+    CHECK(variant_check_flash(&p, why, sizeof why) == 0, "2^31 - 1 cache slots: %s", why);
+    p.page_size = 16, p.num_pages = 300;
     p.impl = FLASH_IMPL_TMA;
     CHECK(!flash_splitkv_is(&p) && variant_check_flash(&p, why, sizeof why) != 0 && strstr(why, "not impl tma"),
           "a paged batch with impl tma: %s", why);
