@@ -157,10 +157,18 @@ __device__ __forceinline__ uint32_t splitkv_transpose8x8(uint32_t a)
     return d;
 }
 
+/* The CTAs an SM holds, as the kernel's registers are bounded: at D64 one tile takes 128
+ * registers, 16 warps an SM, where the serving kernel took 135 and fitted 12 (H100, paged D64
+ * decodes: 0.887-0.959 of the time with 12). */
+template <int D, int NT> constexpr int splitkv_sm_ctas()
+{
+    return D == 64 && NT == 1 ? 4 : SPLITKV_SM_WARPS / SPLITKV_WARPS;
+}
+
 /* NT n8 tiles of query rows a CTA (1 for a decode's ≤ 8 rows, 2 beyond): they share each K fragment
  * and each V fragment, so 16 rows read K/V once. */
 template <int D, bool BF16, bool SERVING, int NT>
-__global__ void __launch_bounds__(32 * SPLITKV_WARPS, SPLITKV_SM_WARPS / SPLITKV_WARPS) flash_splitkv_kernel(const splitkv_params P)
+__global__ void __launch_bounds__(32 * SPLITKV_WARPS, splitkv_sm_ctas<D, NT>()) flash_splitkv_kernel(const splitkv_params P)
 {
     constexpr int ROWS = SPLITKV_NROWS * NT;
     typedef typename std::conditional<BF16, __nv_bfloat16, __half>::type T;
@@ -572,10 +580,12 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     const int64_t span = last - P.key_begin, blocks = (span + SPLITKV_KEYS - 1) / SPLITKV_KEYS;
 
     auto kernel = serving ? flash_splitkv_kernel<D, BF16, true, NT> : flash_splitkv_kernel<D, BF16, false, NT>;
-    static int ctas_per_sm = 0; /* per (D, dtype, NT); the same on every device of one architecture */
+    /* per (D, dtype, NT) and serving or not (their registers differ: at D64 the serving kernel
+     * fits 3 CTAs an SM where the dense one fits 4); the same on every device of one architecture */
+    static int ctas_per_sm_of[2] = {0, 0};
+    int &ctas_per_sm = ctas_per_sm_of[serving];
     if (ctas_per_sm == 0)
-        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, flash_splitkv_kernel<D, BF16, false, NT>,
-                                                                    32 * SPLITKV_WARPS, 0));
+        CUDA_TRY(ctx, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, 32 * SPLITKV_WARPS, 0));
     const int64_t base = p->batch * P.kv_heads * P.row_tiles;
     int64_t max_splits = flash_splitkv_max_splits(p);
     if (max_splits > blocks) max_splits = blocks > 0 ? blocks : 1;
