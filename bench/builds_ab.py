@@ -8,7 +8,8 @@ reference variant (e.g. cudnn) on the first, in an order that reverses every oth
 that a drifting clock or temperature falls on all of them. Printed per shape: each row's median
 of the rounds, its range, its ratio to the first build's and to the reference, and whether its
 output's bits are the first build's (every run's inputs come from the same seed): a change meant
-to keep the arithmetic (a launch, a load) must say "same".
+to keep the arithmetic (a launch, a load) must say "same". A case the reference cannot run (cuDNN's
+pages are powers of 2) is compared without it, its reason printed.
 
     python3 bench/builds_ab.py --build head=http://127.0.0.1:8081 --build new=http://127.0.0.1:8082
         --shape B,H,Hkv,SQ,SKV,D[,MASK[,PAGE_SIZE]] [--shape ...] [--params JSON ...] [--variant flash[:IMPL]] [--ref cudnn]
@@ -76,37 +77,51 @@ def main():
     out, failed = [], 0
     for params in args.shape + args.params:
         label = shape_label(params)
+        case_rows, ref_refused = list(rows), None
         times = {name: [] for name, _, _ in rows}
         prints = {name: set() for name, _, _ in rows}
         kernels = {}
         try:
             for rnd in range(args.rounds):
-                for name, client, variant in (rows if rnd % 2 == 0 else rows[::-1]):
-                    us, names, fp = timed(client, variant, params, args.min_time_ms, args.device)
+                for name, client, variant in (case_rows if rnd % 2 == 0 else case_rows[::-1]):
+                    try:
+                        us, names, fp = timed(client, variant, params, args.min_time_ms, args.device)
+                    except AttndError as exc:
+                        if name != args.ref or exc.code != "unsupported":
+                            raise
+                        ref_refused = exc.message
+                        continue
                     times[name].append(us)
                     prints[name].add(fp)
                     kernels[name] = names
+                if ref_refused:
+                    case_rows = [r for r in case_rows if r[0] != args.ref]
         except AttndError as exc:
             print("%s: %s: %s" % (label, exc.code, exc.message))
             out.append(dict(shape=params, error=exc.message))
             failed += 1
             continue
+        times = {name: t for name, t in times.items() if t}
+        prints = {name: fps for name, fps in prints.items() if name in times}
         med = {name: statistics.median(t) for name, t in times.items()}
-        base = rows[0][0]
+        base, ref = rows[0][0], args.ref if args.ref in times else ""
         print("\n%s (%d rounds, min_time_ms %d)" % (label, args.rounds, args.min_time_ms))
-        ref_col = " / %s |" % args.ref if args.ref else ""
+        if ref_refused:
+            print("%s cannot run this case: %s" % (args.ref, ref_refused))
+        ref_col = " / %s |" % ref if ref else ""
         print("| row | median us | range | / %s |%s bits of %s |" % (base, ref_col, base))
-        print("| --- | --- | --- | --- |%s --- |" % (" --- |" if args.ref else ""))
-        bits = {name: same_bits(prints, name, base) for name, _, _ in rows}
-        for name, _, _ in rows:
+        print("| --- | --- | --- | --- |%s --- |" % (" --- |" if ref else ""))
+        bits = {name: same_bits(prints, name, base) for name, _, _ in case_rows}
+        for name, _, _ in case_rows:
             print("| %s | %.1f | %.1f-%.1f | %.4f |%s %s |" % (
                 name, med[name], min(times[name]), max(times[name]), med[name] / med[base],
-                " %.4f |" % (med[name] / med[args.ref]) if args.ref else "", bits[name]))
-        for name, _, _ in rows:
+                " %.4f |" % (med[name] / med[ref]) if ref else "", bits[name]))
+        for name, _, _ in case_rows:
             print("  %s: %s" % (name, "; ".join(kernels.get(name) or []) or "no kernel table"))
         sys.stdout.flush()
         out.append(dict(shape=params, rounds=times, kernels=kernels, bits=bits,
-                        fingerprints={name: sorted(p for p in fps if p) for name, fps in prints.items()}))
+                        fingerprints={name: sorted(p for p in fps if p) for name, fps in prints.items()},
+                        **({"ref_refused": ref_refused} if ref_refused else {})))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(builds=dict(args.build), variant=args.variant, ref=args.ref, shapes=out), f, indent=1)

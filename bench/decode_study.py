@@ -59,15 +59,24 @@ def parse_params(text):
 
 
 def shape_label(params):
-    """The shape as its table's heading: B64 H32/8 Sq1 Skv8192 D128 none [P16]."""
+    """The shape as its table's heading: B64 H32/8 Sq1 Skv8192 D128 none [P16]. A mask left out is
+    the server's default, causal (top-left)."""
+    mask = params.get("mask") or ("none" if params.get("causal") is False else "causal")
     if "seqlens_q" in params or "seqlens_kv" in params:
         lens = params.get("seqlens_kv") or params.get("seqlens_q")
-        ragged = ("ragged %d sequences, %d tokens" % (len(lens), sum(lens))) if isinstance(lens, list) else "ragged"
-        return "%s H%s/%s D%s %s" % (ragged, params.get("heads"), params.get("kv_heads", params.get("heads")),
-                                     params.get("head_dim"), params.get("mask", "none"))
-    if not all(k in params for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim", "mask")):
+        if isinstance(lens, list):
+            ragged = "ragged %d sequences, %d tokens" % (len(lens), sum(lens))
+        elif isinstance(lens, dict):  # a seeded distribution
+            ragged = "ragged %s sequences, %s:%s:%s" % (params.get("batch"), lens.get("dist"), lens.get("min"),
+                                                      lens.get("max"))
+        else:
+            ragged = "ragged"
+        label = "%s H%s/%s D%s %s" % (ragged, params.get("heads"), params.get("kv_heads", params.get("heads")),
+                                      params.get("head_dim"), mask)
+        return label + (" P%d" % params["page_size"] if params.get("page_size") else "")
+    if not all(k in params for k in ("batch", "heads", "kv_heads", "seq_q", "seq_kv", "head_dim")):
         return json.dumps(params, separators=(",", ":"))  # --params that leave some to the server
-    label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d %(mask)s" % params
+    label = "B%(batch)d H%(heads)d/%(kv_heads)d Sq%(seq_q)d Skv%(seq_kv)d D%(head_dim)d" % params + " " + mask
     return label + (" P%d" % params["page_size"] if params.get("page_size") else "")
 
 

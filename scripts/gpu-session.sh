@@ -150,7 +150,7 @@ if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
             --json "$OUT/builds-${variant//:/-}.json" >> "$OUT/builds.log" 2>&1
         note "builds A/B of $variant" "rc $? (table in builds.log)"
     done
-    grep -E '^B[0-9]|^ragged|^\| [a-z]' "$OUT/builds.log" | grep -v '^| row' | while read -r line; do note "  " "${line:0:150}"; done
+    grep -E '^B[0-9]|^ragged|^\| [a-z]|cannot run this case' "$OUT/builds.log" | grep -v '^| row' | while read -r line; do note "  " "${line:0:150}"; done
     kill -TERM "${pids[@]}"
     wait "${pids[@]}"
     if [ -n "${BUILDS_TESTS:-}" ]; then

@@ -41,7 +41,7 @@ def test_a_ragged_batch_runs_as_params(api, tmp_path):
                         "--min-time-ms", "5", "--params", json.dumps(params), "--json", str(out)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
-    assert "ragged 3 sequences, 57 tokens H4/2 D64 none (2 rounds, min_time_ms 5)" in p.stdout, p.stdout
+    assert "ragged 3 sequences, 57 tokens H4/2 D64 causal (2 rounds, min_time_ms 5)" in p.stdout, p.stdout
     rec = json.loads(out.read_text())
     assert rec["shapes"][0]["shape"] == dict(params, dtype="bf16"), rec
     assert len(rec["shapes"][0]["rounds"]["head"]) == 2
@@ -56,13 +56,31 @@ def test_a_case_is_needed():
     assert p.returncode == 2 and "name a case: --shape or --params" in p.stderr, p.stderr
 
 
-def test_a_refused_shape_fails_the_script(api):
-    """A run the server refuses (the reference has no cuDNN) is named, and the exit status says so."""
+def test_a_reference_that_cannot_run_a_case_leaves_the_builds_compared(api, tmp_path):
+    """A case the reference refuses as unsupported (cudnn on the cpu device here; cuDNN's pages
+    of 7 on a GPU) still compares the builds: the reason is printed, the table has no
+    reference column, and the exit status is 0."""
+    out = tmp_path / "ab.json"
     p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
-                        "--variant", "reference", "--ref", "cudnn", "--device", "cpu", "--rounds", "1",
+                        "--build", "new=" + api.url, "--variant", "reference", "--ref", "cudnn", "--device", "cpu",
+                        "--rounds", "2", "--min-time-ms", "5", "--shape", "2,4,2,1,64,64", "--json", str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, (p.stdout[-2000:], p.stderr[-2000:])
+    assert "cudnn cannot run this case: backend cudnn needs a GPU" in p.stdout, p.stdout
+    assert "| row | median us | range | / head | bits of head |" in p.stdout, p.stdout
+    assert "| cudnn |" not in p.stdout, p.stdout
+    rec = json.loads(out.read_text())["shapes"][0]
+    assert sorted(rec["rounds"]) == ["head", "new"] and all(len(t) == 2 for t in rec["rounds"].values()), rec
+    assert "needs a GPU" in rec["ref_refused"], rec
+
+
+def test_a_refused_shape_fails_the_script(api):
+    """A run the server refuses on a build's variant is named, and the exit status says so."""
+    p = subprocess.run([sys.executable, os.path.join(REPO, "bench", "builds_ab.py"), "--build", "head=" + api.url,
+                        "--variant", "cudnn", "--ref", "", "--device", "cpu", "--rounds", "1",
                         "--min-time-ms", "5", "--shape", "2,4,2,1,64,64"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1, (p.stdout[-2000:], p.stderr[-2000:])
-    assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: "), p.stdout
+    assert p.stdout.startswith("B2 H4/2 Sq1 Skv64 D64 none: unsupported: backend cudnn needs a GPU"), p.stdout
 
 
 def test_an_implementation_is_asked_for_by_name(api):
