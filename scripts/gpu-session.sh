@@ -38,7 +38,7 @@
 #                flash; flash:splitkv names an impl); BUILDS_REF the variant (or backend:impl) beside them on the base's
 #                server (cudnn; empty: none); BUILDS_ROUNDS (4); BUILDS_TESTS tests/gpu files
 #                run through every build but the first after the A/Bs (default none), or through
-#                those BUILDS_TESTS_ON names (space-separated);
+#                those BUILDS_TESTS_ON names (space-separated; the first among them);
 #                BUILDS_TIMEOUT_S (300 an A/B), BUILDS_TESTS_TIMEOUT_S (150 a build)
 #   AB_SHAPES    the A/B's shapes, fused_check --shape form (default the study's and
 #                B2 H16 S8192 D128 causal); AB_ROUNDS, AB_WINDOW_MS (2, 2000)
@@ -154,9 +154,13 @@ if has builds && [ -n "${BUILDS:-}${BASE_BUILD:-}" ]; then
     kill -TERM "${pids[@]}"
     wait "${pids[@]}"
     if [ -n "${BUILDS_TESTS:-}" ]; then
-        for spec in "${specs[@]:1}"; do # every build but the base, or those BUILDS_TESTS_ON names
+        for spec in "${specs[@]}"; do # every build but the base, or those BUILDS_TESTS_ON names (the base too)
             name=${spec%%=*}
-            case " ${BUILDS_TESTS_ON:-$name} " in *" $name "*) ;; *) continue ;; esac
+            if [ -n "${BUILDS_TESTS_ON:-}" ]; then
+                case " $BUILDS_TESTS_ON " in *" $name "*) ;; *) continue ;; esac
+            elif [ "$spec" = "${specs[0]}" ]; then
+                continue
+            fi
             ATTND_BIN=$(realpath "${spec#*=}/attnd") OUT=$OUT/builds-tests-$name TESTS="$BUILDS_TESTS" \
                 TESTS_TIMEOUT_S="${BUILDS_TESTS_TIMEOUT_S:-150}" bash scripts/gpu-quick.sh > "$OUT/builds-tests-$name.log" 2>&1
             note "tests on $name" "$(grep -E '[0-9]+ (passed|failed)' "$OUT/builds-tests-$name/tests.log" | tail -n 1)"
