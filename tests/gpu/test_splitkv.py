@@ -3,8 +3,10 @@ decode and speculative-decode shapes verify against the reference, run the kerne
 (one launch when the keys are not split, the split kernel and its combine when they are:
 the profiled forward's kernel table) and report impl_used splitkv; grouped K/V heads run on a
 server offering flash's GQA; seq_q above 16 is refused; paged caches and ragged batches run its
-serving instantiation (the default impl for them). The timed comparison with
-cudnn is fused_check's (docs/fused.md, "Split-KV decode")."""
+serving instantiation (the default impl for them); the split count is planned for the kernel
+that runs. The timed comparison with cudnn is fused_check's (docs/fused.md, "Split-KV decode")."""
+import math
+
 import pytest
 
 from attnd_gpu_helpers import error_of, fact, fresh_seed, need_variant, post_run_ok, server_offering, variant_features
@@ -213,3 +215,52 @@ def test_ragged_prefill_leaves_splitkv(sapi):
     assert post_run_ok(sapi, dict(body, verify=True))["impl_used"] == want
     r = sapi.run(body=dict(body, impl="splitkv"))
     assert r.status_code == 422 and "seq_q up to 16" in error_of(r)["message"], r.text
+
+def planned_splits(base, slots, max_splits):
+    """FA3's num_splits_heuristic with 0.9, as docs/fused.md gives the split-KV's plan: the
+    smallest count whose CTAs fill the slots in near-whole waves (the last ≥ 90% full), else the
+    fullest."""
+    best, best_eff = 1, 0.0
+    for s in range(1, max_splits + 1):
+        w = base * s / slots
+        if w / math.ceil(w) >= 0.9:
+            return s
+        if w / math.ceil(w) > best_eff:
+            best, best_eff = s, w / math.ceil(w)
+    return best
+
+
+# GQA decodes of one tile a (sequence, K/V head): dense, and paged (the serving kernel, whose
+# registers differ from the dense one's), D64 and D128, many sequences and few.
+WAVES = [
+    dict(batch=64, heads=32, kv_heads=8, seq_kv=2048, head_dim=64),
+    dict(batch=64, heads=32, kv_heads=8, seq_kv=2048, head_dim=64, page_size=16),
+    dict(batch=64, heads=32, kv_heads=8, seq_kv=2048, head_dim=64, page_size=1),
+    dict(batch=64, heads=32, kv_heads=8, seq_kv=2048, head_dim=128, page_size=16),
+    dict(batch=8, heads=64, kv_heads=8, seq_kv=4096, head_dim=64, page_size=1),
+]
+
+
+@pytest.mark.parametrize("case", range(len(WAVES)), ids=lambda i: "waves%d" % i)
+def test_split_count_is_planned_for_the_kernel_that_runs(sapi, case):
+    """The split count is planned from the CTAs an SM holds of the kernel that runs, as its
+    profiled record measures them (registers and shared memory: the row's occupancy): the split
+    kernel's grid is the plan's. A D64 paged decode once planned with the dense kernel's 4 CTAs an
+    SM while its own held 3, and ran 1.29 waves where it meant one."""
+    shape = WAVES[case]
+    rec = post_run_ok(sapi, dict(shape, backend="flash", dtype="bf16", seq_q=1, mask="none", seed=fresh_seed(),
+                                 warmup=1, iters=2, profile=True, device="cuda:0"))
+    rows = [r for r in rec["kernels"]["table"] if r["kind"] == "kernel"]
+    (split,) = [r for r in rows if SPLIT in r["name"]]
+    (dev,) = [d for d in sapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
+    threads_per_sm = 1536 if dev["compute_capability"] in ("8.6", "8.7", "8.9") else 2048
+    threads = split["block"][0] * split["block"][1] * split["block"][2]
+    ctas_per_sm = round(split["occupancy"] * threads_per_sm / threads)
+    base = shape["batch"] * shape["kv_heads"]  # one tile of at most 8 query rows each
+    blocks = -(-shape["seq_kv"] // 16)
+    max_splits = min(64, -(-shape["seq_kv"] // 256), -(-8192 // base), blocks)
+    chosen = planned_splits(base, dev["sms"] * ctas_per_sm, max_splits)
+    split_keys = -(-blocks // chosen) * 16
+    splits = -(-shape["seq_kv"] // split_keys)  # whole blocks a split: the count that covers the keys
+    assert split["grid"] == [base * splits, 1, 1], (shape, split, dev["sms"], ctas_per_sm)
+    assert any(COMBINE in r["name"] for r in rows) == (splits > 1), [r["name"] for r in rows]
