@@ -123,6 +123,12 @@ template <bool SERVING> __device__ __forceinline__ splitkv_seq splitkv_seq_of(co
     return s;
 }
 
+/* The paged cache's token (page · page_size + slot) holding key `key` of sequence b. */
+__device__ __forceinline__ int64_t splitkv_page_token(const splitkv_params &P, int64_t b, int key)
+{
+    return (int64_t)P.block_table[b * P.pages_per_seq + key / P.page_size] * P.page_size + key % P.page_size;
+}
+
 /* The row (in 16-byte units, VPR a row) of key `key` (< the sequence's seq_kv) of K/V head hk
  * of sequence b: SERVING through the block table or the packed tokens. */
 template <bool SERVING>
@@ -130,10 +136,7 @@ __device__ __forceinline__ int64_t splitkv_kv_row(const splitkv_params &P, int64
                                                   int key)
 {
     if constexpr (SERVING) {
-        if (P.page_size > 0) {
-            const int64_t page = P.block_table[b * P.pages_per_seq + key / P.page_size];
-            return (page * P.page_size + key % P.page_size) * P.kv_heads + hk;
-        }
+        if (P.page_size > 0) return splitkv_page_token(P, b, key) * P.kv_heads + hk;
         if (P.cu_q) return (s.kv0 + key) * P.kv_heads + hk;
     }
     return (b * P.kv_heads + hk) * P.seq_kv + key;
@@ -252,8 +255,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, splitkv_sm_ctas<D, NT>()) 
     const bool block_pages = SERVING && P.page_size >= SPLITKV_KEYS && P.page_size % SPLITKV_KEYS == 0;
     auto block_row = [&](int kb) -> int64_t { /* the K/V row of block kb's first key, head hk */
         if (kb < 0 || kb >= sq.seq_kv) return 0; /* a tile that sees no key of its split has kb_first INT32_MIN */
-        const int64_t page = P.block_table[b * P.pages_per_seq + kb / P.page_size];
-        return (page * P.page_size + kb % P.page_size) * P.kv_heads + hk;
+        return splitkv_page_token(P, b, kb) * P.kv_heads + hk;
     };
     int64_t row_next = 0; /* block_pages: block_row of the next block to load */
     /* Other pages (1-15 keys, or not a multiple of 16): each of a lane's six keys of a block may
@@ -265,7 +267,7 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, splitkv_sm_ctas<D, NT>()) 
     int tok_k[2], tok_v[4]; /* key_pages: the next block's tokens of load_k's and load_v's keys */
     auto key_token = [&](int key) -> int { /* page · page_size + slot */
         if (key < 0 || key >= sq.seq_kv) return 0;
-        const int32_t *table = P.block_table + b * P.pages_per_seq;
+        const int32_t *table = P.block_table + b * P.pages_per_seq; /* in int: the tokens are fewer than 2^31 */
         if (P.page_shift >= 0) return (table[key >> P.page_shift] << P.page_shift) + (key & (P.page_size - 1));
         return table[key / P.page_size] * P.page_size + key % P.page_size;
     };
@@ -555,9 +557,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     P.cu_q = p->ragged ? t->cu_seqlens_q : NULL, P.cu_kv = p->ragged ? t->cu_seqlens_kv : NULL;
     P.block_table = p->page_size > 0 ? t->block_table : NULL;
     P.page_size = (int)p->page_size, P.pages_per_seq = p->seqs ? (int)p->seqs->pages_per_seq : 0;
-    P.page_shift = -1;
-    for (int s = 0; P.page_size > 0 && s < 31; ++s)
-        if (P.page_size == 1 << s) P.page_shift = s;
+    P.page_shift = P.page_size > 0 && (P.page_size & (P.page_size - 1)) == 0 ? __builtin_ctz((unsigned)P.page_size) : -1;
     if (const char *missing = attn_serving_arrays_missing(p, t)) return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", missing);
     P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
     P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;
