@@ -216,6 +216,7 @@ def test_ragged_prefill_leaves_splitkv(sapi):
     r = sapi.run(body=dict(body, impl="splitkv"))
     assert r.status_code == 422 and "seq_q up to 16" in error_of(r)["message"], r.text
 
+
 def planned_splits(base, slots, max_splits):
     """FA3's num_splits_heuristic with 0.9, as docs/fused.md gives the split-KV's plan: the
     smallest count whose CTAs fill the slots in near-whole waves (the last ≥ 90% full), else the
