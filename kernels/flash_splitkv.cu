@@ -48,6 +48,7 @@
 #include <stdint.h>
 #include <type_traits>
 
+#include "kernels/fast_div.h"
 #include "kernels/flash_mma.cuh"
 
 #define SPLITKV_NROWS 8       /* query rows of one n8 tile: mma's n side (keys and dims take its m16 side) */
@@ -79,7 +80,8 @@ struct splitkv_params {
      * paged, token-major), block_table for a paged cache of page_size tokens a page */
     const int32_t *cu_q, *cu_kv, *block_table;
     int page_size, pages_per_seq;
-    int page_shift; /* log2(page_size) where it is a power of 2 (a shift and a mask for the division), else -1 */
+    int page_shift;    /* log2(page_size) where it is a power of 2 (a shift and a mask for the division), else -1 */
+    fast_div page_div; /* page_size's multiply-high divider where it is not */
     int heads, kv_heads, group, seq_q, seq_kv, rows, row_tiles, splits;
     int key_begin, split_keys; /* split s covers [key_begin + s·split_keys, + split_keys) ∩ [0, seq_kv) */
     int64_t out_rows;          /* batch·heads·seq_q */
@@ -123,10 +125,18 @@ template <bool SERVING> __device__ __forceinline__ splitkv_seq splitkv_seq_of(co
     return s;
 }
 
+/* The page of key `key` (0 ≤ key < 2^31): a shift for a power-of-2 page_size, else a multiply-high
+ * and a shift (kernels/fast_div.h) where the hardware's division takes ~20 instructions. */
+__device__ __forceinline__ int splitkv_page_of(const splitkv_params &P, int key)
+{
+    return P.page_shift >= 0 ? key >> P.page_shift : (int)fast_div_device((uint32_t)key, P.page_div);
+}
+
 /* The paged cache's token (page · page_size + slot) holding key `key` of sequence b. */
 __device__ __forceinline__ int64_t splitkv_page_token(const splitkv_params &P, int64_t b, int key)
 {
-    return (int64_t)P.block_table[b * P.pages_per_seq + key / P.page_size] * P.page_size + key % P.page_size;
+    const int page = splitkv_page_of(P, key);
+    return (int64_t)P.block_table[b * P.pages_per_seq + page] * P.page_size + (key - page * P.page_size);
 }
 
 /* The row (in 16-byte units, VPR a row) of key `key` (< the sequence's seq_kv) of K/V head hk
@@ -262,14 +272,15 @@ __global__ void __launch_bounds__(32 * SPLITKV_WARPS, splitkv_sm_ctas<D, NT>()) 
      * lie in a page of its own, so its cache token is looked up a block ahead too (the cache's
      * tokens are fewer than 2^31; H100, pages of 1: 0.955-0.962 of the time with a lookup at each
      * load); not at D256, whose registers have no room for the six. A power-of-2 page shifts and
-     * masks where others divide (H100, pages of 1-8: 0.982-0.993 of the time with a division). */
+     * masks (H100, pages of 1-8: 0.982-0.993 of the time with a division), others multiply-high. */
     const bool key_pages = SERVING && D <= 128 && P.page_size > 0 && !block_pages;
     int tok_k[2], tok_v[4]; /* key_pages: the next block's tokens of load_k's and load_v's keys */
     auto key_token = [&](int key) -> int { /* page · page_size + slot */
         if (key < 0 || key >= sq.seq_kv) return 0;
         const int32_t *table = P.block_table + b * P.pages_per_seq; /* in int: the tokens are fewer than 2^31 */
         if (P.page_shift >= 0) return (table[key >> P.page_shift] << P.page_shift) + (key & (P.page_size - 1));
-        return table[key / P.page_size] * P.page_size + key % P.page_size;
+        const int page = (int)fast_div_device((uint32_t)key, P.page_div);
+        return table[page] * P.page_size + (key - page * P.page_size);
     };
     auto key_tokens = [&](int kb) {
         #pragma unroll
@@ -558,6 +569,7 @@ static int flash_splitkv_launch(exec_context *ctx, const attn_problem *p, const 
     P.block_table = p->page_size > 0 ? t->block_table : NULL;
     P.page_size = (int)p->page_size, P.pages_per_seq = p->seqs ? (int)p->seqs->pages_per_seq : 0;
     P.page_shift = P.page_size > 0 && (P.page_size & (P.page_size - 1)) == 0 ? __builtin_ctz((unsigned)P.page_size) : -1;
+    P.page_div = P.page_shift < 0 && P.page_size > 0 ? fast_div_of((uint32_t)P.page_size) : fast_div{0, 0};
     if (const char *missing = attn_serving_arrays_missing(p, t)) return exec_fail(ctx, __FILE__, __LINE__, "flash_splitkv", missing);
     P.heads = (int)p->heads, P.kv_heads = (int)attn_kv_heads(p), P.group = P.heads / P.kv_heads;
     P.seq_q = (int)p->seq_q, P.seq_kv = (int)p->seq_kv;

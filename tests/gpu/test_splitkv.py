@@ -166,9 +166,9 @@ def sapi():
 
 
 # Decode over paged caches and ragged batches: the split-KV kernel's SERVING instantiation (the
-# default impl for them). Page sizes 1, 4 (powers of 2 below a block: a shift), 16 and one that
-# does not divide the keys; lengths 0, 1 and past one split; speculative decode (several queries
-# a sequence); windows; GQA groups.
+# default impl for them). Page sizes 1, 4 (powers of 2 below a block: a shift), 7 (neither: a
+# multiply-high), 16 and one that does not divide the keys; lengths 0, 1 and past one split;
+# speculative decode (several queries a sequence); windows; GQA groups.
 SERVING = [
     dict(batch=3, heads=8, kv_heads=2, seq_q=1, seq_kv=700, page_size=16),
     dict(batch=2, heads=4, kv_heads=4, seq_q=1, seq_kv=4097, page_size=1, num_pages=9000),
@@ -177,6 +177,7 @@ SERVING = [
     dict(heads=8, kv_heads=1, seqlens_q=[1, 4, 0, 16], seqlens_kv=[33, 7, 0, 2000], page_size=16),
     dict(heads=4, kv_heads=2, seqlens_q=[2, 3], seqlens_kv=[600, 9000], window=64),
     dict(heads=8, kv_heads=2, seqlens_q=[1, 3, 1], seqlens_kv=[13, 2049, 1], page_size=4),
+    dict(heads=8, kv_heads=2, seqlens_q=[1, 2], seqlens_kv=[5, 3001], page_size=7),
 ]
 
 
@@ -194,15 +195,18 @@ def test_splitkv_serving_decode(sapi, case, mask, dtype, head_dim):
     assert SPLIT in kernel_names(rec)[0], kernel_names(rec)
 
 
-@pytest.mark.parametrize("page_size", [1, 2, 7, 8, 16, 48])
-def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size):
+@pytest.mark.parametrize("head_dim", [128, 64, 256])
+@pytest.mark.parametrize("page_size", [1, 2, 7, 8, 12, 16, 48])
+def test_splitkv_paged_gives_the_contiguous_fingerprint(sapi, page_size, head_dim):
     """A paged cache read through its block table gives the contiguous twin's output bit for bit
-    (the same keys in the same order, the same splits: mask none covers every key in both)."""
+    (the same keys in the same order, the same splits: mask none covers every key in both),
+    whichever way a key's page is found: a shift (powers of 2), a multiply-high (7, 12; at D256
+    just before each load), once a block (16, 48)."""
     body = dict(backend="flash", impl="splitkv", dtype="bf16", batch=3, heads=8, kv_heads=2, seq_q=2, seq_kv=3000,
-                head_dim=128, mask="none", seed=fresh_seed(), device="cuda:0", warmup=0, iters=1)
+                head_dim=head_dim, mask="none", seed=fresh_seed(), device="cuda:0", warmup=0, iters=1)
     flat = post_run_ok(sapi, body)
     paged = post_run_ok(sapi, dict(body, page_size=page_size))
-    assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], page_size
+    assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], (page_size, head_dim)
 
 
 def test_ragged_prefill_leaves_splitkv(sapi):
