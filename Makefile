@@ -216,6 +216,7 @@ FI_OBJS       = $(FI_OBJ)/flashinfer_module.o $(patsubst %,$(FI_OBJ)/decode_d%.o
                 $(patsubst %,$(FI_OBJ)/decode_tc_d%.o,$(FI_HEAD_DIMS)) \
                 $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/prefill_sm90_d%.o,$(FI_HEAD_DIMS))) \
                 $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/ragged_sm90_d%.o,$(FI_HEAD_DIMS))) \
+                $(if $(filter 1,$(FI_HAVE_SM90)),$(patsubst %,$(FI_OBJ)/paged_sm90_d%.o,$(FI_HEAD_DIMS))) \
                 $(if $(filter 1,$(FI_HAVE_SM80)),$(patsubst %,$(FI_OBJ)/prefill_sm80_d%.o,$(FI_HEAD_DIMS))) \
                 $(if $(filter 1,$(FI_HAVE_SM80)),$(patsubst %,$(FI_OBJ)/ragged_sm80_d%.o,$(FI_HEAD_DIMS)))
 FI_FLAGS_KEY  = $(FLASHINFER_VERSION) | $(NVCC) $(FI_NVFLAGS) | $(FLASHINFER_GENCODE)
@@ -260,6 +261,10 @@ $(patsubst %,$(FI_OBJ)/prefill_sm80_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/prefill_sm8
 	@echo "  NVCC  $< (head_dim $*)"
 	$(Q)$(NVCC) $(FI_NVFLAGS) -gencode arch=compute_80,code=sm_80 -DATTND_FI_HEAD_DIM=$* -c $< -o $@
 $(patsubst %,$(FI_OBJ)/ragged_sm90_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/ragged_sm90_d%.o: kernels/flashinfer/flashinfer_ragged_sm90.cu $(FI_DEPS)
+	@mkdir -p $(dir $@)
+	@echo "  NVCC  $< (head_dim $*)"
+	$(Q)$(NVCC) $(FI_NVFLAGS) -gencode arch=compute_90a,code=sm_90a -DATTND_FI_HEAD_DIM=$* -c $< -o $@
+$(patsubst %,$(FI_OBJ)/paged_sm90_d%.o,$(FI_HEAD_DIMS)): $(FI_OBJ)/paged_sm90_d%.o: kernels/flashinfer/flashinfer_paged_sm90.cu $(FI_DEPS)
 	@mkdir -p $(dir $@)
 	@echo "  NVCC  $< (head_dim $*)"
 	$(Q)$(NVCC) $(FI_NVFLAGS) -gencode arch=compute_90a,code=sm_90a -DATTND_FI_HEAD_DIM=$* -c $< -o $@

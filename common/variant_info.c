@@ -368,12 +368,6 @@ int variant_check_flashinfer(const attn_problem *p, char *why, size_t why_len)
         return -1;
     }
     if (p->impl != ATTN_IMPL_DEFAULT && flashinfer_impl_check(p, why, why_len) != 0) return -1;
-    if (p->page_size > 0 && p->seq_q > 1) {
-        snprintf(why, why_len, "flashinfer runs a paged cache by its decode only (seq_q 1; got seq_q %lld): its paged "
-                 "prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over token-major queries) is "
-                 "not wired in attnd's module", (long long)p->seq_q);
-        return -1;
-    }
     return 0;
 }
 
@@ -480,6 +474,9 @@ static size_t cudnn_bound(const attn_problem *p)
 }
 
 /* kernels/flashinfer/: on 8.x, the FA2 prefill's token-major output before its transpose;
+ * on Hopper, for the paged prefill (a paged batch of more than one query row, a contiguous one
+ * of 2-16), PrefillSM90Plan's schedule (7 int32 per query tile of 128 rows and head), the page
+ * table, and a [B,H,Sq,D] q's and out's token-major copies;
  * for a decode (seq_q 1), the plan's buffers at their largest (each sequence split into at
  * most ⌈pages/max(128/page, 1)⌉ chunks of pages of page_size keys, or 16 for a contiguous
  * cache) and the page table: for impl cuda_cores DecodePlan's (a partial output of
@@ -497,7 +494,7 @@ static size_t flashinfer_bound(const attn_problem *p)
                               : align256((size_t)attn_out_elems(p) * attn_dtype_bytes(p->dtype));
     const size_t page = p->page_size > 0 ? (size_t)p->page_size : 16, min_pages = 128 / page > 1 ? 128 / page : 1;
     const size_t rows = (size_t)(p->batch * p->seq_q), b1 = (size_t)p->batch + 1; /* rows bound total_q */
-    size_t pages, chunks, decode = 0, ragged = 0, bound = staged;
+    size_t pages, chunks, decode = 0, ragged = 0, paged = 0, bound = staged;
 
     if (p->seq_q == 1) {
         pages = ((size_t)p->seq_kv + page - 1) / page;
@@ -514,6 +511,12 @@ static size_t flashinfer_bound(const attn_problem *p)
     }
     if (p->ragged)
         ragged = 28 * (size_t)p->heads * (rows / 128 + b1) + 12 * (rows * (size_t)g / 16 + b1) + 8 * b1 + 8192;
+    if (p->seq_q > 1 && (p->page_size > 0 || p->seq_q <= 16)) {
+        pages = ((size_t)p->seq_kv + page - 1) / page;
+        paged = 28 * (size_t)p->heads * (rows / 128 + b1) + 4 * (size_t)p->batch * (pages + 2) + 8192 +
+                (p->ragged ? 0 : 2 * align256(rows * (size_t)(p->heads * p->head_dim) * attn_dtype_bytes(p->dtype)));
+    }
+    if (paged > ragged) ragged = paged;
     if (decode > bound) bound = decode;
     return ragged > bound ? ragged : bound;
 }

@@ -74,6 +74,10 @@ typedef struct attnd_fi_case {
 #define ATTND_FI_ROUTE_RAGGED_SM80 5  /* prefill.cuh BatchPrefillWithRaggedKVCacheDispatched (FA2) after PrefillPlan */
 #define ATTND_FI_ROUTE_DECODE_TC 6    /* prefill.cuh BatchPrefillWithPagedKVCacheDispatched (FA2) after PrefillPlan: a
                                        * decode of decode_kernel ATTND_FI_DECODE_TENSOR_CORES */
+#define ATTND_FI_ROUTE_PAGED_SM90 7   /* hopper/prefill_sm90.cuh BatchPrefillWithPagedKVCacheDispatched after
+                                       * PrefillSM90Plan: more than one query row a sequence over a paged cache,
+                                       * or 2-16 over a contiguous one (vLLM's chunked prefill and speculative
+                                       * decode on Hopper) */
 
 /* ATTND_FI_ABI of the module. */
 ATTND_FI_EXPORT int attnd_fi_abi(void);

@@ -24,6 +24,11 @@
  * FlashInfer's FA2DetermineCtaTileQ of the packed rows (the group); chunks per sequence as for
  * the decode. q_indptr (0, 1, …, batch) and the page table follow.
  *
+ * Paged prefill (Hopper): more than one query row a sequence over a paged cache, or over a
+ * contiguous one as the decode's pages of ATTND_FI_DECODE_PAGE keys. PrefillSM90Plan's int
+ * buffer as for the ragged prefill below, the page table, and where q and out are attnd's
+ * [B,H,Sq,D] (not a ragged batch) their token-major copies, [B·Sq,H,D] each.
+ *
  * Ragged prefill. The batch prefill's plan writes its schedule into an int buffer: on Hopper
  * (PrefillSM90Plan) seven int32 arrays of one entry per (query tile of 128 or more rows,
  * query head) and one per SM; FA2 (PrefillPlan, split-KV off) three of one entry per query
@@ -40,6 +45,7 @@
 #include "kernels/flashinfer/flashinfer_abi.h"
 
 #define ATTND_FI_DECODE_PAGE 16
+#define ATTND_FI_PAGED_ROWS 16 /* Hopper: a contiguous cache's query rows a sequence that take the paged prefill */
 #define ATTND_FI_MAX_SMS 1024 /* PrefillSM90Plan's per-SM array, bounded: the module refuses a device with more */
 
 /* Byte offsets into the workspace, and its size. */
@@ -47,6 +53,7 @@ typedef struct attnd_fi_decode_layout {
     size_t int_off, int_bytes, float_off, float_bytes;
     size_t indptr_off, indices_off, last_page_len_off, total;
     size_t qo_indptr_off;  /* tensor-core decode: [batch + 1] int32 (0 for the CUDA-core one) */
+    size_t q_staged_off, out_staged_off; /* paged prefill of a [B,H,Sq,D] q: its token-major q and out (else 0) */
     int64_t pages_per_seq; /* pages covering kv_len (at most) */
     int64_t page;          /* keys a page: the cache's page_size, or ATTND_FI_DECODE_PAGE for a contiguous one */
 } attnd_fi_decode_layout;
@@ -148,6 +155,45 @@ static inline attnd_fi_decode_layout attnd_fi_decode_tc_layout_of(const attnd_fi
     return l;
 }
 
+/* PrefillSM90Plan's int buffer for rows query rows in all: seven int32 arrays of one entry per
+ * (query tile of at least 128 rows, query head), Σ ⌈qo_len / 128⌉ ≤ rows/128 + batch tiles a
+ * head, and one array per SM. */
+static inline size_t attnd_fi_sm90_plan_int_bytes(const attnd_fi_case *c, int64_t rows)
+{
+    const size_t n = (size_t)c->heads * ((size_t)rows / 128 + (size_t)c->batch + 1);
+    return 7 * (n * 4 + 16) + (ATTND_FI_MAX_SMS + 1) * 4 + 16;
+}
+
+/* Query rows in all: Σ lengths of a ragged batch, batch·seq_q of a dense q. */
+static inline int64_t attnd_fi_total_rows(const attnd_fi_case *c)
+{
+    return c->ragged ? c->total_q : c->batch * c->seq_q;
+}
+
+static inline attnd_fi_decode_layout attnd_fi_paged_prefill_layout_of(const attnd_fi_case *c)
+{
+    attnd_fi_decode_layout l;
+    const int64_t page = c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE, rows = attnd_fi_total_rows(c);
+    const size_t staged = attnd_fi_align256((size_t)rows * (size_t)(c->heads * c->head_dim) * 2);
+    size_t at = 0;
+
+    memset(&l, 0, sizeof l);
+    l.page = page;
+    l.pages_per_seq = (c->kv_len + page - 1) / page;
+    l.int_bytes = attnd_fi_sm90_plan_int_bytes(c, rows);
+    l.int_off = at;
+    at += attnd_fi_align256(l.int_bytes);
+    at = attnd_fi_page_table_layout(c, &l, at);
+    if (!c->ragged) {
+        l.q_staged_off = at;
+        at += staged;
+        l.out_staged_off = at;
+        at += staged;
+    }
+    l.total = at;
+    return l;
+}
+
 /* sm90: PrefillSM90Plan's layout (1) or FA2's PrefillPlan's (0). */
 static inline attnd_fi_ragged_layout attnd_fi_ragged_layout_of(const attnd_fi_case *c, int sm90)
 {
@@ -156,9 +202,7 @@ static inline attnd_fi_ragged_layout attnd_fi_ragged_layout_of(const attnd_fi_ca
 
     memset(&l, 0, sizeof l);
     if (sm90) {
-        /* query tiles of at least 128 rows, one per head: Σ ⌈qo_len / 128⌉ ≤ total/128 + batch */
-        n = (size_t)c->heads * ((size_t)c->total_q / 128 + (size_t)c->batch + 1);
-        l.int_bytes = 7 * (n * 4 + 16) + (ATTND_FI_MAX_SMS + 1) * 4 + 16;
+        l.int_bytes = attnd_fi_sm90_plan_int_bytes(c, c->total_q);
     } else {
         /* query tiles of at least 16 packed rows: Σ ⌈qo_len·group / 16⌉ ≤ total·group/16 + batch */
         n = (size_t)c->total_q * (size_t)(c->heads / c->kv_heads) / 16 + (size_t)c->batch + 1;

@@ -73,6 +73,13 @@ int decode_route_of(const attnd_fi_case &c, char *why, size_t why_len)
 
 int is_decode_route(int route) { return route == ATTND_FI_ROUTE_DECODE || route == ATTND_FI_ROUTE_DECODE_TC; }
 
+/* The routes whose forward needs prepare's plan. */
+int is_planned_route(int route)
+{
+    return is_decode_route(route) || route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_RAGGED_SM80 ||
+           route == ATTND_FI_ROUTE_PAGED_SM90;
+}
+
 /* Whether the module holds code for compute capability cc: an sm_90a cubin runs on 9.0 only,
  * an sm_80 cubin on every 8.x. */
 int have_code_for(int cc)
@@ -119,9 +126,10 @@ int serving_route_of(const attnd_fi_case &c, char *why, size_t why_len)
     }
     if (decode && c.heads * c.head_dim <= INT32_MAX) return decode_route_of(c, why, why_len);
     if (c.page_size > 0) {
-        say(why, why_len, "flashinfer runs a paged cache by its decode only (one query row in every sequence): its "
-                          "paged prefill with more query rows (BatchPrefillWithPagedKVCacheDispatched over "
-                          "token-major queries) is not wired in attnd's module");
+        if (c.cc == 90) return ATTND_FI_ROUTE_PAGED_SM90;
+        say(why, why_len, "flashinfer runs a paged batch of more than one query row a sequence on compute capability "
+                          "9.0 only, by Hopper's BatchPrefillWithPagedKVCacheDispatched (what vLLM runs there); FA2's "
+                          "paged prefill for 8.x is not wired in attnd's module");
         return 0;
     }
     if (c.cc == 90) return ATTND_FI_ROUTE_RAGGED_SM90;
@@ -173,9 +181,12 @@ int case_route_of(const attnd_fi_case &c, char *why, size_t why_len)
         return 0;
     }
     if (is_serving(c)) return serving_route_of(c, why, why_len);
-    /* Decode: one query row over the cache, in the paged view (page ids are int32 rows). */
+    /* Decode: one query row over the cache, in the paged view (page ids are int32 rows); a
+     * speculative decode's few rows on Hopper: the paged prefill over the same view. */
     if (c.seq_q == 1 && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX && c.heads * d <= INT32_MAX)
         return decode_route_of(c, why, why_len);
+    if (c.cc == 90 && c.seq_q <= ATTND_FI_PAGED_ROWS && c.batch * c.kv_heads * c.seq_kv <= INT32_MAX)
+        return ATTND_FI_ROUTE_PAGED_SM90;
     return c.cc == 90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80;
 }
 
@@ -252,6 +263,9 @@ ragged_plan_fn ragged_plan_of(const attnd_fi_case &c, int route)
 {
     if (route == ATTND_FI_ROUTE_DECODE_TC) return tc_plan_of(c);
 #if ATTND_FI_HAVE_SM90
+    if (route == ATTND_FI_ROUTE_PAGED_SM90)
+        return c.head_dim == 64 ? attnd_fi_paged_sm90_plan_d64
+               : c.head_dim == 128 ? attnd_fi_paged_sm90_plan_d128 : attnd_fi_paged_sm90_plan_d256;
     if (route == ATTND_FI_ROUTE_RAGGED_SM90)
         return c.head_dim == 64 ? attnd_fi_ragged_sm90_plan_d64
                : c.head_dim == 128 ? attnd_fi_ragged_sm90_plan_d128 : attnd_fi_ragged_sm90_plan_d256;
@@ -270,6 +284,9 @@ ragged_run_fn ragged_run_of(const attnd_fi_case &c, int route)
 {
     if (route == ATTND_FI_ROUTE_DECODE_TC) return tc_run_of(c);
 #if ATTND_FI_HAVE_SM90
+    if (route == ATTND_FI_ROUTE_PAGED_SM90)
+        return c.head_dim == 64 ? attnd_fi_paged_sm90_run_d64
+               : c.head_dim == 128 ? attnd_fi_paged_sm90_run_d128 : attnd_fi_paged_sm90_run_d256;
     if (route == ATTND_FI_ROUTE_RAGGED_SM90)
         return c.head_dim == 64 ? attnd_fi_ragged_sm90_run_d64
                : c.head_dim == 128 ? attnd_fi_ragged_sm90_run_d128 : attnd_fi_ragged_sm90_run_d256;
@@ -340,6 +357,8 @@ size_t attnd_fi_workspace_bytes(const attnd_fi_case *c)
         return attnd_fi_decode_tc_layout_of(c).total;
     case ATTND_FI_ROUTE_RAGGED_SM90:
         return attnd_fi_ragged_layout_of(c, 1).total;
+    case ATTND_FI_ROUTE_PAGED_SM90:
+        return attnd_fi_paged_prefill_layout_of(c).total;
     case ATTND_FI_ROUTE_RAGGED_SM80:
         return attnd_fi_ragged_layout_of(c, 0).total;
     case ATTND_FI_ROUTE_PREFILL_SM80: /* the FA2 output, token-major, before the transpose */
@@ -371,7 +390,9 @@ int attnd_fi_prepare(const attnd_fi_case *c, void *workspace, size_t workspace_b
             e = plan_of(*c)(*c, workspace, (cudaStream_t)stream, &p);
         } else {
             ragged_plan_fn fn = ragged_plan_of(*c, route);
-            call = route == ATTND_FI_ROUTE_RAGGED_SM90 ? "PrefillSM90Plan" : "PrefillPlan"; /* the tensor-core decode's too */
+            call = route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_PAGED_SM90
+                       ? "PrefillSM90Plan"
+                       : "PrefillPlan"; /* the tensor-core decode's too */
             if (!fn) return failed(why, why_len, call, "not compiled into this module");
             e = fn(*c, workspace, (cudaStream_t)stream, &rp);
         }
@@ -400,7 +421,7 @@ int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const
     if (!c || (route = route_of(*c, reason, sizeof reason)) == 0)
         return failed(why, why_len, "attnd_fi_forward", c ? reason : "no case");
     try {
-        if (is_decode_route(route) || route == ATTND_FI_ROUTE_RAGGED_SM90 || route == ATTND_FI_ROUTE_RAGGED_SM80) {
+        if (is_planned_route(route)) {
             attnd_fi_decode_plan p;
             attnd_fi_ragged_plan rp;
             {
@@ -416,8 +437,9 @@ int attnd_fi_forward(const attnd_fi_case *c, const void *q, const void *k, const
                 e = run_of(*c)(*c, t, p, (cudaStream_t)stream);
             } else {
                 ragged_run_fn fn = ragged_run_of(*c, route);
-                entry = route == ATTND_FI_ROUTE_DECODE_TC ? "BatchPrefillWithPagedKVCacheDispatched"
-                                                           : "BatchPrefillWithRaggedKVCacheDispatched";
+                entry = route == ATTND_FI_ROUTE_DECODE_TC || route == ATTND_FI_ROUTE_PAGED_SM90
+                            ? "BatchPrefillWithPagedKVCacheDispatched"
+                            : "BatchPrefillWithRaggedKVCacheDispatched";
                 if (!fn) return failed(why, why_len, entry, "not compiled into this module");
                 e = fn(*c, t, rp, (cudaStream_t)stream);
             }
@@ -473,6 +495,14 @@ const char *attnd_fi_describe(const attnd_fi_case *c)
         snprintf(described, sizeof described, "hopper/prefill_sm90.cuh BatchPrefillWithRaggedKVCacheDispatched "
                  "(FlashInfer %s) after PrefillSM90Plan: one launch for %lld sequences", ATTND_FI_VERSION,
                  (long long)c->batch);
+        break;
+    case ATTND_FI_ROUTE_PAGED_SM90:
+        snprintf(described, sizeof described, "hopper/prefill_sm90.cuh BatchPrefillWithPagedKVCacheDispatched "
+                 "(FlashInfer %s) after PrefillSM90Plan: one launch for %lld sequences, %s pages of %lld keys%s%s",
+                 ATTND_FI_VERSION, (long long)c->batch, c->page_size > 0 ? "NHD" : "HND",
+                 (long long)(c->page_size > 0 ? c->page_size : ATTND_FI_DECODE_PAGE),
+                 c->page_size > 0 ? " through the block table" : " over the contiguous cache",
+                 c->ragged ? "" : "; q and out through token-major copies (two transposes)");
         break;
     case ATTND_FI_ROUTE_RAGGED_SM80:
         snprintf(described, sizeof described, "prefill.cuh BatchPrefillWithRaggedKVCacheDispatched, FA2 (FlashInfer "

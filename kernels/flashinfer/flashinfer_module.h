@@ -34,8 +34,8 @@ struct attnd_fi_decode_plan {
 };
 
 /* FlashInfer's PrefillPlanSM90Info or PrefillPlanInfo (scheduler.cuh), as their ToVector
- * gives them, from prepare to the forwards of one job: the ragged routes' plan, and the
- * tensor-core decode's (PrefillPlan over pages). */
+ * gives them, from prepare to the forwards of one job: the ragged routes' plan, the paged
+ * prefill's (PrefillSM90Plan over pages), and the tensor-core decode's (PrefillPlan over pages). */
 struct attnd_fi_ragged_plan {
     int64_t info[16];
     int64_t ctas;  /* FA2: CTAs per KV head ((query tile, chunk) pairs); Hopper: work items (tiles × heads) */
@@ -88,7 +88,11 @@ void *attnd_fi_pinned_buffer(size_t bytes, cudaError_t *e);
     cudaError_t attnd_fi_decode_tc_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,      \
                                              attnd_fi_ragged_plan *plan);                                \
     cudaError_t attnd_fi_decode_tc_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,            \
-                                            const attnd_fi_ragged_plan &plan, cudaStream_t s);
+                                            const attnd_fi_ragged_plan &plan, cudaStream_t s);           \
+    cudaError_t attnd_fi_paged_sm90_plan_d##d(const attnd_fi_case &c, void *workspace, cudaStream_t s,     \
+                                              attnd_fi_ragged_plan *plan);                               \
+    cudaError_t attnd_fi_paged_sm90_run_d##d(const attnd_fi_case &c, const attnd_fi_tensors &t,           \
+                                             const attnd_fi_ragged_plan &plan, cudaStream_t s);
 ATTND_FI_DECLARE(64)
 ATTND_FI_DECLARE(128)
 ATTND_FI_DECLARE(256)

@@ -137,20 +137,18 @@ def test_flash_prefill_limits(api):
 
 
 FI_RUN = {"backend": "flashinfer", "dtype": "bf16", "heads": 8, "kv_heads": 2, "head_dim": 128}
-# paged decode, ragged decode, ragged prefill
+# paged decode, ragged decode, ragged prefill, paged prefill (a speculative decode; a chunked prefill)
 FI_SERVING = [({"seq_q": 1, "page_size": 16, "seq_kv": 33}, "page_size"),
               ({"seq_q": 1, "page_size": 1, "seqlens_kv": [5, 1], "num_pages": 9}, "seqlens_kv"),
-              ({"seqlens_q": [5, 0, 1], "seqlens_kv": [9, 0, 17]}, "seqlens_kv")]
+              ({"seqlens_q": [5, 0, 1], "seqlens_kv": [9, 0, 17]}, "seqlens_kv"),
+              ({"seq_q": 4, "seq_kv": 64, "page_size": 16}, "page_size"),
+              ({"seqlens_q": [130, 2], "seqlens_kv": [1100, 9], "page_size": 64}, "page_size")]
 
 
 def test_flashinfer_serving_batches_are_offered(api):
-    """flashinfer's paged decode and ragged batches (kernels/flashinfer/, validated on the H200)
-    get as far as the device (503 here); a paged prefill, which the module does not wire, is
-    refused by name."""
+    """flashinfer's paged and ragged batches (kernels/flashinfer/, validated on the H200) get as
+    far as the device (503 here): the module, not the front, says what a card runs."""
     assert {"page_size", "seqlens"} <= set(variant(api, "flashinfer")["features"])
     for extra, _ in FI_SERVING:
         r = api.post("/v1/runs", json=dict(FI_RUN, **extra))
         assert r.status_code == 503 and r.json()["error"]["code"] == "no_device", (extra, r.text)
-    r = api.post("/v1/runs", json=dict(FI_RUN, seq_q=4, seq_kv=64, page_size=16))
-    err = r.json()["error"]
-    assert r.status_code == 422 and "BatchPrefillWithPagedKVCacheDispatched" in err["message"], (r.status_code, err)

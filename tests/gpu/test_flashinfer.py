@@ -1,7 +1,8 @@
 """The `flashinfer` variant (FlashInfer's kernels through attnd's module, docs/flashinfer.md)
 against the fp64 reference: each route (decode over the paged view, the tensor-core decode by
 default at every group, as current vLLM runs it, and the CUDA-core decode under
-impl=cuda_cores; the Hopper or FA2 single-request prefill) on odd sizes, both dtypes, every mask it takes, head dims 64, 128 and
+impl=cuda_cores; on Hopper, 2-16 query rows a sequence (a speculative decode) by the paged
+batch prefill over the same view, as vLLM runs them; the Hopper or FA2 single-request prefill) on odd sizes, both dtypes, every mask it takes, head dims 64, 128 and
 256, grouped K/V heads; what it refuses, by name; its library and engine in the record; its
 kernels counted by CUPTI like every variant's. Skipped, with the reason, where the module is
 not built (make flashinfer; scripts/gpu-build.sh builds it)."""
@@ -20,7 +21,8 @@ DECODE_KERNEL = {"tensor_cores": "BatchPrefillWithPagedKVCacheKernel", "cuda_cor
 # under the default only), a cache of one key, lengths that are no multiple of its 16-key
 # pages, many sequences and few long ones (split-KV); prefill square, Sq < Skv (chunked
 # prefill, and top-left causal over the first seq_q keys), one CTA's worth and odd sizes,
-# batch > 1 (one call per sequence).
+# batch > 1 (one call per sequence); 2-16 query rows (Hopper: the paged prefill, q and out
+# through token-major copies).
 CASES = [
     ("decode_mha", dict(batch=3, heads=4, seq_q=1, seq_kv=1000)),
     ("decode_gqa4", dict(batch=5, heads=8, kv_heads=2, seq_q=1, seq_kv=777)),
@@ -35,7 +37,11 @@ CASES = [
     ("prefill_gqa", dict(batch=2, heads=8, kv_heads=2, seq_q=300, seq_kv=300)),
     ("prefill_chunk", dict(batch=3, heads=4, kv_heads=4, seq_q=129, seq_kv=1100)),
     ("prefill_two_rows", dict(batch=2, heads=2, seq_q=2, seq_kv=65)),
+    ("spec_decode_gqa4", dict(batch=5, heads=8, kv_heads=2, seq_q=4, seq_kv=777)),
+    ("spec_decode_16_rows", dict(batch=3, heads=4, seq_q=16, seq_kv=1000)),
+    ("prefill_17_rows", dict(batch=2, heads=4, kv_heads=2, seq_q=17, seq_kv=300)),
 ]
+PAGED_ROWS = 16  # kernels/flashinfer/flashinfer_layout.h ATTND_FI_PAGED_ROWS
 MASKS = ["none", "causal", "causal_bottom_right"]
 HEAD_DIMS = [64, 128, 256]
 
@@ -43,6 +49,21 @@ HEAD_DIMS = [64, 128, 256]
 @pytest.fixture(scope="module")
 def fi(variants):
     return need_variant(variants, "flashinfer")
+
+
+@pytest.fixture(scope="module")
+def hopper(gapi):
+    (dev,) = [d for d in gapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
+    return dev.get("compute_capability") == "9.0"
+
+
+def prefill_entry(shape, hopper):
+    """The entry point and kernel count of a shape of more than one query row: on Hopper the
+    paged batch prefill for 2-16 rows (its kernel between the two transposes), else one
+    single-request prefill a sequence (+ the transpose of FA2's output before Hopper)."""
+    if hopper and shape["seq_q"] <= PAGED_ROWS:
+        return "BatchPrefillWithPagedKVCacheDispatched", 3
+    return "SinglePrefill", shape["batch"] + (0 if hopper else 1)
 
 
 def decode_impl(shape, i):
@@ -53,7 +74,7 @@ def decode_impl(shape, i):
 
 
 @pytest.mark.parametrize("name,shape", CASES, ids=[c[0] for c in CASES])
-def test_matches_the_reference(gapi, fi, name, shape):
+def test_matches_the_reference(gapi, fi, hopper, name, shape):
     failures = []
     for i, (dtype, mask) in enumerate((d, m) for d in ("bf16", "fp16") for m in MASKS):
         d = HEAD_DIMS[(i + CASES.index((name, shape))) % len(HEAD_DIMS)]  # every head dim meets every case
@@ -78,9 +99,12 @@ def test_matches_the_reference(gapi, fi, name, shape):
         assert rec["library"]["name"] == "FlashInfer" and rec["library"]["version"], rec["library"]
         engine = rec.get("engine") or ""
         used = (impl or "tensor_cores") if s["seq_q"] == 1 else None
-        route = DECODE_ENTRY[used] if used else "SinglePrefill"
+        route, per_forward = (DECODE_ENTRY[used], None) if used else prefill_entry(s, hopper)
         if route not in engine:
             failures.append("%s: engine %r does not name %s" % (what, engine, route))
+        if per_forward is not None and k["per_forward"] != per_forward:
+            failures.append("%s: %d kernels per forward, want %d: %r" % (what, k["per_forward"], per_forward,
+                                                                        [t["name"] for t in k["table"]]))
         if rec.get("impl_used") != used:
             failures.append("%s: impl_used %r, want %r" % (what, rec.get("impl_used"), used))
         assert not any(t["kind"] == "memcpy" for t in k["table"]), k["table"]

@@ -2,11 +2,13 @@
 decode through the real block table (by default the tensor-core decode, FA2's
 BatchPrefillWithPagedKVCacheDispatched over the NHD cache, as current vLLM runs every decode;
 impl=cuda_cores BatchDecodeWithPagedKVCacheDispatched over the same pages; paged_kv_t built on
-the host in prepare), ragged decode, and ragged prefill
-(BatchPrefillWithRaggedKVCacheDispatched, one launch per forward). Its `paged` and `ragged` bits
-are in `features` since this passed on the H200; it runs on the pytest run's server where
-that one offers them, else on one of its own; it skips where flashinfer is unavailable (make
-flashinfer).
+the host in prepare), ragged decode, ragged prefill
+(BatchPrefillWithRaggedKVCacheDispatched, one launch per forward), and on Hopper the paged
+prefill (more than one query row a sequence over the paged cache: Hopper's
+BatchPrefillWithPagedKVCacheDispatched, as vLLM runs chunked prefills and speculative
+decodes). Its `paged` and `ragged` bits are in `features` since this passed on the H200; it
+runs on the pytest run's server where that one offers them, else on one of its own; it skips
+where flashinfer is unavailable (make flashinfer).
 
 - verify=true against the fp64 reference, bf16 and fp16, head dims 64 and 128: page_size 1, 16
   and 64, seq_kv not a multiple of the page, more pages than used, GQA groups 4 and 8, ragged
@@ -18,9 +20,12 @@ flashinfer).
   FlashInfer's decode over 16-key pages, split alike: only the addresses differ); other page
   sizes agree within verify's tolerance;
 - an uploaded block table and lengths give the generated run's fingerprint;
+- a paged prefill at pages of 16 gives its contiguous twin's fingerprint (the same kernel over
+  16-key pages, HND or NHD); other page sizes within verify's tolerance;
 - kernels per forward as CUPTI measures them: the decode kernel, CUDA-core or tensor-core (+
-  the merge when the plan splits), one batch prefill kernel for a whole ragged batch;
-- what it refuses, by name: a paged prefill, a sequence with queries and no keys, a causal
+  the merge when the plan splits), one batch prefill kernel for a whole ragged batch, the paged
+  prefill's kernel (between two transposes where q is [B,H,Sq,D]);
+- what it refuses, by name: a paged prefill before Hopper, a sequence with queries and no keys, a causal
   sequence with more queries than keys, impl=cuda_cores at a group its kernel lacks, an impl on
   a ragged prefill; GET /v1/device's `flashinfer` is the module's version.
 """
@@ -45,6 +50,10 @@ CASES = [
     dict(heads=8, kv_heads=2, seqlens_q=[5, 0, 1, 7], seqlens_kv=[33, 0, 17, 9]),         # ragged prefill
     dict(heads=16, kv_heads=2, seqlens_q=[1, 300, 64, 1], seqlens_kv=[1, 300, 700, 2]),
     dict(heads=4, kv_heads=4, seqlens_q="9,1,130", seq_kv=130),
+    dict(batch=3, heads=8, kv_heads=2, seq_q=4, seq_kv=1000, page_size=16, num_pages=250),  # paged spec decode
+    dict(heads=8, kv_heads=2, seqlens_q=[4, 1, 0, 7], seqlens_kv=[33, 17, 0, 300], page_size=16),  # paged ragged
+    dict(heads=16, kv_heads=2, seqlens_q=[3, 2], seqlens_kv=[5, 4097], page_size=1),     # page 1, long
+    dict(batch=2, heads=4, kv_heads=4, seq_q=130, seq_kv=1100, page_size=64),             # chunked prefill
 ]
 MASKS = ["none", "causal", "causal_bottom_right"]
 
@@ -61,6 +70,20 @@ def fapi():
 
 def is_decode(case):
     return case.get("seq_q") == 1
+
+
+@pytest.fixture(scope="module")
+def hopper(fapi):
+    (dev,) = [d for d in fapi.get("/v1/device").json()["devices"] if d.get("id") == "cuda:0"]
+    return dev.get("compute_capability") == "9.0"
+
+
+def prefill_entry(case):
+    """A prefill's entry point and kernels per forward: the paged prefill over the block table
+    (+ the two transposes of a [B,H,Sq,D] q and out), or the ragged prefill."""
+    if "page_size" in case:
+        return "BatchPrefillWithPagedKVCacheDispatched", 1 if "seqlens_q" in case else 3
+    return "BatchPrefillWithRaggedKVCacheDispatched", 1
 
 
 def decode_entry(impl):
@@ -89,7 +112,9 @@ def allowed(case, mask):
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
-def test_verify_against_the_reference(fapi, case):
+def test_verify_against_the_reference(fapi, hopper, case):
+    if not is_decode(case) and "page_size" in case and not hopper:
+        pytest.skip("a paged prefill runs on Hopper only (test_paged_prefill_before_hopper_is_refused)")
     failures = []
     for i, (dtype, mask) in enumerate((d, m) for d in ("bf16", "fp16") for m in MASKS):
         if not allowed(case, mask):
@@ -109,7 +134,7 @@ def test_verify_against_the_reference(fapi, case):
         ver, engine, k = rec.get("verify") or {}, rec.get("engine") or "", rec["kernels"]
         if not ver.get("pass") or rec["output"]["nan"]:
             failures.append("%s: verify %r nan %r" % (what, ver, rec["output"]["nan"]))
-        want = decode_entry(impl)[0] if is_decode(case) else "BatchPrefillWithRaggedKVCacheDispatched"
+        want, per_forward = (decode_entry(impl)[0], None) if is_decode(case) else prefill_entry(case)
         if want not in engine:
             failures.append("%s: engine %r does not name %s" % (what, engine, want))
         used = (impl or "tensor_cores") if is_decode(case) else None
@@ -120,7 +145,7 @@ def test_verify_against_the_reference(fapi, case):
             ok = k["per_forward"] == (2 if "split-KV" in engine else 1) and \
                 any(decode_entry(impl)[1] in n for n in names)
         else:
-            ok = k["per_forward"] == 1  # one launch for the whole ragged batch
+            ok = k["per_forward"] == per_forward  # one launch for the whole batch (+ the transposes)
         if not ok:
             failures.append("%s: %d kernels per forward %r (%s)" % (what, k["per_forward"], names, engine))
         fact("flashinfer serving %s kernels" % what, "%d: %s | %s rel_l2 %.2e" % (
@@ -149,6 +174,38 @@ def test_paged_decode_gives_the_contiguous_fingerprint(fapi, twin):
         assert other["verify"]["pass"], (ps, other["verify"])
         fact("flashinfer paged decode page %d vs contiguous" % ps, "%s %s" % (
             other["output"]["fingerprint"] == flat["output"]["fingerprint"], other.get("engine")))
+
+
+def test_paged_prefill_gives_the_contiguous_fingerprint(fapi, hopper):
+    """A speculative decode (4 query rows a sequence) over pages of 16 and over the contiguous
+    cache: both are Hopper's paged prefill over 16-key pages (NHD through the block table, HND
+    over the cache), the same plan and key order: equal fingerprints. Pages of 1 and 64 give
+    the same plan too (the kernel gathers key by key); verify's tolerance is asserted, the
+    fingerprints reported."""
+    if not hopper:
+        pytest.skip("the paged prefill runs on Hopper only")
+    body = dict(batch=3, heads=16, kv_heads=4, seq_q=4, seq_kv=3001, mask="causal_bottom_right", backend="flashinfer",
+                device="cuda:0", dtype="bf16", head_dim=128, seed=fresh_seed(), warmup=0, iters=1)
+    flat = post_run_ok(fapi, body)
+    paged = post_run_ok(fapi, dict(body, page_size=16))
+    for rec in (flat, paged):
+        assert "BatchPrefillWithPagedKVCacheDispatched" in rec.get("engine", ""), rec.get("engine")
+    assert paged["output"]["fingerprint"] == flat["output"]["fingerprint"], (flat.get("engine"), paged.get("engine"))
+    for ps in (1, 64):
+        other = post_run_ok(fapi, dict(body, page_size=ps, verify=True))
+        assert other["verify"]["pass"], (ps, other["verify"])
+        fact("flashinfer paged prefill page %d vs contiguous" % ps, "%s %s" % (
+            other["output"]["fingerprint"] == flat["output"]["fingerprint"], other.get("engine")))
+
+
+def test_paged_prefill_before_hopper_is_refused(fapi, hopper):
+    """FA2's paged prefill (8.x) is not wired: a 422 that says where it runs."""
+    if hopper:
+        pytest.skip("Hopper runs the paged prefill (test_verify_against_the_reference)")
+    r = fapi.run(body=dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=4, kv_heads=2, head_dim=64,
+                           batch=2, seq_q=4, seq_kv=64, page_size=16, iters=1))
+    err = error_of(r)
+    assert r.status_code == 422 and "9.0 only" in err["message"], (r.status_code, err)
 
 
 def test_uploaded_table_gives_the_generated_fingerprint(fapi):
@@ -225,12 +282,11 @@ def test_decode_impls_choose_the_kernel(fapi, layout):
 
 
 @pytest.mark.parametrize("body,needle", [
-    (dict(batch=2, seq_q=4, seq_kv=64, page_size=16), "BatchPrefillWithPagedKVCacheDispatched"),
     (dict(seqlens_q=[3, 2], seqlens_kv=[8, 0], mask="none"), "sequence 1 has queries and no keys"),
     (dict(seqlens_q=[3, 5], seqlens_kv=[8, 4], mask="causal_bottom_right"), "sequence 1: 5 > 4"),
     (dict(heads=10, seq_q=1, seqlens_kv=[40, 9], page_size=16, impl="cuda_cores"), "1, 2, 3, 4, 6, 8 and 16"),
     (dict(seqlens_q=[3, 2], seqlens_kv=[8, 9], impl="tensor_cores"), "chooses the decode kernel"),
-], ids=["paged_prefill", "queries_without_keys", "causal_more_queries", "cuda_cores_group5", "impl_on_a_prefill"])
+], ids=["queries_without_keys", "causal_more_queries", "cuda_cores_group5", "impl_on_a_prefill"])
 def test_refusals_name_the_reason(fapi, body, needle):
     r = fapi.run(body=dict(dict(backend="flashinfer", device="cuda:0", dtype="bf16", heads=4, kv_heads=2,
                                 head_dim=64, iters=1), **body))

@@ -192,8 +192,8 @@ static void test_limits(void)
     CHECK(variant_info_check(v, &p, 75, why, sizeof why) == -1 && strstr(why, "8.0"), "%s", why);
 }
 
-/* Paged and ragged batches: offered (validated on the H200), and the front's own refusal of
- * what the module does not wire (a paged prefill). */
+/* Paged and ragged batches: offered (validated on the H200), a paged prefill among them (the
+ * module says where it runs). */
 static void test_serving_limits(void)
 {
     const variant_info *v = &variant_info_flashinfer;
@@ -207,9 +207,8 @@ static void test_serving_limits(void)
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged GQA decode: %s", why);
     p.page_size = 1, p.num_pages = 4000;
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "page_size 1: %s", why);
-    p.seq_q = 4;
-    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == -1 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
-          "paged prefill: %s", why);
+    p.seq_q = 4; /* a speculative decode: the module's paged prefill on Hopper; 8.x: its 422 */
+    CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged prefill: %s", why);
     p.seq_q = 1, p.heads = 40, p.kv_heads = 8; /* a group of 5: the tensor-core decode (the default) */
     CHECK(variant_info_check(v, &p, 90, why, sizeof why) == 0, "paged decode of a group of 5: %s", why);
     p = attn_mha(16, 32, 8192, 8192, 128, ATTN_FP16, ATTN_MASK_CAUSAL_BOTTOM_RIGHT, 0.088);
@@ -315,6 +314,12 @@ static void test_bound_covers_the_module(void)
                         p.seq_q = 7;
                         need = attnd_fi_align256((size_t)attn_out_elems(&p) * 2);
                         CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "prefill staging");
+                        c.seq_q = 7; /* Hopper: a speculative decode's paged prefill over the contiguous cache */
+                        need = attnd_fi_paged_prefill_layout_of(&c).total;
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need,
+                              "paged prefill B%lld H%lld/%lld Skv%lld D%lld: bound %zu < module %zu", (long long)p.batch,
+                              (long long)p.heads, (long long)p.kv_heads, (long long)p.seq_kv, (long long)p.head_dim,
+                              variant_info_flashinfer.workspace_bound(&p), need);
                     }
 }
 
@@ -365,6 +370,19 @@ static void test_bound_covers_serving(void)
                     if (attnd_fi_ragged_layout_of(&c, 0).total > need) need = attnd_fi_ragged_layout_of(&c, 0).total;
                     CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "ragged prefill B%lld Sq%lld",
                           (long long)p.batch, (long long)p.seq_q);
+                    for (size_t g = 0; seqs[s] > 1 && g < sizeof pages / sizeof pages[0]; g++) {
+                        /* a paged prefill (Hopper), its queries ragged and then [B,H,Sq,D] */
+                        p.page_size = c.page_size = pages[g];
+                        need = attnd_fi_paged_prefill_layout_of(&c).total;
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "paged ragged prefill B%lld Sq%lld "
+                              "page %lld", (long long)p.batch, (long long)p.seq_q, (long long)p.page_size);
+                        p.ragged = 0, c.ragged = 0, p.total_q = c.total_q = 0;
+                        need = attnd_fi_paged_prefill_layout_of(&c).total;
+                        CHECK(variant_info_flashinfer.workspace_bound(&p) >= need, "paged prefill B%lld Sq%lld page %lld",
+                              (long long)p.batch, (long long)p.seq_q, (long long)p.page_size);
+                        p.ragged = ATTN_RAGGED_Q | ATTN_RAGGED_KV, c.ragged = 1;
+                        p.total_q = c.total_q = p.batch * p.seq_q - (p.batch > 1);
+                    }
                 }
 }
 
@@ -431,7 +449,24 @@ static void test_real_module(const char *path)
         EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
                    strstr(why, "attnd_fi_prepare first"),
                "a tensor-core decode forward without its plan: %s", why);
-        c.heads = 32, c.seq_q = 512, c.causal = 1;
+        c.heads = 32, c.seq_q = 4, c.causal = 1; /* a speculative decode: Hopper's paged prefill over the cache */
+        EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PAGED_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
+               "Sq 4: %s", why);
+        if (sm90) {
+            EXPECT(api->workspace_bytes(&c) == attnd_fi_paged_prefill_layout_of(&c).total &&
+                       attnd_fi_paged_prefill_layout_of(&c).q_staged_off > 0,
+                   "Sq 4 workspace %zu", api->workspace_bytes(&c));
+            EXPECT(strstr(api->describe(&c), "BatchPrefillWithPagedKVCacheDispatched") &&
+                       strstr(api->describe(&c), "HND pages of 16") && strstr(api->describe(&c), "two transposes"),
+                   "%s", api->describe(&c));
+            EXPECT(api->forward(&c, NULL, NULL, NULL, NULL, NULL, NULL, why, sizeof why) == -1 &&
+                       strstr(why, "attnd_fi_prepare first"),
+                   "a paged prefill forward without its plan: %s", why);
+        }
+        c.seq_q = 17;
+        EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
+               "Sq 17: %s", why);
+        c.seq_q = 512;
         EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_PREFILL_SM90 : ATTND_FI_ROUTE_PREFILL_SM80),
                "prefill: %s", why);
         c.decode_kernel = ATTND_FI_DECODE_CUDA_CORES;
@@ -479,8 +514,23 @@ static void test_real_module(const char *path)
             c.block_table = table, c.page_size = (int64_t)1 << 28;
             EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "32-bit page stride"), "huge page: %s", why);
             c.page_size = 16, c.cu_seqlens_q = cu_q, c.seq_q = 7, c.total_q = 8;
-            EXPECT(api->route(&c, why, sizeof why) == 0 && strstr(why, "BatchPrefillWithPagedKVCacheDispatched"),
-                   "paged prefill: %s", why);
+            if (sm90) {
+                EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_PAGED_SM90, "paged ragged prefill: %s", why);
+                EXPECT(api->workspace_bytes(&c) == attnd_fi_paged_prefill_layout_of(&c).total &&
+                           attnd_fi_paged_prefill_layout_of(&c).q_staged_off == 0,
+                       "paged ragged prefill workspace %zu", api->workspace_bytes(&c));
+                EXPECT(strstr(api->describe(&c), "NHD pages of 16 keys through the block table") &&
+                           !strstr(api->describe(&c), "transposes"),
+                       "%s", api->describe(&c));
+                c.ragged = 0, c.total_q = 0, c.total_kv = 0; /* q [B,H,Sq,D] over the same pages */
+                EXPECT(api->route(&c, why, sizeof why) == ATTND_FI_ROUTE_PAGED_SM90, "paged prefill: %s", why);
+                EXPECT(strstr(api->describe(&c), "two transposes"), "%s", api->describe(&c));
+                c.ragged = 1, c.total_q = 8, c.total_kv = 1018;
+            }
+            c.cc = 80;
+            EXPECT(api->route(&c, why, sizeof why) == 0 && (!sm80 || strstr(why, "9.0 only")), "paged prefill on 8.x: %s",
+                   why);
+            c.cc = sm90 ? 90 : 80;
             c.page_size = 0, c.block_table = NULL, c.num_pages = 0, c.pages_per_seq = 0;
             EXPECT(api->route(&c, why, sizeof why) == (sm90 ? ATTND_FI_ROUTE_RAGGED_SM90 : ATTND_FI_ROUTE_RAGGED_SM80),
                    "ragged prefill, a sequence of no queries: %s", why);
