@@ -516,9 +516,9 @@ static size_t flashinfer_bound(const attn_problem *p)
         paged = 28 * (size_t)p->heads * (rows / 128 + b1) + 4 * (size_t)p->batch * (pages + 2) + 8192 +
                 (p->ragged ? 0 : 2 * align256(rows * (size_t)(p->heads * p->head_dim) * attn_dtype_bytes(p->dtype)));
     }
-    if (paged > ragged) ragged = paged;
     if (decode > bound) bound = decode;
-    return ragged > bound ? ragged : bound;
+    if (ragged > bound) bound = ragged;
+    return paged > bound ? paged : bound;
 }
 
 const variant_info variant_info_reference = {
